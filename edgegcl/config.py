@@ -1,0 +1,186 @@
+"""The run configuration: one flat, typed record, loadable from TOML and overridable by flags.
+
+Every field is settable in a ``--config FILE.toml`` (same names, e.g. ``theta_max = 0.6`` or
+``T_int = 20``) and by a command-line flag (``--theta-max 0.6``, ``--T-int 20``); flags win.
+``validate`` turns any bad value into one ``UsageError`` line naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from edgegcl.errors import UsageError
+from edgegcl.model import ACTIVATIONS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+MODES = ("full",)
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run depends on; saved as ``config.toml`` in the run directory."""
+
+    # data
+    dataset: str = "synthetic"
+    root: str = ""
+    nodes: int = 2000
+    classes: int = 5
+    features: int = 128
+    avg_degree: float = 10.0
+    homophily: float = 0.8
+    graph_seed: int = 0
+    # run
+    mode: str = "full"
+    epochs: int = 500
+    seeds: int = 1
+    device: str = "auto"
+    out: str = ""
+    eval_every: int = 25
+    # optimisation and model
+    lr: float = 5e-4
+    weight_decay: float = 1e-5
+    tau: float = 0.4
+    hidden_dim: int = 256
+    out_dim: int = 128
+    proj_dim: int = 128
+    activation: str = "prelu"
+    # augmentation (drop probabilities per view)
+    p_edge_1: float = 0.2
+    p_edge_2: float = 0.4
+    p_feature_1: float = 0.3
+    p_feature_2: float = 0.4
+    # HANS (paper names)
+    theta_max: float = 1.0
+    ratios: str = "20,30,50"
+    T_init: int = 60
+    T_int: int = 20
+    e: int = 10
+    gamma: float = 0.99
+    b: float = 0.05
+    c_cat: str = "0.05,0.05,0.025"
+    eta_0: float = 0.05
+    floor: float = 0.05
+    swap_every: int = 0
+
+    def ratio_map(self) -> dict[str, float]:
+        """``ratios`` ("EASY,HARD,INTER" percent, the paper's order) as fractions by category."""
+        easy, hard, inter = (float(v) / 100.0 for v in self.ratios.split(","))
+        return {"hard": hard, "inter": inter, "easy": easy}
+
+    def c_cat_map(self) -> dict[str, float]:
+        """``c_cat`` ("HARD,INTER,EASY" per-step caps) by category."""
+        hard, inter, easy = (float(v) for v in self.c_cat.split(","))
+        return {"hard": hard, "inter": inter, "easy": easy}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+FIELDS = {f.name: f for f in fields(TrainConfig)}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """Convert a TOML or flag value to the field's type, or say which field is wrong."""
+    kind = FIELDS[name].type
+    try:
+        if kind == "int":
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError
+            return int(value)
+        if kind == "float":
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        if isinstance(value, list):
+            return ",".join(str(v) for v in value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"config field {name!r} must be {kind}, got {value!r}") from None
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    """Read a config file; unknown keys and unreadable files are usage errors."""
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            raw = tomllib.load(fh)
+    except FileNotFoundError:
+        raise UsageError(f"config file {p} does not exist; check the path given to --config") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UsageError(f"config file {p} is not valid TOML ({msg}); fix the file") from None
+    unknown = sorted(set(raw) - set(FIELDS))
+    if unknown:
+        raise UsageError(f"config file {p} has unknown keys {', '.join(unknown)}; "
+                         f"valid keys are the flag names with underscores (e.g. theta_max)")
+    return {k: _coerce(k, v) for k, v in raw.items()}
+
+
+def build(file_values: dict[str, Any], flag_values: dict[str, Any]) -> TrainConfig:
+    """Defaults, then the file, then the flags (flags win); validated."""
+    cfg = TrainConfig(**{**file_values, **{k: _coerce(k, v) for k, v in flag_values.items()}})
+    validate(cfg)
+    return cfg
+
+
+def _parse_floats(name: str, text: str, count: int, what: str) -> list[float]:
+    try:
+        vals = [float(v) for v in text.split(",")]
+    except ValueError:
+        vals = []
+    if len(vals) != count or not all(math.isfinite(v) for v in vals):
+        raise UsageError(f"{name} must be {count} comma-separated numbers ({what}), got {text!r}")
+    return vals
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Check every field's range; the first problem found is raised as one line."""
+    def need(ok: bool, msg: str) -> None:
+        if not ok:
+            raise UsageError(msg)
+
+    need(cfg.mode in MODES, f"--mode must be one of {', '.join(MODES)}, got {cfg.mode!r}")
+    need(cfg.device in DEVICES or cfg.device.startswith("cuda:"),
+         f"--device must be auto, cpu, cuda or cuda:N, got {cfg.device!r}")
+    need(cfg.activation in ACTIVATIONS,
+         f"--activation must be one of {', '.join(ACTIVATIONS)}, got {cfg.activation!r}")
+    for name in ("epochs", "seeds", "eval_every", "hidden_dim", "out_dim", "proj_dim",
+                 "T_int", "e", "nodes", "classes", "features"):
+        need(getattr(cfg, name) >= 1, f"{name} must be a positive integer, got {getattr(cfg, name)}")
+    need(cfg.nodes >= 2, f"--nodes must be at least 2, got {cfg.nodes}")
+    need(cfg.T_init >= 0 and cfg.swap_every >= 0, "T_init and swap_every must be >= 0")
+    need(0.0 < cfg.theta_max <= 1.0, f"--theta-max must be in (0, 1], got {cfg.theta_max}")
+    need(cfg.lr > 0 and cfg.weight_decay >= 0, "--lr must be > 0 and --weight-decay >= 0")
+    need(cfg.tau >= 0.05, f"--tau must be >= 0.05 (exp(-2/tau) underflows below), got {cfg.tau}")
+    for name in ("p_edge_1", "p_edge_2", "p_feature_1", "p_feature_2", "homophily"):
+        need(0.0 <= getattr(cfg, name) <= 1.0, f"{name} must be in [0, 1], got {getattr(cfg, name)}")
+    need(cfg.avg_degree > 0, f"--avg-degree must be > 0, got {cfg.avg_degree}")
+    ratios = _parse_floats("--ratios", cfg.ratios, 3, "EASY,HARD,INTER percent, e.g. 20,30,50")
+    need(all(r > 0 for r in ratios) and abs(sum(ratios) - 100.0) < 1e-6,
+         f"--ratios EASY,HARD,INTER must be positive and sum to 100, got {cfg.ratios!r}")
+    caps = _parse_floats("--c-cat", cfg.c_cat, 3, "HARD,INTER,EASY per-step caps")
+    need(all(c > 0 for c in caps), f"--c-cat caps must be > 0, got {cfg.c_cat!r}")
+    need(0 < cfg.eta_0 <= 1 and 0 <= cfg.floor <= 1, "--eta-0 must be in (0, 1] and --floor in [0, 1]")
+    need(cfg.gamma > 0 and cfg.b > 0, "--gamma and --b must be > 0")
+
+
+def to_toml(cfg: TrainConfig) -> str:
+    """The resolved configuration as TOML that ``load_toml`` reads back unchanged."""
+    lines = []
+    for name, value in cfg.to_dict().items():
+        if isinstance(value, str):
+            text = value.replace("\\", "\\\\").replace('"', '\\"')
+            lines.append(f'{name} = "{text}"')
+        else:
+            lines.append(f"{name} = {value!r}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,239 @@
+"""Downstream evaluation of frozen node embeddings: splits, F1, linear probe, checkpoint choice.
+
+The protocol is the usual one for graph contrastive learning: the encoder is frozen, a
+logistic-regression classifier is trained on the embeddings of the training nodes, and the
+classifier's hyper-parameter (weight decay) and the encoder checkpoint are chosen on the
+validation nodes only. The test nodes are touched once, to report the chosen model. The
+"paper" protocol (best test score over checkpoints) is computed alongside, clearly labelled,
+so results can be compared with publications that report it, without ever being selected by it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = [
+    "ProbeScores",
+    "Selection",
+    "Split",
+    "f1_scores",
+    "linear_probe",
+    "random_split",
+    "select_checkpoint",
+]
+
+
+@dataclass(frozen=True)
+class Split:
+    """Node indices (int64) of the train, validation and test sets: disjoint, covering all nodes."""
+
+    train: Tensor
+    val: Tensor
+    test: Tensor
+
+
+def random_split(num_nodes: int, seed: int, train: float = 0.1, val: float = 0.1) -> Split:
+    """Split ``num_nodes`` nodes at random into train/val/test.
+
+    The first ``floor(train * N)`` nodes of a seeded permutation are the training set, the next
+    ``floor(val * N)`` the validation set, the rest the test set. A local generator makes the
+    split depend on ``seed`` only, never on (or disturbing) the global RNG state.
+    """
+    if num_nodes < 1:
+        raise ValueError(f"num_nodes must be positive, got {num_nodes}")
+    if train < 0 or val < 0 or train + val > 1:
+        raise ValueError(f"need train >= 0, val >= 0 and train + val <= 1, got {train=}, {val=}")
+    n_train = math.floor(train * num_nodes)
+    n_val = math.floor(val * num_nodes)
+    generator = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(num_nodes, generator=generator)
+    return Split(
+        train=perm[:n_train],
+        val=perm[n_train : n_train + n_val],
+        test=perm[n_train + n_val :],
+    )
+
+
+def f1_scores(pred: Tensor, target: Tensor, num_classes: int) -> tuple[float, float]:
+    """Return ``(micro-F1, macro-F1)`` in percent for single-label multi-class predictions.
+
+    Micro-F1 equals accuracy in this setting. Macro-F1 is the unweighted mean of per-class F1
+    ``2 TP / (predicted + true)``, taken over the classes that occur in ``pred`` or ``target``
+    (sklearn's behaviour with ``labels`` = present classes): a class absent from both says
+    nothing about the classifier and is left out, while a class with members that is never
+    predicted counts with F1 = 0.
+    """
+    if pred.dim() != 1 or pred.shape != target.shape or pred.numel() == 0:
+        raise ValueError(
+            f"pred and target must be non-empty 1-D tensors of equal length, "
+            f"got {tuple(pred.shape)} and {tuple(target.shape)}"
+        )
+    if int(torch.minimum(pred.min(), target.min())) < 0 or int(
+        torch.maximum(pred.max(), target.max())
+    ) >= num_classes:
+        raise ValueError(f"labels must lie in [0, {num_classes})")
+    correct = pred == target
+    true_positives = torch.bincount(target[correct], minlength=num_classes)
+    support = torch.bincount(target, minlength=num_classes) + torch.bincount(
+        pred, minlength=num_classes
+    )
+    present = support > 0
+    per_class = 2.0 * true_positives[present].double() / support[present].double()
+    micro = 100.0 * correct.double().mean().item()
+    macro = 100.0 * per_class.mean().item()
+    return micro, macro
+
+
+@dataclass(frozen=True)
+class ProbeScores:
+    """F1 scores (percent) of the linear probe chosen on validation, and its weight decay."""
+
+    val_micro: float
+    val_macro: float
+    test_micro: float
+    test_macro: float
+    weight_decay: float
+
+
+def _fit_logreg(
+    x: Tensor,
+    y: Tensor,
+    num_classes: int,
+    weight_decays: Sequence[float],
+    epochs: int,
+    lr: float,
+    weight: Tensor,
+    bias: Tensor,
+) -> tuple[Tensor, Tensor]:
+    """Train one softmax regression per weight decay, all at once, from a shared initialisation.
+
+    Equivalent to training ``nn.Linear(D, C)`` (initial ``weight`` [C, D] and ``bias`` [C]) with
+    mean cross-entropy and ``torch.optim.Adam(lr=lr, weight_decay=wd)`` for each ``wd``, full
+    batch. The G classifiers are packed side by side into one [D, G*C] matrix and the gradient
+    is written out analytically (``X^T (softmax - onehot) / n + wd * W``): because Adam is
+    elementwise, one optimiser over the packed tensor is exactly G independent optimisers, and
+    skipping autograd makes the grid about as cheap as a single model.
+    Returns the packed weight [D, G*C] and bias [G*C]; logits of group g are columns g*C:(g+1)*C.
+    """
+    n = x.shape[0]
+    groups = len(weight_decays)
+    packed_w = weight.t().repeat(1, groups).contiguous()
+    packed_b = bias.repeat(groups)
+    decay = torch.tensor(weight_decays, dtype=x.dtype, device=x.device).repeat_interleave(
+        num_classes
+    )
+    onehot = F.one_hot(y, num_classes).to(x.dtype).repeat(1, groups)
+    x_t = x.t().contiguous()
+    optimizer = torch.optim.Adam([packed_w, packed_b], lr=lr)
+    for _ in range(epochs):
+        logits = torch.addmm(packed_b, x, packed_w).view(n, groups, num_classes)
+        residual = (logits.softmax(dim=-1).view(n, -1) - onehot) / n
+        packed_w.grad = torch.addmm(decay * packed_w, x_t, residual)
+        packed_b.grad = residual.sum(dim=0) + decay * packed_b
+        optimizer.step()
+    return packed_w, packed_b
+
+
+def linear_probe(
+    embeddings: Tensor,
+    y: Tensor,
+    split: Split,
+    *,
+    weight_decays: Sequence[float] = (0.0, 1e-4, 1e-3, 1e-2),
+    epochs: int = 300,
+    lr: float = 0.01,
+    seed: int = 0,
+) -> ProbeScores:
+    """Score frozen embeddings by logistic regression, with weight decay chosen on validation.
+
+    Rows are L2-normalised (so the scale of the encoder output does not interact with the
+    weight-decay grid), then one classifier per weight decay is trained with Adam on
+    ``split.train`` only. The classifier with the best validation micro-F1 (ties: the first in
+    the grid) is kept and its validation and test F1 are reported; test labels influence
+    nothing but the reported test numbers. Initialisation is ``nn.Linear``'s uniform
+    ``U(-1/sqrt(D), 1/sqrt(D))`` drawn from a local generator seeded with ``seed``, so the
+    result is deterministic and the global RNG is left alone. Runs on ``embeddings.device``.
+    """
+    if embeddings.dim() != 2 or y.shape != (embeddings.shape[0],):
+        raise ValueError(
+            f"need embeddings [N, D] and labels [N], "
+            f"got {tuple(embeddings.shape)} and {tuple(y.shape)}"
+        )
+    if not weight_decays or min(weight_decays) < 0:
+        raise ValueError(
+            f"weight_decays must be non-empty and non-negative, got {tuple(weight_decays)}"
+        )
+    if epochs < 1 or lr <= 0:
+        raise ValueError(f"need epochs >= 1 and lr > 0, got {epochs=}, {lr=}")
+    if split.train.numel() == 0 or split.val.numel() == 0 or split.test.numel() == 0:
+        raise ValueError("train, validation and test sets must all be non-empty")
+
+    device = embeddings.device
+    x = F.normalize(embeddings.detach().float(), dim=1)
+    y = y.to(device=device, dtype=torch.long)
+    train, val, test = (idx.to(device) for idx in (split.train, split.val, split.test))
+    num_classes = int(y.max()) + 1
+    dim = x.shape[1]
+
+    generator = torch.Generator().manual_seed(seed)
+    bound = 1.0 / math.sqrt(dim)
+    weight = (torch.rand(num_classes, dim, generator=generator) * 2 - 1) * bound
+    bias = (torch.rand(num_classes, generator=generator) * 2 - 1) * bound
+    packed_w, packed_b = _fit_logreg(
+        x[train], y[train], num_classes, weight_decays, epochs, lr,
+        weight.to(device), bias.to(device),
+    )
+
+    with torch.no_grad():
+        pred = torch.addmm(packed_b, x, packed_w).view(x.shape[0], -1, num_classes).argmax(-1)
+    val_scores = [f1_scores(pred[val, g], y[val], num_classes) for g in range(len(weight_decays))]
+    best = max(range(len(weight_decays)), key=lambda g: (val_scores[g][0], -g))
+    test_micro, test_macro = f1_scores(pred[test, best], y[test], num_classes)
+    return ProbeScores(
+        val_micro=val_scores[best][0],
+        val_macro=val_scores[best][1],
+        test_micro=test_micro,
+        test_macro=test_macro,
+        weight_decay=float(weight_decays[best]),
+    )
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The checkpoint chosen on validation, plus the paper protocol's figure for comparison.
+
+    ``epoch``/``scores`` are the honest result (argmax validation micro-F1). ``paper_*`` is the
+    best test micro-F1 over all checkpoints, an optimistic number that some papers report; it
+    is never used to choose anything.
+    """
+
+    epoch: int
+    scores: ProbeScores
+    paper_epoch: int
+    paper_test_micro: float
+    paper_test_macro: float
+
+
+def select_checkpoint(history: Sequence[tuple[int, ProbeScores]]) -> Selection:
+    """Choose among ``(epoch, scores)`` checkpoints by validation micro-F1 (ties: earliest epoch).
+
+    Also reports the checkpoint with the best test micro-F1 (ties: earliest epoch) as the
+    paper-protocol figure.
+    """
+    if not history:
+        raise ValueError("history is empty: evaluate at least one checkpoint")
+    epoch, scores = max(history, key=lambda item: (item[1].val_micro, -item[0]))
+    paper_epoch, paper = max(history, key=lambda item: (item[1].test_micro, -item[0]))
+    return Selection(
+        epoch=epoch,
+        scores=scores,
+        paper_epoch=paper_epoch,
+        paper_test_micro=paper.test_micro,
+        paper_test_macro=paper.test_macro,
+    )

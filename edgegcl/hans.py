@@ -1,0 +1,218 @@
+"""HANS: the Hardness-Aware Negative Scheduler (paper, Sec. "HANS" and Algorithm 1).
+
+Shaped like ``torch.optim.lr_scheduler``: call ``step(losses)`` once per epoch with that
+epoch's per-category losses; read ``counts(|N_i|)`` for how many negatives of each category
+every anchor uses, and ``draw`` for which random subset (it changes when HANS swaps).
+``state_dict()`` / ``load_state_dict()`` save and restore everything. HANS knows nothing of
+tensors or autograd: its inputs and outputs are plain numbers.
+
+Choices where the paper leaves room (also in docs/hans.md):
+- The gate (Eq. 7) is evaluated per category on window sums of e epochs; it opens when any
+  category's loss failed to improve by 1 - gamma (Algorithm 1, line 10).
+- One category moves per open gate: round-robin hard -> inter -> easy over categories below
+  their cap, with hard preference: easy's turn goes to hard whenever easy's step would bring it
+  level with or past hard while hard is below its cap. So hard always fills before easy.
+- Loss shares w_cat use the current window sums; if any is <= 0 or not finite, the nominal
+  weights [1, 1, 1/2] / 2.5 are used (Eq. 8).
+- Per-category floors (default 0.05, the bootstrap eta_0) are enforced before every update.
+- After saturation (sum eta theta_cat >= theta_max) eta no longer moves; every ``swap_every``
+  epochs the active subsets are redrawn (stochastic swapping): ``draw`` increments.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+CATEGORIES = ("hard", "inter", "easy")
+NOMINAL_WEIGHTS = {"hard": 1.0, "inter": 1.0, "easy": 0.5}
+DEFAULT_RATIOS = {"hard": 0.30, "inter": 0.50, "easy": 0.20}
+DEFAULT_STEP_CAPS = {"hard": 0.05, "inter": 0.05, "easy": 0.025}
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class HANSEvent:
+    """One line of the event log: what changed (or was decided) at the end of an epoch."""
+
+    epoch: int
+    category: str
+    delta_eta: float
+    eta: float
+    reason: str
+
+
+class HANS:
+    """The scheduler of eta_t^cat, the used fraction of each category's budget theta_cat.
+
+    Parameters follow Algorithm 1: ``theta_max`` (global budget, fraction of |N_i|),
+    ``theta_cat`` (per-category caps, fractions of |N_i|; default ratios 30/50/20 x theta_max),
+    ``T_init`` (bootstrap epochs), ``T_int`` (update interval), ``e`` (gate window),
+    ``gamma`` (gate factor), ``b`` (base step), ``c_cat`` (per-step caps), ``eta_0``
+    (bootstrap fraction), ``floor`` (per-category floor), ``swap_every`` (epochs between
+    swaps after saturation; default T_int).
+    """
+
+    def __init__(self, theta_max: float = 1.0, theta_cat: Mapping[str, float] | None = None, *,
+                 T_init: int = 60, T_int: int = 20, e: int = 10, gamma: float = 0.99,
+                 b: float = 0.05, c_cat: Mapping[str, float] | None = None,
+                 eta_0: float = 0.05, floor: float = 0.05, swap_every: int | None = None
+                 ) -> None:
+        if not 0.0 < theta_max <= 1.0:
+            raise ValueError(f"theta_max must be in (0, 1], got {theta_max}")
+        caps = dict(theta_cat) if theta_cat is not None else {
+            c: r * theta_max for c, r in DEFAULT_RATIOS.items()}
+        if set(caps) != set(CATEGORIES) or not all(0.0 < caps[c] <= 1.0 for c in CATEGORIES):
+            raise ValueError(f"theta_cat needs hard, inter and easy in (0, 1], got {caps}")
+        if sum(caps.values()) < theta_max - _EPS:
+            raise ValueError(f"the caps theta_cat {caps} cannot fill theta_max = {theta_max}")
+        if min(T_init, e) < 0 or min(T_int, e) < 1:
+            raise ValueError("T_int and e must be >= 1 and T_init >= 0")
+        self.theta_max = theta_max
+        self.theta_cat = caps
+        self.T_init, self.T_int, self.e = T_init, T_int, e
+        self.gamma, self.b = gamma, b
+        self.c_cat = dict(c_cat) if c_cat is not None else dict(DEFAULT_STEP_CAPS)
+        self.eta_0, self.floor = eta_0, floor
+        self.swap_every = swap_every if swap_every is not None else T_int
+        self.eta = {c: eta_0 for c in CATEGORIES}
+        self.epoch = 0
+        self.draw = 0
+        self.history: dict[str, list[float]] = {c: [] for c in CATEGORIES}
+        self.events: list[HANSEvent] = [HANSEvent(0, c, eta_0, eta_0, "bootstrap")
+                                        for c in CATEGORIES]
+        self.saturated_at: int | None = None
+        self._next = 0
+
+    # ---- what the training loop reads -------------------------------------------------
+    def used(self) -> float:
+        """sum_cat eta^cat theta^cat: the fraction of |N_i| in use."""
+        return sum(self.eta[c] * self.theta_cat[c] for c in CATEGORIES)
+
+    @property
+    def saturated(self) -> bool:
+        """The global budget is used up: sum eta theta_cat >= theta_max."""
+        return self.used() >= self.theta_max - _EPS
+
+    def counts(self, num_cand: int) -> dict[str, int]:
+        """Negatives per anchor of each category: floor(eta theta_cat |N_i|) (Algorithm 1, l. 4)."""
+        return {c: math.floor(self.eta[c] * self.theta_cat[c] * num_cand + _EPS)
+                for c in CATEGORIES}
+
+    # ---- the schedule -------------------------------------------------------------------
+    def step(self, losses: Mapping[str, float]) -> list[HANSEvent]:
+        """End of an epoch: record l_t^cat, then bootstrap / gate / step / swap as Algorithm 1.
+
+        Returns the events this call added to ``events``.
+        """
+        self.epoch += 1
+        t = self.epoch
+        for c in CATEGORIES:
+            self.history[c].append(float(losses[c]))
+        before = len(self.events)
+        if t <= self.T_init:
+            return []
+        if self.saturated:
+            if self.saturated_at is not None and (t - self.saturated_at) % self.swap_every == 0:
+                self.draw += 1
+                self._log(t, "all", 0.0, "swap: active negatives redrawn in every category")
+            return self.events[before:]
+        if t % self.T_int == 0:
+            self._update(t)
+        return self.events[before:]
+
+    def _windows(self) -> tuple[dict[str, float], dict[str, float]] | None:
+        """(L_curr, L_prev): sums of the last e and the e before (Algorithm 1, line 9)."""
+        if len(self.history["hard"]) < 2 * self.e:
+            return None
+        e = self.e
+        curr = {c: sum(self.history[c][-e:]) for c in CATEGORIES}
+        prev = {c: sum(self.history[c][-2 * e:-e]) for c in CATEGORIES}
+        return curr, prev
+
+    def _update(self, t: int) -> None:
+        windows = self._windows()
+        if windows is None:
+            self._log(t, "all", 0.0, f"gate skipped: fewer than 2e = {2 * self.e} epochs of losses")
+            return
+        curr, prev = windows
+        stalled = [c for c in CATEGORIES if curr[c] >= self.gamma * prev[c]]  # Eq. 7
+        if not stalled:
+            self._log(t, "all", 0.0, f"gate closed: every category improved by >= {1 - self.gamma:.0%}")
+            return
+        for c in CATEGORIES:
+            if self.eta[c] < self.floor:
+                self._apply(t, c, self.floor - self.eta[c], "floor")
+        weights = self.loss_weights(curr)
+        cat, delta, bound = self._choose(weights)
+        if delta <= 0.0:
+            self._log(t, cat, 0.0, "gate open but no budget left to grow")
+            return
+        self._apply(t, cat, delta, f"gate open ({', '.join(stalled)} not improved by "
+                                   f">= {1 - self.gamma:.0%}); step bound by {bound}")
+        if self.saturated:
+            self.saturated_at = t
+            self._log(t, "all", 0.0, "saturated: global budget theta_max in use; swapping from now on")
+
+    @staticmethod
+    def loss_weights(window: Mapping[str, float]) -> dict[str, float]:
+        """w_cat = L_cat / L_total; nominal [1, 1, 1/2] normalised if any L_cat <= 0 (Eq. 8)."""
+        if all(math.isfinite(window[c]) and window[c] > 0 for c in CATEGORIES):
+            total = sum(window[c] for c in CATEGORIES)
+            return {c: window[c] / total for c in CATEGORIES}
+        total = sum(NOMINAL_WEIGHTS.values())
+        return {c: NOMINAL_WEIGHTS[c] / total for c in CATEGORIES}
+
+    def step_size(self, cat: str, weights: Mapping[str, float]) -> tuple[float, str]:
+        """Delta eta^cat = min(b w_cat, c_cat, 1 - eta^cat, global budget left / theta_cat) (Eq. 9).
+
+        Returns the step and the name of the binding term (u1..u4).
+        """
+        terms = {
+            "u1 (loss-proportional b*w)": self.b * weights[cat],
+            "u2 (per-step cap c_cat)": self.c_cat[cat],
+            "u3 (category budget left)": 1.0 - self.eta[cat],
+            "u4 (global budget left)": (self.theta_max - self.used()) / self.theta_cat[cat],
+        }
+        bound = min(terms, key=terms.__getitem__)
+        return max(terms[bound], 0.0), bound
+
+    def _choose(self, weights: Mapping[str, float]) -> tuple[str, float, str]:
+        """Round-robin hard -> inter -> easy over categories below cap, with hard preference."""
+        open_cats = [CATEGORIES[(self._next + k) % 3] for k in range(3)]
+        open_cats = [c for c in open_cats if self.eta[c] < 1.0 - _EPS]
+        cat = open_cats[0]
+        delta, bound = self.step_size(cat, weights)
+        if cat == "easy" and self.eta["hard"] < 1.0 - _EPS and \
+                self.eta["easy"] + delta >= self.eta["hard"] - _EPS:
+            cat = "hard"
+            delta, bound = self.step_size(cat, weights)
+        self._next = (CATEGORIES.index(cat) + 1) % 3
+        return cat, delta, bound
+
+    def _apply(self, t: int, cat: str, delta: float, reason: str) -> None:
+        self.eta[cat] = min(1.0, self.eta[cat] + delta)  # Eq. 10
+        self._log(t, cat, delta, reason)
+
+    def _log(self, t: int, cat: str, delta: float, reason: str) -> None:
+        eta = self.eta[cat] if cat in self.eta else self.used() / self.theta_max
+        self.events.append(HANSEvent(t, cat, delta, eta, reason))
+
+    # ---- persistence, as torch.optim.lr_scheduler ----------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume: configuration, eta, loss history, events, draw."""
+        state = {k: v for k, v in self.__dict__.items() if k != "events"}
+        state["events"] = [asdict(ev) for ev in self.events]
+        return {k: (dict(v) if isinstance(v, dict) else v) for k, v in state.items()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a ``state_dict()``; the scheduler then continues exactly where it was."""
+        for k, v in state.items():
+            if k == "events":
+                self.events = [HANSEvent(**ev) for ev in v]
+            elif k == "history":
+                self.history = {c: list(v[c]) for c in CATEGORIES}
+            else:
+                setattr(self, k, dict(v) if isinstance(v, dict) else v)

@@ -1,0 +1,113 @@
+"""Negative candidates of each anchor, their hardness strata, and the active subsets.
+
+For B anchors (all nodes in full-graph mode, the seed nodes of a mini-batch) the candidate
+negatives of anchor i are the other anchors in both views: column j < B is node j of the other
+view (inter-view), column B + j is node j of the anchor's own view (intra-view). Columns i
+(the positive) and B + i (the anchor itself) are excluded, so |N_i| = 2B - 2.
+
+Stratification sorts each anchor's candidates by similarity, descending, and cuts the ranking
+into hard (top), intermediate (middle) and easy (bottom) pools whose sizes follow the category
+ratios. Everything downstream is an index list ``cols`` of shape [B, K]: no N x N 0/1 masks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+CATEGORIES = ("hard", "inter", "easy")
+
+
+def num_candidates(num_anchors: int) -> int:
+    """|N_i| = 2B - 2: the other B - 1 anchors in each of the two views."""
+    return 2 * num_anchors - 2
+
+
+def pool_sizes(num_cand: int, ratios: Mapping[str, float]) -> dict[str, int]:
+    """Sizes of the hard / inter / easy pools of one anchor.
+
+    The ratios partition the ranking: hard = floor(r_hard C), easy = floor(r_easy C) (ratios
+    normalised to sum 1), intermediate = the rest, so the pools always cover all C candidates
+    and the intermediate pool is never smaller than its share.
+    """
+    total = sum(ratios[c] for c in CATEGORIES)
+    hard = math.floor(ratios["hard"] / total * num_cand)
+    easy = math.floor(ratios["easy"] / total * num_cand)
+    return {"hard": hard, "inter": num_cand - hard - easy, "easy": easy}
+
+
+@torch.no_grad()
+def stratify(cand_sims: Tensor) -> Tensor:
+    """Each anchor's candidate columns sorted by descending similarity: S_i in the paper.
+
+    ``cand_sims`` is [B, 2B] (inter-view block, then intra-view block). The positive (column i)
+    and the anchor itself (column B + i) are pushed to the end and cut off, so the result is
+    [B, 2B - 2]; hard = its first columns, easy = its last.
+    """
+    b = cand_sims.size(0)
+    s = cand_sims.detach().clone()
+    rows = torch.arange(b, device=s.device)
+    s[rows, rows] = -math.inf
+    s[rows, rows + b] = -math.inf
+    return s.argsort(dim=1, descending=True)[:, : num_candidates(b)]
+
+
+@dataclass(frozen=True)
+class ActiveNegatives:
+    """The scheduled negatives of every anchor: candidate columns, grouped by category.
+
+    ``cols[:, :sizes[0]]`` are hard, the next ``sizes[1]`` intermediate, the last ``sizes[2]``
+    easy. Every anchor has the same number of each (the paper's floor(eta theta_cat |N_i|)).
+    """
+
+    cols: Tensor
+    sizes: tuple[int, int, int]
+    num_cand: int
+
+    @property
+    def complete(self) -> bool:
+        """True when every candidate is active, so the loss may use the dense fast path."""
+        return sum(self.sizes) == self.num_cand
+
+    def segments(self) -> dict[str, Tensor]:
+        """The column block of each category."""
+        out, start = {}, 0
+        for cat, size in zip(CATEGORIES, self.sizes):
+            out[cat] = self.cols[:, start:start + size]
+            start += size
+        return out
+
+
+def _generator(draw: int, category: int) -> torch.Generator:
+    return torch.Generator().manual_seed((draw * 1_000_003 + category) % (2**63 - 1))
+
+
+@torch.no_grad()
+def select_active(order: Tensor, ratios: Mapping[str, float], counts: Mapping[str, int],
+                  draw: int) -> ActiveNegatives:
+    """Pick ``counts[cat]`` negatives per anchor at random from each of its pools.
+
+    A draw is a random set of rank positions in each pool (``randperm`` prefix) rotated by a
+    random offset per anchor, so every anchor's subset is a uniform random subset of its pool,
+    all anchors are drawn in O(B K) without sorting random keys, and a larger count with the
+    same ``draw`` extends the previous subset instead of replacing it. Swapping (the paper's
+    RandomSample after saturation) is a new ``draw``.
+    """
+    b, c = order.shape
+    pools = pool_sizes(c, ratios)
+    picks, start = [], 0
+    for k, cat in enumerate(CATEGORIES):
+        size, count = pools[cat], min(counts[cat], pools[cat])
+        g = _generator(draw, k)
+        positions = torch.randperm(size, generator=g)[:count]
+        offsets = torch.randint(max(size, 1), (b, 1), generator=g)
+        ranks = start + (positions.unsqueeze(0) + offsets) % max(size, 1)
+        picks.append(ranks.to(order.device))
+        start += size
+    ranks = torch.cat(picks, dim=1)
+    sizes = tuple(p.size(1) for p in picks)
+    return ActiveNegatives(order.gather(1, ranks), sizes, c)  # type: ignore[arg-type]

@@ -1,0 +1,334 @@
+"""Tests for edgegcl.data: synthetic generator, PyG dataset loading, user files, validation."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import urllib.error
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Data
+from torch_geometric.datasets import Planetoid
+
+from edgegcl.data import DATASETS, SyntheticSpec, load_graph, validate_graph
+from edgegcl.errors import UsageError
+
+SHARED_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private writable cache, so tests never touch ~/.cache."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("EDGEGCL_DATA", str(path))
+    return path
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every path under root with its mode, size and mtime, to prove nothing was written."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for entry in [dirpath, *(os.path.join(dirpath, f) for f in filenames)]:
+            st = os.stat(entry)
+            out[entry] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _usage_error(fn, *args) -> str:
+    """Run fn, expect a UsageError, and return its (single-line) message."""
+    with pytest.raises(UsageError) as info:
+        fn(*args)
+    message = str(info.value)
+    assert message and "\n" not in message
+    return message
+
+
+def _check_contract(data: Data) -> None:
+    n = data.x.size(0)
+    assert data.x.dtype == torch.float32 and data.x.dim() == 2
+    assert data.edge_index.dtype == torch.int64 and data.edge_index.size(0) == 2
+    assert int(data.edge_index.min()) >= 0 and int(data.edge_index.max()) < n
+    assert data.y is None or (data.y.dtype == torch.int64 and data.y.shape == (n,))
+    assert isinstance(data.name, str)
+
+
+# --------------------------------------------------------------------------- synthetic
+
+
+def test_synthetic_is_deterministic_and_seeded() -> None:
+    spec = SyntheticSpec(num_nodes=500, num_features=16, seed=3)
+    a, b = load_graph(None, None, spec), load_graph("Synthetic", None, spec)
+    assert torch.equal(a.x, b.x) and torch.equal(a.edge_index, b.edge_index) and torch.equal(a.y, b.y)
+    c = load_graph("synthetic", None, SyntheticSpec(num_nodes=500, num_features=16, seed=4))
+    assert not torch.equal(a.x, c.x) and not torch.equal(a.y, c.y)
+    assert a.edge_index.shape != c.edge_index.shape or not torch.equal(a.edge_index, c.edge_index)
+
+
+def test_synthetic_does_not_touch_global_rng() -> None:
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    load_graph(None, None, SyntheticSpec(num_nodes=200, num_features=4))
+    assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.parametrize("homophily", [0.0, 0.5, 0.9])
+def test_synthetic_structure(homophily: float) -> None:
+    spec = SyntheticSpec(num_nodes=4000, num_classes=4, num_features=8, avg_degree=8.0, homophily=homophily)
+    data = load_graph(None, None, spec)
+    _check_contract(data)
+    assert data.name == "synthetic"
+    assert data.x.shape == (4000, 8)
+    assert torch.bincount(data.y).tolist() == [1000] * 4
+    row, col = data.edge_index
+    assert bool((row != col).all())
+    # Undirected and coalesced: sorted by (row, col), no duplicates, every edge mirrored.
+    keys = row * 4000 + col
+    assert bool((keys[1:] > keys[:-1]).all())
+    assert torch.equal(torch.sort(col * 4000 + row).values, keys)
+    assert 7.5 <= data.edge_index.size(1) / 4000 <= 8.0
+    same = (data.y[row] == data.y[col]).float().mean().item()
+    assert abs(same - homophily) < 0.03
+
+
+def test_synthetic_features_informative_but_not_trivial() -> None:
+    data = load_graph(None, None, SyntheticSpec(num_nodes=3000, num_classes=5, num_features=64))
+    perm = torch.randperm(3000, generator=torch.Generator().manual_seed(0))
+    train, test = perm[:1500], perm[1500:]
+    means = torch.stack([data.x[train][data.y[train] == c].mean(0) for c in range(5)])
+    accuracy = (torch.cdist(data.x[test], means).argmin(1) == data.y[test]).float().mean().item()
+    assert 0.4 < accuracy < 0.95  # chance is 0.2
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"num_nodes": 1}, {"num_classes": 0}, {"num_features": 0}, {"avg_degree": 0.0}, {"homophily": 1.5},
+     {"num_classes": 1, "homophily": 0.5}],
+)
+def test_synthetic_spec_rejects_bad_values(kwargs: dict) -> None:
+    _usage_error(lambda: SyntheticSpec(**kwargs))
+
+
+# --------------------------------------------------------------------------- PyG datasets
+
+
+def test_dataset_names() -> None:
+    assert "Cora" in DATASETS and "synthetic" in DATASETS and len(DATASETS) == 10
+    message = _usage_error(load_graph, "NotADataset", None)
+    assert "Cora" in message and "Coauthor-CS" in message
+
+
+@pytest.mark.skipif(not (SHARED_DATASETS / "Cora" / "raw").is_dir(), reason="shared Cora copy absent")
+def test_cora_from_read_only_shared_root(cache: Path) -> None:
+    before = _snapshot(SHARED_DATASETS)
+    data = load_graph("cora", SHARED_DATASETS)
+    assert _snapshot(SHARED_DATASETS) == before
+    _check_contract(data)
+    assert data.name == "Cora"
+    assert data.x.shape == (2708, 1433)
+    assert int(data.y.max()) + 1 == 7
+    assert data.edge_index.size(1) == 10556
+    processed = next((cache / "Cora" / "processed").glob("data.pt"))
+    stamp = processed.stat().st_mtime_ns
+    again = load_graph("Cora", SHARED_DATASETS)  # served from the cache, not reprocessed
+    assert processed.stat().st_mtime_ns == stamp
+    assert torch.equal(again.edge_index, data.edge_index)
+    assert _snapshot(SHARED_DATASETS) == before
+
+
+def _fake_amazon_photo(root: Path) -> None:
+    """A 6-node graph in the raw format PyG's Amazon class reads (scipy CSR parts in an npz)."""
+    raw = root / "Photo" / "raw"
+    raw.mkdir(parents=True)
+    adj_indptr = np.array([0, 1, 2, 3, 4, 5, 5])
+    adj_indices = np.array([1, 2, 0, 4, 5])
+    attr = np.eye(6, 3, dtype=np.float32) + np.eye(6, 3, k=-3, dtype=np.float32)
+    np.savez(
+        raw / "amazon_electronics_photo.npz",
+        adj_data=np.ones(5, dtype=np.float32), adj_indices=adj_indices, adj_indptr=adj_indptr, adj_shape=[6, 6],
+        attr_data=attr[attr > 0], attr_indices=np.nonzero(attr)[1], attr_indptr=np.arange(7), attr_shape=[6, 3],
+        labels=np.array([0, 1, 0, 1, 0, 1]),
+    )
+
+
+def _make_read_only(root: Path) -> None:
+    for dirpath, _, filenames in os.walk(root):
+        for f in filenames:
+            os.chmod(os.path.join(dirpath, f), 0o444)
+        os.chmod(dirpath, 0o555)
+
+
+def _make_writable(root: Path) -> None:
+    for dirpath, _, _ in os.walk(root):
+        os.chmod(dirpath, stat.S_IRWXU)
+
+
+def test_read_only_root_is_mirrored_into_cache(tmp_path: Path, cache: Path) -> None:
+    root = tmp_path / "ro"
+    _fake_amazon_photo(root)
+    _make_read_only(root)
+    try:
+        before = _snapshot(root)
+        data = load_graph("Photo", root)
+        assert _snapshot(root) == before
+    finally:
+        _make_writable(root)
+    _check_contract(data)
+    assert data.name == "Amazon-Photo" and data.x.shape == (6, 3)
+    assert data.edge_index.size(1) == 10  # 5 directed edges made undirected by PyG
+    assert (cache / "Photo" / "processed" / "data.pt").is_file()
+
+
+def test_writable_root_is_processed_in_place(tmp_path: Path, cache: Path) -> None:
+    _fake_amazon_photo(tmp_path / "rw")
+    data = load_graph("amazon-photo", tmp_path / "rw")
+    assert data.x.shape == (6, 3)
+    assert (tmp_path / "rw" / "Photo" / "processed" / "data.pt").is_file()
+    assert not cache.exists()
+
+
+def test_missing_dataset_names_raw_dir(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def offline(self: Planetoid) -> None:
+        assert socket.getdefaulttimeout() is not None  # downloads are time-bounded
+        raise urllib.error.URLError("no network")
+
+    monkeypatch.setattr(Planetoid, "download", offline)
+    message = _usage_error(load_graph, "Cora", tmp_path / "empty")
+    assert str(tmp_path / "empty" / "Cora" / "raw") in message
+    assert "ind.cora.x" in message and "ind.cora.graph" in message and "no network" in message
+    assert socket.getdefaulttimeout() is None
+
+
+def test_missing_dataset_in_read_only_root_does_not_download(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def forbidden(self: Planetoid) -> None:
+        raise AssertionError("must not download into a read-only root")
+
+    monkeypatch.setattr(Planetoid, "download", forbidden)
+    root = tmp_path / "ro"
+    root.mkdir()
+    _make_read_only(root)
+    try:
+        message = _usage_error(load_graph, "CiteSeer", root)
+        assert not any(root.iterdir())
+    finally:
+        _make_writable(root)
+    assert str(root / "CiteSeer" / "raw") in message and "ind.citeseer.x" in message
+
+
+# --------------------------------------------------------------------------- user files
+
+
+def _graph(n: int = 5) -> Data:
+    return Data(
+        x=torch.randn(n, 3),
+        edge_index=torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]]),
+        y=torch.tensor([0, 1, 0, 1, 2]),
+    )
+
+
+def test_pt_round_trip(tmp_path: Path) -> None:
+    graph = _graph()
+    graph.train_mask = torch.ones(5, dtype=torch.bool)
+    torch.save(graph, tmp_path / "g.pt")
+    data = load_graph(str(tmp_path / "g.pt"), None)
+    _check_contract(data)
+    assert data.name == "g.pt"
+    assert torch.equal(data.x, graph.x) and torch.equal(data.edge_index, graph.edge_index)
+    assert torch.equal(data.y, graph.y)
+    assert "train_mask" not in data
+
+
+def test_malicious_pt_is_not_executed(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.mkdir, (str(marker),))
+
+    torch.save({"x": Payload()}, tmp_path / "evil.pt")
+    message = _usage_error(load_graph, str(tmp_path / "evil.pt"), None)
+    assert not marker.exists()
+    assert "mkdir" in message
+    torch.load(tmp_path / "evil.pt", weights_only=False)  # the payload is live when trusted
+    assert marker.exists()
+
+
+def test_pt_holding_something_else(tmp_path: Path) -> None:
+    torch.save({"x": torch.zeros(3, 2)}, tmp_path / "d.pt")
+    assert "dict" in _usage_error(load_graph, str(tmp_path / "d.pt"), None)
+
+
+@pytest.mark.parametrize("suffix", [".pt", ".npz"])
+def test_corrupt_and_missing_files(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"bad{suffix}"
+    path.write_bytes(b"\x00garbage\x80not a real file" * 10)
+    assert str(path) in _usage_error(load_graph, str(path), None)
+    assert "does not exist" in _usage_error(load_graph, str(tmp_path / f"absent{suffix}"), None)
+
+
+def test_npz_round_trip(tmp_path: Path) -> None:
+    x = np.random.default_rng(0).normal(size=(5, 3))
+    edge_index = np.array([[0, 1, 4], [1, 2, 0]], dtype=np.int32)
+    np.savez(tmp_path / "g.npz", x=x, edge_index=edge_index, y=np.array([0, 1, 1, 0, 2], dtype=np.int16))
+    data = load_graph(str(tmp_path / "g.npz"), None)
+    _check_contract(data)
+    assert torch.allclose(data.x, torch.from_numpy(x).float())
+    assert data.edge_index.tolist() == edge_index.tolist() and data.y.tolist() == [0, 1, 1, 0, 2]
+    np.savez(tmp_path / "noy.npz", x=x, edge_index=edge_index)
+    assert load_graph(str(tmp_path / "noy.npz"), None).y is None
+
+
+_GOOD = {"x": np.ones((5, 2), dtype=np.float32), "edge_index": np.array([[0, 1], [1, 2]]), "y": np.arange(5)}
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"edge_index": None}, "lacks array(s) edge_index"),
+        ({"x": None, "edge_index": None}, "lacks array(s) x, edge_index"),
+        ({"edge_index": np.array([[0, 1], [1, 5012]])}, "holds node 5012 but the graph has 5 nodes"),
+        ({"edge_index": np.array([[0, -1], [1, 2]])}, "negative node index -1"),
+        ({"x": np.array([[1.0, 2.0]] * 4 + [[np.nan, 0.0]])}, "NaN or inf (first in row 4)"),
+        ({"x": np.array([[1.0, np.inf]] * 5)}, "NaN or inf"),
+        ({"x": np.ones((1, 2)), "edge_index": np.zeros((2, 0), dtype=np.int64), "y": None}, "at least two nodes"),
+        ({"edge_index": np.array([[0.0, 1.0], [1.0, 2.0]])}, "must hold integers"),
+        ({"edge_index": np.array([[0, 1], [1, 2], [2, 3]])}, "shape [2, num_edges]"),
+        ({"x": np.ones(5)}, "x must be 2-D"),
+        ({"x": np.array(["a"] * 5).reshape(5, 1)}, "non-numeric"),
+        ({"y": np.arange(4)}, "one label per node"),
+        ({"y": np.array([0, 1, 0, -1, 0])}, "negative label -1"),
+        ({"y": np.linspace(0, 1, 5)}, "integer class ids"),
+    ],
+)
+def test_npz_rejects_bad_graphs(tmp_path: Path, change: dict, expected: str) -> None:
+    arrays = {k: v for k, v in {**_GOOD, **change}.items() if v is not None}
+    np.savez(tmp_path / "graph.npz", **arrays)
+    message = _usage_error(load_graph, str(tmp_path / "graph.npz"), None)
+    assert expected in message
+    assert "graph.npz" in message
+
+
+def test_npz_with_pickled_object_is_rejected(tmp_path: Path) -> None:
+    np.savez(tmp_path / "obj.npz", x=np.array([object()] * 4).reshape(2, 2), edge_index=np.array([[0], [1]]))
+    assert "np.savez" in _usage_error(load_graph, str(tmp_path / "obj.npz"), None)
+
+
+def test_validate_graph_normalises_dtypes() -> None:
+    graph = Data(x=torch.ones(3, 2, dtype=torch.float64), edge_index=torch.tensor([[0], [2]], dtype=torch.int32))
+    graph.extra = "dropped"
+    data = validate_graph(graph)
+    assert data.x.dtype == torch.float32 and data.edge_index.dtype == torch.int64
+    assert data.y is None and data.name == "graph" and "extra" not in data
+    assert "has no node features" in _usage_error(validate_graph, Data(edge_index=torch.zeros(2, 0, dtype=torch.long)))
+
+
+def test_npy_renamed_to_npz_is_rejected(tmp_path: Path) -> None:
+    np.save(tmp_path / "arr.npy", np.ones((3, 2)))
+    (tmp_path / "arr.npy").rename(tmp_path / "arr.npz")
+    assert "single array" in _usage_error(load_graph, str(tmp_path / "arr.npz"), None)

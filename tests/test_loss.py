@@ -1,0 +1,109 @@
+"""The scheduled InfoNCE against naive references."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from edgegcl.loss import scheduled_info_nce, similarities
+from edgegcl.negatives import CATEGORIES, pool_sizes, select_active, stratify
+
+RATIOS = {"hard": 0.3, "inter": 0.5, "easy": 0.2}
+TAU = 0.5
+
+
+def views(b: int = 15, d: int = 8, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(b, d, generator=g, dtype=torch.float64).requires_grad_(),
+            torch.randn(b, d, generator=g, dtype=torch.float64).requires_grad_())
+
+
+def grace_dense_loss(h1: torch.Tensor, h2: torch.Tensor, tau: float) -> torch.Tensor:
+    """GRACE's loss, written the plain dense way with N x N masks (a test-only reference)."""
+    def one_side(a, b):
+        a, b = F.normalize(a, dim=1), F.normalize(b, dim=1)
+        refl, between = torch.exp(a @ a.t() / tau), torch.exp(a @ b.t() / tau)
+        return -torch.log(between.diag() / (refl.sum(1) + between.sum(1) - refl.diag()))
+    return 0.5 * (one_side(h1, h2).mean() + one_side(h2, h1).mean())
+
+
+def loop_loss(h1, h2, tau, cols_by_dir, restrict=None):
+    """Per-anchor Python loop over an explicit list of negatives."""
+    total = []
+    for d, (a, other) in enumerate([(h1, h2), (h2, h1)]):
+        a, o = F.normalize(a, dim=1), F.normalize(other, dim=1)
+        cands = torch.cat([o, a])
+        per = []
+        for i in range(a.size(0)):
+            cols = cols_by_dir[d][i] if restrict is None else restrict[d][i]
+            pos = a[i] @ o[i] / tau
+            negs = torch.stack([a[i] @ cands[j] / tau for j in cols]) if len(cols) else torch.zeros(0, dtype=a.dtype)
+            per.append(-pos + torch.logsumexp(torch.cat([pos.view(1), negs]), 0))
+        total.append(torch.stack(per).mean())
+    return 0.5 * (total[0] + total[1])
+
+
+def select(h1, h2, counts, draw=0):
+    sims = similarities(h1, h2, TAU)
+    return sims, tuple(select_active(stratify(sims.candidates(d)), RATIOS, counts, draw)
+                       for d in (0, 1))
+
+
+def test_every_negative_active_equals_the_dense_grace_loss_and_its_gradient():
+    h1, h2 = views()
+    c = 2 * h1.size(0) - 2
+    sims, active = select(h1, h2, pool_sizes(c, RATIOS))
+    assert active[0].complete
+    out = scheduled_info_nce(sims, active)
+    ref = grace_dense_loss(h1, h2, TAU)
+    assert out.loss.item() == pytest.approx(ref.item(), rel=1e-10)
+    g_out = torch.autograd.grad(out.loss, (h1, h2))
+    g_ref = torch.autograd.grad(ref, (h1, h2))
+    for a, b in zip(g_out, g_ref):
+        assert torch.allclose(a, b, atol=1e-10)
+
+
+def test_partial_selection_equals_a_per_anchor_loop():
+    h1, h2 = views(seed=1)
+    sims, active = select(h1, h2, {"hard": 3, "inter": 2, "easy": 1}, draw=5)
+    out = scheduled_info_nce(sims, active)
+    ref = loop_loss(h1, h2, TAU, [a.cols.tolist() for a in active])
+    assert out.loss.item() == pytest.approx(ref.item(), rel=1e-10)
+    g_out = torch.autograd.grad(out.loss, (h1, h2))
+    g_ref = torch.autograd.grad(ref, (h1, h2))
+    for a, b in zip(g_out, g_ref):
+        assert torch.allclose(a, b, atol=1e-10)
+
+
+@pytest.mark.parametrize("complete", [False, True])
+def test_category_losses_are_infonce_over_each_categorys_active_negatives(complete):
+    h1, h2 = views(seed=2)
+    c = 2 * h1.size(0) - 2
+    counts = pool_sizes(c, RATIOS) if complete else {"hard": 4, "inter": 0, "easy": 2}
+    sims, active = select(h1, h2, counts)
+    out = scheduled_info_nce(sims, active)
+    for cat in CATEGORIES:
+        segs = [a.segments()[cat].tolist() for a in active]
+        expected = loop_loss(h1, h2, TAU, None, restrict=segs).item() if counts[cat] else 0.0
+        assert out.category[cat] == pytest.approx(expected, rel=1e-10, abs=1e-12)
+    if not complete:
+        assert out.category["inter"] == 0.0
+        assert out.category["hard"] > out.category["easy"] > 0.0
+
+
+def test_gather_without_concatenation_matches_the_candidate_matrix():
+    h1, h2 = views(seed=3)
+    sims = similarities(h1, h2, TAU)
+    cols = torch.randint(0, 2 * h1.size(0), (h1.size(0), 9))
+    for d in (0, 1):
+        assert torch.equal(sims.gather(d, cols), sims.candidates(d).gather(1, cols))
+
+
+def test_more_negatives_never_lower_the_loss():
+    h1, h2 = views(seed=4)
+    few = scheduled_info_nce(*select(h1, h2, {"hard": 1, "inter": 1, "easy": 1})).loss
+    many = scheduled_info_nce(*select(h1, h2, {"hard": 4, "inter": 6, "easy": 2})).loss
+    assert many.item() > few.item() > math.log(2) - 1  # strictly more terms in the denominator
