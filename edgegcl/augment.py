@@ -4,14 +4,25 @@ One structural augmentation (edge removal, Eq. 1) and two feature-masking scheme
 masks whole feature columns (Eq. 2); view 2 keeps a random half of the columns untouched and
 masks the other half entry by entry, rows x columns (Eq. 3). Every function takes an explicit
 ``torch.Generator`` so a run is reproducible, and returns new tensors (inputs are untouched).
+
+Features may be dense or a sparse CSR tensor (bag-of-words features such as Cora's are 99 %
+zeros; see ``as_features``). Masking a sparse matrix masks its stored values: masking
+an entry that is already zero changes nothing, so both forms give the same distribution.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+SPARSE_DENSITY = 0.1
+"""Feature matrices with fewer nonzeros than this fraction are kept sparse (``as_features``)."""
+
+# torch labels all CSR support "beta"; the operations used here are covered by our tests.
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
 
 
 def _bernoulli_keep(shape: tuple[int, ...], p_drop: float, generator: torch.Generator,
@@ -30,10 +41,31 @@ def remove_edges(edge_index: Tensor, p_edge: float, generator: torch.Generator) 
     return edge_index[:, keep]
 
 
+def as_features(x: Tensor) -> Tensor:
+    """``x`` as training input: sparse CSR when mostly zeros, else dense.
+
+    A sparse first layer multiplies only the nonzeros: on Cora (1.3 % nonzero, 512 hidden
+    units) the first layer's forward + backward per view takes 9 ms with CSR input, 40 ms
+    with COO and 62 ms dense (docs/performance.md). PyG's GCNConv accepts either.
+    """
+    if x.layout == torch.sparse_csr or x.numel() == 0:
+        return x
+    if torch.count_nonzero(x).item() < SPARSE_DENSITY * x.numel():
+        return x.to_sparse_csr()
+    return x
+
+
+def _with_values(x: Tensor, values: Tensor) -> Tensor:
+    """A CSR tensor with ``x``'s sparsity pattern and new stored values."""
+    return torch.sparse_csr_tensor(x.crow_indices(), x.col_indices(), values, x.shape)
+
+
 def mask_columns(x: Tensor, p_feature: float, generator: torch.Generator) -> Tensor:
     """Eq. 2, X_1 = X o nu_1: zero each feature column with probability ``p_feature``."""
-    keep = _bernoulli_keep((x.size(1),), p_feature, generator, x.device)
-    return x * keep.to(x.dtype)
+    keep = _bernoulli_keep((x.size(1),), p_feature, generator, x.device).to(x.dtype)
+    if x.layout == torch.sparse_csr:
+        return _with_values(x, x.values() * keep[x.col_indices()])
+    return x * keep
 
 
 def mask_half_rows_columns(x: Tensor, p_feature: float, generator: torch.Generator) -> Tensor:
@@ -46,6 +78,12 @@ def mask_half_rows_columns(x: Tensor, p_feature: float, generator: torch.Generat
     """
     n, d = x.shape
     unfixed = torch.randperm(d, generator=generator, device=x.device)[d // 2:]
+    if x.layout == torch.sparse_csr:
+        is_unfixed = torch.zeros(d, dtype=torch.bool, device=x.device)
+        is_unfixed[unfixed] = True
+        drop = torch.rand(x.values().numel(), generator=generator, device=x.device) < p_feature
+        keep = ~(is_unfixed[x.col_indices()] & drop)
+        return _with_values(x, x.values() * keep.to(x.dtype))
     keep = _bernoulli_keep((n, unfixed.numel()), p_feature, generator, x.device)
     out = x.clone()
     out[:, unfixed] = x[:, unfixed] * keep.to(x.dtype)

@@ -59,19 +59,20 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from edgegcl.data import SyntheticSpec, load_graph
-    from edgegcl.train import prepare_run_dir, run
+    from edgegcl.train import prepare_run_dir, resolve_device, run
 
     flags = {f.name: getattr(args, f.name) for f in fields(TrainConfig)
              if getattr(args, f.name) is not None}
     cfg = build(load_toml(args.config) if args.config else {}, flags)
     spec = SyntheticSpec(cfg.nodes, cfg.classes, cfg.features, cfg.avg_degree, cfg.homophily,
                          cfg.graph_seed)
+    device = resolve_device(cfg.device)
     data = load_graph(cfg.dataset, cfg.root or None, spec)
     run_dir = prepare_run_dir(cfg.out, cfg.dataset)
     print(f"edgegcl: training on {data.name} ({data.num_nodes} nodes, "
           f"{data.edge_index.size(1)} edges), {cfg.seeds} seed(s); run directory {run_dir}",
           file=sys.stderr)
-    metrics = run(cfg, data, run_dir)
+    metrics = run(cfg, data, run_dir, device)
     summary = metrics["summary"]
     if "test_micro_f1" in summary:
         t, p = summary["test_micro_f1"], summary["paper_protocol_test_micro_f1"]

@@ -8,7 +8,9 @@ Every field is settable in a ``--config FILE.toml`` (same names, e.g. ``theta_ma
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import re
 import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -41,18 +43,18 @@ class TrainConfig:
     graph_seed: int = 0
     # run
     mode: str = "full"
-    epochs: int = 500
+    epochs: int = 300
     seeds: int = 1
     device: str = "auto"
     out: str = ""
-    eval_every: int = 25
+    eval_every: int = 20
     # optimisation and model
     lr: float = 5e-4
     weight_decay: float = 1e-5
     tau: float = 0.4
-    hidden_dim: int = 256
-    out_dim: int = 128
-    proj_dim: int = 128
+    hidden_dim: int = 512
+    out_dim: int = 256
+    proj_dim: int = 256
     activation: str = "prelu"
     # augmentation (drop probabilities per view)
     p_edge_1: float = 0.2
@@ -116,7 +118,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
             raw = tomllib.load(fh)
     except FileNotFoundError:
         raise UsageError(f"config file {p} does not exist; check the path given to --config") from None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(f"config file {p} is not valid TOML ({msg}); fix the file") from None
     unknown = sorted(set(raw) - set(FIELDS))
@@ -150,7 +152,7 @@ def validate(cfg: TrainConfig) -> None:
             raise UsageError(msg)
 
     need(cfg.mode in MODES, f"--mode must be one of {', '.join(MODES)}, got {cfg.mode!r}")
-    need(cfg.device in DEVICES or cfg.device.startswith("cuda:"),
+    need(cfg.device in DEVICES or re.fullmatch(r"cuda:\d+", cfg.device) is not None,
          f"--device must be auto, cpu, cuda or cuda:N, got {cfg.device!r}")
     need(cfg.activation in ACTIVATIONS,
          f"--activation must be one of {', '.join(ACTIVATIONS)}, got {cfg.activation!r}")
@@ -179,8 +181,9 @@ def to_toml(cfg: TrainConfig) -> str:
     lines = []
     for name, value in cfg.to_dict().items():
         if isinstance(value, str):
-            text = value.replace("\\", "\\\\").replace('"', '\\"')
-            lines.append(f'{name} = "{text}"')
+            # a JSON string is a TOML basic string, once DEL (legal in JSON only) is escaped too
+            text = json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+            lines.append(f"{name} = {text}")
         else:
             lines.append(f"{name} = {value!r}")
     return "\n".join(lines) + "\n"

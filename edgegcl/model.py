@@ -33,9 +33,9 @@ def make_activation(name: str, channels: int) -> nn.Module:
 class ModelConfig:
     """Layer sizes: in_dim -> hidden_dim -> out_dim (GCN), out_dim -> proj_dim -> out_dim (head)."""
 
-    hidden_dim: int = 256
-    out_dim: int = 128
-    proj_dim: int = 128
+    hidden_dim: int = 512
+    out_dim: int = 256
+    proj_dim: int = 256
     activation: str = "prelu"
 
 

@@ -20,7 +20,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from edgegcl import __version__
-from edgegcl.augment import AugmentConfig, two_views
+from edgegcl.augment import AugmentConfig, as_features, two_views
 from edgegcl.config import TrainConfig, to_toml
 from edgegcl.errors import UsageError
 from edgegcl.evaluate import ProbeScores, Selection, linear_probe, random_split, select_checkpoint
@@ -58,6 +58,9 @@ class NegativeSelector:
     Stratifying sorts B x 2B similarities, the costliest step of HANS, so it runs when the
     schedule changes (new counts or a swap) and otherwise every ``refresh_every`` epochs, as
     the paper's complexity analysis assumes (strata recomputed at the T_int checkpoints).
+    Once every candidate is active (theta_max = 1 at saturation) the loss no longer depends
+    on the strata and a swap cannot change the active set, so the strata stay as they were;
+    they then only label the per-category losses that are logged.
     """
 
     def __init__(self, ratios: dict[str, float], refresh_every: int) -> None:
@@ -69,6 +72,8 @@ class NegativeSelector:
             ) -> tuple[ActiveNegatives, ActiveNegatives]:
         counts = hans.counts(num_candidates(sims.s12.size(0)))
         key = (tuple(counts.values()), hans.draw, sims.s12.size(0))
+        if self._active is not None and self._active[0].complete and key[0] == self._key[0]:
+            return self._active  # type: ignore[return-value]
         stale = (epoch - 1) % self.refresh_every == 0
         if self._active is None or key != self._key or stale:
             self._active = tuple(  # type: ignore[assignment]
@@ -108,7 +113,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                run_dir: Path, label: str) -> SeedResult:
     """Train one independent run (own split, initialisation and augmentation stream)."""
     torch.manual_seed(seed)
-    x, edge_index = data.x.to(device), data.edge_index.to(device)
+    x, edge_index = as_features(data.x.to(device)), data.edge_index.to(device)
     model = AdNGCL(x.size(1), ModelConfig(cfg.hidden_dim, cfg.out_dim, cfg.proj_dim,
                                           cfg.activation)).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -138,15 +143,15 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                 torch.cuda.synchronize(device)
             times.append(time.perf_counter() - t0)
             if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
-                if split is not None:
-                    emb = model.embed(x, edge_index)
-                    scores = linear_probe(emb, data.y.to(device), split, seed=seed)
-                    history.append((epoch, scores))
-                    better = scores.val_micro > best_val
+                if split is None:  # unlabelled graph: nothing to select on, keep the last epoch
+                    keep = epoch == cfg.epochs
                 else:
-                    better = epoch == cfg.epochs
-                if better:
-                    best_val = history[-1][1].val_micro if history else best_val
+                    scores = linear_probe(model.embed(x, edge_index), data.y.to(device), split,
+                                          seed=seed)
+                    history.append((epoch, scores))
+                    keep = scores.val_micro > best_val
+                    best_val = max(best_val, scores.val_micro)
+                if keep:
                     best_state = copy.deepcopy(model.encoder.state_dict())
                     best_epoch = epoch
             eta = " ".join(f"{c} {v:.2f}" for c, v in hans.eta.items())
@@ -226,9 +231,8 @@ def prepare_run_dir(out: str, dataset: str) -> Path:
     return path
 
 
-def run(cfg: TrainConfig, data: Data, run_dir: Path) -> dict[str, Any]:
+def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device) -> dict[str, Any]:
     """Train ``cfg.seeds`` independent seeds, write the run directory, return the metrics."""
-    device = resolve_device(cfg.device)
     (run_dir / "config.toml").write_text(to_toml(cfg))
     results = []
     for seed in range(cfg.seeds):

@@ -1,0 +1,121 @@
+"""Per-epoch time of edgegcl on a graph beside a plain dense GRACE-style epoch.
+
+The reference is what GRACE's code does every epoch: two views (edge dropping, column feature
+masking on the dense feature matrix), the same encoder and projection head, and the InfoNCE
+loss over every negative from four dense N x N similarity matrices. edgegcl is timed with HANS
+held at a given state: ``saturated`` (every eta = 1, the most negatives a run ever uses) and
+``bootstrap`` (eta_0 = 0.05, the first T_init epochs). The contenders run interleaved, in
+blocks of T_int epochs (so edgegcl's periodic stratification is counted), which keeps a
+background load from favouring one of them.
+
+    python -m bench.epoch_speed --dataset Cora --root ../shared/datasets --theta-max 1.0
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch_geometric.data import Data
+
+from edgegcl.augment import as_features, mask_columns, remove_edges
+from edgegcl.config import TrainConfig
+from edgegcl.data import load_graph
+from edgegcl.hans import CATEGORIES
+from edgegcl.model import AdNGCL, ModelConfig
+from edgegcl.train import NegativeSelector, contrastive_step, make_hans
+
+Step = Callable[[], None]
+
+
+def grace_loss(h1: Tensor, h2: Tensor, tau: float) -> Tensor:
+    """GRACE's semi_loss, both directions: exp of 4 dense N x N similarity matrices."""
+    def semi(a: Tensor, b: Tensor) -> Tensor:
+        a, b = F.normalize(a), F.normalize(b)
+        refl, between = torch.exp(a @ a.t() / tau), torch.exp(a @ b.t() / tau)
+        return -torch.log(between.diag() / (refl.sum(1) + between.sum(1) - refl.diag()))
+    return 0.5 * (semi(h1, h2) + semi(h2, h1)).mean()
+
+
+def _model(data: Data, cfg: TrainConfig) -> tuple[AdNGCL, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    model = AdNGCL(data.x.size(1), ModelConfig(cfg.hidden_dim, cfg.out_dim, cfg.proj_dim,
+                                               cfg.activation))
+    return model, torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
+def reference_step(data: Data, cfg: TrainConfig) -> Step:
+    """One dense GRACE-style training epoch with the same layer sizes."""
+    model, opt = _model(data, cfg)
+    g = torch.Generator().manual_seed(0)
+
+    def step() -> None:
+        x1 = mask_columns(data.x, cfg.p_feature_1, g)
+        x2 = mask_columns(data.x, cfg.p_feature_2, g)
+        e1 = remove_edges(data.edge_index, cfg.p_edge_1, g)
+        e2 = remove_edges(data.edge_index, cfg.p_edge_2, g)
+        loss = grace_loss(model.project(model(x1, e1)), model.project(model(x2, e2)), cfg.tau)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return step
+
+
+def edgegcl_step(data: Data, cfg: TrainConfig, eta: float) -> Step:
+    """One edgegcl training epoch with every eta^cat held at ``eta``."""
+    model, opt = _model(data, cfg)
+    hans = make_hans(cfg)
+    hans.eta = {c: eta for c in CATEGORIES}
+    selector = NegativeSelector(cfg.ratio_map(), cfg.T_int)
+    g = torch.Generator().manual_seed(0)
+    x = as_features(data.x)
+    epoch = [0]
+
+    def step() -> None:
+        epoch[0] += 1
+        out = contrastive_step(model, x, data.edge_index, cfg, g, selector, hans, epoch[0])
+        opt.zero_grad()
+        out.loss.backward()
+        opt.step()
+    return step
+
+
+def interleaved(steps: dict[str, Step], rounds: int, block: int) -> dict[str, float]:
+    """Mean seconds per epoch of each step, run in alternating blocks after one warm-up block."""
+    total = {name: 0.0 for name in steps}
+    for r in range(rounds + 1):
+        for name, step in steps.items():
+            t0 = time.perf_counter()
+            for _ in range(block):
+                step()
+            if r > 0:
+                total[name] += time.perf_counter() - t0
+    return {name: t / (rounds * block) for name, t in total.items()}
+
+
+def compare(data: Data, theta_max: float, rounds: int) -> dict[str, float]:
+    """Reference, saturated and bootstrap epoch times (seconds) at ``theta_max``."""
+    cfg = TrainConfig(theta_max=theta_max)
+    return interleaved({"reference": reference_step(data, cfg),
+                        "saturated": edgegcl_step(data, cfg, 1.0),
+                        "bootstrap": edgegcl_step(data, cfg, cfg.eta_0)}, rounds, cfg.T_int)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dataset", default="Cora")
+    p.add_argument("--root", default=None)
+    p.add_argument("--theta-max", type=float, default=1.0)
+    p.add_argument("--rounds", type=int, default=2, help="timed blocks of T_int epochs each")
+    args = p.parse_args()
+    t = compare(load_graph(args.dataset, args.root), args.theta_max, args.rounds)
+    for name, sec in t.items():
+        print(f"{name}: {sec:.3f} s/epoch ({sec / t['reference']:.2f}x reference)")
+
+
+if __name__ == "__main__":
+    main()

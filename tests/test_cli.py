@@ -1,0 +1,422 @@
+"""End-to-end tests of the ``edgegcl`` command line (edgegcl.cli), on tiny synthetic graphs."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from edgegcl.cli import main
+from edgegcl.config import TrainConfig, build, load_toml
+from edgegcl.model import GCNEncoder, ModelConfig
+
+# A graph and model small enough that a seed trains in well under a second.
+TINY = ["--nodes", "120", "--features", "16", "--hidden-dim", "16", "--out-dim", "8",
+        "--proj-dim", "8", "--epochs", "6", "--eval-every", "3", "--T-init", "2", "--T-int", "2",
+        "--e", "1", "--device", "cpu"]
+
+SEED_KEYS = {"seed", "epoch_time_s", "train_time_s", "final_eta", "saturated_at_epoch",
+             "selected_epoch", "val_micro_f1", "val_macro_f1", "test_micro_f1", "test_macro_f1",
+             "probe_weight_decay", "paper_protocol", "history"}
+F1_KEYS = ("val_micro_f1", "val_macro_f1", "test_micro_f1", "test_macro_f1")
+SUMMARY_KEYS = {"epoch_time_s", "train_time_s", *F1_KEYS,
+                "paper_protocol_test_micro_f1", "paper_protocol_test_macro_f1"}
+TOP_KEYS = {"edgegcl_version", "dataset", "num_nodes", "num_edges", "mode", "device", "labelled",
+            "checkpoint_seed", "seeds", "summary"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    """Tiny graphs gain nothing from threads, and on a busy machine they thrash: use one."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def _private_data_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Never touch ~/.cache or the working directory's runs/ from a test."""
+    monkeypatch.setenv("EDGEGCL_DATA", str(tmp_path / "data-cache"))
+    monkeypatch.chdir(tmp_path)
+
+
+def _run_main(argv: list[str]) -> tuple[int, str, str]:
+    """Call ``main`` with stdout/stderr captured (usable outside function-scoped fixtures)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:  # argparse errors
+            code = exc.code
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def two_seed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, str, str]:
+    """One 2-seed training run shared by the tests that inspect the run directory."""
+    base = tmp_path_factory.mktemp("cli-run")
+    run_dir = base / "run"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EDGEGCL_DATA", str(base / "data-cache"))
+        mp.chdir(base)
+        code, out, err = _run_main(["train", *TINY, "--seeds", "2", "--out", str(run_dir)])
+    return run_dir, code, out, err
+
+
+@pytest.fixture(scope="module")
+def metrics(two_seed_run) -> dict:
+    run_dir, code, _, err = two_seed_run
+    assert code == 0, err
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+# --------------------------------------------------------------------------- successful training
+
+def test_train_exit_code_and_output(two_seed_run) -> None:
+    run_dir, code, out, err = two_seed_run
+    assert code == 0, err
+    assert "Traceback" not in err
+    lines = out.splitlines()
+    assert any(line.startswith("test micro-F1") for line in lines), out
+    assert any("mean epoch time" in line and str(run_dir) in line for line in lines), out
+
+
+def test_run_directory_layout(two_seed_run) -> None:
+    run_dir, code, _, err = two_seed_run
+    assert code == 0, err
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "checkpoint.pt", "config.toml", "metrics.json", "seed-0", "seed-1"]
+    for seed in (0, 1):
+        seed_dir = run_dir / f"seed-{seed}"
+        assert sorted(p.name for p in seed_dir.iterdir()) == ["checkpoint.pt", "hans_events.jsonl"]
+
+
+def test_metrics_keys(metrics: dict) -> None:
+    assert set(metrics) == TOP_KEYS
+    assert metrics["dataset"] == "synthetic"
+    assert metrics["num_nodes"] == 120
+    assert metrics["num_edges"] > 0
+    assert metrics["mode"] == "full" and metrics["device"] == "cpu"
+    assert metrics["labelled"] is True
+    assert metrics["checkpoint_seed"] in (0, 1)
+    assert [s["seed"] for s in metrics["seeds"]] == [0, 1]
+    for s in metrics["seeds"]:
+        assert set(s) == SEED_KEYS
+        assert set(s["epoch_time_s"]) == {"mean", "median"}
+        assert set(s["paper_protocol"]) == {"epoch", "test_micro_f1", "test_macro_f1"}
+        assert set(s["final_eta"]) == {"hard", "inter", "easy"}
+        assert [h["epoch"] for h in s["history"]] == [3, 6]
+        assert s["train_time_s"] > 0 and s["epoch_time_s"]["mean"] > 0
+        assert s["train_time_s"] == pytest.approx(6 * s["epoch_time_s"]["mean"])
+        for key in F1_KEYS:
+            assert 0.0 <= s[key] <= 100.0
+    assert set(metrics["summary"]) == SUMMARY_KEYS
+    for key in SUMMARY_KEYS:
+        assert set(metrics["summary"][key]) == {"mean", "std"}
+
+
+def test_summary_is_mean_and_std_of_seeds(metrics: dict) -> None:
+    seeds, summary = metrics["seeds"], metrics["summary"]
+    for key in F1_KEYS:
+        values = [s[key] for s in seeds]
+        assert summary[key]["mean"] == pytest.approx(statistics.fmean(values))
+        assert summary[key]["std"] == pytest.approx(statistics.pstdev(values))
+    for key in ("test_micro_f1", "test_macro_f1"):
+        values = [s["paper_protocol"][key] for s in seeds]
+        assert summary[f"paper_protocol_{key}"]["mean"] == pytest.approx(statistics.fmean(values))
+    assert summary["train_time_s"]["mean"] == pytest.approx(
+        statistics.fmean(s["train_time_s"] for s in seeds))
+    assert summary["epoch_time_s"]["mean"] == pytest.approx(
+        statistics.fmean(s["epoch_time_s"]["mean"] for s in seeds))
+
+
+def test_selection_and_paper_protocol(metrics: dict) -> None:
+    for s in metrics["seeds"]:
+        history = s["history"]
+        by_epoch = {h["epoch"]: h for h in history}
+        assert s["selected_epoch"] in by_epoch
+        chosen = by_epoch[s["selected_epoch"]]
+        assert s["val_micro_f1"] == chosen["val_micro"] == max(h["val_micro"] for h in history)
+        assert s["test_micro_f1"] == chosen["test_micro"]
+        paper = s["paper_protocol"]
+        assert paper["test_micro_f1"] >= s["test_micro_f1"]
+        assert paper["test_micro_f1"] == max(h["test_micro"] for h in history)
+        assert paper["epoch"] in by_epoch
+        assert by_epoch[paper["epoch"]]["test_micro"] == paper["test_micro_f1"]
+    summary = metrics["summary"]
+    assert summary["paper_protocol_test_micro_f1"]["mean"] >= summary["test_micro_f1"]["mean"]
+
+
+def test_seeds_are_independent(two_seed_run, metrics: dict) -> None:
+    run_dir = two_seed_run[0]
+    s0, s1 = metrics["seeds"]
+    assert s0["history"] != s1["history"]
+    enc0 = torch.load(run_dir / "seed-0" / "checkpoint.pt", weights_only=True)["encoder"]
+    enc1 = torch.load(run_dir / "seed-1" / "checkpoint.pt", weights_only=True)["encoder"]
+    assert not torch.equal(enc0["conv1.lin.weight"], enc1["conv1.lin.weight"])
+
+
+def test_checkpoints_load_into_the_encoder(two_seed_run, metrics: dict) -> None:
+    run_dir = two_seed_run[0]
+    paths = [run_dir / "checkpoint.pt", run_dir / "seed-0" / "checkpoint.pt",
+             run_dir / "seed-1" / "checkpoint.pt"]
+    loaded = [torch.load(p, weights_only=True) for p in paths]
+    for ckpt in loaded:
+        assert {"format", "config", "in_dim", "encoder"} <= set(ckpt)
+        assert ckpt["format"].startswith("edgegcl-checkpoint")
+        assert ckpt["in_dim"] == 16
+        cfg = ckpt["config"]
+        encoder = GCNEncoder(ckpt["in_dim"], ModelConfig(cfg["hidden_dim"], cfg["out_dim"],
+                                                          cfg["proj_dim"], cfg["activation"]))
+        encoder.load_state_dict(ckpt["encoder"])  # strict: every key and shape must match
+        z = encoder(torch.randn(5, 16), torch.tensor([[0, 1, 2], [1, 2, 3]]))
+        assert z.shape == (5, 8)
+    # The run-level checkpoint is the chosen seed's.
+    top, per_seed = loaded[0], loaded[1:]
+    chosen = per_seed[metrics["checkpoint_seed"]]
+    assert top["seed"] == metrics["checkpoint_seed"]
+    assert all(torch.equal(top["encoder"][k], chosen["encoder"][k]) for k in chosen["encoder"])
+    for seed, ckpt in enumerate(per_seed):
+        assert ckpt["epoch"] == metrics["seeds"][seed]["selected_epoch"]
+    best_val = max(s["val_micro_f1"] for s in metrics["seeds"])
+    assert metrics["seeds"][metrics["checkpoint_seed"]]["val_micro_f1"] == best_val
+
+
+def test_config_toml_reloads(two_seed_run) -> None:
+    run_dir = two_seed_run[0]
+    cfg = build(load_toml(run_dir / "config.toml"), {})
+    expected = TrainConfig(nodes=120, features=16, hidden_dim=16, out_dim=8, proj_dim=8, epochs=6,
+                           eval_every=3, T_init=2, T_int=2, e=1, device="cpu", seeds=2,
+                           out=str(run_dir))
+    assert cfg == expected
+    ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+    assert ckpt["config"] == expected.to_dict()
+
+
+def test_hans_event_logs(two_seed_run, metrics: dict) -> None:
+    run_dir = two_seed_run[0]
+    for seed in (0, 1):
+        lines = (run_dir / f"seed-{seed}" / "hans_events.jsonl").read_text().splitlines()
+        assert lines
+        events = [json.loads(line) for line in lines]
+        last_eta = {}
+        for ev in events:
+            assert isinstance(ev, dict)
+            assert set(ev) == {"epoch", "category", "delta_eta", "eta", "reason"}
+            assert isinstance(ev["epoch"], int) and 0 <= ev["epoch"] <= 6
+            assert ev["category"] in {"hard", "inter", "easy"}
+            assert isinstance(ev["reason"], str) and ev["reason"]
+            assert 0.0 <= ev["eta"] <= 1.0 and math.isfinite(ev["delta_eta"])
+            last_eta[ev["category"]] = ev["eta"]
+        epochs = [ev["epoch"] for ev in events]
+        assert epochs == sorted(epochs)
+        assert {ev["category"] for ev in events if ev["epoch"] == 0} == {"hard", "inter", "easy"}
+        final = metrics["seeds"][seed]["final_eta"]
+        assert last_eta == pytest.approx(final)
+
+
+# --------------------------------------------------------------------------- config file + flags
+
+def test_config_file_with_flag_override(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    cfg_file = tmp_path / "my.toml"
+    cfg_file.write_text('epochs = 4\neval_every = 2\ntheta_max = 0.5\nratios = "10,40,50"\n'
+                        'nodes = 80\ntau = 0.3\n')
+    out = tmp_path / "run"
+    i = TINY.index("--nodes")
+    flags = TINY[:i] + TINY[i + 2:]  # no --nodes flag: the file's value must be used
+    code = main(["train", *flags, "--config", str(cfg_file), "--theta-max", "0.7",
+                 "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    resolved = load_toml(out / "config.toml")
+    assert resolved["theta_max"] == 0.7      # flag beats file
+    assert resolved["ratios"] == "10,40,50"  # file beats default
+    assert resolved["nodes"] == 80           # file beats default
+    assert resolved["tau"] == 0.3            # file beats default
+    assert resolved["epochs"] == 6           # TINY's --epochs 6 beats the file's 4
+    assert resolved["eval_every"] == 3       # TINY's --eval-every 3 beats the file's 2
+    assert resolved["lr"] == TrainConfig().lr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["num_nodes"] == 80
+    assert [h["epoch"] for h in metrics["seeds"][0]["history"]] == [3, 6]
+
+
+# --------------------------------------------------------------------------- user graph without labels
+
+def test_npz_graph_without_labels(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rng = np.random.default_rng(0)
+    n = 60
+    x = rng.standard_normal((n, 10)).astype(np.float32)
+    src = rng.integers(0, n, 300)
+    dst = rng.integers(0, n, 300)
+    graph = tmp_path / "g.npz"
+    np.savez(graph, x=x, edge_index=np.stack([np.concatenate([src, dst]),
+                                              np.concatenate([dst, src])]))
+    out = tmp_path / "run"
+    code = main(["train", *TINY, "--dataset", str(graph), "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "test micro-F1" not in captured.out
+    assert "mean epoch time" in captured.out
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["labelled"] is False
+    assert metrics["num_nodes"] == n and metrics["dataset"] == "g.npz"
+    assert set(metrics["summary"]) == {"epoch_time_s", "train_time_s"}
+    seed = metrics["seeds"][0]
+    assert not any(key in seed for key in (*F1_KEYS, "paper_protocol", "history", "selected_epoch"))
+    ckpt = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert ckpt["in_dim"] == 10 and ckpt["epoch"] == 6
+    assert (out / "seed-0" / "hans_events.jsonl").read_text().strip()
+
+
+# --------------------------------------------------------------------------- usage errors
+
+def _assert_usage_error(code: int, out: str, err: str) -> str:
+    assert code == 2, (code, out, err)
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].strip(), repr(err)
+    assert lines[0].startswith("edgegcl: error:"), repr(err)
+    assert "Traceback" not in err
+    assert out == ""
+    return lines[0]
+
+
+def _expect_usage_error(argv: list[str], capsys: pytest.CaptureFixture) -> str:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return _assert_usage_error(code, captured.out, captured.err)
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--dataset", "NoSuchDataset"], "NoSuchDataset"),
+    (["--ratios", "10,10,10"], "ratios"),
+    (["--theta-max", "1.5"], "theta"),
+    (["--tau", "0.001"], "tau"),
+])
+def test_bad_values(tmp_path: Path, capsys: pytest.CaptureFixture, extra: list[str],
+                    needle: str) -> None:
+    out = tmp_path / "run"
+    line = _expect_usage_error(["train", *TINY, *extra, "--out", str(out)], capsys)
+    assert needle in line
+    assert not out.exists(), "nothing may be written on a usage error"
+
+
+@pytest.mark.parametrize("argv", [
+    ["train", "--epochs", "abc"],
+    ["train", "--no-such-flag"],
+    ["fly"],
+    [],
+])
+def test_argparse_errors_are_one_line(argv: list[str], capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    captured = capsys.readouterr()
+    line = _assert_usage_error(info.value.code, captured.out, captured.err)
+    if "abc" in argv:
+        assert "epochs" in line and "abc" in line
+
+
+def test_unknown_key_in_config_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    cfg_file = tmp_path / "bad.toml"
+    cfg_file.write_text("epochs = 3\nlearning_rate = 0.1\n")
+    out = tmp_path / "run"
+    line = _expect_usage_error(["train", *TINY, "--config", str(cfg_file), "--out", str(out)], capsys)
+    assert "learning_rate" in line
+    assert not out.exists()
+
+
+def test_missing_config_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "run"
+    line = _expect_usage_error(["train", *TINY, "--config", str(tmp_path / "absent.toml"),
+                                "--out", str(out)], capsys)
+    assert "absent.toml" in line
+    assert not out.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_device_without_cuda(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "run"
+    line = _expect_usage_error(["train", *TINY, "--device", "cuda", "--out", str(out)], capsys)
+    assert "cuda" in line
+    assert not out.exists()
+
+
+def test_npz_with_out_of_range_edge(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    graph = tmp_path / "bad.npz"
+    np.savez(graph, x=np.ones((5, 3), dtype=np.float32),
+             edge_index=np.array([[0, 1, 2], [1, 2, 7]]), y=np.zeros(5, dtype=np.int64))
+    out = tmp_path / "run"
+    line = _expect_usage_error(["train", *TINY, "--dataset", str(graph), "--out", str(out)], capsys)
+    assert "7" in line and "bad.npz" in line
+    assert not out.exists()
+
+
+def test_existing_non_empty_out_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    keep = out / "results.txt"
+    payload = b"precious results\x00\xff\n"
+    keep.write_bytes(payload)
+    mtime = keep.stat().st_mtime_ns
+    line = _expect_usage_error(["train", *TINY, "--out", str(out)], capsys)
+    assert str(out) in line
+    assert keep.read_bytes() == payload and keep.stat().st_mtime_ns == mtime
+    assert [p.name for p in out.iterdir()] == ["results.txt"]
+
+
+def test_existing_empty_out_is_used(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    code = main(["train", *TINY, "--epochs", "3", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert (out / "metrics.json").is_file()
+
+
+def test_missing_planetoid_dataset_fails_fast(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache"
+    root = tmp_path / "root"
+    root.mkdir()
+    monkeypatch.setenv("EDGEGCL_DATA", str(cache))
+    out = tmp_path / "run"
+    start = time.monotonic()
+    line = _expect_usage_error(["train", *TINY, "--dataset", "Cora", "--root", str(root),
+                                "--out", str(out)], capsys)
+    assert time.monotonic() - start < 30.0, "an offline machine must fail fast"
+    assert "Cora" in line and str(root) in line
+    assert not out.exists()
+    assert not cache.exists() or not any(cache.iterdir()), "nothing may be written to the cache"
+    written = [p for p in root.rglob("*") if p.is_file()]
+    assert written == [], written
+
+
+# --------------------------------------------------------------------------- the installed script
+
+def test_console_script(tmp_path: Path) -> None:
+    script = Path(sys.executable).with_name("edgegcl")
+    cmd = [str(script)] if script.exists() else None
+    if cmd is None:
+        found = shutil.which("edgegcl")
+        cmd = [found] if found else [sys.executable, "-m", "edgegcl.cli"]
+    env = {**os.environ, "EDGEGCL_DATA": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "run"
+    proc = subprocess.run([*cmd, "train", *TINY, "--epochs", "3", "--out", str(out)],
+                          capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert any("test micro-F1" in line for line in proc.stdout.splitlines()), proc.stdout
+    assert (out / "metrics.json").is_file()

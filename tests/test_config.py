@@ -1,0 +1,228 @@
+"""Tests for edgegcl.config: TOML round trip, precedence, type coercion and validation."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from edgegcl.config import TrainConfig, build, load_toml, to_toml, validate
+from edgegcl.errors import UsageError
+
+
+def _usage_error(fn, *args) -> str:
+    """Run fn, expect a UsageError, and return its message after checking it is one line."""
+    with pytest.raises(UsageError) as info:
+        fn(*args)
+    message = str(info.value)
+    assert message.strip() and "\n" not in message and "\r" not in message, repr(message)
+    return message
+
+
+def _names(message: str, field: str) -> bool:
+    """Whether a message names a field, as ``theta_max`` or as its flag spelling ``theta-max``."""
+    return field in message or field.replace("_", "-") in message
+
+
+def _write(tmp_path: Path, text: str, name: str = "cfg.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+# --------------------------------------------------------------------------- round trip
+
+def _non_default() -> TrainConfig:
+    return TrainConfig(
+        dataset="Cora", root='/data/with "quotes" and \\backslash', nodes=321, classes=3,
+        features=17, avg_degree=4.5, homophily=0.65, graph_seed=9, epochs=42, seeds=3,
+        device="cpu", out="runs/x y", eval_every=7, lr=1e-3, weight_decay=0.0, tau=0.25,
+        hidden_dim=64, out_dim=32, proj_dim=16, activation="elu", p_edge_1=0.15,
+        p_edge_2=0.35, p_feature_1=0.0, p_feature_2=1.0, theta_max=0.6, ratios="10,40,50",
+        T_init=5, T_int=3, e=2, gamma=0.95, b=0.1, c_cat="0.1,0.2,0.3", eta_0=0.1,
+        floor=0.02, swap_every=4,
+    )
+
+
+def test_round_trip_of_defaults(tmp_path: Path) -> None:
+    cfg = TrainConfig()
+    path = _write(tmp_path, to_toml(cfg))
+    assert build(load_toml(path), {}) == cfg
+
+
+def test_round_trip_of_non_default_config(tmp_path: Path) -> None:
+    cfg = _non_default()
+    validate(cfg)
+    path = _write(tmp_path, to_toml(cfg))
+    loaded = load_toml(path)
+    assert set(loaded) == {f.name for f in dataclasses.fields(TrainConfig)}
+    again = build(loaded, {})
+    assert again == cfg
+    for f in dataclasses.fields(TrainConfig):  # types survive too (1.0 stays float, 3 stays int)
+        assert type(getattr(again, f.name)) is type(getattr(cfg, f.name)), f.name
+
+
+def test_round_trip_of_unicode_and_tab(tmp_path: Path) -> None:
+    cfg = TrainConfig(root="/données/ünï\tcode")
+    path = _write(tmp_path, to_toml(cfg))
+    assert build(load_toml(path), {}) == cfg
+
+
+def test_round_trip_of_control_characters(tmp_path: Path) -> None:
+    cfg = TrainConfig(out="runs/a\nb", root="r\x01")
+    path = _write(tmp_path, to_toml(cfg))
+    assert build(load_toml(path), {}) == cfg
+
+
+# --------------------------------------------------------------------------- precedence
+
+def test_file_overrides_defaults_and_flags_override_file(tmp_path: Path) -> None:
+    path = _write(tmp_path, 'epochs = 12\ntheta_max = 0.5\nratios = "10,40,50"\nT_int = 3\n')
+    cfg = build(load_toml(path), {"theta_max": 0.8, "seeds": 4})
+    assert cfg.epochs == 12            # file beats default (500)
+    assert cfg.theta_max == 0.8        # flag beats file (0.5)
+    assert cfg.ratios == "10,40,50"    # file beats default
+    assert cfg.T_int == 3
+    assert cfg.seeds == 4              # flag beats default
+    assert cfg.tau == TrainConfig().tau  # untouched default
+
+
+def test_build_without_file_is_defaults() -> None:
+    assert build({}, {}) == TrainConfig()
+
+
+def test_build_coerces_flag_values() -> None:
+    cfg = build({}, {"epochs": "7", "tau": "0.5"})
+    assert cfg.epochs == 7 and isinstance(cfg.epochs, int)
+    assert cfg.tau == 0.5 and isinstance(cfg.tau, float)
+
+
+def test_build_validates() -> None:
+    assert _names(_usage_error(build, {}, {"epochs": 0}), "epochs")
+    assert _names(_usage_error(build, {"theta_max": 2.0}, {}), "theta_max")
+
+
+# --------------------------------------------------------------------------- load_toml
+
+def test_load_toml_coerces_types(tmp_path: Path) -> None:
+    path = _write(tmp_path, "theta_max = 1\nepochs = 10.0\nratios = [10, 40, 50]\n")
+    values = load_toml(path)
+    assert values == {"theta_max": 1.0, "epochs": 10, "ratios": "10,40,50"}
+    assert isinstance(values["theta_max"], float) and isinstance(values["epochs"], int)
+
+
+def test_load_toml_unknown_key(tmp_path: Path) -> None:
+    path = _write(tmp_path, "epochs = 3\nthetamax = 0.5\n")
+    message = _usage_error(load_toml, path)
+    assert "thetamax" in message
+
+
+def test_load_toml_unknown_table(tmp_path: Path) -> None:
+    path = _write(tmp_path, "[train]\nepochs = 3\n")
+    assert "train" in _usage_error(load_toml, path)
+
+
+@pytest.mark.parametrize("text, field", [
+    ('epochs = "ten"\n', "epochs"),
+    ("epochs = 2.5\n", "epochs"),
+    ("epochs = true\n", "epochs"),
+    ('tau = "cold"\n', "tau"),
+    ("theta_max = false\n", "theta_max"),
+    ("seeds = [1, 2]\n", "seeds"),
+])
+def test_load_toml_wrong_type(tmp_path: Path, text: str, field: str) -> None:
+    message = _usage_error(load_toml, _write(tmp_path, text))
+    assert _names(message, field), message
+
+
+def test_load_toml_missing_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    message = _usage_error(load_toml, missing)
+    assert "nope.toml" in message
+
+
+def test_load_toml_invalid_toml(tmp_path: Path) -> None:
+    path = _write(tmp_path, "epochs = = 3\n[[[\n")
+    message = _usage_error(load_toml, path)
+    assert "cfg.toml" in message
+
+
+def test_load_toml_directory(tmp_path: Path) -> None:
+    _usage_error(load_toml, tmp_path)
+
+
+def test_load_toml_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes('root = "donn\u00e9es"\n'.encode("latin-1"))
+    _usage_error(load_toml, path)
+
+
+# --------------------------------------------------------------------------- validate
+
+@pytest.mark.parametrize("changes, field", [
+    ({"ratios": "20,30,40"}, "ratios"),
+    ({"ratios": "-10,60,50"}, "ratios"),
+    ({"ratios": "0,50,50"}, "ratios"),
+    ({"ratios": "50,50"}, "ratios"),
+    ({"ratios": "20,30,50,0"}, "ratios"),
+    ({"ratios": "a,b,c"}, "ratios"),
+    ({"ratios": "nan,50,50"}, "ratios"),
+    ({"theta_max": 0.0}, "theta_max"),
+    ({"theta_max": 1.5}, "theta_max"),
+    ({"theta_max": -0.2}, "theta_max"),
+    ({"theta_max": float("nan")}, "theta_max"),
+    ({"tau": 0.01}, "tau"),
+    ({"tau": float("nan")}, "tau"),
+    ({"p_edge_1": 1.5}, "p_edge_1"),
+    ({"p_feature_2": -0.1}, "p_feature_2"),
+    ({"epochs": 0}, "epochs"),
+    ({"seeds": 0}, "seeds"),
+    ({"eval_every": -1}, "eval_every"),
+    ({"activation": "tanh"}, "activation"),
+    ({"mode": "minibatch"}, "mode"),
+    ({"device": "tpu"}, "device"),
+    ({"c_cat": "0.1,0.1"}, "c_cat"),
+    ({"c_cat": "0.1,0,0.1"}, "c_cat"),
+    ({"T_init": -1}, "T_init"),
+    ({"lr": 0.0}, "lr"),
+    ({"nodes": 1}, "nodes"),
+    ({"avg_degree": 0.0}, "avg_degree"),
+    ({"homophily": 1.2}, "homophily"),
+])
+def test_validate_rejects(changes: dict, field: str) -> None:
+    cfg = dataclasses.replace(TrainConfig(), **changes)
+    message = _usage_error(validate, cfg)
+    assert _names(message, field), message
+
+
+@pytest.mark.parametrize("changes", [
+    {},
+    {"theta_max": 1.0}, {"theta_max": 0.01},
+    {"tau": 0.05},
+    {"p_edge_1": 0.0, "p_edge_2": 1.0},
+    {"ratios": "33.3,33.3,33.4"},
+    {"device": "cpu"}, {"device": "cuda:1"},
+    {"activation": "relu"}, {"activation": "rrelu"},
+    {"T_init": 0},
+])
+def test_validate_accepts(changes: dict) -> None:
+    validate(dataclasses.replace(TrainConfig(), **changes))
+
+
+def test_validate_rejects_malformed_cuda_index() -> None:
+    message = _usage_error(validate, dataclasses.replace(TrainConfig(), device="cuda:abc"))
+    assert "device" in message
+
+
+# --------------------------------------------------------------------------- maps
+
+def test_ratio_map_is_easy_hard_inter() -> None:
+    cfg = TrainConfig(ratios="10,40,50")
+    assert cfg.ratio_map() == pytest.approx({"easy": 0.1, "hard": 0.4, "inter": 0.5})
+    assert TrainConfig().ratio_map() == pytest.approx({"easy": 0.2, "hard": 0.3, "inter": 0.5})
+
+
+def test_c_cat_map_is_hard_inter_easy() -> None:
+    cfg = TrainConfig(c_cat="0.1,0.2,0.3")
+    assert cfg.c_cat_map() == pytest.approx({"hard": 0.1, "inter": 0.2, "easy": 0.3})
