@@ -56,8 +56,9 @@ def as_features(x: Tensor) -> Tensor:
 
 
 def _with_values(x: Tensor, values: Tensor) -> Tensor:
-    """A CSR tensor with ``x``'s sparsity pattern and new stored values."""
-    return torch.sparse_csr_tensor(x.crow_indices(), x.col_indices(), values, x.shape)
+    """A CSR tensor with ``x``'s sparsity pattern (valid by construction) and new values."""
+    return torch.sparse_csr_tensor(x.crow_indices(), x.col_indices(), values, x.shape,
+                                   check_invariants=False)
 
 
 def mask_columns(x: Tensor, p_feature: float, generator: torch.Generator) -> Tensor:

@@ -14,12 +14,12 @@ from edgegcl.errors import UsageError
 
 _HELP = {
     "dataset": "Cora, CiteSeer, PubMed, DBLP, WikiCS, Amazon-Computers, Amazon-Photo, "
-               "Coauthor-CS, Actor, synthetic (default), or a .pt / .npz graph file",
-    "root": "directory holding the datasets (default: $EDGEGCL_DATA or ~/.cache/edgegcl/datasets)",
+               "Coauthor-CS, Actor, synthetic, or a .pt / .npz graph file",
+    "root": "directory holding the datasets ('': $EDGEGCL_DATA or ~/.cache/edgegcl/datasets)",
     "mode": "full: the whole graph is one batch",
     "epochs": "training epochs per seed",
     "seeds": "independent runs, each with its own split and initialisation",
-    "out": "run directory to create (default: runs/DATASET-TIMESTAMP)",
+    "out": "run directory to create ('': runs/DATASET-TIMESTAMP)",
     "device": "auto, cpu, cuda or cuda:N",
     "eval_every": "epochs between linear-probe checkpoints",
     "theta_max": "global negative budget theta_max, a fraction of |N_i| in (0, 1]",

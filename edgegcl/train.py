@@ -21,6 +21,7 @@ from torch_geometric.data import Data
 
 from edgegcl import __version__
 from edgegcl.augment import AugmentConfig, as_features, two_views
+from edgegcl.checkpoint import save_checkpoint
 from edgegcl.config import TrainConfig, to_toml
 from edgegcl.errors import UsageError
 from edgegcl.evaluate import ProbeScores, Selection, linear_probe, random_split, select_checkpoint
@@ -29,9 +30,6 @@ from edgegcl.loss import LossOutput, Similarities, scheduled_info_nce, similarit
 from edgegcl.model import AdNGCL, ModelConfig
 from edgegcl.negatives import ActiveNegatives, num_candidates, select_active, stratify
 from edgegcl.progress import Progress
-
-CHECKPOINT_FORMAT = "edgegcl-checkpoint-1"
-
 
 def resolve_device(name: str) -> torch.device:
     """``auto`` is CUDA when present, else CPU; asking for CUDA without it is a usage error."""
@@ -162,14 +160,6 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                       dict(hans.eta), hans.saturated_at, best_state, best_epoch)
 
 
-def save_checkpoint(path: Path, result: SeedResult, cfg: TrainConfig, in_dim: int) -> None:
-    """Encoder weights + config, loadable with ``torch.load(weights_only=True)``."""
-    torch.save({"format": CHECKPOINT_FORMAT, "edgegcl_version": __version__,
-                "config": cfg.to_dict(), "in_dim": in_dim, "seed": result.seed,
-                "epoch": result.selected_epoch,
-                "encoder": {k: v.cpu() for k, v in result.encoder_state.items()}}, path)
-
-
 def _mean_std(values: list[float]) -> dict[str, float]:
     """Mean and population standard deviation (numpy's default, as the papers' tables)."""
     return {"mean": statistics.fmean(values), "std": statistics.pstdev(values)}
@@ -239,10 +229,12 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device) -> di
         seed_dir = run_dir / f"seed-{seed}"
         seed_dir.mkdir()
         result = train_seed(data, cfg, seed, device, seed_dir, f"seed {seed + 1}/{cfg.seeds}")
-        save_checkpoint(seed_dir / "checkpoint.pt", result, cfg, data.x.size(1))
+        save_checkpoint(seed_dir / "checkpoint.pt", result.encoder_state, cfg, data.x.size(1),
+                        seed, result.selected_epoch)
         results.append(result)
     best = max(results, key=lambda r: r.selection.scores.val_micro if r.selection else 0.0)
-    save_checkpoint(run_dir / "checkpoint.pt", best, cfg, data.x.size(1))
+    save_checkpoint(run_dir / "checkpoint.pt", best.encoder_state, cfg, data.x.size(1),
+                    best.seed, best.selected_epoch)
     metrics = {
         "edgegcl_version": __version__,
         "dataset": getattr(data, "name", cfg.dataset),

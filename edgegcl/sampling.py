@@ -1,0 +1,378 @@
+"""Neighbour-sampled mini-batches for graphs too big to train on whole.
+
+Two interchangeable backends produce the same mini-batch contract:
+
+* ``"pyg"``: :class:`torch_geometric.loader.NeighborLoader`, which needs the compiled
+  ``pyg-lib`` or ``torch-sparse`` extension;
+* ``"builtin"``: :class:`CSRNeighborSampler` driven by
+  :class:`torch_geometric.loader.NodeLoader`, pure PyTorch, so it works wherever torch does
+  (small devices, fresh virtual environments, new Python versions without extension wheels).
+
+Each batch is a :class:`~torch_geometric.data.Data` holding ``x`` / ``y`` (and any other
+node or edge attribute) of the sampled nodes and edges, ``edge_index`` in local indices with
+messages flowing ``edge_index[0] -> edge_index[1]`` (sampled neighbour -> node that sampled
+it), ``n_id`` (global node ids, the ``batch_size`` seed nodes first and in input order),
+``e_id`` (global edge ids into the full graph's ``edge_index``), ``batch_size``,
+``input_id``, ``num_sampled_nodes`` (per hop, hop 0 = seeds) and ``num_sampled_edges``
+(per hop). A GNN run on the batch therefore has the seeds' embeddings in its first
+``batch_size`` output rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch_geometric.typing
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.loader import NeighborLoader, NodeLoader
+from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
+
+from edgegcl.errors import UsageError
+
+SAMPLERS: tuple[str, ...] = ("auto", "builtin", "pyg")
+
+# Marks "node not in the current batch" in the sampler's global-to-local id map.
+_UNSEEN = -1
+
+
+def pyg_sampler_available() -> bool:
+    """Whether PyG's own ``NeighborSampler`` can run here.
+
+    It needs ``pyg-lib`` or ``torch-sparse``; without either it constructs fine and then
+    fails on the first batch, so we ask PyG's own import flags up front instead.
+    """
+    return bool(torch_geometric.typing.WITH_PYG_LIB or torch_geometric.typing.WITH_TORCH_SPARSE)
+
+
+def _check_num_neighbors(num_neighbors: Sequence[int]) -> list[int]:
+    """Validate per-hop fanouts: a sequence of ints, each ``-1`` (all) or ``>= 0``."""
+    if isinstance(num_neighbors, (str, bytes)) or not isinstance(num_neighbors, Sequence):
+        raise UsageError(
+            f"num_neighbors must be a list of per-hop fanouts such as [10, 10], "
+            f"got {num_neighbors!r}"
+        )
+    fanouts: list[int] = []
+    for f in num_neighbors:
+        if isinstance(f, bool) or not isinstance(f, int) or f < -1:
+            raise UsageError(
+                f"num_neighbors entries must be integers >= 0 or -1 (all neighbours), "
+                f"got {list(num_neighbors)!r}"
+            )
+        fanouts.append(int(f))
+    return fanouts
+
+
+class CSRNeighborSampler(BaseSampler):
+    """Uniform neighbour sampling without replacement, pure PyTorch.
+
+    Same direction as PyG's ``NeighborLoader``: a node samples its *in*-neighbours, i.e. for
+    target ``v`` the candidates are the sources ``u`` of edges ``(u, v)`` in
+    ``data.edge_index``, so messages flow from the sampled neighbours to the nodes that
+    sampled them. At hop ``k`` every node first reached at hop ``k - 1`` (the seeds for
+    ``k = 1``) draws ``min(fanout_k, in_degree)`` distinct incoming edges uniformly at random
+    (fanout ``-1`` takes them all); sources not yet in the batch are appended to ``n_id``
+    in order of first appearance. Parallel edges are distinct candidates, as in PyG.
+
+    Every step is a vectorised tensor operation over the frontier's incoming edges: memory
+    and time per hop are O(sum of the frontier's in-degrees), independent of the graph size
+    except for one reusable global-to-local id map of ``num_nodes`` entries that is reset
+    for just the batch's nodes after each batch.
+
+    Randomness comes from a :class:`torch.Generator` owned by the sampler and seeded with
+    ``seed`` (fresh entropy when ``None``). The generator advances with every batch, so a
+    sampler built with the same seed and fed the same sequence of batches reproduces the
+    same subgraphs, while repeated calls (epochs) draw fresh neighbourhoods; call
+    :meth:`manual_seed` to restart the stream. Inside a ``DataLoader`` worker process the
+    generator is re-seeded once from ``seed`` and the worker's own seed, so workers do not
+    draw identical samples and runs stay reproducible when the loader has a seeded
+    ``generator``. Not thread-safe: use one sampler per thread.
+    """
+
+    def __init__(self, data: Data, num_neighbors: Sequence[int], *, seed: int | None = None) -> None:
+        if not isinstance(data, Data):
+            raise UsageError(
+                f"CSRNeighborSampler needs a torch_geometric Data object, got "
+                f"{type(data).__name__}; convert HeteroData with to_homogeneous()"
+            )
+        self._num_neighbors = _check_num_neighbors(num_neighbors)
+        edge_index = data.edge_index
+        if edge_index is None:
+            raise UsageError("the graph has no edge_index; add one (adj_t / SparseTensor is not supported)")
+        if edge_index.dim() != 2 or edge_index.size(0) != 2:
+            raise UsageError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
+        num_nodes = data.num_nodes
+        if num_nodes is None:
+            raise UsageError("the graph has no node count; set data.num_nodes or data.x")
+        self.num_nodes: int = int(num_nodes)
+        edge_index = edge_index.detach().to("cpu", torch.long)
+        if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= self.num_nodes):
+            raise UsageError(
+                f"edge_index refers to nodes outside [0, {self.num_nodes}); fix the edges or num_nodes"
+            )
+        src, dst = edge_index[0], edge_index[1]
+        # CSC of the graph = CSR over targets: the in-neighbours of node v are
+        # self._col[self._rowptr[v]:self._rowptr[v + 1]], and self._perm maps those slots back
+        # to positions in data.edge_index (stable sort: ties keep input order).
+        self._perm: Tensor = torch.argsort(dst, stable=True)
+        self._col: Tensor = src[self._perm].contiguous()
+        rowptr = torch.zeros(self.num_nodes + 1, dtype=torch.long)
+        torch.cumsum(torch.bincount(dst, minlength=self.num_nodes), dim=0, out=rowptr[1:])
+        self._rowptr: Tensor = rowptr
+        self._local: Tensor = torch.full((self.num_nodes,), _UNSEEN, dtype=torch.long)
+        self._generator = torch.Generator()
+        self._seed = 0
+        self._worker_seed: int | None = None
+        if seed is None:
+            self._seed = int(self._generator.seed())
+        else:
+            self.manual_seed(seed)
+
+    # -- public API ---------------------------------------------------------------------
+
+    @property
+    def num_neighbors(self) -> list[int]:
+        """Per-hop fanouts (``-1`` = all in-neighbours)."""
+        return list(self._num_neighbors)
+
+    @property
+    def edge_permutation(self) -> None:
+        """``None``: the edge ids this sampler returns already index ``data.edge_index``."""
+        return None
+
+    def manual_seed(self, seed: int) -> None:
+        """Restart the sampler's random stream, as if it had been built with ``seed``."""
+        self._seed = int(seed)
+        self._generator.manual_seed(self._seed)
+        self._worker_seed = None
+
+    def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: Any) -> SamplerOutput:
+        """Sample the multi-hop in-neighbourhood of ``index.node`` (the seed nodes).
+
+        Returns local ``row -> col`` edges (neighbour -> sampling node), ``node`` (= ``n_id``,
+        seeds first in input order), ``edge`` (global edge ids) and per-hop counts, with
+        ``metadata = (input_id, seed_time)`` as :class:`NodeLoader` expects. A seed listed
+        twice keeps both of its ``n_id`` slots but is expanded (and indexed) once.
+        """
+        if index.input_type is not None:
+            raise NotImplementedError("CSRNeighborSampler samples homogeneous graphs only")
+        if index.time is not None:
+            raise NotImplementedError("CSRNeighborSampler does not do temporal sampling")
+        self._reseed_in_worker()
+        seeds = index.node.to(torch.long).view(-1)
+        if seeds.numel() and (int(seeds.min()) < 0 or int(seeds.max()) >= self.num_nodes):
+            raise UsageError(f"seed nodes must lie in [0, {self.num_nodes}); check input_nodes")
+        input_id = index.input_id if index.input_id is not None else torch.arange(seeds.numel())
+        node, row, col, edge, num_nodes, num_edges = self._sample(seeds)
+        return SamplerOutput(
+            node=node,
+            row=row,
+            col=col,
+            edge=edge,
+            batch=None,
+            num_sampled_nodes=num_nodes,
+            num_sampled_edges=num_edges,
+            metadata=(input_id, index.time),
+        )
+
+    def sample_from_edges(self, index: Any, neg_sampling: Any = None) -> SamplerOutput:
+        """Not supported: edgegcl only needs node-level (seed node) mini-batches."""
+        raise NotImplementedError("CSRNeighborSampler only samples from nodes; use NeighborLoader/LinkNeighborLoader for edges")
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(num_nodes={self.num_nodes}, num_edges={self._col.numel()}, "
+            f"num_neighbors={self._num_neighbors})"
+        )
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _reseed_in_worker(self) -> None:
+        """Give each DataLoader worker its own stream (its copy starts from the parent's)."""
+        info = torch.utils.data.get_worker_info()
+        if info is not None and self._worker_seed != info.seed:
+            self._generator.manual_seed((self._seed * 1_000_003 + info.seed) % (1 << 63))
+            self._worker_seed = info.seed
+
+    def _sample(self, seeds: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, list[int], list[int]]:
+        local = self._local
+        num_seeds = seeds.numel()
+        pos = torch.arange(num_seeds)
+        nodes: list[Tensor] = [seeds]
+        rows: list[Tensor] = []
+        cols: list[Tensor] = []
+        edges: list[Tensor] = []
+        num_sampled_nodes = [num_seeds]
+        num_sampled_edges: list[int] = []
+        pending = seeds[:0]  # map entries tagged but not yet in `nodes`
+        try:
+            # Seeds: map each distinct seed to its first slot; only those slots expand.
+            first = self._claim_first(seeds, pos)
+            frontier = torch.masked_select(seeds, first)
+            frontier_local = torch.masked_select(pos, first)
+            local.index_copy_(0, frontier, frontier_local)
+            total = num_seeds
+            for fanout in self._num_neighbors:
+                target, slot = self._draw(frontier, fanout)
+                nbr = self._col.index_select(0, slot)
+                src_local = local.index_select(0, nbr)
+                unseen = src_local == _UNSEEN
+                new_nodes = nbr[:0]
+                if bool(unseen.any()):
+                    cand = torch.masked_select(nbr, unseen)
+                    pending = cand
+                    first = self._claim_first(cand, torch.arange(cand.numel()))
+                    new_nodes = torch.masked_select(cand, first)
+                    local.index_copy_(0, new_nodes, torch.arange(total, total + new_nodes.numel()))
+                    src_local = local.index_select(0, nbr)
+                rows.append(src_local)
+                cols.append(frontier_local.index_select(0, target))
+                edges.append(self._perm.index_select(0, slot))
+                nodes.append(new_nodes)
+                num_sampled_nodes.append(new_nodes.numel())
+                num_sampled_edges.append(slot.numel())
+                frontier = new_nodes
+                frontier_local = torch.arange(total, total + new_nodes.numel())
+                total += new_nodes.numel()
+        finally:
+            # O(batch) reset, also after an error, so the map is clean for the next batch.
+            for touched in (*nodes, pending):
+                local.index_fill_(0, touched, _UNSEEN)
+        node = torch.cat(nodes)
+        empty = torch.empty(0, dtype=torch.long)
+        row = torch.cat(rows) if rows else empty
+        col = torch.cat(cols) if cols else empty
+        edge = torch.cat(edges) if edges else empty
+        return node, row, col, edge, num_sampled_nodes, num_sampled_edges
+
+    def _claim_first(self, ids: Tensor, pos: Tensor) -> Tensor:
+        """Mask of the first occurrence of each value of ``ids`` (all currently unseen).
+
+        Writes ``-(pos + 2)`` (always below ``_UNSEEN``) with an ``amax`` scatter, so each
+        unseen node's map entry ends up holding its smallest position; the caller then
+        overwrites those entries with real local ids. No sort, O(len(ids)).
+        """
+        tag = -(pos + 2)
+        self._local.scatter_reduce_(0, ids, tag, reduce="amax", include_self=False)
+        return self._local.index_select(0, ids) == tag
+
+    def _draw(self, frontier: Tensor, fanout: int) -> tuple[Tensor, Tensor]:
+        """Pick incoming edges for every frontier node.
+
+        Returns ``(target, slot)``: for each picked edge, the index of its target within
+        ``frontier`` and its CSR slot (index into ``self._col`` / ``self._perm``). Edges are
+        grouped by target in frontier order. Nodes with ``in_degree <= fanout`` keep all
+        their edges; for the others every candidate slot gets a uniform random key and the
+        ``fanout`` smallest keys per node win (one sort over ``(node_index, key)``), which is
+        a uniform draw without replacement.
+        """
+        start = self._rowptr.index_select(0, frontier)
+        deg = self._rowptr.index_select(0, frontier + 1) - start
+        total = int(deg.sum())
+        if total == 0 or fanout == 0:
+            empty = torch.empty(0, dtype=torch.long)
+            return empty, empty
+        seg = torch.repeat_interleave(torch.arange(frontier.numel()), deg, output_size=total)
+        seg_start = torch.cumsum(deg, 0) - deg  # first slot of each node in the expansion
+        within = torch.arange(total) - seg_start.index_select(0, seg)  # rank among the node's edges
+        slot = start.index_select(0, seg) + within
+        if fanout < 0:
+            return seg, slot
+        big = deg > fanout
+        if not bool(big.any()):
+            return seg, slot
+        idx = big.index_select(0, seg).nonzero().view(-1)
+        # Key = (node index, 31 random bits): one integer sort orders every node's slots
+        # randomly while keeping nodes grouped (an int64 sort beats a float64 one here).
+        key = seg.index_select(0, idx) << 31
+        key |= torch.randint(0, 1 << 31, (idx.numel(),), generator=self._generator)
+        order = torch.argsort(key)
+        # After sorting, idx[order] is still grouped by node, so `within[idx]` is each
+        # slot's rank among its node's random keys.
+        rank = within.clone()
+        rank.index_copy_(0, idx.index_select(0, order), within.index_select(0, idx))
+        keep = rank < fanout
+        return torch.masked_select(seg, keep), torch.masked_select(slot, keep)
+
+
+def make_loader(
+    data: Data,
+    batch_size: int,
+    num_neighbors: Sequence[int],
+    *,
+    sampler: str = "auto",
+    shuffle: bool = True,
+    seed: int = 0,
+    input_nodes: Tensor | None = None,
+) -> NodeLoader:
+    """Mini-batch loader over seed nodes with per-hop neighbour sampling.
+
+    ``sampler`` picks the backend: ``"pyg"`` (PyG's ``NeighborLoader``; needs ``pyg-lib`` or
+    ``torch-sparse``), ``"builtin"`` (:class:`CSRNeighborSampler`, pure PyTorch) or
+    ``"auto"`` (``"pyg"`` when available, else ``"builtin"``). ``input_nodes`` are the seed
+    nodes (index or boolean mask; default all nodes), visited once per epoch in batches of
+    ``batch_size``. Shuffling uses a :class:`torch.Generator` seeded with ``seed`` (handed
+    to the underlying ``DataLoader``), so the seed order of every epoch is reproducible; the
+    built-in sampler's neighbour draws are seeded with ``seed`` too, while ``"pyg"`` draws
+    neighbours from pyg-lib / torch-sparse's own RNG (seed torch globally to pin those).
+    """
+    if sampler not in SAMPLERS:
+        raise UsageError(f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise UsageError(f"batch_size must be a positive integer, got {batch_size!r}")
+    fanouts = _check_num_neighbors(num_neighbors)
+    if not isinstance(data, Data):
+        raise UsageError(f"make_loader needs a torch_geometric Data object, got {type(data).__name__}")
+    num_nodes = int(data.num_nodes or 0)
+    if input_nodes is not None:
+        input_nodes = _check_input_nodes(input_nodes, num_nodes)
+    if sampler == "auto":
+        sampler = "pyg" if pyg_sampler_available() else "builtin"
+    generator = torch.Generator().manual_seed(int(seed))
+    if sampler == "pyg":
+        if not pyg_sampler_available():
+            raise UsageError(
+                "sampler 'pyg' needs pyg-lib or torch-sparse; run `pip install torch-sparse` "
+                "or use --sampler builtin"
+            )
+        return NeighborLoader(
+            data,
+            num_neighbors=fanouts,
+            input_nodes=input_nodes,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            generator=generator,
+        )
+    return NodeLoader(
+        data,
+        node_sampler=CSRNeighborSampler(data, fanouts, seed=int(seed)),
+        input_nodes=input_nodes,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        generator=generator,
+    )
+
+
+def _check_input_nodes(input_nodes: Tensor, num_nodes: int) -> Tensor:
+    """Validate seed nodes: a 1-D index tensor of distinct in-range ids or a [N] bool mask."""
+    if not isinstance(input_nodes, Tensor) or input_nodes.dim() != 1:
+        raise UsageError("input_nodes must be a 1-D tensor of node ids or a boolean node mask")
+    if input_nodes.dtype == torch.bool:
+        if input_nodes.numel() != num_nodes:
+            raise UsageError(
+                f"input_nodes mask has {input_nodes.numel()} entries but the graph has "
+                f"{num_nodes} nodes; pass one flag per node"
+            )
+        return input_nodes
+    if input_nodes.is_floating_point() or input_nodes.is_complex():
+        raise UsageError("input_nodes must hold integer node ids (or be a boolean mask), not floats")
+    input_nodes = input_nodes.to(torch.long)
+    if input_nodes.numel() == 0:
+        raise UsageError("input_nodes is empty; pass at least one seed node or None for all nodes")
+    if int(input_nodes.min()) < 0 or int(input_nodes.max()) >= num_nodes:
+        raise UsageError(f"input_nodes must lie in [0, {num_nodes}); drop out-of-range ids")
+    if torch.unique(input_nodes).numel() != input_nodes.numel():
+        raise UsageError("input_nodes contains duplicate node ids; pass each seed node once")
+    return input_nodes

@@ -1,0 +1,45 @@
+"""Checkpoints round-trip without pickled code; anything else is a one-line usage error."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+
+from edgegcl.checkpoint import load_checkpoint, save_checkpoint
+from edgegcl.config import TrainConfig
+from edgegcl.errors import UsageError
+from edgegcl.model import GCNEncoder, ModelConfig
+
+
+def test_round_trip_gives_the_same_encoder_and_config(tmp_path):
+    cfg = TrainConfig(hidden_dim=16, out_dim=8, proj_dim=8, activation="elu", tau=0.3)
+    enc = GCNEncoder(5, ModelConfig(16, 8, 8, "elu"))
+    save_checkpoint(tmp_path / "c.pt", enc.state_dict(), cfg, 5, seed=3, epoch=40)
+    ck = load_checkpoint(tmp_path / "c.pt")
+    assert ck.config == cfg and (ck.in_dim, ck.seed, ck.epoch) == (5, 3, 40)
+    x, ei = torch.randn(7, 5), torch.tensor([[0, 1, 2], [1, 2, 3]])
+    enc.eval()
+    assert torch.equal(ck.encoder(x, ei), enc(x, ei))
+
+
+class _Evil:
+    def __reduce__(self):
+        return (print, ("executed",))
+
+
+@pytest.mark.parametrize("content", [b"not a checkpoint", None, "pickle"])
+def test_bad_files_are_usage_errors(tmp_path, content, capsys):
+    path = tmp_path / "bad.pt"
+    if content == "pickle":
+        torch.save({"format": "edgegcl-checkpoint-1", "evil": _Evil()}, path)
+    elif content is None:
+        torch.save({"weights": torch.zeros(2)}, path)  # loadable, but not ours
+    else:
+        path.write_bytes(content)
+    with pytest.raises(UsageError) as err:
+        load_checkpoint(path)
+    assert "\n" not in str(err.value) and "executed" not in capsys.readouterr().out
+    with pytest.raises(UsageError, match="does not exist"):
+        load_checkpoint(tmp_path / "missing.pt")
