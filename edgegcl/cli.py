@@ -16,7 +16,12 @@ _HELP = {
     "dataset": "Cora, CiteSeer, PubMed, DBLP, WikiCS, Amazon-Computers, Amazon-Photo, "
                "Coauthor-CS, Actor, synthetic, or a .pt / .npz graph file",
     "root": "directory holding the datasets ('': $EDGEGCL_DATA or ~/.cache/edgegcl/datasets)",
-    "mode": "full: the whole graph is one batch",
+    "mode": "full (the whole graph is one batch), minibatch (neighbour-sampled batches), or "
+            "auto (full up to 10000 nodes)",
+    "batch_size": "minibatch: seed nodes (anchors) per batch",
+    "fanout": "minibatch: neighbours sampled per hop, e.g. 10,10 (-1: all)",
+    "sampler": "minibatch: auto (PyG's NeighborLoader when pyg-lib or torch-sparse is "
+               "installed), builtin, or pyg",
     "epochs": "training epochs per seed",
     "seeds": "independent runs, each with its own split and initialisation",
     "out": "run directory to create ('': runs/DATASET-TIMESTAMP)",
@@ -59,7 +64,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from edgegcl.data import SyntheticSpec, load_graph
-    from edgegcl.train import prepare_run_dir, resolve_device, run
+    from edgegcl.run import prepare_run_dir, run
+    from edgegcl.train import check_full_graph_memory, resolve_device, resolve_mode
 
     flags = {f.name: getattr(args, f.name) for f in fields(TrainConfig)
              if getattr(args, f.name) is not None}
@@ -68,6 +74,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
                          cfg.graph_seed)
     device = resolve_device(cfg.device)
     data = load_graph(cfg.dataset, cfg.root or None, spec)
+    if resolve_mode(cfg.mode, data.num_nodes) == "full":
+        check_full_graph_memory(data.num_nodes, device)
     run_dir = prepare_run_dir(cfg.out, cfg.dataset)
     print(f"edgegcl: training on {data.name} ({data.num_nodes} nodes, "
           f"{data.edge_index.size(1)} edges), {cfg.seeds} seed(s); run directory {run_dir}",

@@ -18,13 +18,14 @@ from typing import Any
 
 from edgegcl.errors import UsageError
 from edgegcl.model import ACTIVATIONS
+from edgegcl.sampling import SAMPLERS
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-MODES = ("full",)
+MODES = ("auto", "full", "minibatch")
 DEVICES = ("auto", "cpu", "cuda")
 
 
@@ -42,7 +43,10 @@ class TrainConfig:
     homophily: float = 0.8
     graph_seed: int = 0
     # run
-    mode: str = "full"
+    mode: str = "auto"
+    batch_size: int = 1024
+    fanout: str = "10,10"
+    sampler: str = "auto"
     epochs: int = 300
     seeds: int = 1
     device: str = "auto"
@@ -83,6 +87,10 @@ class TrainConfig:
         """``c_cat`` ("HARD,INTER,EASY" per-step caps) by category."""
         hard, inter, easy = (float(v) for v in self.c_cat.split(","))
         return {"hard": hard, "inter": inter, "easy": easy}
+
+    def fanout_list(self) -> list[int]:
+        """``fanout`` ("10,10": neighbours per hop, -1 = all) as integers."""
+        return [int(v) for v in self.fanout.split(",")]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -152,11 +160,18 @@ def validate(cfg: TrainConfig) -> None:
             raise UsageError(msg)
 
     need(cfg.mode in MODES, f"--mode must be one of {', '.join(MODES)}, got {cfg.mode!r}")
+    need(cfg.sampler in SAMPLERS, f"--sampler must be one of {', '.join(SAMPLERS)}, got {cfg.sampler!r}")
+    try:
+        fanout = cfg.fanout_list()
+    except ValueError:
+        fanout = []
+    need(len(fanout) > 0 and all(f == -1 or f > 0 for f in fanout),
+         f"--fanout must be comma-separated neighbours per hop (positive, or -1 for all), got {cfg.fanout!r}")
     need(cfg.device in DEVICES or re.fullmatch(r"cuda:\d+", cfg.device) is not None,
          f"--device must be auto, cpu, cuda or cuda:N, got {cfg.device!r}")
     need(cfg.activation in ACTIVATIONS,
          f"--activation must be one of {', '.join(ACTIVATIONS)}, got {cfg.activation!r}")
-    for name in ("epochs", "seeds", "eval_every", "hidden_dim", "out_dim", "proj_dim",
+    for name in ("epochs", "seeds", "eval_every", "batch_size", "hidden_dim", "out_dim", "proj_dim",
                  "T_int", "e", "nodes", "classes", "features"):
         need(getattr(cfg, name) >= 1, f"{name} must be a positive integer, got {getattr(cfg, name)}")
     need(cfg.nodes >= 2, f"--nodes must be at least 2, got {cfg.nodes}")

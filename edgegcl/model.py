@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 from torch_geometric.nn import GCNConv
+from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 ACTIVATIONS = ("relu", "prelu", "elu", "rrelu")
 
@@ -81,11 +82,36 @@ class AdNGCL(nn.Module):
     def project(self, z: Tensor) -> Tensor:
         return self.head(z)
 
-    @torch.no_grad()
     def embed(self, x: Tensor, edge_index: Tensor) -> Tensor:
         """Frozen embeddings H = f*(A, X) of the original graph (the paper's output)."""
-        was_training = self.training
-        self.eval()
-        z = self.encoder(x, edge_index)
-        self.train(was_training)
-        return z
+        return embed_layerwise(self.encoder, x, edge_index)
+
+
+def normalized_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype) -> Tensor:
+    """D^-1/2 (A + I) D^-1/2 as a CSR matrix, exactly as GCNConv normalises (Eq. 4).
+
+    Row = target, column = source (PyG's source-to-target flow), so ``A @ H`` aggregates
+    each node's in-neighbours.
+    """
+    ei, w = gcn_norm(edge_index, None, num_nodes, False, True, "source_to_target", dtype)
+    coo = torch.sparse_coo_tensor(torch.stack([ei[1], ei[0]]), w, (num_nodes, num_nodes),
+                                  check_invariants=False)  # gcn_norm's indices are in range
+    return coo.coalesce().to_sparse_csr()
+
+
+@torch.no_grad()
+def embed_layerwise(encoder: GCNEncoder, x: Tensor, edge_index: Tensor) -> Tensor:
+    """Embeddings of every node, one layer at a time, as sparse-dense products.
+
+    Equal to ``encoder(x, edge_index)`` in eval mode, but the propagation is A_hat @ (Z W)
+    with A_hat in CSR: memory O(N d + E), where message passing would hold an E x d tensor of
+    messages and training-style full-graph contrast an N x N one.
+    """
+    was_training = encoder.training
+    encoder.eval()
+    adj = normalized_adjacency(edge_index, x.size(0), torch.float32).to(x.device)
+    z = x
+    for conv, act in ((encoder.conv1, encoder.act1), (encoder.conv2, encoder.act2)):
+        z = act(adj @ conv.lin(z) + conv.bias)
+    encoder.train(was_training)
+    return z

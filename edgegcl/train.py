@@ -15,9 +15,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
+from torch_geometric.loader import NodeLoader
 
 from edgegcl import __version__
 from edgegcl.augment import AugmentConfig, as_features, two_views
@@ -28,8 +30,18 @@ from edgegcl.evaluate import ProbeScores, Selection, linear_probe, random_split,
 from edgegcl.hans import HANS
 from edgegcl.loss import LossOutput, Similarities, scheduled_info_nce, similarities
 from edgegcl.model import AdNGCL, ModelConfig
-from edgegcl.negatives import ActiveNegatives, num_candidates, select_active, stratify
+from edgegcl.negatives import CATEGORIES, ActiveNegatives, num_candidates, select_active, stratify
 from edgegcl.progress import Progress
+from edgegcl.sampling import make_loader
+
+FULL_GRAPH_MAX_NODES = 10_000
+"""``--mode auto`` trains full-graph up to this many nodes (Cora, CiteSeer, Amazon-Photo,
+Actor) and in mini-batches above (PubMed, DBLP, WikiCS, ...): the N x N terms of a
+10 000-node graph already take about 6 GiB (FULL_GRAPH_FLOATS_PER_PAIR)."""
+
+FULL_GRAPH_FLOATS_PER_PAIR = 16
+"""Peak floats per node pair of a full-graph step (three B x B similarity blocks, their
+exponentials, gradients and gather temporaries); calibrated in docs/performance.md."""
 
 def resolve_device(name: str) -> torch.device:
     """``auto`` is CUDA when present, else CPU; asking for CUDA without it is a usage error."""
@@ -81,16 +93,67 @@ class NegativeSelector:
         return self._active  # type: ignore[return-value]
 
 
-def contrastive_step(model: AdNGCL, x: Tensor, edge_index: Tensor, cfg: TrainConfig,
-                     generator: torch.Generator, selector: NegativeSelector, hans: HANS,
-                     epoch: int) -> LossOutput:
-    """Two views of the graph, their projections, and the scheduled symmetric InfoNCE."""
+def contrastive_step(model: AdNGCL, x: Tensor, edge_index: Tensor, num_anchors: int,
+                     cfg: TrainConfig, generator: torch.Generator, selector: NegativeSelector,
+                     hans: HANS, step: int) -> LossOutput:
+    """Two views of a (sub)graph, the projections of its first ``num_anchors`` nodes (all
+    nodes in full-graph mode, the seed nodes of a mini-batch) and the scheduled InfoNCE."""
     aug = AugmentConfig(cfg.p_edge_1, cfg.p_edge_2, cfg.p_feature_1, cfg.p_feature_2)
     (x1, e1), (x2, e2) = two_views(x, edge_index, aug, generator)
-    h1 = model.project(model(x1, e1))
-    h2 = model.project(model(x2, e2))
+    h1 = model.project(model(x1, e1)[:num_anchors])
+    h2 = model.project(model(x2, e2)[:num_anchors])
     sims = similarities(h1, h2, cfg.tau)
-    return scheduled_info_nce(sims, selector.get(sims, hans, epoch))
+    return scheduled_info_nce(sims, selector.get(sims, hans, step))
+
+
+def resolve_mode(mode: str, num_nodes: int) -> str:
+    """``auto``: full-graph up to FULL_GRAPH_MAX_NODES nodes, mini-batch above."""
+    if mode != "auto":
+        return mode
+    return "full" if num_nodes <= FULL_GRAPH_MAX_NODES else "minibatch"
+
+
+def full_graph_bytes(num_nodes: int) -> int:
+    """Memory the full-graph contrast needs: FULL_GRAPH_FLOATS_PER_PAIR floats per node pair."""
+    return FULL_GRAPH_FLOATS_PER_PAIR * 4 * num_nodes * num_nodes
+
+
+def check_full_graph_memory(num_nodes: int, device: torch.device) -> None:
+    """Refuse full-graph mode, before any allocation, when its N x N terms cannot fit."""
+    need = full_graph_bytes(num_nodes)
+    if device.type == "cuda":
+        have = torch.cuda.mem_get_info(device)[0]
+    else:
+        have = psutil.virtual_memory().available
+    if need > have:
+        raise UsageError(f"full-graph mode on {num_nodes} nodes needs about {need / 2**30:.1f} GiB "
+                         f"for the N x N similarities and their gradients, but {device.type} has "
+                         f"{have / 2**30:.1f} GiB available; use --mode minibatch")
+
+
+def _minibatch_epoch(model: AdNGCL, opt: torch.optim.Optimizer, loader: NodeLoader,
+                     cfg: TrainConfig, generator: torch.Generator, selector: NegativeSelector,
+                     hans: HANS, device: torch.device) -> tuple[float, dict[str, float]]:
+    """One pass over the seed nodes; returns the anchor-weighted mean loss and category losses.
+
+    HANS stratifies each batch's own B x 2B candidates (the selector refreshes every batch);
+    its schedule advances once per epoch, from these epoch means.
+    """
+    loss_sum, anchors = 0.0, 0
+    cat_sum = dict.fromkeys(CATEGORIES, 0.0)
+    for step, batch in enumerate(loader, start=1):
+        b = int(batch.batch_size)
+        x = as_features(batch.x.to(device))
+        out = contrastive_step(model, x, batch.edge_index.to(device), b, cfg, generator,
+                               selector, hans, step)
+        opt.zero_grad(set_to_none=True)
+        out.loss.backward()
+        opt.step()
+        loss_sum += out.loss.item() * b
+        anchors += b
+        for c in CATEGORIES:
+            cat_sum[c] += out.category[c] * b
+    return loss_sum / anchors, {c: v / anchors for c, v in cat_sum.items()}
 
 
 @dataclass
@@ -98,6 +161,7 @@ class SeedResult:
     """What one seed produced: the checkpoint choice, the probe history, timings and HANS."""
 
     seed: int
+    mode: str
     selection: Selection | None
     history: list[tuple[int, ProbeScores]]
     epoch_times: list[float]
@@ -111,31 +175,42 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                run_dir: Path, label: str) -> SeedResult:
     """Train one independent run (own split, initialisation and augmentation stream)."""
     torch.manual_seed(seed)
+    mode = resolve_mode(cfg.mode, data.num_nodes)
     x, edge_index = as_features(data.x.to(device)), data.edge_index.to(device)
     model = AdNGCL(x.size(1), ModelConfig(cfg.hidden_dim, cfg.out_dim, cfg.proj_dim,
                                           cfg.activation)).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     hans = make_hans(cfg)
-    selector = NegativeSelector(cfg.ratio_map(), cfg.T_int)
     generator = torch.Generator(device=device).manual_seed(seed)
+    if mode == "full":
+        selector = NegativeSelector(cfg.ratio_map(), cfg.T_int)
+    else:  # every batch has new candidates: stratify each one
+        selector = NegativeSelector(cfg.ratio_map(), 1)
+        loader = make_loader(data, cfg.batch_size, cfg.fanout_list(), sampler=cfg.sampler,
+                             seed=seed)
     labelled = getattr(data, "y", None) is not None
     split = random_split(data.num_nodes, seed) if labelled else None
     history: list[tuple[int, ProbeScores]] = []
     best_val, best_state, best_epoch = -1.0, None, 0
     times: list[float] = []
-    events_path = run_dir / "hans_events.jsonl"
     bar = Progress(cfg.epochs, label)
-    with events_path.open("w") as events:
+    with (run_dir / "hans_events.jsonl").open("w") as events:
         for ev in hans.events:
             events.write(json.dumps(asdict(ev)) + "\n")
         for epoch in range(1, cfg.epochs + 1):
             t0 = time.perf_counter()
             model.train()
-            out = contrastive_step(model, x, edge_index, cfg, generator, selector, hans, epoch)
-            opt.zero_grad(set_to_none=True)
-            out.loss.backward()
-            opt.step()
-            for ev in hans.step(out.category):
+            if mode == "full":
+                out = contrastive_step(model, x, edge_index, data.num_nodes, cfg, generator,
+                                       selector, hans, epoch)
+                opt.zero_grad(set_to_none=True)
+                out.loss.backward()
+                opt.step()
+                loss, category = out.loss.item(), out.category
+            else:
+                loss, category = _minibatch_epoch(model, opt, loader, cfg, generator, selector,
+                                                  hans, device)
+            for ev in hans.step(category):
                 events.write(json.dumps(asdict(ev)) + "\n")
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
@@ -153,99 +228,8 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                     best_state = copy.deepcopy(model.encoder.state_dict())
                     best_epoch = epoch
             eta = " ".join(f"{c} {v:.2f}" for c, v in hans.eta.items())
-            bar.update(epoch, f"loss {out.loss.item():.4f} | eta {eta}")
+            bar.update(epoch, f"loss {loss:.4f} | eta {eta}")
     bar.close()
     assert best_state is not None  # the last epoch always evaluates
-    return SeedResult(seed, select_checkpoint(history) if history else None, history, times,
-                      dict(hans.eta), hans.saturated_at, best_state, best_epoch)
-
-
-def _mean_std(values: list[float]) -> dict[str, float]:
-    """Mean and population standard deviation (numpy's default, as the papers' tables)."""
-    return {"mean": statistics.fmean(values), "std": statistics.pstdev(values)}
-
-
-def _seed_metrics(r: SeedResult) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "seed": r.seed,
-        "epoch_time_s": {"mean": statistics.fmean(r.epoch_times),
-                         "median": statistics.median(r.epoch_times)},
-        "train_time_s": sum(r.epoch_times),
-        "final_eta": r.final_eta,
-        "saturated_at_epoch": r.saturated_at,
-    }
-    if r.selection is not None:
-        s = r.selection
-        out.update({
-            "selected_epoch": s.epoch,
-            "val_micro_f1": s.scores.val_micro, "val_macro_f1": s.scores.val_macro,
-            "test_micro_f1": s.scores.test_micro, "test_macro_f1": s.scores.test_macro,
-            "probe_weight_decay": s.scores.weight_decay,
-            "paper_protocol": {"epoch": s.paper_epoch, "test_micro_f1": s.paper_test_micro,
-                               "test_macro_f1": s.paper_test_macro},
-            "history": [{"epoch": ep, **asdict(sc)} for ep, sc in r.history],
-        })
-    return out
-
-
-def summarise(results: list[SeedResult]) -> dict[str, Any]:
-    """Mean/std over seeds of every reported figure (honest protocol and paper protocol)."""
-    summary: dict[str, Any] = {
-        "epoch_time_s": _mean_std([statistics.fmean(r.epoch_times) for r in results]),
-        "train_time_s": _mean_std([sum(r.epoch_times) for r in results]),
-    }
-    chosen = [r.selection for r in results if r.selection is not None]
-    if chosen:
-        summary.update({
-            "val_micro_f1": _mean_std([s.scores.val_micro for s in chosen]),
-            "val_macro_f1": _mean_std([s.scores.val_macro for s in chosen]),
-            "test_micro_f1": _mean_std([s.scores.test_micro for s in chosen]),
-            "test_macro_f1": _mean_std([s.scores.test_macro for s in chosen]),
-            "paper_protocol_test_micro_f1": _mean_std([s.paper_test_micro for s in chosen]),
-            "paper_protocol_test_macro_f1": _mean_std([s.paper_test_macro for s in chosen]),
-        })
-    return summary
-
-
-def prepare_run_dir(out: str, dataset: str) -> Path:
-    """A new, empty run directory; an existing non-empty one is never overwritten."""
-    path = Path(out) if out else Path("runs") / f"{Path(dataset).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise UsageError(f"run directory {path} already exists and is not empty; "
-                         "pass a new --out (nothing was written)")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create run directory {path} ({exc.strerror}); "
-                         "pass a writable --out") from None
-    return path
-
-
-def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device) -> dict[str, Any]:
-    """Train ``cfg.seeds`` independent seeds, write the run directory, return the metrics."""
-    (run_dir / "config.toml").write_text(to_toml(cfg))
-    results = []
-    for seed in range(cfg.seeds):
-        seed_dir = run_dir / f"seed-{seed}"
-        seed_dir.mkdir()
-        result = train_seed(data, cfg, seed, device, seed_dir, f"seed {seed + 1}/{cfg.seeds}")
-        save_checkpoint(seed_dir / "checkpoint.pt", result.encoder_state, cfg, data.x.size(1),
-                        seed, result.selected_epoch)
-        results.append(result)
-    best = max(results, key=lambda r: r.selection.scores.val_micro if r.selection else 0.0)
-    save_checkpoint(run_dir / "checkpoint.pt", best.encoder_state, cfg, data.x.size(1),
-                    best.seed, best.selected_epoch)
-    metrics = {
-        "edgegcl_version": __version__,
-        "dataset": getattr(data, "name", cfg.dataset),
-        "num_nodes": data.num_nodes,
-        "num_edges": int(data.edge_index.size(1)),
-        "mode": cfg.mode,
-        "device": str(device),
-        "labelled": any(r.selection is not None for r in results),
-        "checkpoint_seed": best.seed,
-        "seeds": [_seed_metrics(r) for r in results],
-        "summary": summarise(results),
-    }
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    return metrics
+    return SeedResult(seed, mode, select_checkpoint(history) if history else None, history,
+                      times, dict(hans.eta), hans.saturated_at, best_state, best_epoch)

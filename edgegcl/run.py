@@ -1,0 +1,110 @@
+"""A training run: independent seeds, the run directory, and the metrics over seeds."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch_geometric.data import Data
+
+from edgegcl import __version__
+from edgegcl.checkpoint import save_checkpoint
+from edgegcl.config import TrainConfig, to_toml
+from edgegcl.errors import UsageError
+from edgegcl.train import SeedResult, train_seed
+
+
+def _mean_std(values: list[float]) -> dict[str, float]:
+    """Mean and population standard deviation (numpy's default, as the papers' tables)."""
+    return {"mean": statistics.fmean(values), "std": statistics.pstdev(values)}
+
+
+def _seed_metrics(r: SeedResult) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "seed": r.seed,
+        "epoch_time_s": {"mean": statistics.fmean(r.epoch_times),
+                         "median": statistics.median(r.epoch_times)},
+        "train_time_s": sum(r.epoch_times),
+        "final_eta": r.final_eta,
+        "saturated_at_epoch": r.saturated_at,
+    }
+    if r.selection is not None:
+        s = r.selection
+        out.update({
+            "selected_epoch": s.epoch,
+            "val_micro_f1": s.scores.val_micro, "val_macro_f1": s.scores.val_macro,
+            "test_micro_f1": s.scores.test_micro, "test_macro_f1": s.scores.test_macro,
+            "probe_weight_decay": s.scores.weight_decay,
+            "paper_protocol": {"epoch": s.paper_epoch, "test_micro_f1": s.paper_test_micro,
+                               "test_macro_f1": s.paper_test_macro},
+            "history": [{"epoch": ep, **asdict(sc)} for ep, sc in r.history],
+        })
+    return out
+
+
+def summarise(results: list[SeedResult]) -> dict[str, Any]:
+    """Mean/std over seeds of every reported figure (honest protocol and paper protocol)."""
+    summary: dict[str, Any] = {
+        "epoch_time_s": _mean_std([statistics.fmean(r.epoch_times) for r in results]),
+        "train_time_s": _mean_std([sum(r.epoch_times) for r in results]),
+    }
+    chosen = [r.selection for r in results if r.selection is not None]
+    if chosen:
+        summary.update({
+            "val_micro_f1": _mean_std([s.scores.val_micro for s in chosen]),
+            "val_macro_f1": _mean_std([s.scores.val_macro for s in chosen]),
+            "test_micro_f1": _mean_std([s.scores.test_micro for s in chosen]),
+            "test_macro_f1": _mean_std([s.scores.test_macro for s in chosen]),
+            "paper_protocol_test_micro_f1": _mean_std([s.paper_test_micro for s in chosen]),
+            "paper_protocol_test_macro_f1": _mean_std([s.paper_test_macro for s in chosen]),
+        })
+    return summary
+
+
+def prepare_run_dir(out: str, dataset: str) -> Path:
+    """A new, empty run directory; an existing non-empty one is never overwritten."""
+    path = Path(out) if out else Path("runs") / f"{Path(dataset).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise UsageError(f"run directory {path} already exists and is not empty; "
+                         "pass a new --out (nothing was written)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create run directory {path} ({exc.strerror}); "
+                         "pass a writable --out") from None
+    return path
+
+
+def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device) -> dict[str, Any]:
+    """Train ``cfg.seeds`` independent seeds, write the run directory, return the metrics."""
+    (run_dir / "config.toml").write_text(to_toml(cfg))
+    results = []
+    for seed in range(cfg.seeds):
+        seed_dir = run_dir / f"seed-{seed}"
+        seed_dir.mkdir()
+        result = train_seed(data, cfg, seed, device, seed_dir, f"seed {seed + 1}/{cfg.seeds}")
+        save_checkpoint(seed_dir / "checkpoint.pt", result.encoder_state, cfg, data.x.size(1),
+                        seed, result.selected_epoch)
+        results.append(result)
+    best = max(results, key=lambda r: r.selection.scores.val_micro if r.selection else 0.0)
+    save_checkpoint(run_dir / "checkpoint.pt", best.encoder_state, cfg, data.x.size(1),
+                    best.seed, best.selected_epoch)
+    metrics = {
+        "edgegcl_version": __version__,
+        "dataset": getattr(data, "name", cfg.dataset),
+        "num_nodes": data.num_nodes,
+        "num_edges": int(data.edge_index.size(1)),
+        "mode": results[0].mode,
+        "device": str(device),
+        "labelled": any(r.selection is not None for r in results),
+        "checkpoint_seed": best.seed,
+        "seeds": [_seed_metrics(r) for r in results],
+        "summary": summarise(results),
+    }
+    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    return metrics

@@ -1,0 +1,85 @@
+"""Mini-batch training: the same loss as full-graph mode when the batch is the whole graph,
+end-to-end training, mode selection and the full-graph memory guard."""
+
+from __future__ import annotations
+
+import json
+from collections import namedtuple
+
+import pytest
+import torch
+
+import edgegcl.train as train_mod
+from edgegcl.cli import main
+from edgegcl.config import TrainConfig
+from edgegcl.data import SyntheticSpec, synthetic_graph
+from edgegcl.hans import CATEGORIES
+from edgegcl.model import AdNGCL, ModelConfig
+from edgegcl.sampling import make_loader
+from edgegcl.train import NegativeSelector, contrastive_step, make_hans, resolve_mode
+
+TINY = ["--nodes", "150", "--features", "16", "--epochs", "4", "--eval-every", "2",
+        "--hidden-dim", "16", "--out-dim", "8", "--proj-dim", "8", "--T-init", "1", "--T-int", "1",
+        "--e", "1"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("eta", [0.3, 1.0])
+def test_whole_graph_batch_with_full_fanout_gives_the_full_graph_loss(eta):
+    data = synthetic_graph(SyntheticSpec(num_nodes=60, num_features=12, avg_degree=6, seed=2))
+    cfg = TrainConfig(hidden_dim=16, out_dim=8, proj_dim=8, p_edge_1=0.0, p_edge_2=0.0,
+                      p_feature_1=0.0, p_feature_2=0.0)  # views = the graph itself
+    torch.manual_seed(0)
+    model = AdNGCL(12, ModelConfig(16, 8, 8, "prelu"))
+    hans = make_hans(cfg)
+    hans.eta = {c: eta for c in CATEGORIES}
+    batch = next(iter(make_loader(data, 60, [-1, -1], sampler="builtin", shuffle=False)))
+    assert torch.equal(batch.n_id, torch.arange(60)) and batch.batch_size == 60
+    assert sorted(map(tuple, batch.edge_index.t().tolist())) == sorted(map(tuple, data.edge_index.t().tolist()))
+
+    def loss(x, ei, anchors):
+        g = torch.Generator().manual_seed(0)
+        return contrastive_step(model, x, ei, anchors, cfg, g,
+                                NegativeSelector(cfg.ratio_map(), 1), hans, 1)
+
+    full = loss(data.x, data.edge_index, 60)
+    mini = loss(batch.x, batch.edge_index, batch.batch_size)
+    assert mini.loss.item() == pytest.approx(full.loss.item(), rel=1e-6)
+    assert mini.category == pytest.approx(full.category, rel=1e-6)
+
+
+def test_minibatch_training_end_to_end(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["train", *TINY, "--mode", "minibatch", "--batch-size", "32", "--fanout", "5,5",
+                 "--sampler", "builtin", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["mode"] == "minibatch"
+    seed = metrics["seeds"][0]
+    assert 0.0 <= seed["test_micro_f1"] <= 100.0 and len(seed["history"]) == 2
+    events = [json.loads(line) for line in (out / "seed-0" / "hans_events.jsonl").read_text().splitlines()]
+    assert any(e["delta_eta"] > 0 and e["reason"] != "bootstrap" for e in events)  # HANS moved
+
+
+def test_auto_mode_switches_to_minibatch_above_the_threshold():
+    assert resolve_mode("auto", train_mod.FULL_GRAPH_MAX_NODES) == "full"
+    assert resolve_mode("auto", train_mod.FULL_GRAPH_MAX_NODES + 1) == "minibatch"
+    assert resolve_mode("full", 10**6) == "full"
+
+
+def test_full_graph_mode_refuses_what_cannot_fit(tmp_path, capsys, monkeypatch):
+    Mem = namedtuple("Mem", "available")
+    monkeypatch.setattr(train_mod.psutil, "virtual_memory", lambda: Mem(1000))
+    out = tmp_path / "run"
+    code = main(["train", *TINY, "--mode", "full", "--device", "cpu", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert "--mode minibatch" in err[0] and "GiB" in err[0]
+    assert not out.exists()
