@@ -37,11 +37,13 @@ from edgegcl.sampling import make_loader
 FULL_GRAPH_MAX_NODES = 10_000
 """``--mode auto`` trains full-graph up to this many nodes (Cora, CiteSeer, Amazon-Photo,
 Actor) and in mini-batches above (PubMed, DBLP, WikiCS, ...): the N x N terms of a
-10 000-node graph already take about 6 GiB (FULL_GRAPH_FLOATS_PER_PAIR)."""
+10 000-node graph already take about 12 GiB (FULL_GRAPH_FLOATS_PER_PAIR)."""
 
-FULL_GRAPH_FLOATS_PER_PAIR = 16
-"""Peak floats per node pair of a full-graph step (three B x B similarity blocks, their
-exponentials, gradients and gather temporaries); calibrated in docs/performance.md."""
+FULL_GRAPH_FLOATS_PER_PAIR = 32
+"""Peak bytes / 4 per node pair of a full-graph step (similarity blocks, exponentials,
+gradients, the stratification's sort): 28 measured on Cora with every negative active, plus
+a margin (docs/performance.md)."""
+
 
 def resolve_device(name: str) -> torch.device:
     """``auto`` is CUDA when present, else CPU; asking for CUDA without it is a usage error."""
@@ -63,11 +65,12 @@ def make_hans(cfg: TrainConfig) -> HANS:
 
 
 class NegativeSelector:
-    """Keeps the active negatives between refreshes (full-graph mode).
+    """Keeps the active negatives between refreshes.
 
     Stratifying sorts B x 2B similarities, the costliest step of HANS, so it runs when the
-    schedule changes (new counts or a swap) and otherwise every ``refresh_every`` epochs, as
-    the paper's complexity analysis assumes (strata recomputed at the T_int checkpoints).
+    schedule changes (new counts or a swap) and otherwise every ``refresh_every`` steps: T_int
+    epochs in full-graph mode, as the paper's complexity analysis assumes (strata recomputed at
+    the T_int checkpoints), and every batch in mini-batch mode, where candidates change.
     Once every candidate is active (theta_max = 1 at saturation) the loss no longer depends
     on the strata and a swap cannot change the active set, so the strata stay as they were;
     they then only label the per-category losses that are logged.
