@@ -31,10 +31,15 @@ TARGET = {"Cora": 84.0, "CiteSeer": 72.0}
 
 
 def train(dataset: str, root: str, seeds: int, extra: list[str]) -> tuple[dict, float, str]:
-    """Run ``edgegcl train`` as a user would; return its metrics, wall seconds and command."""
+    """Run ``edgegcl train`` as a user would; return its metrics, wall seconds and command.
+
+    A dataset with a file ``bench/configs/DATASET.toml`` is trained with that config.
+    """
     out = HERE / "runs" / f"{dataset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    config = HERE / "configs" / f"{dataset}.toml"
     cmd = ["edgegcl", "train", "--dataset", dataset, "--root", root, "--seeds", str(seeds),
-           "--out", str(out), *extra]
+           "--out", str(out), *(["--config", str(config.relative_to(Path.cwd()))] if config.exists() else []),
+           *extra]
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True)
     wall = time.perf_counter() - t0
@@ -52,6 +57,7 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--speed-rounds", type=int, default=3, help="timed blocks of T_int epochs")
     p.add_argument("--extra", default="", help="extra flags for edgegcl train")
+    p.add_argument("--report", default=str(HERE / "results" / "accuracy.md"))
     args = p.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     rows, commands = [], []
@@ -66,7 +72,7 @@ def main() -> None:
     cfg = TrainConfig()
     cora = load_graph("Cora", args.root)
     speed = []
-    for theta in (1.0, 0.5):
+    for theta in (1.0, 0.5) if args.speed_rounds else ():
         t = compare(cora, theta, args.speed_rounds)
         speed.append(f"| {theta} | {t['reference']:.3f} | {t['saturated']:.3f} "
                      f"({t['saturated'] / t['reference']:.2f}x) | {t['bootstrap']:.3f} "
@@ -78,8 +84,10 @@ def main() -> None:
         "",
         "Command (from the repository root):",
         "",
-        f"    python -m bench.accuracy --root {args.root} --seeds {args.seeds}"
-        + (f" --extra {shlex.quote(args.extra)}" if args.extra else ""),
+        f"    python -m bench.accuracy --root {args.root} --seeds {args.seeds} "
+        f"--datasets {args.datasets} --speed-rounds {args.speed_rounds}"
+        + (f" --extra {shlex.quote(args.extra)}" if args.extra else "")
+        + (f" --report {args.report}" if args.report != p.get_default("report") else ""),
         "",
         "which ran:",
         "",
@@ -112,7 +120,7 @@ def main() -> None:
         *speed,
         "",
     ])
-    (HERE / "results" / "accuracy.md").write_text(report)
+    Path(args.report).write_text(report)
     print(report)
 
 
