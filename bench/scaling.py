@@ -1,0 +1,143 @@
+"""Memory and time of mini-batch training as the graph grows (issue 3).
+
+For synthetic graphs of 10k, 100k and 1M nodes (average degree ~10, 128 features), each size
+in its own process: peak RSS above the process's RSS once the graph is loaded (psutil, sampled
+every 2 ms) and the time per batch (median over the timed batches, after warm-up), scaled to
+an epoch of ceil(N / B) batches; full-graph mode on the sizes whose estimated need fits.
+
+    python -m bench.scaling --batches 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from itertools import islice
+from pathlib import Path
+
+import psutil
+import torch
+
+from bench.machine import describe
+
+HERE = Path(__file__).resolve().parent
+
+
+class PeakRSS:
+    """Samples this process's RSS in a thread; ``peak`` is the maximum seen."""
+
+    def __init__(self) -> None:
+        self.proc = psutil.Process()
+        self.peak = self.proc.memory_info().rss
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop:
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+            time.sleep(0.002)
+
+    def __enter__(self) -> "PeakRSS":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop = True
+        self._thread.join()
+
+
+def measure(nodes: int, mode: str, batch_size: int, batches: int) -> dict:
+    """One size, one mode, in this process (called in a fresh subprocess by ``main``)."""
+    from edgegcl.augment import as_features
+    from edgegcl.config import TrainConfig
+    from edgegcl.data import SyntheticSpec, synthetic_graph
+    from edgegcl.hans import CATEGORIES
+    from edgegcl.model import AdNGCL, ModelConfig
+    from edgegcl.sampling import make_loader
+    from edgegcl.train import NegativeSelector, contrastive_step, make_hans
+
+    data = synthetic_graph(SyntheticSpec(num_nodes=nodes, num_classes=10, num_features=128,
+                                         avg_degree=10.0, seed=0))
+    graph_bytes = data.x.numel() * 4 + data.edge_index.numel() * 8
+    cfg = TrainConfig(batch_size=batch_size)
+    torch.manual_seed(0)
+    model = AdNGCL(128, ModelConfig(cfg.hidden_dim, cfg.out_dim, cfg.proj_dim, cfg.activation))
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    hans = make_hans(cfg)
+    hans.eta = {c: 1.0 for c in CATEGORIES}  # worst case: every negative active
+    g = torch.Generator().manual_seed(0)
+    base = psutil.Process().memory_info().rss
+    times = []
+    with PeakRSS() as rss:
+        if mode == "full":
+            selector = NegativeSelector(cfg.ratio_map(), cfg.T_int)
+            steps = [(as_features(data.x), data.edge_index, nodes)] * 2
+        else:
+            selector = NegativeSelector(cfg.ratio_map(), 1)
+            loader = make_loader(data, batch_size, cfg.fanout_list(), sampler="builtin")
+            steps = ((as_features(b.x), b.edge_index, int(b.batch_size))
+                     for b in islice(loader, batches + 3))
+        for i, (x, ei, anchors) in enumerate(steps):
+            t0 = time.perf_counter()
+            out = contrastive_step(model, x, ei, anchors, cfg, g, selector, hans, i + 1)
+            opt.zero_grad()
+            out.loss.backward()
+            opt.step()
+            if i >= (1 if mode == "full" else 3):
+                times.append(time.perf_counter() - t0)
+    per_step = statistics.median(times)
+    epoch = per_step * (1 if mode == "full" else math.ceil(nodes / batch_size))
+    return {"nodes": nodes, "mode": mode, "graph_MiB": graph_bytes / 2**20,
+            "peak_above_graph_MiB": (rss.peak - base) / 2**20, "step_s": per_step,
+            "epoch_s": epoch, "steps_timed": len(times)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="10000,100000,1000000")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--batches", type=int, default=30)
+    p.add_argument("--full-up-to", type=int, default=10000, help="largest size run full-graph")
+    p.add_argument("--child", nargs=2, metavar=("NODES", "MODE"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        print(json.dumps(measure(int(args.child[0]), args.child[1], args.batch_size, args.batches)))
+        return
+    rows = []
+    for n in (int(s) for s in args.sizes.split(",")):
+        for mode in ("minibatch", "full") if n <= args.full_up_to else ("minibatch",):
+            cmd = [sys.executable, "-m", "bench.scaling", "--child", str(n), mode,
+                   "--batch-size", str(args.batch_size), "--batches", str(args.batches)]
+            res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True
+                                            ).stdout.strip().splitlines()[-1])
+            print(res, flush=True)
+            rows.append(res)
+    mb = [r for r in rows if r["mode"] == "minibatch"]
+    flat = max(r["peak_above_graph_MiB"] for r in mb) / min(r["peak_above_graph_MiB"] for r in mb)
+    lines = [
+        "# Mini-batch scaling (issue 3)", "",
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on: {describe()}.", "",
+        f"    python -m bench.scaling --sizes {args.sizes} --batch-size {args.batch_size} "
+        f"--batches {args.batches} --full-up-to {args.full_up_to}", "",
+        "Synthetic planted-class graphs (average degree ~10, 128 features), default model sizes, "
+        "HANS held saturated (every negative active, the most a run uses), fanout 10,10, "
+        "built-in sampler. Peak RSS is above the process's RSS with the graph loaded; epoch time "
+        "is the median step time x ceil(N / B) steps (mini-batch) or one step (full).", "",
+        "| nodes | mode | graph MiB | peak above graph MiB | s / step | s / epoch |",
+        "|---|---|---|---|---|---|",
+        *(f"| {r['nodes']} | {r['mode']} | {r['graph_MiB']:.0f} | {r['peak_above_graph_MiB']:.0f} | "
+          f"{r['step_s']:.3f} | {r['epoch_s']:.1f} |" for r in rows), "",
+        f"Mini-batch peak above the graph, largest / smallest size: {flat:.2f} "
+        f"(target: within 1.25).", ""]
+    (HERE / "results" / "scaling.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
