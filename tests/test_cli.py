@@ -420,3 +420,12 @@ def test_console_script(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     assert any("test micro-F1" in line for line in proc.stdout.splitlines()), proc.stdout
     assert (out / "metrics.json").is_file()
+
+
+def test_python_dash_m_edgegcl_reports_bad_input_in_one_line() -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "edgegcl", "train", "--ratios", "1,2"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("edgegcl: error:") and "--ratios" in lines[0]

@@ -1,0 +1,7 @@
+"""``python -m edgegcl ...``: the same command line as the ``edgegcl`` script."""
+
+import sys
+
+from edgegcl.cli import main
+
+sys.exit(main())
