@@ -26,7 +26,7 @@ from edgegcl.augment import as_features, mask_columns, remove_edges
 from edgegcl.config import TrainConfig
 from edgegcl.data import load_graph
 from edgegcl.hans import CATEGORIES
-from edgegcl.model import AdNGCL, ModelConfig
+from edgegcl.model import AdNGCL
 from edgegcl.train import NegativeSelector, contrastive_step, make_hans
 
 Step = Callable[[], None]
@@ -43,8 +43,7 @@ def grace_loss(h1: Tensor, h2: Tensor, tau: float) -> Tensor:
 
 def _model(data: Data, cfg: TrainConfig) -> tuple[AdNGCL, torch.optim.Optimizer]:
     torch.manual_seed(0)
-    model = AdNGCL(data.x.size(1), ModelConfig(cfg.hidden_dim, cfg.out_dim, cfg.proj_dim,
-                                               cfg.activation))
+    model = AdNGCL(data.x.size(1), cfg.model_config())
     return model, torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 

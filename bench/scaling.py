@@ -58,7 +58,7 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int) -> dict:
     from edgegcl.config import TrainConfig
     from edgegcl.data import SyntheticSpec, synthetic_graph
     from edgegcl.hans import CATEGORIES
-    from edgegcl.model import AdNGCL, ModelConfig
+    from edgegcl.model import AdNGCL
     from edgegcl.sampling import make_loader
     from edgegcl.train import NegativeSelector, contrastive_step, make_hans
 
@@ -67,7 +67,7 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int) -> dict:
     graph_bytes = data.x.numel() * 4 + data.edge_index.numel() * 8
     cfg = TrainConfig(batch_size=batch_size)
     torch.manual_seed(0)
-    model = AdNGCL(128, ModelConfig(cfg.hidden_dim, cfg.out_dim, cfg.proj_dim, cfg.activation))
+    model = AdNGCL(128, cfg.model_config())
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     hans = make_hans(cfg)
     hans.eta = {c: 1.0 for c in CATEGORIES}  # worst case: every negative active

@@ -15,7 +15,7 @@ from torch import Tensor
 from edgegcl import __version__
 from edgegcl.config import TrainConfig
 from edgegcl.errors import UsageError
-from edgegcl.model import GCNEncoder, ModelConfig
+from edgegcl.model import GCNEncoder
 
 FORMAT = "edgegcl-checkpoint-1"
 
@@ -55,8 +55,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
                          "pass a checkpoint.pt written by edgegcl train")
     known = {f.name for f in fields(TrainConfig)}
     cfg = TrainConfig(**{k: v for k, v in raw["config"].items() if k in known})
-    encoder = GCNEncoder(raw["in_dim"], ModelConfig(cfg.hidden_dim, cfg.out_dim, cfg.proj_dim,
-                                                    cfg.activation))
+    encoder = GCNEncoder(raw["in_dim"], cfg.model_config())
     encoder.load_state_dict(raw["encoder"])
     encoder.eval()
     return Checkpoint(encoder, cfg, raw["in_dim"], raw["seed"], raw["epoch"])

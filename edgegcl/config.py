@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from edgegcl.errors import UsageError
-from edgegcl.model import ACTIVATIONS
+from edgegcl.model import ACTIVATIONS, ModelConfig
 from edgegcl.sampling import SAMPLERS
 
 if sys.version_info >= (3, 11):
@@ -91,6 +91,10 @@ class TrainConfig:
     def fanout_list(self) -> list[int]:
         """``fanout`` ("10,10": neighbours per hop, -1 = all) as integers."""
         return [int(v) for v in self.fanout.split(",")]
+
+    def model_config(self) -> ModelConfig:
+        """The encoder and head sizes of this run."""
+        return ModelConfig(self.hidden_dim, self.out_dim, self.proj_dim, self.activation)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -29,7 +29,7 @@ from edgegcl.errors import UsageError
 from edgegcl.evaluate import ProbeScores, Selection, linear_probe, random_split, select_checkpoint
 from edgegcl.hans import HANS
 from edgegcl.loss import LossOutput, Similarities, scheduled_info_nce, similarities
-from edgegcl.model import AdNGCL, ModelConfig
+from edgegcl.model import AdNGCL
 from edgegcl.negatives import CATEGORIES, ActiveNegatives, num_candidates, select_active, stratify
 from edgegcl.progress import Progress
 from edgegcl.sampling import make_loader
@@ -180,8 +180,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     torch.manual_seed(seed)
     mode = resolve_mode(cfg.mode, data.num_nodes)
     x, edge_index = as_features(data.x.to(device)), data.edge_index.to(device)
-    model = AdNGCL(x.size(1), ModelConfig(cfg.hidden_dim, cfg.out_dim, cfg.proj_dim,
-                                          cfg.activation)).to(device)
+    model = AdNGCL(x.size(1), cfg.model_config()).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     hans = make_hans(cfg)
     generator = torch.Generator(device=device).manual_seed(seed)
