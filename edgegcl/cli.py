@@ -60,6 +60,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         p.add_argument(flag, dest=f.name, type=kind, default=None, metavar=f.name.upper(),
                        help=f"{_HELP.get(f.name, f.name.replace('_', ' '))} "
                             f"(default: {getattr(defaults, f.name)!r})")
+    p.set_defaults(func=_cmd_train)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -97,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _add_train(sub)
     args = parser.parse_args(argv)
     try:
-        return _cmd_train(args)
+        return int(args.func(args))
     except UsageError as exc:
         print(f"edgegcl: error: {exc}", file=sys.stderr)
         return 2
