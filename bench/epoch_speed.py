@@ -76,7 +76,7 @@ def edgegcl_step(data: Data, cfg: TrainConfig, eta: float) -> Step:
 
     def step() -> None:
         epoch[0] += 1
-        out = contrastive_step(model, x, data.edge_index, data.num_nodes, cfg, g, selector, hans,
+        out = contrastive_step(model, x, data.edge_index, None, cfg, g, selector, hans,
                                epoch[0])
         opt.zero_grad()
         out.loss.backward()

@@ -16,7 +16,6 @@ import math
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from itertools import islice
 from pathlib import Path
@@ -29,42 +28,20 @@ from bench.machine import describe
 HERE = Path(__file__).resolve().parent
 
 
-class PeakRSS:
-    """Samples this process's RSS in a thread; ``peak`` is the maximum seen."""
-
-    def __init__(self) -> None:
-        self.proc = psutil.Process()
-        self.peak = self.proc.memory_info().rss
-        self._stop = False
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop:
-            self.peak = max(self.peak, self.proc.memory_info().rss)
-            time.sleep(0.002)
-
-    def __enter__(self) -> "PeakRSS":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop = True
-        self._thread.join()
-
-
 def measure(nodes: int, mode: str, batch_size: int, batches: int) -> dict:
     """One size, one mode, in this process (called in a fresh subprocess by ``main``)."""
     from edgegcl.augment import as_features
     from edgegcl.config import TrainConfig
     from edgegcl.data import SyntheticSpec, synthetic_graph
     from edgegcl.hans import CATEGORIES
+    from edgegcl.memory import PeakMemory
     from edgegcl.model import AdNGCL
     from edgegcl.sampling import make_loader
     from edgegcl.train import NegativeSelector, contrastive_step, make_hans
 
+    start = psutil.Process().memory_info().rss
     data = synthetic_graph(SyntheticSpec(num_nodes=nodes, num_classes=10, num_features=128,
                                          avg_degree=10.0, seed=0))
-    graph_bytes = data.x.numel() * 4 + data.edge_index.numel() * 8
     cfg = TrainConfig(batch_size=batch_size)
     torch.manual_seed(0)
     model = AdNGCL(128, cfg.model_config())
@@ -72,20 +49,20 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int) -> dict:
     hans = make_hans(cfg)
     hans.eta = {c: 1.0 for c in CATEGORIES}  # worst case: every negative active
     g = torch.Generator().manual_seed(0)
-    base = psutil.Process().memory_info().rss
+    if mode == "full":
+        selector = NegativeSelector(cfg.ratio_map(), cfg.T_int)
+        steps = [(as_features(data.x), data.edge_index, None)] * 2
+    else:  # the sampler's CSR index is built here, so it counts as graph storage
+        selector = NegativeSelector(cfg.ratio_map(), 1)
+        loader = make_loader(data, batch_size, cfg.fanout_list(), sampler="builtin")
+        steps = ((as_features(b.x), b.edge_index, b.num_sampled_nodes)
+                 for b in islice(loader, batches + 3))
+    graph_bytes = psutil.Process().memory_info().rss - start  # graph, sampler index, model
     times = []
-    with PeakRSS() as rss:
-        if mode == "full":
-            selector = NegativeSelector(cfg.ratio_map(), cfg.T_int)
-            steps = [(as_features(data.x), data.edge_index, nodes)] * 2
-        else:
-            selector = NegativeSelector(cfg.ratio_map(), 1)
-            loader = make_loader(data, batch_size, cfg.fanout_list(), sampler="builtin")
-            steps = ((as_features(b.x), b.edge_index, int(b.batch_size))
-                     for b in islice(loader, batches + 3))
-        for i, (x, ei, anchors) in enumerate(steps):
+    with PeakMemory(torch.device("cpu")) as peak:
+        for i, (x, ei, hops) in enumerate(steps):
             t0 = time.perf_counter()
-            out = contrastive_step(model, x, ei, anchors, cfg, g, selector, hans, i + 1)
+            out = contrastive_step(model, x, ei, hops, cfg, g, selector, hans, i + 1)
             opt.zero_grad()
             out.loss.backward()
             opt.step()
@@ -94,7 +71,7 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int) -> dict:
     per_step = statistics.median(times)
     epoch = per_step * (1 if mode == "full" else math.ceil(nodes / batch_size))
     return {"nodes": nodes, "mode": mode, "graph_MiB": graph_bytes / 2**20,
-            "peak_above_graph_MiB": (rss.peak - base) / 2**20, "step_s": per_step,
+            "peak_above_graph_MiB": peak.peak_bytes / 2**20, "step_s": per_step,
             "epoch_s": epoch, "steps_timed": len(times)}
 
 
@@ -127,7 +104,8 @@ def main() -> None:
         f"--batches {args.batches} --full-up-to {args.full_up_to}", "",
         "Synthetic planted-class graphs (average degree ~10, 128 features), default model sizes, "
         "HANS held saturated (every negative active, the most a run uses), fanout 10,10, "
-        "built-in sampler. Peak RSS is above the process's RSS with the graph loaded; epoch time "
+        "built-in sampler. 'graph MiB' is the RSS growth from building the graph, the sampler's "
+        "CSR index and the model; peak RSS is above that; epoch time "
         "is the median step time x ceil(N / B) steps (mini-batch) or one step (full).", "",
         "| nodes | mode | graph MiB | peak above graph MiB | s / step | s / epoch |",
         "|---|---|---|---|---|---|",

@@ -7,12 +7,14 @@ Only the encoder is kept for embeddings and export; the head exists for the loss
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
-from torch_geometric.nn import GCNConv
-from torch_geometric.nn.conv.gcn_conv import gcn_norm
+from torch_geometric.nn.inits import glorot
+
+from edgegcl.adjacency import LayerAdjacency, gcn_adjacency
 
 ACTIVATIONS = ("relu", "prelu", "elu", "rrelu")
 
@@ -40,20 +42,56 @@ class ModelConfig:
     activation: str = "prelu"
 
 
+class GCNLayer(nn.Module):
+    """One GCN layer of Eq. 4 before its activation: A_hat H W + b.
+
+    The product is taken in the cheaper order: (A_hat H) W when H is dense and narrower than
+    the output (128 synthetic features into 512 hidden units), A_hat (H W) otherwise (sparse
+    bag-of-words features, 512 into 256). Parameter names match PyG's ``GCNConv``
+    (``lin.weight``, ``bias``), with its glorot / zero initialisation.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        self.lin = nn.Linear(in_dim, out_dim, bias=False)
+        self.bias = nn.Parameter(torch.zeros(out_dim))
+        glorot(self.lin.weight)
+
+    def forward(self, adj: LayerAdjacency, h: Tensor) -> Tensor:
+        if h.layout == torch.strided and h.size(1) < self.lin.out_features:
+            return nn.functional.linear(adj.propagate(h), self.lin.weight, self.bias)
+        return adj.propagate(self.lin(h)).add_(self.bias)
+
+
 class GCNEncoder(nn.Module):
     """f in the paper: two GCN layers (Eq. 4), each followed by the activation sigma."""
 
+    num_layers = 2
+
     def __init__(self, in_dim: int, cfg: ModelConfig) -> None:
         super().__init__()
-        self.conv1 = GCNConv(in_dim, cfg.hidden_dim)
-        self.conv2 = GCNConv(cfg.hidden_dim, cfg.out_dim)
+        self.conv1 = GCNLayer(in_dim, cfg.hidden_dim)
+        self.conv2 = GCNLayer(cfg.hidden_dim, cfg.out_dim)
         self.act1 = make_activation(cfg.activation, cfg.hidden_dim)
         self.act2 = make_activation(cfg.activation, cfg.out_dim)
 
-    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        """Node embeddings Z of the graph (x, edge_index); self-loops are added by GCNConv."""
-        z = self.act1(self.conv1(x, edge_index))
-        return self.act2(self.conv2(z, edge_index))
+    def forward(self, x: Tensor, edge_index: Tensor,
+                num_sampled_nodes: Sequence[int] | None = None) -> Tensor:
+        """Embeddings Z (self-loops added as in Eq. 4).
+
+        Without ``num_sampled_nodes``: of every node of the graph (x, edge_index). With a
+        sampler's per-hop node counts (seeds first): of the seed nodes only, each layer
+        computed just for the nodes the next one reads (edgegcl.adjacency).
+        """
+        n = x.size(0)
+        if num_sampled_nodes is None:
+            targets = [n] * self.num_layers
+        else:
+            hops = list(num_sampled_nodes)
+            targets = [sum(hops[: self.num_layers - layer]) for layer in range(self.num_layers)]
+        adj1, adj2 = gcn_adjacency(edge_index, n, targets)
+        z = self.act1(self.conv1(adj1, x))
+        return self.act2(self.conv2(adj2, z))
 
 
 class ProjectionHead(nn.Module):
@@ -76,42 +114,19 @@ class AdNGCL(nn.Module):
         self.encoder = GCNEncoder(in_dim, cfg)
         self.head = ProjectionHead(cfg)
 
-    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        return self.encoder(x, edge_index)
+    def forward(self, x: Tensor, edge_index: Tensor,
+                num_sampled_nodes: Sequence[int] | None = None) -> Tensor:
+        return self.encoder(x, edge_index, num_sampled_nodes)
 
     def project(self, z: Tensor) -> Tensor:
         return self.head(z)
 
     def embed(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        """Frozen embeddings H = f*(A, X) of the original graph (the paper's output)."""
-        return embed_layerwise(self.encoder, x, edge_index)
-
-
-def normalized_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype) -> Tensor:
-    """D^-1/2 (A + I) D^-1/2 as a CSR matrix, exactly as GCNConv normalises (Eq. 4).
-
-    Row = target, column = source (PyG's source-to-target flow), so ``A @ H`` aggregates
-    each node's in-neighbours.
-    """
-    ei, w = gcn_norm(edge_index, None, num_nodes, False, True, "source_to_target", dtype)
-    coo = torch.sparse_coo_tensor(torch.stack([ei[1], ei[0]]), w, (num_nodes, num_nodes),
-                                  check_invariants=False)  # gcn_norm's indices are in range
-    return coo.coalesce().to_sparse_csr()
-
-
-@torch.no_grad()
-def embed_layerwise(encoder: GCNEncoder, x: Tensor, edge_index: Tensor) -> Tensor:
-    """Embeddings of every node, one layer at a time, as sparse-dense products.
-
-    Equal to ``encoder(x, edge_index)`` in eval mode, but the propagation is A_hat @ (Z W)
-    with A_hat in CSR: memory O(N d + E), where message passing would hold an E x d tensor of
-    messages and training-style full-graph contrast an N x N one.
-    """
-    was_training = encoder.training
-    encoder.eval()
-    adj = normalized_adjacency(edge_index, x.size(0), torch.float32).to(x.device)
-    z = x
-    for conv, act in ((encoder.conv1, encoder.act1), (encoder.conv2, encoder.act2)):
-        z = act(adj @ conv.lin(z) + conv.bias)
-    encoder.train(was_training)
-    return z
+        """Frozen embeddings H = f*(A, X) of every node of the original graph (the paper's
+        output), in eval mode and without autograd: memory O(N d + E), never N x N."""
+        was_training = self.training
+        self.eval()
+        with torch.no_grad():
+            z = self.encoder(x, edge_index)
+        self.train(was_training)
+        return z

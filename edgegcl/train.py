@@ -11,6 +11,7 @@ import copy
 import json
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -96,15 +97,20 @@ class NegativeSelector:
         return self._active  # type: ignore[return-value]
 
 
-def contrastive_step(model: AdNGCL, x: Tensor, edge_index: Tensor, num_anchors: int,
-                     cfg: TrainConfig, generator: torch.Generator, selector: NegativeSelector,
-                     hans: HANS, step: int) -> LossOutput:
-    """Two views of a (sub)graph, the projections of its first ``num_anchors`` nodes (all
-    nodes in full-graph mode, the seed nodes of a mini-batch) and the scheduled InfoNCE."""
+def contrastive_step(model: AdNGCL, x: Tensor, edge_index: Tensor,
+                     num_sampled_nodes: Sequence[int] | None, cfg: TrainConfig,
+                     generator: torch.Generator, selector: NegativeSelector, hans: HANS,
+                     step: int) -> LossOutput:
+    """Two views of a (sub)graph, the projections of its anchors and the scheduled InfoNCE.
+
+    Full graph (``num_sampled_nodes`` None): every node is an anchor. Mini-batch: a
+    sampler's per-hop node counts, the seeds (hop 0) are the anchors and the encoder runs
+    layer-trimmed (edgegcl.adjacency).
+    """
     aug = AugmentConfig(cfg.p_edge_1, cfg.p_edge_2, cfg.p_feature_1, cfg.p_feature_2)
     (x1, e1), (x2, e2) = two_views(x, edge_index, aug, generator)
-    h1 = model.project(model(x1, e1)[:num_anchors])
-    h2 = model.project(model(x2, e2)[:num_anchors])
+    h1 = model.project(model(x1, e1, num_sampled_nodes))
+    h2 = model.project(model(x2, e2, num_sampled_nodes))
     sims = similarities(h1, h2, cfg.tau)
     return scheduled_info_nce(sims, selector.get(sims, hans, step))
 
@@ -147,8 +153,8 @@ def _minibatch_epoch(model: AdNGCL, opt: torch.optim.Optimizer, loader: NodeLoad
     for step, batch in enumerate(loader, start=1):
         b = int(batch.batch_size)
         x = as_features(batch.x.to(device))
-        out = contrastive_step(model, x, batch.edge_index.to(device), b, cfg, generator,
-                               selector, hans, step)
+        out = contrastive_step(model, x, batch.edge_index.to(device), batch.num_sampled_nodes,
+                               cfg, generator, selector, hans, step)
         opt.zero_grad(set_to_none=True)
         out.loss.backward()
         opt.step()
@@ -203,8 +209,8 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
             t0 = time.perf_counter()
             model.train()
             if mode == "full":
-                out = contrastive_step(model, x, edge_index, data.num_nodes, cfg, generator,
-                                       selector, hans, epoch)
+                out = contrastive_step(model, x, edge_index, None, cfg, generator, selector,
+                                       hans, epoch)
                 opt.zero_grad(set_to_none=True)
                 out.loss.backward()
                 opt.step()
