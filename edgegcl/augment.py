@@ -86,10 +86,9 @@ def mask_half_rows_columns(x: Tensor, p_feature: float, generator: torch.Generat
         drop = torch.rand(x.values().numel(), generator=generator, device=x.device) < p_feature
         keep = ~(is_unfixed[x.col_indices()] & drop)
         return _with_values(x, x.values() * keep.to(x.dtype))
-    # One boolean mask drawn in place and one output: a mini-batch's feature matrix is the
-    # largest tensor of a step, so no float-sized temporaries (bench/results/scaling.md).
-    drop = torch.empty((n, d), dtype=torch.bool, device=x.device)
-    drop.bernoulli_(p_feature, generator=generator)
+    # One n x d mask and one output, never alive with other copies of x: a mini-batch's
+    # feature matrix is the largest tensor of its step (bench/results/scaling.md).
+    drop = _bernoulli_keep((n, d), 1.0 - p_feature, generator, x.device)
     drop[:, fixed] = False
     return x.masked_fill(drop, 0.0)
 

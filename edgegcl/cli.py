@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
-from dataclasses import fields
-from typing import NoReturn
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+import torch
+from torch_geometric.data import Data
 
 from edgegcl import __version__
-from edgegcl.config import TrainConfig, build, load_toml
+from edgegcl.budget_search import format_table
+from edgegcl.config import TrainConfig, build, load_toml, to_toml
 from edgegcl.errors import UsageError
+from edgegcl.export_cli import add_parser as add_export_parser
+from edgegcl.profiles import DeviceProfile, add_profiles_parser, check_device_present, load_profile
+from edgegcl.run import auto_budget_line
+
+if TYPE_CHECKING:
+    from edgegcl.profiler import Calibration
 
 _HELP = {
     "dataset": "Cora, CiteSeer, PubMed, DBLP, WikiCS, Amazon-Computers, Amazon-Photo, "
@@ -47,10 +59,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"edgegcl: error: {message} (see '{self.prog} --help')\n")
 
 
-def _add_train(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train AdNGCL with HANS and evaluate it",
-                       description="Train AdNGCL with HANS; writes config, metrics, the HANS "
-                                   "event log and checkpoints into a run directory.")
+def _add_config_flags(p: argparse.ArgumentParser) -> None:
+    """``--config`` and one flag per TrainConfig field (flags win over the file)."""
     p.add_argument("--config", metavar="FILE.toml",
                    help="TOML file setting any of the options below (flags win)")
     defaults = TrainConfig()
@@ -60,34 +70,123 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         p.add_argument(flag, dest=f.name, type=kind, default=None, metavar=f.name.upper(),
                        help=f"{_HELP.get(f.name, f.name.replace('_', ' '))} "
                             f"(default: {getattr(defaults, f.name)!r})")
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train AdNGCL with HANS and evaluate it",
+                       description="Train AdNGCL with HANS; writes config, metrics, the HANS "
+                                   "event log and checkpoints into a run directory.")
+    p.add_argument("--profile", metavar="NAME|FILE.toml",
+                   help="device profile (see 'edgegcl profiles'): trains on its device")
+    p.add_argument("--auto-budget", action="store_true",
+                   help="with --profile: measure theta_max on the device first and train with "
+                        "the largest that fits the profile's memory and epoch-time budgets")
+    _add_config_flags(p)
     p.set_defaults(func=_cmd_train)
 
 
-def _cmd_train(args: argparse.Namespace) -> int:
+def _add_profile(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("profile", help="measure epoch time and memory per theta_max on a device",
+                       description="Run the resource profiler alone: per theta_max, the epoch "
+                                   "latency and peak memory on the profile's device, and the "
+                                   "largest theta_max within its budgets (no training).")
+    p.add_argument("--profile", metavar="NAME|FILE.toml", required=True,
+                   help="device profile (see 'edgegcl profiles')")
+    _add_config_flags(p)
+    p.set_defaults(func=_cmd_profile)
+
+
+@dataclass
+class _Setup:
+    cfg: TrainConfig
+    data: Data
+    device: torch.device
+    profile: DeviceProfile | None
+
+
+def _setup(args: argparse.Namespace) -> _Setup:
+    """Config (file + flags), device (the profile's, when one is given) and the graph."""
     from edgegcl.data import SyntheticSpec, load_graph
-    from edgegcl.run import prepare_run_dir, run
-    from edgegcl.train import check_full_graph_memory, resolve_device, resolve_mode
+    from edgegcl.train import resolve_device
 
     flags = {f.name: getattr(args, f.name) for f in fields(TrainConfig)
              if getattr(args, f.name) is not None}
     cfg = build(load_toml(args.config) if args.config else {}, flags)
+    profile = load_profile(args.profile) if args.profile else None
+    if profile is not None:
+        check_device_present(profile)
+        if cfg.device != "auto" and not cfg.device.startswith(profile.device):
+            raise UsageError(f"--device {cfg.device} contradicts profile {profile.name} "
+                             f"(device {profile.device}); drop --device or pick another profile")
+        if cfg.device == "auto":
+            cfg = replace(cfg, device=profile.device)
+    device = resolve_device(cfg.device)
     spec = SyntheticSpec(cfg.nodes, cfg.classes, cfg.features, cfg.avg_degree, cfg.homophily,
                          cfg.graph_seed)
-    device = resolve_device(cfg.device)
-    data = load_graph(cfg.dataset, cfg.root or None, spec)
+    return _Setup(cfg, load_graph(cfg.dataset, cfg.root or None, spec), device, profile)
+
+
+def _calibrate(s: _Setup, run_dir: Path) -> Calibration:
+    """Run the profiler, print its table and choice, and keep it as RUN_DIR/profile.json."""
+    from edgegcl.profiler import calibrate
+
+    assert s.profile is not None
+    print(f"edgegcl: profiling on {s.device} under profile {s.profile.name} "
+          f"(HANS saturated, the worst case of a run)", file=sys.stderr)
+    cal = calibrate(s.data, s.cfg, s.profile, s.device,
+                    log=lambda line: print(f"edgegcl: {line}", file=sys.stderr))
+    (run_dir / "profile.json").write_text(json.dumps(cal.to_json(s.profile), indent=2) + "\n")
+    print(format_table(cal.result))
+    print(cal.result.reason)
+    if cal.chosen is None:
+        raise UsageError(f"nothing fits profile {s.profile.name}: {cal.result.reason}; nothing "
+                         "was trained (try a smaller --batch-size, --mode minibatch or a "
+                         f"profile with larger budgets; table in {run_dir / 'profile.json'})")
+    return cal
+
+
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from edgegcl.run import prepare_run_dir
+
+    s = _setup(args)
+    run_dir = prepare_run_dir(s.cfg.out, f"profile-{Path(s.cfg.dataset).stem}")
+    (run_dir / "config.toml").write_text(to_toml(s.cfg))
+    _calibrate(s, run_dir)
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from edgegcl.run import prepare_run_dir, run
+    from edgegcl.train import check_full_graph_memory, resolve_mode
+
+    if args.auto_budget and not args.profile:
+        raise UsageError("--auto-budget needs a device profile: add --profile NAME "
+                         "(see 'edgegcl profiles')")
+    s = _setup(args)
+    cfg, data = s.cfg, s.data
     if resolve_mode(cfg.mode, data.num_nodes) == "full":
-        check_full_graph_memory(data.num_nodes, device)
+        check_full_graph_memory(data.num_nodes, s.device)
     run_dir = prepare_run_dir(cfg.out, cfg.dataset)
+    cal = None
+    if args.auto_budget:
+        cal = _calibrate(s, run_dir)
+        cfg = replace(cfg, theta_max=cal.chosen, batch_size=cal.batch_size)
+        print(f"edgegcl: training with theta_max = {cal.chosen:.2f}"
+              + (f", batch size {cal.batch_size}" if cal.mode == "minibatch" else ""),
+              file=sys.stderr)
     print(f"edgegcl: training on {data.name} ({data.num_nodes} nodes, "
           f"{data.edge_index.size(1)} edges), {cfg.seeds} seed(s); run directory {run_dir}",
           file=sys.stderr)
-    metrics = run(cfg, data, run_dir, device)
+    metrics = run(cfg, data, run_dir, s.device,
+                  auto_budget=(cal, s.profile) if cal is not None else None)
     summary = metrics["summary"]
     if "test_micro_f1" in summary:
         t, p = summary["test_micro_f1"], summary["paper_protocol_test_micro_f1"]
         print(f"test micro-F1 {t['mean']:.2f} ± {t['std']:.2f} (checkpoint chosen on validation); "
               f"paper protocol (best test over checkpoints) {p['mean']:.2f} ± {p['std']:.2f}")
     print(f"mean epoch time {summary['epoch_time_s']['mean']:.3f} s; results in {run_dir}")
+    if "auto_budget" in metrics:
+        print(auto_budget_line(metrics["auto_budget"]))
     return 0
 
 
@@ -96,6 +195,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"edgegcl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_train(sub)
+    _add_profile(sub)
+    add_export_parser(sub)
+    add_profiles_parser(sub)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

@@ -7,7 +7,7 @@ import statistics
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch_geometric.data import Data
@@ -16,7 +16,11 @@ from edgegcl import __version__
 from edgegcl.checkpoint import save_checkpoint
 from edgegcl.config import TrainConfig, to_toml
 from edgegcl.errors import UsageError
+from edgegcl.profiles import DeviceProfile
 from edgegcl.train import SeedResult, train_seed
+
+if TYPE_CHECKING:
+    from edgegcl.profiler import Calibration
 
 
 def _mean_std(values: list[float]) -> dict[str, float]:
@@ -32,6 +36,8 @@ def _seed_metrics(r: SeedResult) -> dict[str, Any]:
         "train_time_s": sum(r.epoch_times),
         "final_eta": r.final_eta,
         "saturated_at_epoch": r.saturated_at,
+        "final_epoch_time_s": r.final_epoch_s,
+        "peak_memory_bytes": r.peak_memory_bytes,
     }
     if r.selection is not None:
         s = r.selection
@@ -52,6 +58,8 @@ def summarise(results: list[SeedResult]) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "epoch_time_s": _mean_std([statistics.fmean(r.epoch_times) for r in results]),
         "train_time_s": _mean_std([sum(r.epoch_times) for r in results]),
+        "peak_memory_bytes": {**_mean_std([float(r.peak_memory_bytes) for r in results]),
+                              "max": max(r.peak_memory_bytes for r in results)},
     }
     chosen = [r.selection for r in results if r.selection is not None]
     if chosen:
@@ -80,8 +88,49 @@ def prepare_run_dir(out: str, dataset: str) -> Path:
     return path
 
 
-def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device) -> dict[str, Any]:
-    """Train ``cfg.seeds`` independent seeds, write the run directory, return the metrics."""
+def auto_budget_report(cal: Calibration, profile: DeviceProfile,
+                       results: list[SeedResult]) -> dict[str, Any]:
+    """The profiler's prediction for the chosen theta_max beside what training measured.
+
+    Measured epoch time: the median over each seed's last T_int epochs (the schedule's final
+    state, which the profiler measures), averaged over seeds; memory: the largest per-epoch
+    training peak of any seed.
+    """
+    predicted = cal.predicted()
+    assert predicted is not None and predicted.epoch_s is not None
+    budgets = cal.result.budgets
+    epoch_s = statistics.fmean(r.final_epoch_s for r in results)
+    peak = max(r.peak_memory_bytes for r in results)
+    return {
+        "profile": profile.name, "theta_max": cal.chosen, "mode": cal.mode,
+        "batch_size": cal.batch_size,
+        "budgets": {"epoch_s": budgets.epoch_s, "memory_bytes": budgets.memory_bytes},
+        "predicted": {"epoch_s": predicted.epoch_s, "peak_memory_bytes": predicted.peak_bytes},
+        "measured": {"epoch_s": epoch_s, "peak_memory_bytes": peak},
+        "measured_over_predicted": {"epoch_s": epoch_s / predicted.epoch_s,
+                                    "peak_memory_bytes": peak / max(1, predicted.peak_bytes or 1)},
+        "within_budgets": epoch_s <= budgets.epoch_s and peak <= budgets.memory_bytes,
+    }
+
+
+def auto_budget_line(report: dict[str, Any]) -> str:
+    """One line: measured vs predicted vs budget, for the end of an auto-budget run."""
+    m, p, b = report["measured"], report["predicted"], report["budgets"]
+    mib = 2**20
+    return (f"auto-budget theta_max = {report['theta_max']:.2f}: epoch {m['epoch_s']:.3f} s "
+            f"(predicted {p['epoch_s']:.3f}, budget {b['epoch_s']:g}); peak memory "
+            f"{m['peak_memory_bytes'] / mib:.0f} MiB (predicted "
+            f"{p['peak_memory_bytes'] / mib:.0f}, budget {b['memory_bytes'] / mib:.0f}); "
+            f"{'within' if report['within_budgets'] else 'OUTSIDE'} the budgets")
+
+
+def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
+        auto_budget: tuple[Calibration, DeviceProfile] | None = None) -> dict[str, Any]:
+    """Train ``cfg.seeds`` independent seeds, write the run directory, return the metrics.
+
+    ``auto_budget``: the profiler's calibration that chose ``cfg.theta_max`` and its profile;
+    the metrics then compare its prediction with what training measured.
+    """
     (run_dir / "config.toml").write_text(to_toml(cfg))
     results = []
     for seed in range(cfg.seeds):
@@ -106,5 +155,7 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device) -> di
         "seeds": [_seed_metrics(r) for r in results],
         "summary": summarise(results),
     }
+    if auto_budget is not None:
+        metrics["auto_budget"] = auto_budget_report(*auto_budget, results)
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     return metrics

@@ -22,13 +22,12 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
-from edgegcl import __version__
 from edgegcl.augment import AugmentConfig, as_features, two_views
-from edgegcl.checkpoint import save_checkpoint
-from edgegcl.config import TrainConfig, to_toml
+from edgegcl.config import TrainConfig
 from edgegcl.errors import UsageError
 from edgegcl.evaluate import ProbeScores, Selection, linear_probe, random_split, select_checkpoint
 from edgegcl.hans import HANS
+from edgegcl.memory import PeakMemory
 from edgegcl.loss import LossOutput, Similarities, scheduled_info_nce, similarities
 from edgegcl.model import AdNGCL
 from edgegcl.negatives import CATEGORIES, ActiveNegatives, num_candidates, select_active, stratify
@@ -178,6 +177,14 @@ class SeedResult:
     saturated_at: int | None
     encoder_state: dict[str, Tensor] = field(repr=False)
     selected_epoch: int = 0
+    peak_memory_bytes: int = 0
+    T_int: int = 1
+
+    @property
+    def final_epoch_s(self) -> float:
+        """Median epoch time over the last T_int epochs, which run in the schedule's final
+        state: the state the profiler predicts (edgegcl.profiler.reachable_eta)."""
+        return statistics.median(self.epoch_times[-self.T_int:])
 
 
 def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
@@ -201,28 +208,31 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     history: list[tuple[int, ProbeScores]] = []
     best_val, best_state, best_epoch = -1.0, None, 0
     times: list[float] = []
+    peak = 0
     bar = Progress(cfg.epochs, label)
     with (run_dir / "hans_events.jsonl").open("w") as events:
         for ev in hans.events:
             events.write(json.dumps(asdict(ev)) + "\n")
         for epoch in range(1, cfg.epochs + 1):
-            t0 = time.perf_counter()
-            model.train()
-            if mode == "full":
-                out = contrastive_step(model, x, edge_index, None, cfg, generator, selector,
-                                       hans, epoch)
-                opt.zero_grad(set_to_none=True)
-                out.loss.backward()
-                opt.step()
-                loss, category = out.loss.item(), out.category
-            else:
-                loss, category = _minibatch_epoch(model, opt, loader, cfg, generator, selector,
-                                                  hans, device)
-            for ev in hans.step(category):
-                events.write(json.dumps(asdict(ev)) + "\n")
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            times.append(time.perf_counter() - t0)
+            with PeakMemory(device) as memory:  # the training step(s), not the probe
+                t0 = time.perf_counter()
+                model.train()
+                if mode == "full":
+                    out = contrastive_step(model, x, edge_index, None, cfg, generator, selector,
+                                           hans, epoch)
+                    opt.zero_grad(set_to_none=True)
+                    out.loss.backward()
+                    opt.step()
+                    loss, category = out.loss.item(), out.category
+                else:
+                    loss, category = _minibatch_epoch(model, opt, loader, cfg, generator,
+                                                      selector, hans, device)
+                for ev in hans.step(category):
+                    events.write(json.dumps(asdict(ev)) + "\n")
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                times.append(time.perf_counter() - t0)
+            peak = max(peak, memory.peak_bytes)
             if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
                 if split is None:  # unlabelled graph: nothing to select on, keep the last epoch
                     keep = epoch == cfg.epochs
@@ -240,4 +250,5 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     bar.close()
     assert best_state is not None  # the last epoch always evaluates
     return SeedResult(seed, mode, select_checkpoint(history) if history else None, history,
-                      times, dict(hans.eta), hans.saturated_at, best_state, best_epoch)
+                      times, dict(hans.eta), hans.saturated_at, best_state, best_epoch, peak,
+                      cfg.T_int)

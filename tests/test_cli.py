@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import os
@@ -12,11 +10,13 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from helpers import capture
 
 from edgegcl.cli import main
 from edgegcl.config import TrainConfig, build, load_toml
@@ -28,22 +28,14 @@ TINY = ["--nodes", "120", "--features", "16", "--hidden-dim", "16", "--out-dim",
         "--e", "1", "--device", "cpu"]
 
 SEED_KEYS = {"seed", "epoch_time_s", "train_time_s", "final_eta", "saturated_at_epoch",
+             "final_epoch_time_s", "peak_memory_bytes",
              "selected_epoch", "val_micro_f1", "val_macro_f1", "test_micro_f1", "test_macro_f1",
              "probe_weight_decay", "paper_protocol", "history"}
 F1_KEYS = ("val_micro_f1", "val_macro_f1", "test_micro_f1", "test_macro_f1")
-SUMMARY_KEYS = {"epoch_time_s", "train_time_s", *F1_KEYS,
+SUMMARY_KEYS = {"epoch_time_s", "train_time_s", "peak_memory_bytes", *F1_KEYS,
                 "paper_protocol_test_micro_f1", "paper_protocol_test_macro_f1"}
 TOP_KEYS = {"edgegcl_version", "dataset", "num_nodes", "num_edges", "mode", "device", "labelled",
             "checkpoint_seed", "seeds", "summary"}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    """Tiny graphs gain nothing from threads, and on a busy machine they thrash: use one."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(autouse=True)
@@ -53,15 +45,7 @@ def _private_data_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
 
 
-def _run_main(argv: list[str]) -> tuple[int, str, str]:
-    """Call ``main`` with stdout/stderr captured (usable outside function-scoped fixtures)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as exc:  # argparse errors
-            code = exc.code
-    return code, out.getvalue(), err.getvalue()
+_run_main = partial(capture, main)
 
 
 @pytest.fixture(scope="module")
@@ -124,8 +108,11 @@ def test_metrics_keys(metrics: dict) -> None:
         for key in F1_KEYS:
             assert 0.0 <= s[key] <= 100.0
     assert set(metrics["summary"]) == SUMMARY_KEYS
-    for key in SUMMARY_KEYS:
+    for key in SUMMARY_KEYS - {"peak_memory_bytes"}:
         assert set(metrics["summary"][key]) == {"mean", "std"}
+    peak = metrics["summary"]["peak_memory_bytes"]
+    assert set(peak) == {"mean", "std", "max"}
+    assert peak["max"] == max(s["peak_memory_bytes"] for s in metrics["seeds"])
 
 
 def test_summary_is_mean_and_std_of_seeds(metrics: dict) -> None:
@@ -274,7 +261,7 @@ def test_npz_graph_without_labels(tmp_path: Path, capsys: pytest.CaptureFixture)
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["labelled"] is False
     assert metrics["num_nodes"] == n and metrics["dataset"] == "g.npz"
-    assert set(metrics["summary"]) == {"epoch_time_s", "train_time_s"}
+    assert set(metrics["summary"]) == {"epoch_time_s", "train_time_s", "peak_memory_bytes"}
     seed = metrics["seeds"][0]
     assert not any(key in seed for key in (*F1_KEYS, "paper_protocol", "history", "selected_epoch"))
     ckpt = torch.load(out / "checkpoint.pt", weights_only=True)

@@ -23,14 +23,6 @@ TINY = ["--nodes", "150", "--features", "16", "--epochs", "4", "--eval-every", "
         "--e", "1"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.parametrize("eta", [0.3, 1.0])
 def test_whole_graph_batch_with_full_fanout_gives_the_full_graph_loss(eta):
     data = synthetic_graph(SyntheticSpec(num_nodes=60, num_features=12, avg_degree=6, seed=2))

@@ -1,0 +1,138 @@
+"""Writing a checkpoint's encoder to ONNX, with metadata, and checking it against torch.
+
+Exporter: torch's TorchScript-based ``torch.onnx.export(..., dynamo=False)``. The dynamo
+exporter (torch's default since 2.9) needs the ``onnxscript`` package, which edgegcl does not
+depend on; the TorchScript one needs only torch and lets ``OnnxGCN`` emit ScatterND directly.
+torch marks it deprecated, so its DeprecationWarnings are silenced here and the round-trip
+check below is what guarantees the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import torch
+from torch import Tensor
+from torch_geometric.utils import subgraph
+
+from edgegcl import __version__
+from edgegcl.checkpoint import Checkpoint
+from edgegcl.config import TrainConfig
+from edgegcl.model import GCNEncoder
+from edgegcl.onnx_model import OnnxGCN
+from export.contract import INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, PREFIX, ModelMetadata
+from export.runtime import EncoderSession
+
+# ScatterND's reduction="add" appeared in opset 16; 20 is the TorchScript exporter's newest.
+# 17 is the default: supported by every onnxruntime since 1.11 (2022), mobile builds included.
+MIN_OPSET, MAX_OPSET, DEFAULT_OPSET = 16, 20, 17
+
+# Largest |onnxruntime - torch| accepted for an fp32 export.
+TOLERANCE = 1e-4
+
+FEATURE_PREPROCESSING = ("none: node features as stored in the graph, cast to float32 "
+                         "(edgegcl training applies no feature normalisation)")
+
+_INPUT_DOCS = {
+    INPUT_X: "node features, float32 [num_nodes, in_dim]",
+    INPUT_EDGE_INDEX: "edges, int64 [2, num_edges]: row 0 source, row 1 target",
+    INPUT_DEG: "float32 [num_nodes]: 1 + in-edges that are not self-loops, counted on the whole "
+               "graph (for a k-hop subgraph, pass the full-graph values)",
+}
+
+
+class ExportCheckError(Exception):
+    """onnxruntime and torch disagree on an exported model: a bug, not bad input."""
+
+
+def config_digest(cfg: TrainConfig) -> str:
+    """SHA-256 of the training configuration's canonical JSON (sorted keys)."""
+    return hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True).encode()).hexdigest()
+
+
+def write_metadata(model: onnx.ModelProto, meta: ModelMetadata) -> None:
+    """Replace the model's ``edgegcl.*`` metadata_props with ``meta``."""
+    keep = [(p.key, p.value) for p in model.metadata_props if not p.key.startswith(PREFIX)]
+    del model.metadata_props[:]
+    for key, value in [*keep, *meta.to_props().items()]:
+        model.metadata_props.add(key=key, value=value)
+
+
+def export_encoder(ckpt: Checkpoint, path: Path, opset: int = DEFAULT_OPSET) -> ModelMetadata:
+    """Write ``ckpt``'s encoder (not the projection head) to ``path`` as an fp32 ONNX model.
+
+    The number of nodes and edges is dynamic. Returns the metadata stored in the file.
+    """
+    module = OnnxGCN(ckpt.encoder.state_dict(), ckpt.config.activation)
+    example = (torch.zeros(3, module.in_dim), torch.tensor([[0, 1], [1, 2]]), torch.ones(3))
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.onnx.export(
+            module, example, buffer, dynamo=False, opset_version=opset,
+            input_names=[INPUT_X, INPUT_EDGE_INDEX, INPUT_DEG], output_names=[OUTPUT],
+            dynamic_axes={INPUT_X: {0: "num_nodes"}, INPUT_EDGE_INDEX: {1: "num_edges"},
+                          INPUT_DEG: {0: "num_nodes"}, OUTPUT: {0: "num_nodes"}})
+    model = onnx.load_from_string(buffer.getvalue())
+    for value in model.graph.input:
+        value.doc_string = _INPUT_DOCS[value.name]
+    model.doc_string = "edgegcl GCN encoder: (x, edge_index, deg) -> embeddings"
+    meta = ModelMetadata(version=__version__, in_dim=module.in_dim, out_dim=module.out_dim,
+                         num_layers=module.num_layers, activation=ckpt.config.activation,
+                         feature_preprocessing=FEATURE_PREPROCESSING,
+                         config_sha256=config_digest(ckpt.config), dataset=ckpt.config.dataset,
+                         precision="fp32")
+    write_metadata(model, meta)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return meta
+
+
+@dataclass(frozen=True)
+class GraphCheck:
+    """One comparison of onnxruntime with torch: which graph, its size, the largest difference."""
+
+    graph: str
+    nodes: int
+    edges: int
+    max_abs_diff: float
+
+
+def random_subgraph(x: Tensor, edge_index: Tensor, seed: int) -> tuple[Tensor, Tensor]:
+    """The subgraph induced by a random half of the nodes (at least one), relabelled."""
+    n = x.size(0)
+    keep = torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:max(1, n // 2)]
+    sub_ei, _ = subgraph(keep, edge_index, relabel_nodes=True, num_nodes=n)
+    return x[keep], sub_ei
+
+
+@torch.no_grad()
+def check_against_torch(path: Path, encoder: GCNEncoder, x: Tensor, edge_index: Tensor,
+                        seed: int = 0, tolerance: float = TOLERANCE) -> list[GraphCheck]:
+    """Compare the ONNX model at ``path`` (onnxruntime) with ``encoder(x, edge_index)``.
+
+    Runs on the given graph and on a random induced subgraph of another size, so a shape
+    frozen at export time or a mis-lowered scatter shows up. Raises ExportCheckError, with the
+    number, when a difference exceeds ``tolerance``; returns the checks otherwise.
+    """
+    session = EncoderSession(path)
+    checks = []
+    for name, gx, gei in (("training graph", x, edge_index),
+                          ("random subgraph", *random_subgraph(x, edge_index, seed))):
+        expected = encoder(gx, gei).numpy()
+        got = session.embed(gx.numpy(), gei.numpy(), batch_size=0)
+        diff = float(np.abs(expected - got).max())
+        check = GraphCheck(name, gx.size(0), gei.size(1), diff)
+        if not diff <= tolerance:  # NaN fails too
+            raise ExportCheckError(f"onnxruntime and torch disagree on the {name} ({check.nodes} "
+                                   f"nodes, {check.edges} edges): max abs difference {diff:.3g} "
+                                   f"> {tolerance:g}")
+        checks.append(check)
+    return checks

@@ -1,0 +1,225 @@
+"""The resource profiler: per theta_max, what an epoch costs on this device; the largest that fits.
+
+For each theta_max the search (edgegcl.budget_search) asks for, a fresh model trains a few
+steps on the real graph and device through the same ``contrastive_step`` as training, with
+HANS held at the costliest state the run can reach (``reachable_eta``): saturation when the
+schedule gets there within the configured epochs, otherwise the state the fastest schedule
+HANS allows ends in. (With the paper's defaults, T_int = 20 and steps of at most c_cat, 300
+epochs never saturate theta_max = 1, so profiling at saturation would predict a cost the run
+never pays.)
+
+- latency: the median step time after warm-up, scaled to an epoch (ceil(N / B) steps in
+  mini-batch mode, where every batch is stratified; in full-graph mode one step, plus the
+  stratification, which runs every T_int epochs, amortised over T_int);
+- memory: peak above the level before the model is built (edgegcl.memory: CUDA allocator peak,
+  or CPU RSS sampled with psutil).
+
+An out-of-memory error marks that theta_max infeasible; the cache is flushed and the search
+goes on. The memory budget of a fixed-size profile covers what the process already holds
+(graph, libraries), so that is subtracted before comparing; an ``"auto"`` budget is what is
+free, which already excludes it. When no theta_max fits a mini-batch run, the batch size is
+halved (down to the profile's minimum) and the search repeated, and the output says so.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import psutil
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+from edgegcl.augment import as_features
+from edgegcl.budget_search import (OUT_OF_MEMORY, Budgets, Cost, SearchResult,
+                                   is_out_of_memory, search_theta, to_json)
+from edgegcl.config import TrainConfig
+from edgegcl.hans import CATEGORIES
+from edgegcl.memory import PeakMemory, release_cpu_memory
+from edgegcl.model import AdNGCL
+from edgegcl.profiles import DeviceProfile, memory_budget_bytes
+from edgegcl.sampling import make_loader
+from edgegcl.train import NegativeSelector, contrastive_step, make_hans, resolve_mode
+
+WARMUP_STEPS = 2
+"""Untimed steps first: allocator growth, kernel selection and the optimiser's state."""
+TIMED_STEPS = 5
+"""Timed steps per theta_max; the median is kept (robust to one slow step)."""
+
+Batch = tuple[Tensor, Tensor, "list[int] | None"]  # features, edges, per-hop node counts
+
+
+def _batches(data: Data, cfg: TrainConfig, mode: str, device: torch.device) -> Iterator[Batch]:
+    """Endless training batches: the whole graph, or the loader's mini-batches in a loop.
+
+    The graph on the device and the sampler's index are built here, before the measurement
+    starts, as training builds them before its first epoch.
+    """
+    if mode == "full":
+        return itertools.repeat((as_features(data.x.to(device)), data.edge_index.to(device),
+                                 None))
+    loader = make_loader(data, cfg.batch_size, cfg.fanout_list(), sampler=cfg.sampler, seed=0)
+    return (((as_features(b.x.to(device)), b.edge_index.to(device), b.num_sampled_nodes))
+            for _ in itertools.count() for b in loader)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def steps_per_epoch(num_nodes: int, cfg: TrainConfig, mode: str) -> int:
+    """Optimiser steps in one epoch: 1 full-graph, ceil(N / B) in mini-batches."""
+    return 1 if mode == "full" else math.ceil(num_nodes / cfg.batch_size)
+
+
+SATURATED = dict.fromkeys(CATEGORIES, 1.0)
+"""Every eta at 1: all of theta_max in use, the costliest state at any theta_max."""
+
+
+def reachable_eta(cfg: TrainConfig) -> dict[str, float]:
+    """The eta of the last epoch of a run whose schedule grows as fast as HANS allows.
+
+    A copy of the run's scheduler is fed constant losses (so the gate of Eq. 7 opens at every
+    checkpoint) with b large enough that every step is its cap c_cat or the budget left
+    (Eq. 9): no run's eta can be ahead of it, checkpoint for checkpoint. The step after the
+    last epoch changes no epoch, so ``epochs - 1`` steps are taken.
+    """
+    hans = make_hans(replace(cfg, b=1.0))
+    for _ in range(cfg.epochs - 1):
+        hans.step(dict.fromkeys(CATEGORIES, 1.0))
+    return dict(hans.eta)
+
+
+def _measure(data: Data, cfg: TrainConfig, device: torch.device,
+             eta: dict[str, float]) -> Cost:
+    mode = resolve_mode(cfg.mode, data.num_nodes)
+    # Full graph: strata are refreshed every T_int epochs; step 1 of each timed block refreshes.
+    refresh = cfg.T_int if mode == "full" else 1
+    batches = _batches(data, cfg, mode, device)
+    times: list[float] = []
+    with PeakMemory(device) as peak:
+        torch.manual_seed(0)
+        model = AdNGCL(data.num_features, cfg.model_config()).to(device)
+        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        hans = make_hans(cfg)
+        hans.eta = dict(eta)
+        selector = NegativeSelector(cfg.ratio_map(), refresh)
+        generator = torch.Generator(device=device).manual_seed(0)
+        for i in range(WARMUP_STEPS + TIMED_STEPS):
+            step = 1 if i == WARMUP_STEPS else i + 1  # first timed step refreshes the strata
+            _sync(device)
+            t0 = time.perf_counter()
+            x, edge_index, hops = next(batches)
+            out = contrastive_step(model, x, edge_index, hops, cfg, generator, selector, hans,
+                                   step)
+            opt.zero_grad(set_to_none=True)
+            out.loss.backward()
+            opt.step()
+            _sync(device)
+            if i >= WARMUP_STEPS:
+                times.append(time.perf_counter() - t0)
+    if mode == "full":  # one refreshing step per T_int epochs, the others plain
+        plain = statistics.median(times[1:])
+        epoch_s = plain + (times[0] - plain) / cfg.T_int
+    else:
+        epoch_s = statistics.median(times) * steps_per_epoch(data.num_nodes, cfg, mode)
+    return Cost(epoch_s, peak.peak_bytes)
+
+
+def _flush(device: torch.device) -> None:
+    """Drop what a failed attempt left behind, so the next one starts clean."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    else:
+        release_cpu_memory()
+
+
+def measure_theta(data: Data, cfg: TrainConfig, device: torch.device, theta: float,
+                  eta: dict[str, float] | None = None) -> Cost:
+    """Epoch latency and peak memory at ``theta_max = theta``, or OUT_OF_MEMORY.
+
+    ``eta``: the HANS state to hold (default: ``reachable_eta`` of the run at that theta).
+    """
+    cfg = replace(cfg, theta_max=theta)
+    try:
+        cost = _measure(data, cfg, device, reachable_eta(cfg) if eta is None else eta)
+    except Exception as exc:  # only allocator failures are a measurement; the rest propagates
+        if not is_out_of_memory(exc):
+            raise
+        cost = OUT_OF_MEMORY
+    _flush(device)  # outside the except block: the traceback no longer pins the tensors
+    return cost
+
+
+def training_memory_budget(profile: DeviceProfile, device: torch.device) -> int:
+    """Bytes the training itself may add: the profile's budget after headroom, less what this
+    process already holds when the budget is a fixed device size (see the module docstring)."""
+    budget = memory_budget_bytes(profile, device)
+    if profile.memory_budget_gib == "auto":
+        return budget
+    held = (torch.cuda.memory_allocated(device) if device.type == "cuda"
+            else psutil.Process().memory_info().rss)
+    return max(1, budget - held)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The search's outcome at the batch size it ended with, and the notes it printed."""
+
+    result: SearchResult
+    mode: str
+    batch_size: int
+    notes: list[str]
+
+    @property
+    def chosen(self) -> float | None:
+        return self.result.chosen
+
+    def predicted(self) -> Cost | None:
+        """The measured cost of the chosen theta_max: what the run should see."""
+        return next((Cost(m.epoch_s, m.peak_bytes) for m in self.result.measurements
+                     if m.theta == self.chosen), None)
+
+    def to_json(self, profile: DeviceProfile) -> dict[str, Any]:
+        return {"profile": profile.name, "device_kind": profile.device, "mode": self.mode,
+                "batch_size": self.batch_size, "notes": self.notes, **to_json(self.result)}
+
+
+def calibrate(data: Data, cfg: TrainConfig, profile: DeviceProfile, device: torch.device,
+              log: Callable[[str], None] = print) -> Calibration:
+    """Search theta_max under the profile's budgets; in mini-batch mode, halve the batch size
+    while nothing fits. ``log`` receives the progress lines and the tables."""
+    mode = resolve_mode(cfg.mode, data.num_nodes)
+    budgets = Budgets(profile.target_epoch_s, training_memory_budget(profile, device))
+    notes: list[str] = []
+    batch = cfg.batch_size
+    if mode == "minibatch":
+        clipped = min(max(batch, profile.batch_size_min), profile.batch_size_max)
+        if clipped != batch:
+            notes.append(f"batch size {batch} is outside profile {profile.name}'s bounds "
+                         f"[{profile.batch_size_min}, {profile.batch_size_max}]; using {clipped}")
+            batch = clipped
+    while True:
+        run_cfg = replace(cfg, batch_size=batch)
+
+        def measure(theta: float) -> Cost:
+            log(f"profiling theta_max = {theta:.2f} ({mode}"
+                + (f", batch size {batch})" if mode == "minibatch" else ")"))
+            return measure_theta(data, run_cfg, device, theta)
+
+        result = search_theta(measure, budgets)
+        if result.chosen is not None or mode == "full" or batch // 2 < profile.batch_size_min:
+            return Calibration(result, mode, batch, notes)
+        notes.append(f"no theta_max fits at batch size {batch} ({result.reason}); "
+                     f"halving the batch size to {batch // 2}")
+        log(notes[-1])
+        batch //= 2

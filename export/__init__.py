@@ -1,0 +1,6 @@
+"""Torch-free embedding runtime for encoders exported by ``edgegcl export``.
+
+Everything in this package needs only numpy, onnxruntime and the standard library, so the
+folder can be copied to a device where torch is too heavy or not installed:
+``python -m export.embed model.onnx --graph graph.npz --out embeddings.npy``.
+"""

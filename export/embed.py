@@ -1,0 +1,94 @@
+"""``edgegcl-embed MODEL.onnx --graph GRAPH.npz --out EMB.npy``: embeddings without torch.
+
+Needs only numpy and onnxruntime. Bad input (model, graph, paths) prints one line
+``edgegcl-embed: error: ...`` and exits with code 2; nothing is written then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+import numpy as np
+
+from export.errors import InputError
+from export.graph import load_npz
+from export.runtime import DEFAULT_BATCH_SIZE, FULL_GRAPH_MAX_NODES, EncoderSession
+
+PROG = "edgegcl-embed"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line with exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{PROG}: error: {message} (see '{PROG} --help')\n")
+
+
+def _progress_printer(every_s: float = 5.0) -> Callable[[int, int], None]:
+    """A ``progress(done, total)`` callback printing to stderr at most every ``every_s`` s."""
+    last = [time.monotonic()]
+
+    def report(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= every_s or done == total:
+            last[0] = now
+            print(f"{PROG}: embedded {done}/{total} nodes", file=sys.stderr, flush=True)
+
+    return report
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = _Parser(prog=PROG, description="Embed a graph's nodes with an encoder exported by "
+                                       "'edgegcl export' (numpy + onnxruntime only).")
+    p.add_argument("model", metavar="MODEL.onnx", help="the exported encoder (fp32 or int8)")
+    p.add_argument("--graph", required=True, metavar="GRAPH.npz",
+                   help="arrays x [num_nodes, in_dim] and edge_index [2, num_edges]")
+    p.add_argument("--out", required=True, metavar="EMB.npy",
+                   help="where to write the float32 embeddings [num_nodes, out_dim]")
+    p.add_argument("--batch-size", type=int, default=None, metavar="B",
+                   help=f"target nodes per run over their k-hop subgraph; 0: the whole graph "
+                        f"(default: whole graph up to {FULL_GRAPH_MAX_NODES} nodes, else "
+                        f"{DEFAULT_BATCH_SIZE})")
+    p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    return p.parse_args(argv)
+
+
+def _embed(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise InputError(f"{out} already exists; pass --force to overwrite it or choose "
+                         "another --out")
+    if not out.parent.is_dir():
+        raise InputError(f"directory {out.parent} does not exist; create it or choose "
+                         "another --out")
+    session = EncoderSession(args.model)
+    x, edge_index = load_npz(args.graph)
+    start = time.perf_counter()
+    emb = session.embed(x, edge_index, args.batch_size, _progress_printer())
+    with out.open("wb") as fh:  # np.save(path) would append .npy to other names
+        np.save(fh, emb)
+    print(f"{PROG}: wrote {emb.shape[0]} x {emb.shape[1]} embeddings to {out} "
+          f"({time.perf_counter() - start:.2f} s, {session.metadata.precision})", file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``edgegcl-embed`` and ``python -m export.embed``."""
+    args = _parse(argv)
+    try:
+        _embed(args)
+    except InputError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

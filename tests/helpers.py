@@ -1,0 +1,21 @@
+"""Shared test helpers (imported by the test modules; pytest puts tests/ on sys.path)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable, Sequence
+
+
+def capture(entry: Callable[[Sequence[str]], int], argv: Sequence[str]) -> tuple[int, str, str]:
+    """Run a command-line entry point with stdout/stderr captured: (exit code, out, err).
+
+    argparse's own errors raise SystemExit; its code is returned like any other.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = entry(argv)
+        except SystemExit as exc:
+            code = exc.code
+    return code, out.getvalue(), err.getvalue()

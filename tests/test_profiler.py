@@ -1,0 +1,165 @@
+"""The resource profiler (edgegcl.profiler) and ``--auto-budget``, on tiny graphs, CPU and CUDA."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+
+from edgegcl import profiler
+from edgegcl.budget_search import OUT_OF_MEMORY, Cost
+from edgegcl.cli import main
+from edgegcl.config import TrainConfig
+from edgegcl.data import SyntheticSpec, synthetic_graph
+from edgegcl.profiles import DeviceProfile, load_profile
+
+SMALL = TrainConfig(hidden_dim=16, out_dim=8, proj_dim=8, T_int=4)
+TINY = ["--nodes", "120", "--features", "16", "--hidden-dim", "16", "--out-dim", "8",
+        "--proj-dim", "8", "--epochs", "6", "--eval-every", "3", "--T-init", "2", "--T-int", "2",
+        "--e", "1"]
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return synthetic_graph(SyntheticSpec(num_nodes=200, num_features=16, avg_degree=6, seed=1))
+
+
+def _profile(**kw) -> DeviceProfile:
+    base = dict(name="test", description="", device="cpu", memory_budget_gib="auto",
+                headroom=0.1, target_epoch_s=10.0, batch_size_min=16, batch_size_max=1024)
+    return DeviceProfile(**{**base, **kw})
+
+
+@pytest.mark.parametrize("mode", ["full", "minibatch"])
+def test_measure_theta_reports_latency_and_memory(graph, mode):
+    cfg = replace(SMALL, mode=mode, batch_size=50, fanout="5,5", sampler="builtin")
+    cost = profiler.measure_theta(graph, cfg, torch.device("cpu"), 0.5)
+    assert not cost.oom and cost.epoch_s > 0 and cost.peak_bytes >= 0
+    if mode == "minibatch":
+        assert profiler.steps_per_epoch(200, cfg, mode) == 4
+
+
+def test_out_of_memory_marks_the_theta_infeasible_and_other_errors_propagate(graph, monkeypatch):
+    def oom(*_):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:121] data. DefaultCPUAllocator: "
+                           "not enough memory: you tried to allocate 123 bytes.")
+    monkeypatch.setattr(profiler, "_measure", oom)
+    assert profiler.measure_theta(graph, SMALL, torch.device("cpu"), 1.0) is OUT_OF_MEMORY
+
+    def shape(*_):
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (3x4 and 5x6)")
+    monkeypatch.setattr(profiler, "_measure", shape)
+    with pytest.raises(RuntimeError, match="shapes"):
+        profiler.measure_theta(graph, SMALL, torch.device("cpu"), 1.0)
+
+
+def test_calibrate_halves_the_batch_until_a_theta_fits(graph, monkeypatch):
+    seen = []
+
+    def fake(data, cfg, device, theta):  # epoch time grows with batch size and theta
+        seen.append((cfg.batch_size, theta))
+        return Cost(cfg.batch_size * theta / 100, 1000)
+    monkeypatch.setattr(profiler, "measure_theta", fake)
+    cfg = replace(SMALL, mode="minibatch", batch_size=400)
+    cal = profiler.calibrate(graph, cfg, _profile(target_epoch_s=1.0), torch.device("cpu"),
+                             log=lambda _: None)
+    # 400 x theta / 100 <= 0.9 never holds for theta >= 0.05 on the grid at 400 (0.05 -> 0.2
+    # fits, in fact): check the actual rule instead of a constant.
+    assert cal.chosen is not None
+    assert cal.batch_size * cal.chosen / 100 <= 0.9
+    assert all(b * t / 100 > 0.9 for b, t in seen if b == cal.batch_size and t > cal.chosen)
+
+    monkeypatch.setattr(profiler, "measure_theta",
+                        lambda data, cfg, device, theta: Cost(cfg.batch_size / 10, 1000))
+    cal = profiler.calibrate(graph, cfg, _profile(target_epoch_s=3.0), torch.device("cpu"),
+                             log=lambda _: None)
+    assert cal.batch_size == 25 and cal.chosen == 1.0  # 400 -> 200 -> 100 -> 50 -> 25 fits
+    assert len(cal.notes) == 4 and "halving the batch size to 25" in cal.notes[-1]
+
+
+def test_calibrate_stops_at_the_profiles_smallest_batch(graph, monkeypatch):
+    monkeypatch.setattr(profiler, "measure_theta", lambda *a: Cost(100.0, 1000))
+    cfg = replace(SMALL, mode="minibatch", batch_size=64)
+    cal = profiler.calibrate(graph, cfg, _profile(batch_size_min=32), torch.device("cpu"),
+                             log=lambda _: None)
+    assert cal.chosen is None and cal.batch_size == 32
+
+
+def test_train_auto_budget_end_to_end(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train", *TINY, "--profile", "cpu", "--auto-budget", "--out", str(out)]) == 0
+    table = json.loads((out / "profile.json").read_text())
+    metrics = json.loads((out / "metrics.json").read_text())
+    report = metrics["auto_budget"]
+    assert report["theta_max"] == table["chosen_theta_max"] and report["profile"] == "cpu"
+    assert {"budgets", "predicted", "measured", "measured_over_predicted"} <= report.keys()
+    assert report["measured"]["peak_memory_bytes"] >= 0 and report["measured"]["epoch_s"] > 0
+    config = (out / "config.toml").read_text()
+    assert f"theta_max = {table['chosen_theta_max']}" in config
+    printed = capsys.readouterr().out
+    assert "fits?" in printed and "auto-budget theta_max" in printed
+
+
+def test_nothing_fits_exits_2_and_trains_nothing(tmp_path, capsys):
+    user = tmp_path / "tiny.toml"
+    user.write_text('name = "tiny"\ndevice = "cpu"\nmemory_budget_gib = "auto"\nheadroom = 0.1\n'
+                    'target_epoch_s = 1e-9\nbatch_size_min = 16\nbatch_size_max = 64\n')
+    out = tmp_path / "run"
+    code = main(["train", *TINY, "--profile", str(user), "--auto-budget", "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and err[-1].startswith("edgegcl: error: nothing fits profile tiny")
+    assert (out / "profile.json").exists() and not (out / "checkpoint.pt").exists()
+
+
+def test_profile_command_writes_its_table(tmp_path, capsys):
+    out = tmp_path / "prof"
+    assert main(["profile", "--profile", "cpu", *TINY, "--out", str(out)]) == 0
+    table = json.loads((out / "profile.json").read_text())
+    assert table["profile"] == "cpu" and table["measurements"]
+    assert not (out / "metrics.json").exists()
+
+
+def test_auto_budget_without_profile_and_contradicting_device_are_usage_errors(capsys):
+    assert main(["train", *TINY, "--auto-budget"]) == 2
+    assert main(["train", *TINY, "--profile", "cpu", "--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "needs a device profile" in err[0] and "contradicts profile cpu" in err[1]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_calibration_measures_allocator_peak(graph):
+    cfg = replace(SMALL, device="cuda")
+    cal = profiler.calibrate(graph, cfg, load_profile("rtx4090"), torch.device("cuda"),
+                             log=lambda _: None)
+    assert cal.chosen is not None
+    assert all(m.peak_bytes > 0 for m in cal.result.measurements if not m.oom)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_out_of_memory_is_caught_and_flushed():
+    from edgegcl.budget_search import is_out_of_memory
+    with pytest.raises(Exception) as info:
+        torch.empty(2**50, device="cuda")
+    assert is_out_of_memory(info.value)
+
+
+def test_reachable_eta_bounds_every_schedule_and_saturates_when_it_can():
+    import random
+
+    from edgegcl.hans import CATEGORIES
+    from edgegcl.train import make_hans
+
+    cfg = TrainConfig(epochs=300)
+    bound = profiler.reachable_eta(cfg)
+    hans = make_hans(cfg)
+    assert hans.used() < sum(bound[c] * hans.theta_cat[c] for c in CATEGORIES) < cfg.theta_max
+    rng = random.Random(0)
+    for trial in range(20):  # random losses: plateaus, drops, skewed category shares
+        run = make_hans(cfg)
+        for _ in range(cfg.epochs - 1):
+            run.step({c: rng.uniform(0.1, 5.0) * (1 + trial % 3) for c in CATEGORIES})
+        assert all(run.eta[c] <= bound[c] + 1e-9 for c in CATEGORIES), (trial, run.eta, bound)
+    fast = TrainConfig(epochs=400, theta_max=0.5, T_init=5, T_int=2, e=1)
+    assert profiler.reachable_eta(fast) == pytest.approx(profiler.SATURATED)
