@@ -1,8 +1,9 @@
 """Per-epoch time of edgegcl on a graph beside a plain dense GRACE-style epoch.
 
 The reference is what GRACE's code does every epoch: two views (edge dropping, column feature
-masking on the dense feature matrix), the same encoder and projection head, and the InfoNCE
-loss over every negative from four dense N x N similarity matrices. edgegcl is timed with HANS
+masking on the dense feature matrix), GRACE's encoder (PyG GCNConv, message passing) with
+edgegcl's layer sizes and projection head, and the InfoNCE loss over every negative from four
+dense N x N similarity matrices. edgegcl is timed with HANS
 held at a given state: ``saturated`` (every eta = 1, the most negatives a run ever uses) and
 ``bootstrap`` (eta_0 = 0.05, the first T_init epochs). The contenders run interleaved, in
 blocks of T_int epochs (so edgegcl's periodic stratification is counted), which keeps a
@@ -21,12 +22,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.data import Data
+from torch_geometric.nn import GCNConv
 
 from edgegcl.augment import as_features, mask_columns, remove_edges
 from edgegcl.config import TrainConfig
 from edgegcl.data import load_graph
 from edgegcl.hans import CATEGORIES
-from edgegcl.model import AdNGCL
+from edgegcl.model import AdNGCL, ProjectionHead
 from edgegcl.train import NegativeSelector, contrastive_step, make_hans
 
 Step = Callable[[], None]
@@ -47,9 +49,27 @@ def _model(data: Data, cfg: TrainConfig) -> tuple[AdNGCL, torch.optim.Optimizer]
     return model, torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
+class GraceEncoder(torch.nn.Module):
+    """GRACE's encoder: PyG GCNConv layers (message passing), the same sizes as edgegcl's."""
+
+    def __init__(self, in_dim: int, cfg: TrainConfig) -> None:
+        super().__init__()
+        m = cfg.model_config()
+        self.conv1, self.conv2 = GCNConv(in_dim, m.hidden_dim), GCNConv(m.hidden_dim, m.out_dim)
+        self.act1, self.act2 = torch.nn.PReLU(m.hidden_dim), torch.nn.PReLU(m.out_dim)
+        self.head = ProjectionHead(m)
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        z = self.act2(self.conv2(self.act1(self.conv1(x, edge_index)), edge_index))
+        return self.head(z)
+
+
 def reference_step(data: Data, cfg: TrainConfig) -> Step:
-    """One dense GRACE-style training epoch with the same layer sizes."""
-    model, opt = _model(data, cfg)
+    """One dense GRACE-style training epoch with the same layer sizes: GCNConv encoder on
+    the dense feature matrix, every negative, four dense N x N similarity matrices."""
+    torch.manual_seed(0)
+    model = GraceEncoder(data.x.size(1), cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     g = torch.Generator().manual_seed(0)
 
     def step() -> None:
@@ -57,7 +77,7 @@ def reference_step(data: Data, cfg: TrainConfig) -> Step:
         x2 = mask_columns(data.x, cfg.p_feature_2, g)
         e1 = remove_edges(data.edge_index, cfg.p_edge_1, g)
         e2 = remove_edges(data.edge_index, cfg.p_edge_2, g)
-        loss = grace_loss(model.project(model(x1, e1)), model.project(model(x2, e2)), cfg.tau)
+        loss = grace_loss(model(x1, e1), model(x2, e2), cfg.tau)
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -11,7 +11,7 @@ import copy
 import json
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,11 +141,14 @@ def check_full_graph_memory(num_nodes: int, device: torch.device) -> None:
 
 def _minibatch_epoch(model: AdNGCL, opt: torch.optim.Optimizer, loader: NodeLoader,
                      cfg: TrainConfig, generator: torch.Generator, selector: NegativeSelector,
-                     hans: HANS, device: torch.device) -> tuple[float, dict[str, float]]:
+                     hans: HANS, device: torch.device,
+                     on_batch: Callable[[int, int, float], None]
+                     ) -> tuple[float, dict[str, float]]:
     """One pass over the seed nodes; returns the anchor-weighted mean loss and category losses.
 
     HANS stratifies each batch's own B x 2B candidates (the selector refreshes every batch);
-    its schedule advances once per epoch, from these epoch means.
+    its schedule advances once per epoch, from these epoch means. ``on_batch(done, total,
+    loss)`` reports progress inside the epoch (a 1M-node epoch is about a thousand batches).
     """
     loss_sum, anchors = 0.0, 0
     cat_sum = dict.fromkeys(CATEGORIES, 0.0)
@@ -159,6 +162,7 @@ def _minibatch_epoch(model: AdNGCL, opt: torch.optim.Optimizer, loader: NodeLoad
         opt.step()
         loss_sum += out.loss.item() * b
         anchors += b
+        on_batch(step, len(loader), loss_sum / anchors)
         for c in CATEGORIES:
             cat_sum[c] += out.category[c] * b
     return loss_sum / anchors, {c: v / anchors for c, v in cat_sum.items()}
@@ -225,8 +229,10 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                     opt.step()
                     loss, category = out.loss.item(), out.category
                 else:
-                    loss, category = _minibatch_epoch(model, opt, loader, cfg, generator,
-                                                      selector, hans, device)
+                    loss, category = _minibatch_epoch(
+                        model, opt, loader, cfg, generator, selector, hans, device,
+                        lambda i, n, mean, e=epoch: bar.update(
+                            e - 1, f"epoch {e}: batch {i}/{n} loss {mean:.4f}"))
                 for ev in hans.step(category):
                     events.write(json.dumps(asdict(ev)) + "\n")
                 if device.type == "cuda":

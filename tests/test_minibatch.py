@@ -75,3 +75,19 @@ def test_full_graph_mode_refuses_what_cannot_fit(tmp_path, capsys, monkeypatch):
     assert code == 2 and len(err) == 1
     assert "--mode minibatch" in err[0] and "GiB" in err[0]
     assert not out.exists()
+
+
+def test_a_minibatch_epoch_reports_progress_after_every_batch():
+    from edgegcl.train import _minibatch_epoch
+
+    data = synthetic_graph(SyntheticSpec(num_nodes=100, num_features=8, avg_degree=4, seed=0))
+    cfg = TrainConfig(hidden_dim=8, out_dim=4, proj_dim=4)
+    model = AdNGCL(8, ModelConfig(8, 4, 4, "prelu"))
+    loader = make_loader(data, 30, [3, 3], sampler="builtin")
+    seen = []
+    loss, _ = _minibatch_epoch(model, torch.optim.Adam(model.parameters()), loader, cfg,
+                               torch.Generator().manual_seed(0), NegativeSelector(cfg.ratio_map(), 1),
+                               make_hans(cfg), torch.device("cpu"),
+                               lambda i, n, mean: seen.append((i, n, mean)))
+    assert [(i, n) for i, n, _ in seen] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert seen[-1][2] == pytest.approx(loss)
