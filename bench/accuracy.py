@@ -18,7 +18,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from bench.epoch_speed import compare
+from bench.epoch_speed import compare, table_row
 from bench.machine import describe
 from edgegcl.config import TrainConfig
 from edgegcl.data import load_graph
@@ -73,10 +73,7 @@ def main() -> None:
     cora = load_graph("Cora", args.root)
     speed = []
     for theta in (1.0, 0.5) if args.speed_rounds else ():
-        t = compare(cora, theta, args.speed_rounds)
-        speed.append(f"| {theta} | {t['reference']:.3f} | {t['saturated']:.3f} "
-                     f"({t['saturated'] / t['reference']:.2f}x) | {t['bootstrap']:.3f} "
-                     f"({t['bootstrap'] / t['reference']:.2f}x) |")
+        speed.append(table_row(theta, compare(cora, theta, args.speed_rounds)))
     report = "\n".join([
         "# Full-graph accuracy and epoch time (issue 2)",
         "",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +25,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.nn import GCNConv
 
+from bench.machine import describe
 from edgegcl.augment import as_features, mask_columns, remove_edges
 from edgegcl.config import TrainConfig
 from edgegcl.data import load_graph
@@ -125,16 +127,36 @@ def compare(data: Data, theta_max: float, rounds: int) -> dict[str, float]:
                         "bootstrap": edgegcl_step(data, cfg, cfg.eta_0)}, rounds, cfg.T_int)
 
 
+def table_row(theta: float, t: dict[str, float]) -> str:
+    """One Markdown row: theta_max, reference, saturated and bootstrap seconds (with ratios)."""
+    return (f"| {theta} | {t['reference']:.3f} | {t['saturated']:.3f} "
+            f"({t['saturated'] / t['reference']:.2f}x) | {t['bootstrap']:.3f} "
+            f"({t['bootstrap'] / t['reference']:.2f}x) |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dataset", default="Cora")
     p.add_argument("--root", default=None)
-    p.add_argument("--theta-max", type=float, default=1.0)
+    p.add_argument("--theta-max", default="1.0,0.5", help="comma-separated theta_max values")
     p.add_argument("--rounds", type=int, default=2, help="timed blocks of T_int epochs each")
     args = p.parse_args()
-    t = compare(load_graph(args.dataset, args.root), args.theta_max, args.rounds)
-    for name, sec in t.items():
-        print(f"{name}: {sec:.3f} s/epoch ({sec / t['reference']:.2f}x reference)")
+    data = load_graph(args.dataset, args.root)
+    start = time.time()
+    rows = []
+    for theta in (float(t) for t in args.theta_max.split(",")):
+        rows.append(table_row(theta, compare(data, theta, args.rounds)))
+        print(rows[-1], flush=True)
+    lines = [f"# Epoch time on {args.dataset} beside a dense GRACE-style epoch (issue 2)", "",
+             f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on: {describe()}; "
+             f"{(time.time() - start) / 60:.1f} min wall.", "",
+             f"    python -m bench.epoch_speed --dataset {args.dataset} --root ROOT "
+             f"--theta-max {args.theta_max} --rounds {args.rounds}", "",
+             __doc__.split("\n\n")[1].replace("\n", " "), "",
+             "| theta_max | reference s | edgegcl saturated s | edgegcl bootstrap s |",
+             "|---|---|---|---|", *rows, ""]
+    (Path(__file__).resolve().parent / "results" / "epoch_speed.md").write_text("\n".join(lines))
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

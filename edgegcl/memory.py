@@ -34,16 +34,29 @@ def release_cpu_memory() -> None:
             libc.malloc_trim(0)
 
 
+def current_bytes(device: torch.device) -> int:
+    """Memory in use now: tensors allocated on a CUDA device, or this process's RSS (after
+    ``release_cpu_memory``, so freed heap pages do not count)."""
+    if device.type == "cuda":
+        return torch.cuda.memory_allocated(device)
+    release_cpu_memory()
+    return psutil.Process().memory_info().rss
+
+
 class PeakMemory:
-    """Context manager: ``peak_bytes`` is the peak memory above the level at entry.
+    """Context manager: ``peak_bytes`` is the peak memory of the block above a baseline.
 
     ``with PeakMemory(device) as m: work()`` then read ``m.peak_bytes``; on CUDA it counts
-    tensors allocated on that device, on CPU the process's RSS.
+    tensors allocated on that device, on CPU the process's RSS. The baseline is the level at
+    entry, or ``baseline`` (from ``current_bytes``) when given: a training loop measures each
+    epoch against the level before its model was built, so what it keeps between epochs
+    (weights, optimiser state, cached negatives) counts, as it does in the profiler.
     """
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, baseline: int | None = None) -> None:
         self.device = device
         self.peak_bytes = 0
+        self._baseline = baseline
         self._base = 0
         self._peak_rss = 0
         self._stop = threading.Event()
@@ -55,11 +68,13 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats(self.device)
             self._base = torch.cuda.memory_allocated(self.device)
         else:
-            release_cpu_memory()
-            proc = psutil.Process()
-            self._base = self._peak_rss = proc.memory_info().rss
-            self._thread = threading.Thread(target=self._sample, args=(proc,), daemon=True)
+            self._base = current_bytes(self.device)
+            self._peak_rss = self._base
+            self._thread = threading.Thread(target=self._sample, args=(psutil.Process(),),
+                                            daemon=True)
             self._thread.start()
+        if self._baseline is not None:
+            self._base = self._baseline
         return self
 
     def _sample(self, proc: psutil.Process) -> None:

@@ -27,7 +27,7 @@ from edgegcl.config import TrainConfig
 from edgegcl.errors import UsageError
 from edgegcl.evaluate import ProbeScores, Selection, linear_probe, random_split, select_checkpoint
 from edgegcl.hans import HANS
-from edgegcl.memory import PeakMemory
+from edgegcl.memory import PeakMemory, current_bytes
 from edgegcl.loss import LossOutput, Similarities, scheduled_info_nce, similarities
 from edgegcl.model import AdNGCL
 from edgegcl.negatives import CATEGORIES, ActiveNegatives, num_candidates, select_active, stratify
@@ -197,16 +197,19 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     torch.manual_seed(seed)
     mode = resolve_mode(cfg.mode, data.num_nodes)
     x, edge_index = as_features(data.x.to(device)), data.edge_index.to(device)
-    model = AdNGCL(x.size(1), cfg.model_config()).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    hans = make_hans(cfg)
-    generator = torch.Generator(device=device).manual_seed(seed)
     if mode == "full":
         selector = NegativeSelector(cfg.ratio_map(), cfg.T_int)
     else:  # every batch has new candidates: stratify each one
         selector = NegativeSelector(cfg.ratio_map(), 1)
         loader = make_loader(data, cfg.batch_size, cfg.fanout_list(), sampler=cfg.sampler,
                              seed=seed)
+    # Training's memory is measured above this level: the graph and the sampler's index are
+    # storage, the model, optimiser state and everything after are training (as the profiler).
+    baseline = current_bytes(device)
+    model = AdNGCL(x.size(1), cfg.model_config()).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    hans = make_hans(cfg)
+    generator = torch.Generator(device=device).manual_seed(seed)
     labelled = getattr(data, "y", None) is not None
     split = random_split(data.num_nodes, seed) if labelled else None
     history: list[tuple[int, ProbeScores]] = []
@@ -218,7 +221,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
         for ev in hans.events:
             events.write(json.dumps(asdict(ev)) + "\n")
         for epoch in range(1, cfg.epochs + 1):
-            with PeakMemory(device) as memory:  # the training step(s), not the probe
+            with PeakMemory(device, baseline) as memory:  # the training step(s), not the probe
                 t0 = time.perf_counter()
                 model.train()
                 if mode == "full":

@@ -1,0 +1,29 @@
+"""Peak-memory measurement (edgegcl.memory) on the CPU; the CUDA path runs where CUDA exists."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from edgegcl.memory import PeakMemory, current_bytes
+
+MIB = 2**20
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA"))])
+def test_peak_counts_a_transient_allocation_and_the_baseline_counts_what_was_kept(device):
+    dev = torch.device(device)
+    with PeakMemory(dev) as idle:
+        pass
+    with PeakMemory(dev) as block:
+        t = torch.ones(64 * MIB // 4, device=dev)  # 64 MiB, touched so it is resident
+        del t
+    assert block.peak_bytes >= 60 * MIB
+    assert idle.peak_bytes < 16 * MIB
+    base = current_bytes(dev)
+    kept = torch.ones(32 * MIB // 4, device=dev)
+    with PeakMemory(dev, baseline=base) as later:  # kept was allocated before entry
+        pass
+    assert later.peak_bytes >= 30 * MIB
+    del kept
