@@ -21,6 +21,7 @@ it), ``n_id`` (global node ids, the ``batch_size`` seed nodes first and in input
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import torch
@@ -344,6 +345,7 @@ def make_loader(
             batch_size=batch_size,
             shuffle=shuffle,
             generator=generator,
+            transform=partial(with_hop_counts, num_hops=len(fanouts)),
         )
     return NodeLoader(
         data,
@@ -353,6 +355,54 @@ def make_loader(
         shuffle=shuffle,
         generator=generator,
     )
+
+
+def _leading_true(mask: Tensor) -> int:
+    """Length of the run of True values at the start of a 1-D boolean tensor."""
+    false = (~mask).nonzero()
+    return int(false[0]) if false.numel() else mask.numel()
+
+
+def hop_counts(edge_index: Tensor, num_nodes: int, batch_size: int, num_hops: int
+               ) -> tuple[list[int], list[int]] | None:
+    """Per-hop node and edge counts of a sample laid out hop by hop, or None if it is not.
+
+    A breadth-first sampler (torch-sparse's, which PyG uses without pyg-lib and which reports
+    no counts) numbers the seeds first, then the nodes first reached at hop 1, and so on, and
+    lists the edges into the seeds first, then those into the hop-1 nodes. Walking that
+    layout: hop h's edges are the block whose targets lie in hop h - 1's node range, and the
+    nodes they reach beyond it are hop h. The walk must use every node and edge, or the
+    layout is not this one.
+    """
+    dst, src = edge_index[1], edge_index[0]
+    nodes, edges, start, lo, hi = [batch_size], [], 0, 0, batch_size
+    for _ in range(num_hops):
+        block = _leading_true((dst[start:] >= lo) & (dst[start:] < hi))
+        reached = int(src[start:start + block].max()) + 1 if block else 0
+        new = max(0, reached - hi)
+        nodes.append(new)
+        edges.append(block)
+        start, lo, hi = start + block, hi, hi + new
+    if start != dst.numel() or hi != num_nodes:
+        return None
+    return nodes, edges
+
+
+def with_hop_counts(batch: Data, num_hops: int) -> Data:
+    """Give a PyG mini-batch ``num_sampled_nodes`` / ``num_sampled_edges`` when its sampler
+    did not (torch-sparse), so the encoder can trim layers (edgegcl.adjacency).
+
+    When the batch is not laid out hop by hop, the counts say "seeds, then everything else",
+    for which trimming computes the first layer on every node: still exact, only not lighter.
+    """
+    if getattr(batch, "num_sampled_nodes", None) is not None:
+        return batch
+    b, n = int(batch.batch_size), int(batch.num_nodes)
+    counts = hop_counts(batch.edge_index, n, b, num_hops)
+    if counts is None:
+        counts = ([b, n - b], [int(batch.edge_index.size(1))])
+    batch.num_sampled_nodes, batch.num_sampled_edges = counts
+    return batch
 
 
 def _check_input_nodes(input_nodes: Tensor, num_nodes: int) -> Tensor:

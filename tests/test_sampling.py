@@ -359,3 +359,22 @@ def test_builtin_matches_pyg_neighbor_loader():
     assert set(ours.e_id.tolist()) == set(theirs.e_id.tolist())
     assert list(ours.num_sampled_nodes) == list(theirs.num_sampled_nodes)
     assert list(ours.num_sampled_edges) == list(theirs.num_sampled_edges)
+
+
+@pytest.mark.parametrize("fanouts", [[3, 2], [2, 2, 2], [-1]])
+def test_hop_counts_recovers_the_builtin_samplers_counts(fanouts):
+    from edgegcl.sampling import hop_counts, with_hop_counts
+
+    data = random_graph()
+    batch = next(iter(make_loader(data, 20, fanouts, sampler="builtin", seed=3)))
+    got = hop_counts(batch.edge_index, batch.num_nodes, batch.batch_size, len(fanouts))
+    assert got == (list(batch.num_sampled_nodes), list(batch.num_sampled_edges))
+    # The same batch without its counts (as torch-sparse's sampler leaves it) gets them back;
+    # with its edges out of hop order it gets the exact "seeds, then the rest" fallback.
+    del batch.num_sampled_nodes, batch.num_sampled_edges
+    assert list(with_hop_counts(batch.clone(), len(fanouts)).num_sampled_nodes) == got[0]
+    shuffled = batch.clone()
+    shuffled.edge_index = batch.edge_index.flip(1)
+    if hop_counts(shuffled.edge_index, batch.num_nodes, 20, len(fanouts)) is None:
+        assert list(with_hop_counts(shuffled, len(fanouts)).num_sampled_nodes) == [
+            20, batch.num_nodes - 20]
