@@ -46,7 +46,7 @@ def as_features(x: Tensor) -> Tensor:
 
     A sparse first layer multiplies only the nonzeros: on Cora (1.3 % nonzero, 512 hidden
     units) the first layer's forward + backward per view takes 9 ms with CSR input, 40 ms
-    with COO and 62 ms dense (docs/performance.md). PyG's GCNConv accepts either.
+    with COO and 62 ms dense (docs/performance.md). The encoder (edgegcl.model) accepts either.
     """
     if x.layout == torch.sparse_csr or x.numel() == 0:
         return x
