@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -18,12 +20,13 @@ def test_peak_counts_a_transient_allocation_and_the_baseline_counts_what_was_kep
         pass
     with PeakMemory(dev) as block:
         t = torch.ones(64 * MIB // 4, device=dev)  # 64 MiB, touched so it is resident
+        time.sleep(0.05)  # several RSS samples while it is alive
         del t
-    assert block.peak_bytes >= 60 * MIB
+    assert block.peak_bytes >= 56 * MIB
     assert idle.peak_bytes < 16 * MIB
     base = current_bytes(dev)
     kept = torch.ones(32 * MIB // 4, device=dev)
     with PeakMemory(dev, baseline=base) as later:  # kept was allocated before entry
         pass
-    assert later.peak_bytes >= 30 * MIB
+    assert later.peak_bytes >= 28 * MIB
     del kept
