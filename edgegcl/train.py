@@ -67,7 +67,7 @@ def make_hans(cfg: TrainConfig) -> HANS:
 class NegativeSelector:
     """Keeps the active negatives between refreshes.
 
-    Stratifying sorts B x 2B similarities, the costliest step of HANS, so it runs when the
+    Stratifying partitions B x 2B similarities, the costliest step of HANS, so it runs when the
     schedule changes (new counts or a swap) and otherwise every ``refresh_every`` steps: T_int
     epochs in full-graph mode, as the paper's complexity analysis assumes (strata recomputed at
     the T_int checkpoints), and every batch in mini-batch mode, where candidates change.
@@ -90,7 +90,7 @@ class NegativeSelector:
         stale = (epoch - 1) % self.refresh_every == 0
         if self._active is None or key != self._key or stale:
             self._active = tuple(  # type: ignore[assignment]
-                select_active(stratify(sims.candidates(d)), self.ratios, counts, hans.draw)
+                select_active(stratify(sims.candidates(d), self.ratios), counts, hans.draw)
                 for d in (0, 1))
             self._key = key
         return self._active  # type: ignore[return-value]

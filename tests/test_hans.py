@@ -145,7 +145,7 @@ def test_counts_are_floor_eta_theta_cat_candidates():
     h.eta.update(hard=0.5, inter=1.0, easy=0.25)
     assert h.counts(c) == {"hard": 487, "inter": 1624, "easy": 162}
     sims = torch.randn(2708, 2 * 2708)
-    active = select_active(stratify(sims), {"hard": .3, "inter": .5, "easy": .2}, h.counts(c), 0)
+    active = select_active(stratify(sims, {"hard": .3, "inter": .5, "easy": .2}), h.counts(c), 0)
     assert active.sizes == (487, 1624, 162)
 
 
@@ -158,10 +158,9 @@ def test_swapping_after_saturation_keeps_counts_and_changes_members():
         h.step(FLAT)
     assert h.draw == draw + 1 and h.counts(198) == counts and h.epoch == t0 + 3
     assert "swap" in h.events[-1].reason
-    order = stratify(torch.randn(100, 200))
-    ratios = {"hard": .3, "inter": .5, "easy": .2}
-    before = select_active(order, ratios, counts, draw).segments()
-    after = select_active(order, ratios, counts, h.draw).segments()
+    strata = stratify(torch.randn(100, 200), {"hard": .3, "inter": .5, "easy": .2})
+    before = select_active(strata, counts, draw).segments()
+    after = select_active(strata, counts, h.draw).segments()
     for c in CATEGORIES:
         assert before[c].shape == after[c].shape
         assert not torch.equal(before[c].sort(1).values, after[c].sort(1).values)

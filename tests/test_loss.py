@@ -50,7 +50,7 @@ def loop_loss(h1, h2, tau, cols_by_dir):
 
 def select(h1, h2, counts, draw=0):
     sims = similarities(h1, h2, TAU)
-    return sims, tuple(select_active(stratify(sims.candidates(d)), RATIOS, counts, draw)
+    return sims, tuple(select_active(stratify(sims.candidates(d), RATIOS), counts, draw)
                        for d in (0, 1))
 
 
