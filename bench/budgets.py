@@ -83,6 +83,10 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--out", default=str(HERE / "results"), help="directory for the results")
     args = p.parse_args()
+    try:  # checked before minutes of measuring, not after
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise SystemExit("bench.budgets: the plot needs matplotlib: pip install -e '.[bench]'")
     device = torch.device(args.device)
     cfg = TrainConfig(batch_size=args.batch_size, sampler="builtin")
     start = time.time()
