@@ -39,15 +39,28 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from edgegcl.augment import as_features
-from edgegcl.budget_search import (OUT_OF_MEMORY, Budgets, Cost, SearchResult,
-                                   is_out_of_memory, search_theta, to_json)
+from edgegcl.budget_search import (
+    OUT_OF_MEMORY,
+    Budgets,
+    Cost,
+    SearchResult,
+    is_out_of_memory,
+    search_theta,
+    to_json,
+)
 from edgegcl.config import TrainConfig
 from edgegcl.hans import CATEGORIES
 from edgegcl.memory import PeakMemory, release_cpu_memory
 from edgegcl.model import AdNGCL
 from edgegcl.profiles import DeviceProfile, memory_budget_bytes
 from edgegcl.sampling import make_loader
-from edgegcl.train import NegativeSelector, contrastive_step, make_hans, resolve_mode
+from edgegcl.train import (
+    NegativeSelector,
+    batch_inputs,
+    contrastive_step,
+    make_hans,
+    resolve_mode,
+)
 
 WARMUP_STEPS = 2
 """Untimed steps first: allocator growth, kernel selection and the optimiser's state."""
@@ -67,8 +80,7 @@ def _batches(data: Data, cfg: TrainConfig, mode: str, device: torch.device) -> I
         return itertools.repeat((as_features(data.x.to(device)), data.edge_index.to(device),
                                  None))
     loader = make_loader(data, cfg.batch_size, cfg.fanout_list(), sampler=cfg.sampler, seed=0)
-    return (((as_features(b.x.to(device)), b.edge_index.to(device), b.num_sampled_nodes))
-            for _ in itertools.count() for b in loader)
+    return (batch_inputs(b, device) for _ in itertools.count() for b in loader)
 
 
 def _sync(device: torch.device) -> None:

@@ -25,12 +25,24 @@ from torch_geometric.loader import NodeLoader
 from edgegcl.augment import AugmentConfig, as_features, two_views
 from edgegcl.config import TrainConfig
 from edgegcl.errors import UsageError
-from edgegcl.evaluate import ProbeScores, Selection, linear_probe, random_split, select_checkpoint
+from edgegcl.evaluate import (
+    ProbeScores,
+    Selection,
+    linear_probe,
+    random_split,
+    select_checkpoint,
+)
 from edgegcl.hans import HANS
-from edgegcl.memory import PeakMemory, current_bytes
 from edgegcl.loss import LossOutput, Similarities, scheduled_info_nce, similarities
+from edgegcl.memory import PeakMemory, current_bytes
 from edgegcl.model import AdNGCL
-from edgegcl.negatives import CATEGORIES, ActiveNegatives, num_candidates, select_active, stratify
+from edgegcl.negatives import (
+    CATEGORIES,
+    ActiveNegatives,
+    num_candidates,
+    select_active,
+    stratify,
+)
 from edgegcl.progress import Progress
 from edgegcl.sampling import make_loader
 
@@ -139,6 +151,12 @@ def check_full_graph_memory(num_nodes: int, device: torch.device) -> None:
                          f"{have / 2**30:.1f} GiB available; use --mode minibatch")
 
 
+def batch_inputs(batch: Data, device: torch.device) -> tuple[Tensor, Tensor, list[int]]:
+    """A sampler's batch as ``contrastive_step`` takes it: features, edges, per-hop counts."""
+    return (as_features(batch.x.to(device)), batch.edge_index.to(device),
+            list(batch.num_sampled_nodes))
+
+
 def _minibatch_epoch(model: AdNGCL, opt: torch.optim.Optimizer, loader: NodeLoader,
                      cfg: TrainConfig, generator: torch.Generator, selector: NegativeSelector,
                      hans: HANS, device: torch.device,
@@ -154,9 +172,8 @@ def _minibatch_epoch(model: AdNGCL, opt: torch.optim.Optimizer, loader: NodeLoad
     cat_sum = dict.fromkeys(CATEGORIES, 0.0)
     for step, batch in enumerate(loader, start=1):
         b = int(batch.batch_size)
-        x = as_features(batch.x.to(device))
-        out = contrastive_step(model, x, batch.edge_index.to(device), batch.num_sampled_nodes,
-                               cfg, generator, selector, hans, step)
+        out = contrastive_step(model, *batch_inputs(batch, device), cfg, generator, selector,
+                               hans, step)
         opt.zero_grad(set_to_none=True)
         out.loss.backward()
         opt.step()
