@@ -132,7 +132,7 @@ def _calibrate(s: _Setup, run_dir: Path) -> Calibration:
 
     assert s.profile is not None
     print(f"edgegcl: profiling on {s.device} under profile {s.profile.name} "
-          f"(HANS saturated, the worst case of a run)", file=sys.stderr)
+          f"(HANS at the costliest state the run can reach)", file=sys.stderr)
     cal = calibrate(s.data, s.cfg, s.profile, s.device,
                     log=lambda line: print(f"edgegcl: {line}", file=sys.stderr))
     (run_dir / "profile.json").write_text(json.dumps(cal.to_json(s.profile), indent=2) + "\n")

@@ -16,11 +16,11 @@ from edgegcl import __version__
 from edgegcl.checkpoint import save_checkpoint
 from edgegcl.config import TrainConfig, to_toml
 from edgegcl.errors import UsageError
-from edgegcl.profiles import DeviceProfile
 from edgegcl.train import SeedResult, train_seed
 
 if TYPE_CHECKING:
     from edgegcl.profiler import Calibration
+    from edgegcl.profiles import DeviceProfile
 
 
 def _mean_std(values: list[float]) -> dict[str, float]:
