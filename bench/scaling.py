@@ -17,6 +17,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 
@@ -36,8 +38,13 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int) -> dict:
     from edgegcl.hans import CATEGORIES
     from edgegcl.memory import PeakMemory
     from edgegcl.model import AdNGCL
-    from edgegcl.sampling import make_loader
-    from edgegcl.train import NegativeSelector, contrastive_step, make_hans
+    from edgegcl.train import (
+        NegativeSelector,
+        batch_inputs,
+        contrastive_step,
+        make_hans,
+        structure_loader,
+    )
 
     start = psutil.Process().memory_info().rss
     data = synthetic_graph(SyntheticSpec(num_nodes=nodes, num_classes=10, num_features=128,
@@ -51,28 +58,65 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int) -> dict:
     g = torch.Generator().manual_seed(0)
     if mode == "full":
         selector = NegativeSelector(cfg.ratio_map(), cfg.T_int)
-        steps = [(as_features(data.x), data.edge_index, None)] * 2
+        steps = [(as_features(data.x), data.edge_index, None, None)] * 2
     else:  # the sampler's CSR index is built here, so it counts as graph storage
         selector = NegativeSelector(cfg.ratio_map(), 1)
-        loader = make_loader(data, batch_size, cfg.fanout_list(), sampler="builtin")
-        steps = ((as_features(b.x), b.edge_index, b.num_sampled_nodes)
+        loader = structure_loader(data, replace(cfg, sampler="builtin"), seed=0)
+        steps = ((data.x, *batch_inputs(b, torch.device("cpu")))
                  for b in islice(loader, batches + 3))
     graph_bytes = psutil.Process().memory_info().rss - start  # graph, sampler index, model
     times = []
     with PeakMemory(torch.device("cpu")) as peak:
-        for i, (x, ei, hops) in enumerate(steps):
+        for i, (x, ei, hops, rows) in enumerate(steps):
             t0 = time.perf_counter()
-            out = contrastive_step(model, x, ei, hops, cfg, g, selector, hans, i + 1)
+            out = contrastive_step(model, x, ei, hops, cfg, g, selector, hans, i + 1, rows)
             opt.zero_grad()
             out.loss.backward()
             opt.step()
             if i >= (1 if mode == "full" else 3):
                 times.append(time.perf_counter() - t0)
+    live = None
+    if mode == "minibatch":
+        x, ei, hops, rows = data.x, *batch_inputs(next(iter(loader)), torch.device("cpu"))
+
+        def step() -> None:
+            out = contrastive_step(model, x, ei, hops, cfg, g, selector, hans, 1, rows)
+            opt.zero_grad()
+            out.loss.backward()
+            opt.step()
+
+        live = live_tensor_peak(step) / 2**20
     per_step = statistics.median(times)
     epoch = per_step * (1 if mode == "full" else math.ceil(nodes / batch_size))
     return {"nodes": nodes, "mode": mode, "graph_MiB": graph_bytes / 2**20,
-            "peak_above_graph_MiB": peak.peak_bytes / 2**20, "step_s": per_step,
-            "epoch_s": epoch, "steps_timed": len(times)}
+            "peak_above_graph_MiB": peak.peak_bytes / 2**20, "live_tensors_MiB": live,
+            "step_s": per_step, "epoch_s": epoch, "steps_timed": len(times)}
+
+
+def live_tensor_peak(step: Callable[[], None]) -> int:
+    """Peak bytes of the tensors alive at once during ``step()`` (sampling excluded).
+
+    From the torch profiler's memory timeline (``torch.profiler._memory_profiler``, a
+    private API): what the step's tensors need, without the pages the C allocator keeps
+    resident after a free, which RSS counts. Tensors that exist before the step (graph,
+    weights, optimiser state) are left out.
+    """
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler._memory_profiler import Action
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
+                 with_stack=True) as prof:
+        step()
+    live: dict = {}
+    now = peak = 0
+    for _, action, (key, _version), size in prof._memory_profile().timeline:
+        if action == Action.CREATE:
+            live[key] = size
+            now += size
+        elif action == Action.DESTROY:
+            now -= live.pop(key, 0)
+        peak = max(peak, now)
+    return peak
 
 
 def main() -> None:
@@ -97,6 +141,7 @@ def main() -> None:
             rows.append(res)
     mb = [r for r in rows if r["mode"] == "minibatch"]
     flat = max(r["peak_above_graph_MiB"] for r in mb) / min(r["peak_above_graph_MiB"] for r in mb)
+    flat_live = max(r["live_tensors_MiB"] for r in mb) / min(r["live_tensors_MiB"] for r in mb)
     lines = [
         "# Mini-batch scaling (issue 3)", "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on: {describe()}.", "",
@@ -106,13 +151,18 @@ def main() -> None:
         "HANS held saturated (every negative active, the most a run uses), fanout 10,10, "
         "built-in sampler. 'graph MiB' is the RSS growth from building the graph, the sampler's "
         "CSR index and the model; peak RSS is above that; epoch time "
-        "is the median step time x ceil(N / B) steps (mini-batch) or one step (full).", "",
-        "| nodes | mode | graph MiB | peak above graph MiB | s / step | s / epoch |",
-        "|---|---|---|---|---|---|",
+        "is the median step time x ceil(N / B) steps (mini-batch) or one step (full). 'live "
+        "tensors' is the peak of the tensors alive at once in one more mini-batch step, from "
+        "the torch profiler's memory timeline: what the step itself needs, without the heap "
+        "pages glibc keeps resident after a free (which the RSS peak includes).", "",
+        "| nodes | mode | graph MiB | peak above graph MiB | live tensors MiB | s / step | "
+        "s / epoch |",
+        "|---|---|---|---|---|---|---|",
         *(f"| {r['nodes']} | {r['mode']} | {r['graph_MiB']:.0f} | {r['peak_above_graph_MiB']:.0f} | "
+          f"{'' if r['live_tensors_MiB'] is None else round(r['live_tensors_MiB'])} | "
           f"{r['step_s']:.3f} | {r['epoch_s']:.1f} |" for r in rows), "",
-        f"Mini-batch peak above the graph, largest / smallest size: {flat:.2f} "
-        f"(target: within 1.25).", ""]
+        f"Mini-batch peak RSS above the graph, largest / smallest size: {flat:.2f} "
+        f"(target: within 1.25); live tensors: {flat_live:.2f}.", ""]
     (HERE / "results" / "scaling.md").write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -5,6 +5,12 @@ masks whole feature columns (Eq. 2); view 2 keeps a random half of the columns u
 masks the other half entry by entry, rows x columns (Eq. 3). Every function takes an explicit
 ``torch.Generator`` so a run is reproducible, and returns new tensors (inputs are untouched).
 
+Training never materialises view 1's features: a column mask commutes into the first layer,
+(X o nu_1) W^T = X (W o nu_1)^T, forward and backward, so the encoder takes ``column_keep``'s
+vector and masks its first weight matrix instead (edgegcl.model). On a mini-batch of a large
+graph the feature matrix is the largest input of a step, and one copy fewer is what keeps a
+step's memory flat in the graph's size (bench/results/scaling.md).
+
 Features may be dense or a sparse CSR tensor (bag-of-words features such as Cora's are 99 %
 zeros; see ``as_features``). Masking a sparse matrix masks its stored values: masking
 an entry that is already zero changes nothing, so both forms give the same distribution.
@@ -13,7 +19,6 @@ an entry that is already zero changes nothing, so both forms give the same distr
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -61,9 +66,15 @@ def _with_values(x: Tensor, values: Tensor) -> Tensor:
                                    check_invariants=False)
 
 
+def column_keep(num_features: int, p_feature: float, generator: torch.Generator,
+                device: torch.device) -> Tensor:
+    """Eq. 2's nu_1 as a float vector: 0 for each column dropped with probability ``p_feature``."""
+    return _bernoulli_keep((num_features,), p_feature, generator, device).float()
+
+
 def mask_columns(x: Tensor, p_feature: float, generator: torch.Generator) -> Tensor:
     """Eq. 2, X_1 = X o nu_1: zero each feature column with probability ``p_feature``."""
-    keep = _bernoulli_keep((x.size(1),), p_feature, generator, x.device).to(x.dtype)
+    keep = column_keep(x.size(1), p_feature, generator, x.device).to(x.dtype)
     if x.layout == torch.sparse_csr:
         return _with_values(x, x.values() * keep[x.col_indices()])
     return x * keep
@@ -79,35 +90,16 @@ def mask_half_rows_columns(x: Tensor, p_feature: float, generator: torch.Generat
     """
     n, d = x.shape
     perm = torch.randperm(d, generator=generator, device=x.device)
-    fixed, unfixed = perm[: d // 2], perm[d // 2:]
+    unfixed = perm[d // 2:]
     if x.layout == torch.sparse_csr:
         is_unfixed = torch.zeros(d, dtype=torch.bool, device=x.device)
         is_unfixed[unfixed] = True
         drop = torch.rand(x.values().numel(), generator=generator, device=x.device) < p_feature
         keep = ~(is_unfixed[x.col_indices()] & drop)
         return _with_values(x, x.values() * keep.to(x.dtype))
-    # One n x d mask and one output, never alive with other copies of x: a mini-batch's
-    # feature matrix is the largest tensor of its step (bench/results/scaling.md).
-    drop = _bernoulli_keep((n, d), 1.0 - p_feature, generator, x.device)
-    drop[:, fixed] = False
-    return x.masked_fill(drop, 0.0)
-
-
-@dataclass(frozen=True)
-class AugmentConfig:
-    """Drop probabilities of the two views: edges (p_e) and features (p_f), per view."""
-
-    p_edge_1: float = 0.2
-    p_edge_2: float = 0.4
-    p_feature_1: float = 0.3
-    p_feature_2: float = 0.4
-
-
-def two_views(x: Tensor, edge_index: Tensor, cfg: AugmentConfig, generator: torch.Generator
-              ) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
-    """The paper's pair of views: ((X_1, A_1), (X_2, A_2)) with view-1 and view-2 masking."""
-    view_1 = (mask_columns(x, cfg.p_feature_1, generator),
-              remove_edges(edge_index, cfg.p_edge_1, generator))
-    view_2 = (mask_half_rows_columns(x, cfg.p_feature_2, generator),
-              remove_edges(edge_index, cfg.p_edge_2, generator))
-    return view_1, view_2
+    # Random draws for the masked half only: half the generator's work and temporaries of
+    # n x d/2, next to the one output (a mini-batch's features are its largest tensor).
+    drop = _bernoulli_keep((n, unfixed.numel()), 1.0 - p_feature, generator, x.device)
+    out = x.clone()
+    out[:, unfixed] = x[:, unfixed].masked_fill_(drop, 0.0)
+    return out

@@ -45,10 +45,15 @@ class ModelConfig:
 class GCNLayer(nn.Module):
     """One GCN layer of Eq. 4 before its activation: A_hat H W + b.
 
-    The product is taken in the cheaper order: (A_hat H) W when H is dense and narrower than
-    the output (128 synthetic features into 512 hidden units), A_hat (H W) otherwise (sparse
-    bag-of-words features, 512 into 256). Parameter names match PyG's ``GCNConv``
-    (``lin.weight``, ``bias``), with its glorot / zero initialisation.
+    The product is taken in the order with fewer multiply-adds (``aggregate_first``): with T
+    output rows, S input rows and nnz edges, (A_hat H) W costs nnz d_in + T d_in d_out and
+    A_hat (H W) costs S d_in d_out + nnz d_out. Full graph (T = S): aggregate first exactly
+    when the input is the narrower side (128 synthetic features into 512 hidden units). A
+    layer-trimmed mini-batch layer (T much smaller than S) aggregates first whatever the
+    widths, which also keeps autograd from saving the S-row input for the weight gradient
+    (it saves the T-row aggregate). Sparse CSR input (bag-of-words features) is always
+    transformed first. Parameter names match PyG's ``GCNConv`` (``lin.weight``, ``bias``),
+    with its glorot / zero initialisation.
     """
 
     def __init__(self, in_dim: int, out_dim: int) -> None:
@@ -57,10 +62,19 @@ class GCNLayer(nn.Module):
         self.bias = nn.Parameter(torch.zeros(out_dim))
         glorot(self.lin.weight)
 
-    def forward(self, adj: LayerAdjacency, h: Tensor) -> Tensor:
-        if h.layout == torch.strided and h.size(1) < self.lin.out_features:
-            return nn.functional.linear(adj.propagate(h), self.lin.weight, self.bias)
-        return adj.propagate(self.lin(h)).add_(self.bias)
+    def forward(self, adj: LayerAdjacency, h: Tensor, in_keep: Tensor | None = None) -> Tensor:
+        """A_hat (H o in_keep) W + b; ``in_keep`` (one 0/1 per input column, Eq. 2's nu_1)
+        masks the columns of W instead of H: (H o nu) W^T = H (W o nu)^T, gradients included."""
+        weight = self.lin.weight if in_keep is None else self.lin.weight * in_keep
+        if h.layout == torch.strided and aggregate_first(adj, h.size(0), *weight.shape[::-1]):
+            return nn.functional.linear(adj.propagate(h), weight, self.bias)
+        return adj.propagate(nn.functional.linear(h, weight)).add_(self.bias)
+
+
+def aggregate_first(adj: LayerAdjacency, num_inputs: int, d_in: int, d_out: int) -> bool:
+    """Whether (A_hat H) W takes fewer multiply-adds than A_hat (H W) (see ``GCNLayer``)."""
+    nnz, t = adj.neighbours.values().numel() + adj.num_targets, adj.num_targets
+    return nnz * d_in + t * d_in * d_out < num_inputs * d_in * d_out + nnz * d_out
 
 
 class GCNEncoder(nn.Module):
@@ -76,12 +90,14 @@ class GCNEncoder(nn.Module):
         self.act2 = make_activation(cfg.activation, cfg.out_dim)
 
     def forward(self, x: Tensor, edge_index: Tensor,
-                num_sampled_nodes: Sequence[int] | None = None) -> Tensor:
-        """Embeddings Z (self-loops added as in Eq. 4).
+                num_sampled_nodes: Sequence[int] | None = None,
+                feature_keep: Tensor | None = None) -> Tensor:
+        """Embeddings Z (self-loops added as in Eq. 4) of the features x o ``feature_keep``.
 
         Without ``num_sampled_nodes``: of every node of the graph (x, edge_index). With a
         sampler's per-hop node counts (seeds first): of the seed nodes only, each layer
-        computed just for the nodes the next one reads (edgegcl.adjacency).
+        computed just for the nodes the next one reads (edgegcl.adjacency). ``feature_keep``
+        (view 1's column mask, edgegcl.augment) is applied to the first layer's weights.
         """
         n = x.size(0)
         if num_sampled_nodes is None:
@@ -90,7 +106,7 @@ class GCNEncoder(nn.Module):
             hops = list(num_sampled_nodes)
             targets = [sum(hops[: self.num_layers - layer]) for layer in range(self.num_layers)]
         adj1, adj2 = gcn_adjacency(edge_index, n, targets)
-        z = self.act1(self.conv1(adj1, x))
+        z = self.act1(self.conv1(adj1, x, feature_keep))
         return self.act2(self.conv2(adj2, z))
 
 
@@ -115,8 +131,9 @@ class AdNGCL(nn.Module):
         self.head = ProjectionHead(cfg)
 
     def forward(self, x: Tensor, edge_index: Tensor,
-                num_sampled_nodes: Sequence[int] | None = None) -> Tensor:
-        return self.encoder(x, edge_index, num_sampled_nodes)
+                num_sampled_nodes: Sequence[int] | None = None,
+                feature_keep: Tensor | None = None) -> Tensor:
+        return self.encoder(x, edge_index, num_sampled_nodes, feature_keep)
 
     def project(self, z: Tensor) -> Tensor:
         return self.head(z)

@@ -52,29 +52,37 @@ class Strata:
     num_cand: int
 
 
+STRATIFY_BLOCK_ELEMENTS = 1 << 18
+"""Candidate similarities per block of anchors in ``schedule_negatives`` (1 MiB of floats):
+rows per block = this / 2B, so a step's stratification temporaries stay near a few MiB."""
+
+
 @torch.no_grad()
-def stratify(cand_sims: Tensor, ratios: Mapping[str, float]) -> Strata:
+def stratify(cand_sims: Tensor, ratios: Mapping[str, float], first_anchor: int = 0) -> Strata:
     """S_i of the paper, cut into its pools: hard = the top of each anchor's ranking, easy =
     the bottom, intermediate = the rest, in the sizes the ratios give.
 
-    ``cand_sims`` is [B, 2B] (inter-view block, then intra-view block); the positive (column
-    i) and the anchor itself (column B + i) belong to no pool. Only pool membership matters
-    downstream (negatives are drawn uniformly inside a pool), so no full sort is needed: the
-    hard and easy pools are partial selections (``topk``), the intermediate pool is what is
-    left. That is 2.5x faster than sorting the rows (58 -> 23 ms at B = 1024, 1.1 s -> 0.43 s
-    at B = 4096 on this project's CPU) and equal to cutting the sorted ranking, up to ties.
+    ``cand_sims`` is [b, 2B] (inter-view block, then intra-view block) for anchors
+    ``first_anchor`` .. ``first_anchor + b - 1`` of B (all of them by default); anchor i's
+    positive (column i) and the anchor itself (column B + i) belong to no pool. Only pool
+    membership matters downstream (negatives are drawn uniformly inside a pool), so no full
+    sort is needed: the hard and easy pools are partial selections (``topk``), the
+    intermediate pool is what is left. That is 2.5x faster than sorting the rows (58 -> 23 ms
+    at B = 1024, 1.1 s -> 0.43 s at B = 4096 on this project's CPU) and equal to cutting the
+    sorted ranking, up to ties.
     """
-    b = cand_sims.size(0)
-    c = num_candidates(b)
+    b, num_anchors = cand_sims.size(0), cand_sims.size(1) // 2
+    c = num_candidates(num_anchors)
     sizes = pool_sizes(c, ratios)
     s = cand_sims.detach().clone()
     rows = torch.arange(b, device=s.device)
-    s[rows, rows] = -math.inf
-    s[rows, rows + b] = -math.inf
+    anchors = rows + first_anchor
+    s[rows, anchors] = -math.inf
+    s[rows, anchors + num_anchors] = -math.inf
     hard = s.topk(sizes["hard"], dim=1, sorted=False).indices
     # The easy pool is taken from what is left, so the pools stay disjoint even under ties.
-    s[rows, rows] = math.inf
-    s[rows, rows + b] = math.inf
+    s[rows, anchors] = math.inf
+    s[rows, anchors + num_anchors] = math.inf
     s.scatter_(1, hard, math.inf)
     easy = s.topk(sizes["easy"], dim=1, largest=False, sorted=False).indices
     rest = s != math.inf
@@ -113,6 +121,27 @@ def _generator(draw: int, category: int) -> torch.Generator:
     return torch.Generator().manual_seed((draw * 1_000_003 + category) % (2**63 - 1))
 
 
+def _draw_positions(pool_size: tuple[int, ...], counts: Mapping[str, int], draw: int,
+                    num_anchors: int) -> list[tuple[Tensor, Tensor]]:
+    """Per category: the pool positions every anchor takes (a ``randperm`` prefix of
+    ``counts[cat]``) and each anchor's rotation of them ([B, 1])."""
+    plan = []
+    for k, (cat, size) in enumerate(zip(CATEGORIES, pool_size)):
+        g = _generator(draw, k)
+        positions = torch.randperm(size, generator=g)[:min(counts[cat], size)]
+        plan.append((positions, torch.randint(max(size, 1), (num_anchors, 1), generator=g)))
+    return plan
+
+
+def _pick(strata: Strata, plan: list[tuple[Tensor, Tensor]]) -> Tensor:
+    """Each anchor's drawn columns of ``strata`` (whose rows ``plan``'s rotations match)."""
+    picks = []
+    for pool, (positions, offsets) in zip(strata.pools, plan):
+        idx = (positions.unsqueeze(0) + offsets) % max(pool.size(1), 1)
+        picks.append(pool.gather(1, idx.to(pool.device)))
+    return torch.cat(picks, dim=1)
+
+
 @torch.no_grad()
 def select_active(strata: Strata, counts: Mapping[str, int], draw: int) -> ActiveNegatives:
     """Pick ``counts[cat]`` negatives per anchor at random from each of its pools.
@@ -123,13 +152,32 @@ def select_active(strata: Strata, counts: Mapping[str, int], draw: int) -> Activ
     ``draw`` extends the previous subset instead of replacing it. Swapping (the paper's
     RandomSample after saturation) is a new ``draw``.
     """
-    picks = []
-    for k, (cat, pool) in enumerate(zip(CATEGORIES, strata.pools)):
-        b, size = pool.shape
-        g = _generator(draw, k)
-        positions = torch.randperm(size, generator=g)[:min(counts[cat], size)]
-        offsets = torch.randint(max(size, 1), (b, 1), generator=g)
-        idx = (positions.unsqueeze(0) + offsets) % max(size, 1)
-        picks.append(pool.gather(1, idx.to(pool.device)))
-    sizes = tuple(p.size(1) for p in picks)
-    return ActiveNegatives(torch.cat(picks, dim=1), sizes, strata.num_cand)  # type: ignore[arg-type]
+    plan = _draw_positions(tuple(p.size(1) for p in strata.pools), counts, draw,
+                           strata.pools[0].size(0))
+    return ActiveNegatives(_pick(strata, plan), _active_sizes(plan), strata.num_cand)
+
+
+def _active_sizes(plan: list[tuple[Tensor, Tensor]]) -> tuple[int, int, int]:
+    return tuple(positions.numel() for positions, _ in plan)  # type: ignore[return-value]
+
+
+@torch.no_grad()
+def schedule_negatives(inter: Tensor, intra: Tensor, ratios: Mapping[str, float],
+                       counts: Mapping[str, int], draw: int) -> ActiveNegatives:
+    """``select_active(stratify(candidates), counts, draw)``, anchors a block at a time.
+
+    ``inter`` and ``intra`` are the B x B similarity blocks of one direction (the candidates
+    are their concatenation). Blocks of STRATIFY_BLOCK_ELEMENTS candidates are stratified and
+    drawn from one after another, so neither the B x 2B candidate copy nor the B x (2B - 2)
+    pools exist at once: the memory a step spends here is a block's plus the B x K active
+    columns, which is what lets a smaller theta_max need less (bench/results/budgets.md). The
+    result equals the unblocked composition, draw for draw (tests/test_negatives.py).
+    """
+    b = inter.size(0)
+    c = num_candidates(b)
+    plan = _draw_positions(tuple(pool_sizes(c, ratios).values()), counts, draw, b)
+    step = max(1, STRATIFY_BLOCK_ELEMENTS // (2 * b))
+    cols = [_pick(stratify(torch.cat([inter[r:r + step], intra[r:r + step]], dim=1), ratios, r),
+                  [(positions, offsets[r:r + step]) for positions, offsets in plan])
+            for r in range(0, b, step)]
+    return ActiveNegatives(torch.cat(cols, dim=0), _active_sizes(plan), c)

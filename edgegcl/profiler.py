@@ -53,13 +53,13 @@ from edgegcl.hans import CATEGORIES
 from edgegcl.memory import PeakMemory, release_cpu_memory
 from edgegcl.model import AdNGCL
 from edgegcl.profiles import DeviceProfile, memory_budget_bytes
-from edgegcl.sampling import make_loader
 from edgegcl.train import (
     NegativeSelector,
     batch_inputs,
     contrastive_step,
     make_hans,
     resolve_mode,
+    structure_loader,
 )
 
 WARMUP_STEPS = 2
@@ -67,7 +67,8 @@ WARMUP_STEPS = 2
 TIMED_STEPS = 5
 """Timed steps per theta_max; the median is kept (robust to one slow step)."""
 
-Batch = tuple[Tensor, Tensor, "list[int] | None"]  # features, edges, per-hop node counts
+Batch = tuple[Tensor, Tensor, "list[int] | None", "Tensor | None"]
+"""Features, edges, per-hop node counts and node ids, as ``contrastive_step`` takes them."""
 
 
 def _batches(data: Data, cfg: TrainConfig, mode: str, device: torch.device) -> Iterator[Batch]:
@@ -78,9 +79,10 @@ def _batches(data: Data, cfg: TrainConfig, mode: str, device: torch.device) -> I
     """
     if mode == "full":
         return itertools.repeat((as_features(data.x.to(device)), data.edge_index.to(device),
-                                 None))
-    loader = make_loader(data, cfg.batch_size, cfg.fanout_list(), sampler=cfg.sampler, seed=0)
-    return (batch_inputs(b, device) for _ in itertools.count() for b in loader)
+                                 None, None))
+    features = data.x.to(device)
+    loader = structure_loader(data, cfg, seed=0)
+    return ((features, *batch_inputs(b, device)) for _ in itertools.count() for b in loader)
 
 
 def _sync(device: torch.device) -> None:
@@ -130,9 +132,9 @@ def _measure(data: Data, cfg: TrainConfig, device: torch.device,
             step = 1 if i == WARMUP_STEPS else i + 1  # first timed step refreshes the strata
             _sync(device)
             t0 = time.perf_counter()
-            x, edge_index, hops = next(batches)
+            x, edge_index, hops, rows = next(batches)
             out = contrastive_step(model, x, edge_index, hops, cfg, generator, selector, hans,
-                                   step)
+                                   step, rows)
             opt.zero_grad(set_to_none=True)
             out.loss.backward()
             opt.step()

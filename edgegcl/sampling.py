@@ -20,13 +20,14 @@ it), ``n_id`` (global node ids, the ``batch_size`` seed nodes first and in input
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import partial
 from typing import Any
 
 import torch
 import torch_geometric.typing
 from torch import Tensor
+from torch.utils.data import Sampler
 from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader, NodeLoader
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
@@ -314,8 +315,8 @@ def make_loader(
     ``torch-sparse``), ``"builtin"`` (:class:`CSRNeighborSampler`, pure PyTorch) or
     ``"auto"`` (``"pyg"`` when available, else ``"builtin"``). ``input_nodes`` are the seed
     nodes (index or boolean mask; default all nodes), visited once per epoch in batches of
-    ``batch_size``. Shuffling uses a :class:`torch.Generator` seeded with ``seed`` (handed
-    to the underlying ``DataLoader``), so the seed order of every epoch is reproducible; the
+    ``batch_size``. Shuffling (:class:`ShuffledIndices`) uses a :class:`torch.Generator`
+    seeded with ``seed``, so the seed order of every epoch is reproducible; the
     built-in sampler's neighbour draws are seeded with ``seed`` too, while ``"pyg"`` draws
     neighbours from pyg-lib / torch-sparse's own RNG (seed torch globally to pin those).
     """
@@ -332,6 +333,9 @@ def make_loader(
     if sampler == "auto":
         sampler = "pyg" if pyg_sampler_available() else "builtin"
     generator = torch.Generator().manual_seed(int(seed))
+    num_seeds = num_nodes if input_nodes is None else (
+        int(input_nodes.sum()) if input_nodes.dtype == torch.bool else input_nodes.numel())
+    order = {"sampler": ShuffledIndices(num_seeds, generator)} if shuffle else {}
     if sampler == "pyg":
         if not pyg_sampler_available():
             raise UsageError(
@@ -343,18 +347,37 @@ def make_loader(
             num_neighbors=fanouts,
             input_nodes=input_nodes,
             batch_size=batch_size,
-            shuffle=shuffle,
-            generator=generator,
             transform=partial(with_hop_counts, num_hops=len(fanouts)),
+            **order,
         )
     return NodeLoader(
         data,
         node_sampler=CSRNeighborSampler(data, fanouts, seed=int(seed)),
         input_nodes=input_nodes,
         batch_size=batch_size,
-        shuffle=shuffle,
-        generator=generator,
+        **order,
     )
+
+
+class ShuffledIndices(Sampler[int]):
+    """0 .. n-1 in a new random order every epoch, kept as one int64 tensor.
+
+    The ``DataLoader``'s own shuffling (``RandomSampler``) turns each epoch's permutation into
+    a Python list, about 36 bytes a node (36 MiB at 1M nodes), memory that grows with the
+    graph; this keeps 8 bytes a node and hands out Python ints a block at a time.
+    """
+
+    BLOCK = 1 << 16
+
+    def __init__(self, n: int, generator: torch.Generator) -> None:
+        self.n, self.generator = n, generator
+
+    def __iter__(self) -> Iterator[int]:
+        for block in torch.randperm(self.n, generator=self.generator).split(self.BLOCK):
+            yield from block.tolist()
+
+    def __len__(self) -> int:
+        return self.n
 
 
 def _leading_true(mask: Tensor) -> int:

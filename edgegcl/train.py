@@ -22,7 +22,12 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
-from edgegcl.augment import AugmentConfig, as_features, two_views
+from edgegcl.augment import (
+    as_features,
+    column_keep,
+    mask_half_rows_columns,
+    remove_edges,
+)
 from edgegcl.config import TrainConfig
 from edgegcl.errors import UsageError
 from edgegcl.evaluate import (
@@ -40,8 +45,7 @@ from edgegcl.negatives import (
     CATEGORIES,
     ActiveNegatives,
     num_candidates,
-    select_active,
-    stratify,
+    schedule_negatives,
 )
 from edgegcl.progress import Progress
 from edgegcl.sampling import make_loader
@@ -102,28 +106,51 @@ class NegativeSelector:
         stale = (epoch - 1) % self.refresh_every == 0
         if self._active is None or key != self._key or stale:
             self._active = tuple(  # type: ignore[assignment]
-                select_active(stratify(sims.candidates(d), self.ratios), counts, hans.draw)
+                schedule_negatives(*sims.blocks(d), self.ratios, counts, hans.draw)
                 for d in (0, 1))
             self._key = key
         return self._active  # type: ignore[return-value]
 
 
-def contrastive_step(model: AdNGCL, x: Tensor, edge_index: Tensor,
-                     num_sampled_nodes: Sequence[int] | None, cfg: TrainConfig,
-                     generator: torch.Generator, selector: NegativeSelector, hans: HANS,
-                     step: int) -> LossOutput:
-    """Two views of a (sub)graph, the projections of its anchors and the scheduled InfoNCE.
+def project_views(model: AdNGCL, x: Tensor, edge_index: Tensor,
+                  num_sampled_nodes: Sequence[int] | None, cfg: TrainConfig,
+                  generator: torch.Generator, rows: Tensor | None = None
+                  ) -> tuple[Tensor, Tensor]:
+    """The projected anchors (H^1, H^2) of the two views of a (sub)graph (Eqs. 1-5).
 
     Full graph (``num_sampled_nodes`` None): every node is an anchor. Mini-batch: a
     sampler's per-hop node counts, the seeds (hop 0) are the anchors and the encoder runs
-    layer-trimmed (edgegcl.adjacency).
+    layer-trimmed (edgegcl.adjacency); ``rows`` are then the subgraph's node ids into the
+    graph's features ``x`` (the sampler's ``n_id``). The step gathers those rows itself, so it
+    holds the only copy and lets it go before view 2's forward pass: with the view-1 mask
+    folded into the encoder (edgegcl.augment), a step's feature-sized tensors are one copy at
+    a time. Draws from ``generator`` in the order nu_1, A_1, X_2, A_2.
     """
-    aug = AugmentConfig(cfg.p_edge_1, cfg.p_edge_2, cfg.p_feature_1, cfg.p_feature_2)
-    (x1, e1), (x2, e2) = two_views(x, edge_index, aug, generator)
-    h1 = model.project(model(x1, e1, num_sampled_nodes))
-    h2 = model.project(model(x2, e2, num_sampled_nodes))
+    if rows is not None:
+        x = as_features(x.index_select(0, rows.to(x.device)))
+    keep_1 = column_keep(x.size(1), cfg.p_feature_1, generator, x.device)  # Eq. 2
+    edges_1 = remove_edges(edge_index, cfg.p_edge_1, generator)  # Eq. 1
+    h1 = model.project(model(x, edges_1, num_sampled_nodes, keep_1))
+    x_2 = mask_half_rows_columns(x, cfg.p_feature_2, generator)  # Eq. 3
+    del x  # a gathered batch is freed here (a layer that saved it for backward keeps it)
+    edges_2 = remove_edges(edge_index, cfg.p_edge_2, generator)
+    return h1, model.project(model(x_2, edges_2, num_sampled_nodes))
+
+
+def contrastive_loss(h1: Tensor, h2: Tensor, cfg: TrainConfig, selector: NegativeSelector,
+                     hans: HANS, step: int) -> LossOutput:
+    """The HANS-scheduled symmetric InfoNCE (Eq. 6) between the anchors of the two views."""
     sims = similarities(h1, h2, cfg.tau)
     return scheduled_info_nce(sims, selector.get(sims, hans, step))
+
+
+def contrastive_step(model: AdNGCL, x: Tensor, edge_index: Tensor,
+                     num_sampled_nodes: Sequence[int] | None, cfg: TrainConfig,
+                     generator: torch.Generator, selector: NegativeSelector, hans: HANS,
+                     step: int, rows: Tensor | None = None) -> LossOutput:
+    """``project_views`` then ``contrastive_loss``: one step's loss, ready for backward."""
+    h1, h2 = project_views(model, x, edge_index, num_sampled_nodes, cfg, generator, rows)
+    return contrastive_loss(h1, h2, cfg, selector, hans, step)
 
 
 def resolve_mode(mode: str, num_nodes: int) -> str:
@@ -151,18 +178,29 @@ def check_full_graph_memory(num_nodes: int, device: torch.device) -> None:
                          f"{have / 2**30:.1f} GiB available; use --mode minibatch")
 
 
-def batch_inputs(batch: Data, device: torch.device) -> tuple[Tensor, Tensor, list[int]]:
-    """A sampler's batch as ``contrastive_step`` takes it: features, edges, per-hop counts."""
-    return (as_features(batch.x.to(device)), batch.edge_index.to(device),
-            list(batch.num_sampled_nodes))
+def batch_inputs(batch: Data, device: torch.device) -> tuple[Tensor, list[int], Tensor]:
+    """A sampler's batch as ``contrastive_step`` takes it: edges, per-hop counts, node ids."""
+    return batch.edge_index.to(device), list(batch.num_sampled_nodes), batch.n_id
 
 
-def _minibatch_epoch(model: AdNGCL, opt: torch.optim.Optimizer, loader: NodeLoader,
+def structure_loader(data: Data, cfg: TrainConfig, seed: int) -> NodeLoader:
+    """The mini-batch loader of a run, over the graph's structure only.
+
+    Its batches carry edges and node ids but no features: ``project_views`` gathers a
+    batch's feature rows itself (see there), and the labels are not needed to train.
+    """
+    structure = Data(edge_index=data.edge_index, num_nodes=data.num_nodes)
+    return make_loader(structure, cfg.batch_size, cfg.fanout_list(), sampler=cfg.sampler,
+                       seed=seed)
+
+
+def _minibatch_epoch(model: AdNGCL, opt: torch.optim.Optimizer, x: Tensor, loader: NodeLoader,
                      cfg: TrainConfig, generator: torch.Generator, selector: NegativeSelector,
                      hans: HANS, device: torch.device,
                      on_batch: Callable[[int, int, float], None]
                      ) -> tuple[float, dict[str, float]]:
-    """One pass over the seed nodes; returns the anchor-weighted mean loss and category losses.
+    """One pass over the seed nodes of ``loader`` (a ``structure_loader``) with features ``x``;
+    returns the anchor-weighted mean loss and category losses.
 
     HANS stratifies each batch's own B x 2B candidates (the selector refreshes every batch);
     its schedule advances once per epoch, from these epoch means. ``on_batch(done, total,
@@ -172,8 +210,9 @@ def _minibatch_epoch(model: AdNGCL, opt: torch.optim.Optimizer, loader: NodeLoad
     cat_sum = dict.fromkeys(CATEGORIES, 0.0)
     for step, batch in enumerate(loader, start=1):
         b = int(batch.batch_size)
-        out = contrastive_step(model, *batch_inputs(batch, device), cfg, generator, selector,
-                               hans, step)
+        edges, hops, rows = batch_inputs(batch, device)
+        out = contrastive_step(model, x, edges, hops, cfg, generator, selector, hans, step,
+                               rows)
         opt.zero_grad(set_to_none=True)
         out.loss.backward()
         opt.step()
@@ -213,13 +252,13 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     """Train one independent run (own split, initialisation and augmentation stream)."""
     torch.manual_seed(seed)
     mode = resolve_mode(cfg.mode, data.num_nodes)
-    x, edge_index = as_features(data.x.to(device)), data.edge_index.to(device)
+    features, edge_index = data.x.to(device), data.edge_index.to(device)
+    x = as_features(features)  # full-graph steps and the probe's embeddings
     if mode == "full":
         selector = NegativeSelector(cfg.ratio_map(), cfg.T_int)
-    else:  # every batch has new candidates: stratify each one
+    else:  # every batch has new candidates: stratify each one; batches gather from features
         selector = NegativeSelector(cfg.ratio_map(), 1)
-        loader = make_loader(data, cfg.batch_size, cfg.fanout_list(), sampler=cfg.sampler,
-                             seed=seed)
+        loader = structure_loader(data, cfg, seed)
     # Training's memory is measured above this level: the graph and the sampler's index are
     # storage, the model, optimiser state and everything after are training (as the profiler).
     baseline = current_bytes(device)
@@ -250,7 +289,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                     loss, category = out.loss.item(), out.category
                 else:
                     loss, category = _minibatch_epoch(
-                        model, opt, loader, cfg, generator, selector, hans, device,
+                        model, opt, features, loader, cfg, generator, selector, hans, device,
                         lambda i, n, mean, e=epoch: bar.update(
                             e - 1, f"epoch {e}: batch {i}/{n} loss {mean:.4f}"))
                 for ev in hans.step(category):

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from edgegcl.augment import AugmentConfig, mask_columns, mask_half_rows_columns, remove_edges, two_views
+from edgegcl.augment import mask_columns, mask_half_rows_columns, remove_edges
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -161,42 +161,6 @@ def test_mask_half_rows_columns_extremes() -> None:
     out = mask_half_rows_columns(x, 1.0, _gen(20))
     assert int((out == 1).all(dim=0).sum()) == 11 // 2
     assert int((out == 0).all(dim=0).sum()) == 11 - 11 // 2
-
-
-# --------------------------------------------------------------------------- two_views
-
-def test_two_views_uses_configured_rates() -> None:
-    cfg = AugmentConfig(p_edge_1=0.1, p_edge_2=0.6, p_feature_1=0.25, p_feature_2=0.7)
-    n, d, num_edges = 4, 20_000, 200_000
-    x = torch.ones(n, d)
-    edge_index = _edges(num_edges)
-    x_before, e_before = x.clone(), edge_index.clone()
-    (x1, e1), (x2, e2) = two_views(x, edge_index, cfg, _gen(21))
-    assert torch.equal(x, x_before) and torch.equal(edge_index, e_before)
-
-    # View 1: whole columns masked with p_feature_1, edges dropped with p_edge_1.
-    zero_col_1 = (x1 == 0).all(dim=0)
-    assert bool((zero_col_1 | (x1 == 1).all(dim=0)).all())
-    assert _within(zero_col_1.float().mean().item(), cfg.p_feature_1, d)
-    assert _within(1 - e1.size(1) / num_edges, cfg.p_edge_1, num_edges)
-
-    # View 2: half the columns fixed, the rest masked entry-wise with p_feature_2.
-    untouched_2 = (x2 == 1).all(dim=0)
-    assert int(untouched_2.sum()) >= d // 2
-    unfixed_entries = n * (d - d // 2)
-    rate_2 = int((x2 == 0).sum()) / unfixed_entries
-    assert _within(rate_2, cfg.p_feature_2, unfixed_entries)
-    assert _within(1 - e2.size(1) / num_edges, cfg.p_edge_2, num_edges)
-
-
-def test_two_views_reproducible_with_same_seed() -> None:
-    cfg = AugmentConfig()
-    x = torch.rand(30, 16, generator=_gen(22)) + 0.5
-    edge_index = _edges(500)
-    a = two_views(x, edge_index, cfg, _gen(23))
-    b = two_views(x, edge_index, cfg, _gen(23))
-    for (xa, ea), (xb, eb) in zip(a, b):
-        assert torch.equal(xa, xb) and torch.equal(ea, eb)
 
 
 # ---- sparse (CSR) features -----------------------------------------------------------

@@ -36,13 +36,13 @@ def test_whole_graph_batch_with_full_fanout_gives_the_full_graph_loss(eta):
     assert torch.equal(batch.n_id, torch.arange(60)) and batch.batch_size == 60
     assert sorted(map(tuple, batch.edge_index.t().tolist())) == sorted(map(tuple, data.edge_index.t().tolist()))
 
-    def loss(x, ei, hops):
+    def loss(ei, hops, rows):
         g = torch.Generator().manual_seed(0)
-        return contrastive_step(model, x, ei, hops, cfg, g,
-                                NegativeSelector(cfg.ratio_map(), 1), hans, 1)
+        return contrastive_step(model, data.x, ei, hops, cfg, g,
+                                NegativeSelector(cfg.ratio_map(), 1), hans, 1, rows)
 
-    full = loss(data.x, data.edge_index, None)
-    mini = loss(batch.x, batch.edge_index, batch.num_sampled_nodes)
+    full = loss(data.edge_index, None, None)
+    mini = loss(batch.edge_index, batch.num_sampled_nodes, batch.n_id)
     assert mini.loss.item() == pytest.approx(full.loss.item(), rel=1e-6)
     assert mini.category == pytest.approx(full.category, rel=1e-6)
 
@@ -85,9 +85,55 @@ def test_a_minibatch_epoch_reports_progress_after_every_batch():
     model = AdNGCL(8, ModelConfig(8, 4, 4, "prelu"))
     loader = make_loader(data, 30, [3, 3], sampler="builtin")
     seen = []
-    loss, _ = _minibatch_epoch(model, torch.optim.Adam(model.parameters()), loader, cfg,
+    loss, _ = _minibatch_epoch(model, torch.optim.Adam(model.parameters()), data.x, loader, cfg,
                                torch.Generator().manual_seed(0), NegativeSelector(cfg.ratio_map(), 1),
                                make_hans(cfg), torch.device("cpu"),
                                lambda i, n, mean: seen.append((i, n, mean)))
     assert [(i, n) for i, n, _ in seen] == [(1, 4), (2, 4), (3, 4), (4, 4)]
     assert seen[-1][2] == pytest.approx(loss)
+
+
+def test_a_step_gathers_its_batch_features_and_frees_them_before_view_2():
+    """Mini-batch steps read the graph's features through the batch's node ids; the gathered
+    copy is gone by view 2's forward pass (view 1's mask lives in the first layer's weights),
+    and the projections equal those of explicitly gathered, explicitly masked features."""
+    import weakref
+
+    from edgegcl.augment import mask_columns, mask_half_rows_columns, remove_edges
+    from edgegcl.train import project_views
+
+    data = synthetic_graph(SyntheticSpec(num_nodes=300, num_features=12, avg_degree=6, seed=4))
+    cfg = TrainConfig(hidden_dim=16, out_dim=8, proj_dim=8)
+    torch.manual_seed(0)
+    model = AdNGCL(12, ModelConfig(16, 8, 8, "prelu"))
+    batch = next(iter(make_loader(data, 40, [5, 5], sampler="builtin", seed=1)))
+    hops = batch.num_sampled_nodes
+
+    gathered, alive = [], []  # the gathered batch; whether it is alive at each first layer
+    real_index_select = torch.Tensor.index_select
+
+    def spy(self, dim, index):
+        out = real_index_select(self, dim, index)
+        if self is data.x:
+            gathered.append(weakref.ref(out))
+        return out
+
+    handle = model.encoder.conv1.register_forward_pre_hook(
+        lambda module, args: alive.append(gathered[0]() is not None))
+    try:
+        torch.Tensor.index_select = spy
+        h1, h2 = project_views(model, data.x, batch.edge_index, hops, cfg,
+                               torch.Generator().manual_seed(7), batch.n_id)
+    finally:
+        torch.Tensor.index_select = real_index_select
+        handle.remove()
+    assert len(gathered) == 1 and alive == [True, False]  # view 1 reads it, view 2 does not
+
+    g = torch.Generator().manual_seed(7)  # the same draws, in project_views' order
+    x = data.x[batch.n_id]
+    x_1 = mask_columns(x, cfg.p_feature_1, g)
+    e_1 = remove_edges(batch.edge_index, cfg.p_edge_1, g)
+    x_2 = mask_half_rows_columns(x, cfg.p_feature_2, g)
+    e_2 = remove_edges(batch.edge_index, cfg.p_edge_2, g)
+    torch.testing.assert_close(h1, model.project(model(x_1, e_1, hops)))
+    torch.testing.assert_close(h2, model.project(model(x_2, e_2, hops)))

@@ -37,6 +37,32 @@ def test_encoder_equals_pyg_gcnconv(activation, sparse, in_dim):
     assert torch.allclose(got, expected, atol=1e-5)
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("in_dim", [40, 8])  # both product orders of the first layer
+def test_feature_keep_equals_masking_the_features_forward_and_backward(sparse, in_dim):
+    """View 1's column mask applied to the first layer's weights (training's path) gives the
+    embeddings and the weight gradients of the explicitly masked features (Eq. 2)."""
+    torch.manual_seed(0)
+    x = (torch.rand(200, in_dim) < 0.3).float() * torch.rand(200, in_dim)
+    edge_index = torch.randint(0, 200, (2, 900))
+    keep = (torch.rand(in_dim) > 0.4).float()
+    assert 0 < keep.sum() < in_dim
+    enc = GCNEncoder(in_dim, ModelConfig(32, 16, 16, "prelu"))
+    grads = []
+    for features, mask in ((x * keep, None), (x, keep)):
+        enc.zero_grad()
+        out = enc(as_features(features) if sparse else features, edge_index, None, mask)
+        (out ** 2).sum().backward()
+        grads.append((out.detach(), [p.grad.clone() for p in enc.parameters()],
+                      enc.conv1.lin.weight.grad.clone()))
+    (out_a, grads_a, _), (out_b, grads_b, w_grad) = grads
+    torch.testing.assert_close(out_b, out_a)
+    for a, b in zip(grads_a, grads_b):
+        torch.testing.assert_close(b, a)
+    assert bool((w_grad[:, keep == 0] == 0).all())  # masked columns learn nothing
+    assert bool((w_grad[:, keep == 1] != 0).any())
+
+
 @pytest.mark.parametrize("fanout", [[3, 2], [4, 4, 4], [5]])
 def test_trimmed_forward_equals_untrimmed_on_the_seeds(fanout):
     data = synthetic_graph(SyntheticSpec(num_nodes=400, num_features=12, avg_degree=8, seed=3))
@@ -60,3 +86,18 @@ def test_embed_runs_in_eval_mode_and_restores_the_callers_mode():
     a, b = model.embed(x, edge_index), model.embed(x, edge_index)
     assert torch.equal(a, b) and not a.requires_grad
     assert model.training
+
+
+def test_product_order_follows_the_multiply_add_count():
+    from edgegcl.adjacency import gcn_adjacency
+    from edgegcl.model import aggregate_first
+
+    edge_index = torch.randint(0, 1000, (2, 5000))
+    (full,) = gcn_adjacency(edge_index, 1000, [1000])
+    assert aggregate_first(full, 1000, 128, 512)  # full graph: narrower input first
+    assert not aggregate_first(full, 1000, 512, 256)
+    data = synthetic_graph(SyntheticSpec(num_nodes=2000, num_features=8, avg_degree=8, seed=1))
+    batch = next(iter(make_loader(data, 20, [5, 5], sampler="builtin", seed=0)))
+    hops = batch.num_sampled_nodes
+    _, layer_2 = gcn_adjacency(batch.edge_index, batch.num_nodes, [hops[0] + hops[1], hops[0]])
+    assert aggregate_first(layer_2, hops[0] + hops[1], 512, 256)  # 20 targets of ~120 inputs

@@ -88,3 +88,20 @@ def test_complete_selection_covers_every_candidate():
     assert active.complete
     for i in range(b):
         assert sorted(active.cols[i].tolist()) == [j for j in range(2 * b) if j not in (i, b + i)]
+
+
+@pytest.mark.parametrize("block_elements", [1, 7 * 2 * 37, 1 << 18])  # 1 row, 7 rows, all
+def test_blocked_scheduling_equals_stratify_then_select(monkeypatch, block_elements):
+    """Anchors stratified and drawn a block at a time give the whole-batch result exactly."""
+    import edgegcl.negatives as negatives
+
+    monkeypatch.setattr(negatives, "STRATIFY_BLOCK_ELEMENTS", block_elements)
+    b = 37
+    g = torch.Generator().manual_seed(3)
+    inter, intra = torch.randn(b, b, generator=g), torch.randn(b, b, generator=g)
+    counts = {"hard": 5, "inter": 9, "easy": 2}
+    for draw in (0, 4):
+        whole = select_active(stratify(torch.cat([inter, intra], 1), RATIOS), counts, draw)
+        blocked = negatives.schedule_negatives(inter, intra, RATIOS, counts, draw)
+        assert blocked.sizes == whole.sizes == (5, 9, 2)
+        assert torch.equal(blocked.cols, whole.cols)

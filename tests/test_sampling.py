@@ -381,3 +381,14 @@ def test_hop_counts_recovers_the_builtin_samplers_counts(fanouts):
         assert counts == [20, batch.num_nodes - 20]
     else:  # one hop: every edge goes into a seed, so edge order cannot matter
         assert counts == got[0]
+
+
+def test_shuffled_indices_are_a_new_permutation_each_epoch_and_reproducible():
+    from edgegcl.sampling import ShuffledIndices
+
+    n = 3 * ShuffledIndices.BLOCK + 5  # several blocks and a partial one
+    order = ShuffledIndices(n, torch.Generator().manual_seed(0))
+    first, second = list(order), list(order)
+    assert len(order) == n and sorted(first) == list(range(n)) and sorted(second) == sorted(first)
+    assert first != second and first != list(range(n))
+    assert list(ShuffledIndices(n, torch.Generator().manual_seed(0))) == first
