@@ -142,6 +142,11 @@ def _pick(strata: Strata, plan: list[tuple[Tensor, Tensor]]) -> Tensor:
     return torch.cat(picks, dim=1)
 
 
+def _active_sizes(plan: list[tuple[Tensor, Tensor]]) -> tuple[int, int, int]:
+    """How many negatives per anchor each category of ``plan`` draws."""
+    return tuple(positions.numel() for positions, _ in plan)  # type: ignore[return-value]
+
+
 @torch.no_grad()
 def select_active(strata: Strata, counts: Mapping[str, int], draw: int) -> ActiveNegatives:
     """Pick ``counts[cat]`` negatives per anchor at random from each of its pools.
@@ -155,10 +160,6 @@ def select_active(strata: Strata, counts: Mapping[str, int], draw: int) -> Activ
     plan = _draw_positions(tuple(p.size(1) for p in strata.pools), counts, draw,
                            strata.pools[0].size(0))
     return ActiveNegatives(_pick(strata, plan), _active_sizes(plan), strata.num_cand)
-
-
-def _active_sizes(plan: list[tuple[Tensor, Tensor]]) -> tuple[int, int, int]:
-    return tuple(positions.numel() for positions, _ in plan)  # type: ignore[return-value]
 
 
 @torch.no_grad()

@@ -137,20 +137,15 @@ def project_views(model: AdNGCL, x: Tensor, edge_index: Tensor,
     return h1, model.project(model(x_2, edges_2, num_sampled_nodes))
 
 
-def contrastive_loss(h1: Tensor, h2: Tensor, cfg: TrainConfig, selector: NegativeSelector,
-                     hans: HANS, step: int) -> LossOutput:
-    """The HANS-scheduled symmetric InfoNCE (Eq. 6) between the anchors of the two views."""
-    sims = similarities(h1, h2, cfg.tau)
-    return scheduled_info_nce(sims, selector.get(sims, hans, step))
-
-
 def contrastive_step(model: AdNGCL, x: Tensor, edge_index: Tensor,
                      num_sampled_nodes: Sequence[int] | None, cfg: TrainConfig,
                      generator: torch.Generator, selector: NegativeSelector, hans: HANS,
                      step: int, rows: Tensor | None = None) -> LossOutput:
-    """``project_views`` then ``contrastive_loss``: one step's loss, ready for backward."""
+    """One step's loss, ready for backward: ``project_views``, then the HANS-scheduled
+    symmetric InfoNCE (Eq. 6) between the anchors of the two views."""
     h1, h2 = project_views(model, x, edge_index, num_sampled_nodes, cfg, generator, rows)
-    return contrastive_loss(h1, h2, cfg, selector, hans, step)
+    sims = similarities(h1, h2, cfg.tau)
+    return scheduled_info_nce(sims, selector.get(sims, hans, step))
 
 
 def resolve_mode(mode: str, num_nodes: int) -> str:
