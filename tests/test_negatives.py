@@ -95,7 +95,7 @@ def test_blocked_scheduling_equals_stratify_then_select(monkeypatch, block_eleme
     """Anchors stratified and drawn a block at a time give the whole-batch result exactly."""
     import edgegcl.negatives as negatives
 
-    monkeypatch.setattr(negatives, "STRATIFY_BLOCK_ELEMENTS", block_elements)
+    monkeypatch.setitem(negatives.STRATIFY_BLOCK_ELEMENTS, "cpu", block_elements)
     b = 37
     g = torch.Generator().manual_seed(3)
     inter, intra = torch.randn(b, b, generator=g), torch.randn(b, b, generator=g)
