@@ -63,10 +63,13 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 @dataclass(frozen=True)
 class Cost:
-    """What an epoch at some θ_max costs: seconds and peak bytes, both None if it ran out of memory."""
+    """What an epoch at some θ_max costs: seconds and peak bytes, both None if it ran out of
+    memory; ``label`` names how it was run when the measurer tries several ways (the
+    profiler: the logits path) and is carried into the table."""
 
     epoch_s: float | None
     peak_bytes: int | None
+    label: str = ""
 
     def __post_init__(self) -> None:
         if (self.epoch_s is None) != (self.peak_bytes is None):
@@ -109,6 +112,15 @@ class Budgets:
                                              ("latency", cost.epoch_s > self.epoch_limit_s)) if over)
 
 
+def best_of(costs: list[Cost], budgets: Budgets) -> Cost:
+    """Of several ways to run one θ, the one to keep: the fastest that fits, or, when none
+    does, the one that breaks the fewest limits (out of memory counts as breaking all), then
+    the fastest."""
+    def key(c: Cost) -> tuple[int, float]:
+        return (3, 0.0) if c.oom else (len(budgets.exceeded(c)), c.epoch_s)  # type: ignore[return-value]
+    return min(costs, key=key)
+
+
 @dataclass(frozen=True)
 class Measurement:
     """One θ_max tried: its cost, and whether it fits (``over``: the limits it broke)."""
@@ -119,6 +131,7 @@ class Measurement:
     oom: bool
     fits: bool
     over: tuple[str, ...]
+    label: str = ""
 
 
 @dataclass(frozen=True)
@@ -153,7 +166,8 @@ def search_theta(measure: Callable[[float], Cost], budgets: Budgets, *,
         theta = i / steps
         cost = measure(theta)
         over = () if cost.oom else budgets.exceeded(cost)
-        m = Measurement(theta, cost.epoch_s, cost.peak_bytes, cost.oom, not cost.oom and not over, over)
+        m = Measurement(theta, cost.epoch_s, cost.peak_bytes, cost.oom, not cost.oom and not over,
+                        over, cost.label)
         measurements.append(m)
         return m.fits
 
@@ -210,8 +224,10 @@ def _reason(chosen: float | None, measurements: list[Measurement], budgets: Budg
 
 
 def format_table(result: SearchResult) -> str:
-    """The measurements as a table sorted by θ: epoch time, peak memory (MiB), fits? and the limits."""
-    rows = [("theta_max", "epoch s", "peak MiB", "fits?")]
+    """The measurements as a table sorted by θ: epoch time, peak memory (MiB), the label (when
+    the measurer gave one), fits? and the limits."""
+    labelled = any(m.label for m in result.measurements)
+    rows = [("theta_max", "epoch s", "peak MiB", *(("run as",) if labelled else ()), "fits?")]
     for m in sorted(result.measurements, key=lambda m: m.theta):
         if m.oom:
             verdict = "no: out of memory"
@@ -221,9 +237,10 @@ def format_table(result: SearchResult) -> str:
             verdict = f"no: {' and '.join(m.over)}"
         rows.append((f"{m.theta:.2f}",
                      "-" if m.epoch_s is None else f"{m.epoch_s:.3f}",
-                     "-" if m.peak_bytes is None else f"{m.peak_bytes / 2**20:.1f}", verdict))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines = ["  ".join([*(c.rjust(w) for c, w in zip(r, widths)), r[3]]) for r in rows]
+                     "-" if m.peak_bytes is None else f"{m.peak_bytes / 2**20:.1f}",
+                     *((m.label,) if labelled else ()), verdict))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join([*(c.rjust(w) for c, w in zip(r, widths)), r[-1]]) for r in rows]
     b = result.budgets
     lines.append(f"fits: epoch <= {b.epoch_limit_s:.3f} s and peak <= "
                  f"{b.memory_limit_bytes / 2**20:.1f} MiB (budgets less the {b.margin:.0%} margin)")

@@ -18,7 +18,12 @@ from edgegcl.budget_search import format_table
 from edgegcl.config import TrainConfig, build, load_toml, to_toml
 from edgegcl.errors import UsageError
 from edgegcl.export_cli import add_parser as add_export_parser
-from edgegcl.profiles import DeviceProfile, add_profiles_parser, check_device_present, load_profile
+from edgegcl.profiles import (
+    DeviceProfile,
+    add_profiles_parser,
+    check_device_present,
+    load_profile,
+)
 from edgegcl.run import auto_budget_line
 
 if TYPE_CHECKING:
@@ -46,6 +51,8 @@ _HELP = {
     "T_init": "bootstrap epochs at eta_0", "T_int": "epochs between HANS updates",
     "e": "loss-gate window (epochs)", "gamma": "loss-gate factor", "b": "base step size",
     "swap_every": "epochs between swaps after saturation (0: T_int)",
+    "logits": "dense (B x B similarity blocks) or pairs (the scheduled pairs only, cheaper "
+              "at small theta_max); --auto-budget measures both and picks",
     "nodes": "synthetic: number of nodes", "classes": "synthetic: planted classes",
     "features": "synthetic: feature dimension", "avg_degree": "synthetic: average degree",
     "homophily": "synthetic: fraction of intra-class edges", "graph_seed": "synthetic: graph seed",
@@ -170,10 +177,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cal = None
     if args.auto_budget:
         cal = _calibrate(s, run_dir)
-        cfg = replace(cfg, theta_max=cal.chosen, batch_size=cal.batch_size)
+        cfg = replace(cfg, theta_max=cal.chosen, batch_size=cal.batch_size, logits=cal.logits)
         print(f"edgegcl: training with theta_max = {cal.chosen:.2f}"
-              + (f", batch size {cal.batch_size}" if cal.mode == "minibatch" else ""),
-              file=sys.stderr)
+              + (f", batch size {cal.batch_size}" if cal.mode == "minibatch" else "")
+              + f", {cal.logits} logits", file=sys.stderr)
     print(f"edgegcl: training on {data.name} ({data.num_nodes} nodes, "
           f"{data.edge_index.size(1)} edges), {cfg.seeds} seed(s); run directory {run_dir}",
           file=sys.stderr)

@@ -18,6 +18,7 @@ from typing import Any
 
 from edgegcl.errors import UsageError
 from edgegcl.model import ACTIVATIONS, ModelConfig
+from edgegcl.pairs import LOGITS
 from edgegcl.sampling import SAMPLERS
 
 if sys.version_info >= (3, 11):
@@ -77,6 +78,8 @@ class TrainConfig:
     eta_0: float = 0.05
     floor: float = 0.05
     swap_every: int = 0
+    # how the loss computes the scheduled logits (edgegcl.pairs); --auto-budget measures both
+    logits: str = "dense"
 
     def ratio_map(self) -> dict[str, float]:
         """``ratios`` ("EASY,HARD,INTER" percent, the paper's order) as fractions by category."""
@@ -173,6 +176,7 @@ def validate(cfg: TrainConfig) -> None:
          f"--fanout must be comma-separated neighbours per hop (positive, or -1 for all), got {cfg.fanout!r}")
     need(cfg.device in DEVICES or re.fullmatch(r"cuda:\d+", cfg.device) is not None,
          f"--device must be auto, cpu, cuda or cuda:N, got {cfg.device!r}")
+    need(cfg.logits in LOGITS, f"--logits must be one of {', '.join(LOGITS)}, got {cfg.logits!r}")
     need(cfg.activation in ACTIVATIONS,
          f"--activation must be one of {', '.join(ACTIVATIONS)}, got {cfg.activation!r}")
     for name in ("epochs", "seeds", "eval_every", "batch_size", "hidden_dim", "out_dim", "proj_dim",

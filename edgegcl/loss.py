@@ -22,12 +22,41 @@ candidates), so no max-subtraction pass is needed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar, Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from edgegcl.negatives import CATEGORIES, ActiveNegatives
+from edgegcl.negatives import CATEGORIES, ActiveNegatives, CandidateRows
+
+
+class AnchorSimilarities(Protocol):
+    """What the scheduler and the loss read of a step's similarities: ``Similarities`` (the
+    dense B x B blocks) or ``edgegcl.pairs.PairSimilarities`` (the scheduled pairs only)."""
+
+    tau: float
+    keeps_values: ClassVar[bool]
+    """Whether the scheduler should keep the drawn columns' similarities for ``logits``."""
+
+    @property
+    def num_anchors(self) -> int: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    def candidate_rows(self, direction: int) -> CandidateRows: ...
+
+    def positives(self) -> Tensor: ...
+
+    def logits(self, direction: int, active: ActiveNegatives) -> Tensor: ...
+
+
+def unit_rows(h1: Tensor, h2: Tensor, tau: float) -> tuple[Tensor, Tensor]:
+    """The two views' rows normalised and scaled by tau^-1/2, so that a dot product of two
+    rows is their cosine similarity / tau (this saves a division per similarity)."""
+    scale = tau ** -0.5
+    return F.normalize(h1, dim=1) * scale, F.normalize(h2, dim=1) * scale
 
 
 @dataclass(frozen=True)
@@ -38,6 +67,15 @@ class Similarities:
     s11: Tensor
     s22: Tensor
     tau: float
+    keeps_values: ClassVar[bool] = False
+
+    @property
+    def num_anchors(self) -> int:
+        return self.s12.size(0)
+
+    @property
+    def device(self) -> torch.device:
+        return self.s12.device
 
     def blocks(self, direction: int) -> tuple[Tensor, Tensor]:
         """(inter-view, intra-view) B x B blocks of direction 0 (view-1 anchors) or 1 (view-2)."""
@@ -61,18 +99,23 @@ class Similarities:
         return torch.where(cols < b, inter.gather(1, cols.clamp(max=b - 1)),
                            intra.gather(1, (cols - b).clamp(min=0)))
 
+    def candidate_rows(self, direction: int) -> CandidateRows:
+        """Slices of ``candidates(direction)``, detached (for the scheduler)."""
+        inter, intra = (blk.detach() for blk in self.blocks(direction))
+        return lambda start, stop: torch.cat([inter[start:stop], intra[start:stop]], dim=1)
+
+    def logits(self, direction: int, active: ActiveNegatives) -> Tensor:
+        """The active negatives' similarities, differentiable: gathered from the blocks."""
+        return self.gather(direction, active.cols)
+
     def positives(self) -> Tensor:
         return self.s12.diagonal()
 
 
 def similarities(h1: Tensor, h2: Tensor, tau: float) -> Similarities:
-    """The three B x B blocks the loss needs (s21 is s12 transposed).
-
-    1/tau is folded into the normalised rows (each scaled by tau^-1/2), which saves three
-    B x B divisions forward and backward.
-    """
-    scale = tau ** -0.5
-    a, b = F.normalize(h1, dim=1) * scale, F.normalize(h2, dim=1) * scale
+    """The three B x B blocks the loss needs (s21 is s12 transposed), 1/tau folded in
+    (``unit_rows``: three B x B divisions fewer, forward and backward)."""
+    a, b = unit_rows(h1, h2, tau)
     return Similarities(a @ b.t(), a @ a.t(), b @ b.t(), tau)
 
 
@@ -99,18 +142,18 @@ def _dense_sums(sims: Similarities) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     return neg_1, neg_2, e12, e11
 
 
-def scheduled_info_nce(sims: Similarities, active: tuple[ActiveNegatives, ActiveNegatives]
-                       ) -> LossOutput:
+def scheduled_info_nce(sims: AnchorSimilarities,
+                       active: tuple[ActiveNegatives, ActiveNegatives]) -> LossOutput:
     """Eq. 6, symmetrised, over the active negatives of each direction.
 
-    With every candidate active (theta_max = 1 at saturation) the denominators are plain row
-    and column sums of exp(similarity) (the GRACE computation, no gather); otherwise the active
-    logits are gathered through the index lists. The per-category losses are taken over the
+    With the dense blocks and every candidate active (theta_max = 1 at saturation) the
+    denominators are plain row and column sums of exp(similarity) (the GRACE computation, no
+    gather); otherwise they sum the active logits, ``sims.logits``. The per-category losses are taken over the
     view-1 anchors h_i^1, the anchors of the paper's Eq. 6 and of its stratification.
     """
     pos = sims.positives()
     seg = active[0].segments()
-    if active[0].complete and active[1].complete:
+    if isinstance(sims, Similarities) and active[0].complete and active[1].complete:
         neg_1, neg_2, e12, e11 = _dense_sums(sims)
         with torch.no_grad():  # hard and easy gathered, intermediate (the largest) by difference
             cand = torch.cat([e12, e11], dim=1)
@@ -118,7 +161,7 @@ def scheduled_info_nce(sims: Similarities, active: tuple[ActiveNegatives, Active
             easy = cand.gather(1, seg["easy"]).sum(1)
             sums = {"hard": hard, "inter": (neg_1 - hard - easy).clamp_min(0.0), "easy": easy}
     else:
-        exp_1, exp_2 = (torch.exp(sims.gather(d, a.cols)) for d, a in enumerate(active))
+        exp_1, exp_2 = (torch.exp(sims.logits(d, a)) for d, a in enumerate(active))
         neg_1, neg_2 = exp_1.sum(1), exp_2.sum(1)
         with torch.no_grad():
             blocks = torch.split(exp_1, list(active[0].sizes), dim=1)

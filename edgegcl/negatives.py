@@ -13,7 +13,7 @@ ratios (by partial selection: only the cut matters, not the order inside a pool)
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -52,6 +52,10 @@ class Strata:
     num_cand: int
 
 
+CandidateRows = Callable[[int, int], Tensor]
+"""``rows(start, stop)``: the [stop - start, 2B] candidate similarities of anchors
+``start .. stop - 1`` (inter-view block, then intra-view block), without gradient."""
+
 STRATIFY_BLOCK_ELEMENTS = {"cpu": 1 << 18, "cuda": 1 << 22}
 """Candidate similarities per block of anchors in ``schedule_negatives``, by device type:
 rows per block = this / 2B. On a CPU 2^18 (1 MiB of floats) keeps a step's stratification
@@ -59,6 +63,12 @@ temporaries near a few MiB at no cost in time (docs/performance.md). On a GPU ev
 waits for the device once (``nonzero`` sizes its output on the host), so blocks are 16x
 larger there: with 2^18, B = 4096 took 128 blocks per direction and an H200 epoch of the
 100k-node graph at theta_max = 0.1 went from 2.5 s to 6.7 s."""
+
+
+def anchors_per_block(num_anchors: int, device: torch.device) -> int:
+    """Anchors whose 2B candidates make one block of STRATIFY_BLOCK_ELEMENTS (at least 1)."""
+    elements = STRATIFY_BLOCK_ELEMENTS.get(device.type, STRATIFY_BLOCK_ELEMENTS["cuda"])
+    return max(1, elements // (2 * num_anchors))
 
 
 @torch.no_grad()
@@ -100,12 +110,16 @@ class ActiveNegatives:
     """The scheduled negatives of every anchor: candidate columns, grouped by category.
 
     ``cols[:, :sizes[0]]`` are hard, the next ``sizes[1]`` intermediate, the last ``sizes[2]``
-    easy. Every anchor has the same number of each (the paper's floor(eta theta_cat |N_i|)).
+    easy (no column twice in a row). Every anchor has the same number of each (the paper's
+    floor(eta theta_cat |N_i|)).
     """
 
     cols: Tensor
     sizes: tuple[int, int, int]
     num_cand: int
+    values: Tensor | None = None
+    """The candidates' similarities at ``cols`` when they were drawn (no gradient), if kept:
+    the scheduled-pairs path (edgegcl.pairs) takes them as that step's forward values."""
 
     @property
     def complete(self) -> bool:
@@ -167,25 +181,31 @@ def select_active(strata: Strata, counts: Mapping[str, int], draw: int) -> Activ
 
 
 @torch.no_grad()
-def schedule_negatives(inter: Tensor, intra: Tensor, ratios: Mapping[str, float],
-                       counts: Mapping[str, int], draw: int) -> ActiveNegatives:
+def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.device,
+                       ratios: Mapping[str, float], counts: Mapping[str, int], draw: int, *,
+                       keep_values: bool = False) -> ActiveNegatives:
     """``select_active(stratify(candidates), counts, draw)``, anchors a block at a time.
 
-    ``inter`` and ``intra`` are the B x B similarity blocks of one direction (the candidates
-    are their concatenation). Blocks of STRATIFY_BLOCK_ELEMENTS candidates (by device type)
-    are stratified and drawn from one after another, so neither the B x 2B candidate copy nor
-    the B x (2B - 2) pools exist at once: the memory a step spends here is a block's plus the
-    B x K active columns, which is what lets a smaller theta_max need less
-    (bench/results/budgets.md). The result equals the unblocked composition, draw for draw
-    (tests/test_negatives.py).
+    ``rows(start, stop)`` gives the candidate similarities of anchors ``start .. stop - 1``
+    (edgegcl.loss: slices of the dense blocks, or a product computed on demand). Blocks of
+    STRATIFY_BLOCK_ELEMENTS candidates (by device type) are stratified and drawn from one
+    after another, so neither the B x 2B candidates nor the B x (2B - 2) pools need exist at
+    once: the memory a step spends here is a block's plus the B x K active columns, which is
+    what lets a smaller theta_max need less (bench/results/budgets.md). ``keep_values`` also
+    keeps each active column's similarity (``ActiveNegatives.values``). The result equals the
+    unblocked composition, draw for draw (tests/test_negatives.py).
     """
-    b = inter.size(0)
-    c = num_candidates(b)
-    plan = [(positions.to(inter.device), offsets.to(inter.device)) for positions, offsets
-            in _draw_positions(tuple(pool_sizes(c, ratios).values()), counts, draw, b)]
-    elements = STRATIFY_BLOCK_ELEMENTS.get(inter.device.type, STRATIFY_BLOCK_ELEMENTS["cuda"])
-    step = max(1, elements // (2 * b))
-    cols = [_pick(stratify(torch.cat([inter[r:r + step], intra[r:r + step]], dim=1), ratios, r),
-                  [(positions, offsets[r:r + step]) for positions, offsets in plan])
-            for r in range(0, b, step)]
-    return ActiveNegatives(torch.cat(cols, dim=0), _active_sizes(plan), c)
+    c = num_candidates(num_anchors)
+    plan = [(positions.to(device), offsets.to(device)) for positions, offsets
+            in _draw_positions(tuple(pool_sizes(c, ratios).values()), counts, draw, num_anchors)]
+    step = anchors_per_block(num_anchors, device)
+    cols, values = [], []
+    for start in range(0, num_anchors, step):
+        block = rows(start, min(start + step, num_anchors))
+        picked = _pick(stratify(block, ratios, start),
+                       [(positions, offsets[start:start + step]) for positions, offsets in plan])
+        cols.append(picked)
+        if keep_values:
+            values.append(block.gather(1, picked))
+    return ActiveNegatives(torch.cat(cols, dim=0), _active_sizes(plan), c,
+                           torch.cat(values, dim=0) if keep_values else None)

@@ -15,6 +15,11 @@ never pays.)
 - memory: peak above the level before the model is built (edgegcl.memory: CUDA allocator peak,
   or CPU RSS sampled with psutil).
 
+Each theta_max is measured with both ways of computing the loss's logits (edgegcl.pairs: the
+dense similarity blocks, or the scheduled pairs only) and keeps the cheaper under the budgets
+(``best_of``): below a crossover that depends on the device and the batch, the scheduled pairs
+cost less, and the run trains the way its chosen theta_max was measured.
+
 An out-of-memory error marks that theta_max infeasible; the cache is flushed and the search
 goes on. The memory budget of a fixed-size profile covers what the process already holds
 (graph, libraries), so that is subtracted before comparing; an ``"auto"`` budget is what is
@@ -44,6 +49,7 @@ from edgegcl.budget_search import (
     Budgets,
     Cost,
     SearchResult,
+    best_of,
     is_out_of_memory,
     search_theta,
     to_json,
@@ -52,6 +58,7 @@ from edgegcl.config import TrainConfig
 from edgegcl.hans import CATEGORIES
 from edgegcl.memory import PeakMemory, release_cpu_memory
 from edgegcl.model import AdNGCL
+from edgegcl.pairs import LOGITS
 from edgegcl.profiles import DeviceProfile, memory_budget_bytes
 from edgegcl.train import (
     NegativeSelector,
@@ -188,16 +195,24 @@ def training_memory_budget(profile: DeviceProfile, device: torch.device) -> int:
 
 @dataclass(frozen=True)
 class Calibration:
-    """The search's outcome at the batch size it ended with, and the notes it printed."""
+    """The search's outcome at the batch size it ended with, the notes it printed, and every
+    (theta_max, logits path) it measured there (``paths``; the search kept the cheaper)."""
 
     result: SearchResult
     mode: str
     batch_size: int
     notes: list[str]
+    paths: list[tuple[float, Cost]]
 
     @property
     def chosen(self) -> float | None:
         return self.result.chosen
+
+    @property
+    def logits(self) -> str:
+        """The logits path the chosen theta_max was measured with (``TrainConfig.logits``)."""
+        return next((m.label for m in self.result.measurements if m.theta == self.chosen),
+                    LOGITS[0])
 
     def predicted(self) -> Cost | None:
         """The measured cost of the chosen theta_max: what the run should see."""
@@ -206,7 +221,10 @@ class Calibration:
 
     def to_json(self, profile: DeviceProfile) -> dict[str, Any]:
         return {"profile": profile.name, "device_kind": profile.device, "mode": self.mode,
-                "batch_size": self.batch_size, "notes": self.notes, **to_json(self.result)}
+                "batch_size": self.batch_size, "notes": self.notes, "logits": self.logits,
+                **to_json(self.result),
+                "paths": [{"theta": theta, "logits": c.label, "epoch_s": c.epoch_s,
+                           "peak_bytes": c.peak_bytes, "oom": c.oom} for theta, c in self.paths]}
 
 
 def calibrate(data: Data, cfg: TrainConfig, profile: DeviceProfile, device: torch.device,
@@ -225,15 +243,23 @@ def calibrate(data: Data, cfg: TrainConfig, profile: DeviceProfile, device: torc
             batch = clipped
     while True:
         run_cfg = replace(cfg, batch_size=batch)
+        paths: list[tuple[float, Cost]] = []
 
         def measure(theta: float) -> Cost:
-            log(f"profiling theta_max = {theta:.2f} ({mode}"
-                + (f", batch size {batch})" if mode == "minibatch" else ")"))
-            return measure_theta(data, run_cfg, device, theta)
+            costs = []
+            for logits in LOGITS:
+                log(f"profiling theta_max = {theta:.2f} ({mode}"
+                    + (f", batch size {batch}" if mode == "minibatch" else "")
+                    + f", {logits} logits)")
+                cost = replace(measure_theta(data, replace(run_cfg, logits=logits), device,
+                                             theta), label=logits)
+                paths.append((theta, cost))
+                costs.append(cost)
+            return best_of(costs, budgets)
 
         result = search_theta(measure, budgets)
         if result.chosen is not None or mode == "full" or batch // 2 < profile.batch_size_min:
-            return Calibration(result, mode, batch, notes)
+            return Calibration(result, mode, batch, notes, paths)
         notes.append(f"no theta_max fits at batch size {batch} ({result.reason}); "
                      f"halving the batch size to {batch // 2}")
         log(notes[-1])

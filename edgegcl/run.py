@@ -103,7 +103,7 @@ def auto_budget_report(cal: Calibration, profile: DeviceProfile,
     peak = max(r.peak_memory_bytes for r in results)
     return {
         "profile": profile.name, "theta_max": cal.chosen, "mode": cal.mode,
-        "batch_size": cal.batch_size,
+        "batch_size": cal.batch_size, "logits": cal.logits,
         "budgets": {"epoch_s": budgets.epoch_s, "memory_bytes": budgets.memory_bytes},
         "predicted": {"epoch_s": predicted.epoch_s, "peak_memory_bytes": predicted.peak_bytes},
         "measured": {"epoch_s": epoch_s, "peak_memory_bytes": peak},
@@ -117,7 +117,7 @@ def auto_budget_line(report: dict[str, Any]) -> str:
     """One line: measured vs predicted vs budget, for the end of an auto-budget run."""
     m, p, b = report["measured"], report["predicted"], report["budgets"]
     mib = 2**20
-    return (f"auto-budget theta_max = {report['theta_max']:.2f}: epoch {m['epoch_s']:.3f} s "
+    return (f"auto-budget theta_max = {report['theta_max']:.2f} ({report['logits']} logits): epoch {m['epoch_s']:.3f} s "
             f"(predicted {p['epoch_s']:.3f}, budget {b['epoch_s']:g}); peak memory "
             f"{m['peak_memory_bytes'] / mib:.0f} MiB (predicted "
             f"{p['peak_memory_bytes'] / mib:.0f}, budget {b['memory_bytes'] / mib:.0f}); "

@@ -12,7 +12,7 @@ import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,12 @@ from edgegcl.evaluate import (
     select_checkpoint,
 )
 from edgegcl.hans import HANS
-from edgegcl.loss import LossOutput, Similarities, scheduled_info_nce, similarities
+from edgegcl.loss import (
+    AnchorSimilarities,
+    LossOutput,
+    scheduled_info_nce,
+    similarities,
+)
 from edgegcl.memory import PeakMemory, current_bytes
 from edgegcl.model import AdNGCL
 from edgegcl.negatives import (
@@ -47,6 +52,7 @@ from edgegcl.negatives import (
     num_candidates,
     schedule_negatives,
 )
+from edgegcl.pairs import pair_similarities
 from edgegcl.progress import Progress
 from edgegcl.sampling import make_loader
 
@@ -97,18 +103,22 @@ class NegativeSelector:
         self._key: tuple[Any, ...] | None = None
         self._active: tuple[ActiveNegatives, ActiveNegatives] | None = None
 
-    def get(self, sims: Similarities, hans: HANS, epoch: int
+    def get(self, sims: AnchorSimilarities, hans: HANS, epoch: int
             ) -> tuple[ActiveNegatives, ActiveNegatives]:
-        counts = hans.counts(num_candidates(sims.s12.size(0)))
-        key = (tuple(counts.values()), hans.draw, sims.s12.size(0))
+        counts = hans.counts(num_candidates(sims.num_anchors))
+        key = (tuple(counts.values()), hans.draw, sims.num_anchors)
         if self._active is not None and self._active[0].complete and key[0] == self._key[0]:
             return self._active  # type: ignore[return-value]
         stale = (epoch - 1) % self.refresh_every == 0
         if self._active is None or key != self._key or stale:
-            self._active = tuple(  # type: ignore[assignment]
-                schedule_negatives(*sims.blocks(d), self.ratios, counts, hans.draw)
+            fresh = tuple(
+                schedule_negatives(sims.candidate_rows(d), sims.num_anchors, sims.device,
+                                   self.ratios, counts, hans.draw, keep_values=sims.keeps_values)
                 for d in (0, 1))
+            # similarities of this step only: a later step recomputes its own
+            self._active = tuple(replace(a, values=None) for a in fresh)  # type: ignore[assignment]
             self._key = key
+            return fresh  # type: ignore[return-value]
         return self._active  # type: ignore[return-value]
 
 
@@ -142,9 +152,10 @@ def contrastive_step(model: AdNGCL, x: Tensor, edge_index: Tensor,
                      generator: torch.Generator, selector: NegativeSelector, hans: HANS,
                      step: int, rows: Tensor | None = None) -> LossOutput:
     """One step's loss, ready for backward: ``project_views``, then the HANS-scheduled
-    symmetric InfoNCE (Eq. 6) between the anchors of the two views."""
+    symmetric InfoNCE (Eq. 6) between the anchors of the two views, over the dense similarity
+    blocks or the scheduled pairs only (``cfg.logits``, edgegcl.pairs)."""
     h1, h2 = project_views(model, x, edge_index, num_sampled_nodes, cfg, generator, rows)
-    sims = similarities(h1, h2, cfg.tau)
+    sims = (pair_similarities if cfg.logits == "pairs" else similarities)(h1, h2, cfg.tau)
     return scheduled_info_nce(sims, selector.get(sims, hans, step))
 
 

@@ -6,6 +6,8 @@ import contextlib
 import io
 from collections.abc import Callable, Sequence
 
+import torch
+
 
 def capture(entry: Callable[[Sequence[str]], int], argv: Sequence[str]) -> tuple[int, str, str]:
     """Run a command-line entry point with stdout/stderr captured: (exit code, out, err).
@@ -19,3 +21,10 @@ def capture(entry: Callable[[Sequence[str]], int], argv: Sequence[str]) -> tuple
         except SystemExit as exc:
             code = exc.code
     return code, out.getvalue(), err.getvalue()
+
+
+def views(b: int = 15, d: int = 8, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two float64 [b, d] leaves requiring grad: stand-ins for a step's projected views."""
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(b, d, generator=g, dtype=torch.float64).requires_grad_(),
+            torch.randn(b, d, generator=g, dtype=torch.float64).requires_grad_())

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from edgegcl.budget_search import (DEFAULT_MARGIN, OUT_OF_MEMORY, Budgets, Cost, format_table,
-                                   is_out_of_memory, search_theta, to_json)
+from edgegcl.budget_search import (DEFAULT_MARGIN, OUT_OF_MEMORY, Budgets, Cost, best_of,
+                                   format_table, is_out_of_memory, search_theta, to_json)
 
 GIB = 2**30
 GRID = [i / 20 for i in range(1, 21)]  # 0.05, 0.10, ..., 1.0
@@ -267,4 +267,31 @@ def test_table_and_json() -> None:
     assert data["chosen_theta_max"] == 0.45 and data["reason"] == result.reason
     assert data["budgets"]["margin"] == 0.1 and data["budgets"]["epoch_limit_s"] == pytest.approx(4.5)
     assert [m["theta"] for m in data["measurements"]] == [m.theta for m in result.measurements]
-    assert set(data["measurements"][0]) == {"theta", "epoch_s", "peak_bytes", "oom", "fits", "over"}
+    assert set(data["measurements"][0]) == {"theta", "epoch_s", "peak_bytes", "oom", "fits", "over",
+                                             "label"}
+
+
+# --- several ways to run one θ ---------------------------------------------------------------
+
+def test_best_of_keeps_the_fastest_that_fits_else_the_least_over() -> None:
+    budgets = Budgets(10.0, GIB, margin=0.0)
+    fast_but_big = Cost(1.0, 2 * GIB, "a")
+    slow_fits = Cost(8.0, GIB // 2, "b")
+    faster_fits = Cost(5.0, GIB // 2, "c")
+    assert best_of([fast_but_big, slow_fits, faster_fits], budgets) is faster_fits
+    both_over = Cost(20.0, 2 * GIB, "d")
+    oom = Cost(None, None, "e")
+    assert best_of([oom, both_over, fast_but_big], budgets) is fast_but_big
+    assert best_of([oom, both_over], budgets) is both_over
+
+
+def test_labels_reach_the_measurements_and_the_table() -> None:
+    budgets = Budgets(1.0, GIB)
+    result = search_theta(lambda t: Cost(t / 2, GIB // 4, "pairs" if t < 0.5 else "dense"),
+                          budgets)
+    assert {m.label for m in result.measurements} == {"pairs", "dense"}
+    assert all((m.label == "pairs") == (m.theta < 0.5) for m in result.measurements)
+    lines = format_table(result).splitlines()
+    assert "run as" in lines[0]
+    assert any("pairs" in line for line in lines[1:]) and any("dense" in line for line in lines[1:])
+    assert "run as" not in format_table(search_theta(lambda t: Cost(t, 1), budgets))

@@ -7,18 +7,13 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import views
 
 from edgegcl.loss import scheduled_info_nce, similarities
 from edgegcl.negatives import CATEGORIES, pool_sizes, select_active, stratify
 
 RATIOS = {"hard": 0.3, "inter": 0.5, "easy": 0.2}
 TAU = 0.5
-
-
-def views(b: int = 15, d: int = 8, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(b, d, generator=g, dtype=torch.float64).requires_grad_(),
-            torch.randn(b, d, generator=g, dtype=torch.float64).requires_grad_())
 
 
 def grace_dense_loss(h1: torch.Tensor, h2: torch.Tensor, tau: float) -> torch.Tensor:

@@ -102,6 +102,9 @@ def test_blocked_scheduling_equals_stratify_then_select(monkeypatch, block_eleme
     counts = {"hard": 5, "inter": 9, "easy": 2}
     for draw in (0, 4):
         whole = select_active(stratify(torch.cat([inter, intra], 1), RATIOS), counts, draw)
-        blocked = negatives.schedule_negatives(inter, intra, RATIOS, counts, draw)
+        rows = lambda start, stop: torch.cat([inter[start:stop], intra[start:stop]], 1)  # noqa: E731
+        blocked = negatives.schedule_negatives(rows, b, torch.device("cpu"), RATIOS, counts, draw,
+                                               keep_values=True)
         assert blocked.sizes == whole.sizes == (5, 9, 2)
         assert torch.equal(blocked.cols, whole.cols)
+        assert torch.equal(blocked.values, torch.cat([inter, intra], 1).gather(1, whole.cols))

@@ -79,6 +79,24 @@ def test_calibrate_halves_the_batch_until_a_theta_fits(graph, monkeypatch):
     assert len(cal.notes) == 4 and "halving the batch size to 25" in cal.notes[-1]
 
 
+def test_calibrate_measures_both_logits_paths_and_trains_with_the_cheaper(graph, monkeypatch):
+    """Pairs cheaper below theta 0.3 (a crossover), dense above: each theta keeps its cheaper."""
+    def fake(data, cfg, device, theta):
+        pairs = cfg.logits == "pairs"
+        return Cost(theta * (1.0 if pairs else 0.5) + (0.0 if pairs else 0.15), 1000)
+    monkeypatch.setattr(profiler, "measure_theta", fake)
+    cal = profiler.calibrate(graph, SMALL, _profile(target_epoch_s=1.0), torch.device("cpu"),
+                             log=lambda _: None)
+    measured = {theta for theta, _ in cal.paths}
+    assert {(t, c.label) for t, c in cal.paths} == {(t, p) for t in measured
+                                                    for p in ("dense", "pairs")}
+    for m in cal.result.measurements:
+        assert m.label == ("pairs" if m.theta < 0.3 else "dense")
+    assert cal.chosen == 1.0 and cal.logits == "dense"
+    table = cal.to_json(load_profile("cpu"))
+    assert table["logits"] == "dense" and len(table["paths"]) == 2 * len(measured)
+
+
 def test_calibrate_stops_at_the_profiles_smallest_batch(graph, monkeypatch):
     monkeypatch.setattr(profiler, "measure_theta", lambda *a: Cost(100.0, 1000))
     cfg = replace(SMALL, mode="minibatch", batch_size=64)
@@ -98,6 +116,7 @@ def test_train_auto_budget_end_to_end(tmp_path, capsys):
     assert report["measured"]["peak_memory_bytes"] >= 0 and report["measured"]["epoch_s"] > 0
     config = (out / "config.toml").read_text()
     assert f"theta_max = {table['chosen_theta_max']}" in config
+    assert f'logits = "{table["logits"]}"' in config and report["logits"] == table["logits"]
     printed = capsys.readouterr().out
     assert "fits?" in printed and "auto-budget theta_max" in printed
 

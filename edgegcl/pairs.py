@@ -1,0 +1,126 @@
+"""The scheduled-pairs path: the loss's similarities for the active pairs only.
+
+The dense path (``edgegcl.loss.Similarities``) keeps three B x B similarity blocks with their
+gradients and gathers the scheduled logits from them, so a step costs about the same at every
+theta_max. Eq. 6's gradient only reaches the B x K active pairs, so here:
+
+- the candidates' similarities, which stratification must rank, are computed a block of
+  anchors at a time without gradient (``candidate_rows``), and the scheduler keeps each drawn
+  column's value (``schedule_negatives(..., keep_values=True)``): no B x 2B matrix exists;
+- ``ScheduledLogits`` returns those values as the differentiable logits; its backward is two
+  weighted row sums over the active pairs (``embedding_bag``), O(B K d) instead of the dense
+  blocks' O(B^2 d), on CPU and CUDA alike.
+
+Values and gradients equal the dense path's (tests/test_pairs.py). Which path is cheaper
+depends on K / 2B and the device, so the profiler measures both at each theta_max and a run
+uses the cheaper (``--logits``; docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.autograd.function import FunctionCtx
+
+from edgegcl.loss import unit_rows
+from edgegcl.negatives import ActiveNegatives, CandidateRows, anchors_per_block
+
+LOGITS = ("dense", "pairs")
+"""``--logits``: the dense similarity blocks, or the scheduled pairs only (this module)."""
+
+
+class ScheduledLogits(torch.autograd.Function):
+    """s_ik = <u_i, z_cols[i,k]> for the active pairs, from values computed without gradient.
+
+    ``forward(u, z, cols, values)`` returns ``values`` (which must equal those products) as a
+    tensor whose gradient flows to u and z: with G the B x |z| matrix holding the incoming
+    gradient at the active pairs, dL/du = G z and dL/dz = G^T u.
+    """
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, u: Tensor, z: Tensor, cols: Tensor, values: Tensor
+                ) -> Tensor:
+        ctx.save_for_backward(u, z, cols)
+        return values.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        u, z, cols = ctx.saved_tensors
+        k = cols.size(1)
+        if k == 0:  # no active negative (e.g. a tiny batch early in the schedule)
+            return torch.zeros_like(u), torch.zeros_like(z), None, None
+        grad_u = grad_z = None
+        if ctx.needs_input_grad[0]:  # row i: sum_k g_ik z_cols[i,k]
+            grad_u = F.embedding_bag(cols, z, per_sample_weights=grad, mode="sum")
+        if ctx.needs_input_grad[1]:  # row j: sum over the pairs (i, k) with cols[i,k] = j
+            flat = cols.reshape(-1)
+            order = flat.argsort(stable=True)
+            offsets = torch.zeros(z.size(0), dtype=torch.long, device=z.device)
+            torch.cumsum(torch.bincount(flat, minlength=z.size(0))[:-1], 0, out=offsets[1:])
+            grad_z = F.embedding_bag(torch.div(order, k, rounding_mode="floor"), u, offsets,
+                                     per_sample_weights=grad.reshape(-1)[order], mode="sum")
+        return grad_u, grad_z, None, None
+
+
+@dataclass(frozen=True)
+class PairSimilarities:
+    """A step's similarities, computed for the scheduled pairs only (see the module).
+
+    ``a`` and ``b`` are the two views' projected anchors as ``unit_rows`` gives them (with
+    gradient). Direction 0 ranks view-1 anchors against [b; a] (inter-view, then intra-view),
+    direction 1 view-2 anchors against [a; b], as ``Similarities.candidates`` does.
+    """
+
+    a: Tensor
+    b: Tensor
+    tau: float
+    keeps_values: ClassVar[bool] = True
+
+    @property
+    def num_anchors(self) -> int:
+        return self.a.size(0)
+
+    @property
+    def device(self) -> torch.device:
+        return self.a.device
+
+    def _sides(self, direction: int) -> tuple[Tensor, Tensor]:
+        """(anchors, candidates) of a direction."""
+        u, v = (self.a, self.b) if direction == 0 else (self.b, self.a)
+        return u, torch.cat([v, u])
+
+    def candidate_rows(self, direction: int) -> CandidateRows:
+        """Anchors start..stop-1 against every candidate: one product per block, no gradient."""
+        with torch.no_grad():
+            u, z = self._sides(direction)
+        u = u.detach()
+        return lambda start, stop: u[start:stop] @ z.t()
+
+    def logits(self, direction: int, active: ActiveNegatives) -> Tensor:
+        """The active pairs' similarities, differentiable through ``ScheduledLogits``.
+
+        The values come from the scheduler when it drew ``active`` in this step; for active
+        sets kept from an earlier step (full-graph mode refreshes every T_int epochs) they are
+        recomputed, blockwise as the scheduler computes them.
+        """
+        u, z = self._sides(direction)
+        values = active.values
+        if values is None:
+            rows = self.candidate_rows(direction)
+            step = anchors_per_block(self.num_anchors, u.device)
+            with torch.no_grad():
+                values = torch.cat([rows(r, r + step).gather(1, active.cols[r:r + step])
+                                    for r in range(0, self.num_anchors, step)])
+        return ScheduledLogits.apply(u, z, active.cols, values)
+
+    def positives(self) -> Tensor:
+        return (self.a * self.b).sum(1)
+
+
+def pair_similarities(h1: Tensor, h2: Tensor, tau: float) -> PairSimilarities:
+    """The scheduled-pairs counterpart of ``edgegcl.loss.similarities``."""
+    return PairSimilarities(*unit_rows(h1, h2, tau), tau)

@@ -1,0 +1,125 @@
+"""The scheduled-pairs path against the dense similarity blocks it replaces."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+from helpers import views
+
+from edgegcl.config import TrainConfig, validate
+from edgegcl.errors import UsageError
+from edgegcl.hans import CATEGORIES
+from edgegcl.loss import scheduled_info_nce, similarities
+from edgegcl.model import AdNGCL
+from edgegcl.negatives import num_candidates, pool_sizes, schedule_negatives
+from edgegcl.pairs import ScheduledLogits, pair_similarities
+from edgegcl.train import NegativeSelector, contrastive_step, make_hans
+
+RATIOS = {"hard": 0.3, "inter": 0.5, "easy": 0.2}
+TAU = 0.5
+
+
+def scheduled(sims, counts, draw=3):
+    return tuple(schedule_negatives(sims.candidate_rows(d), sims.num_anchors, sims.device,
+                                    RATIOS, counts, draw, keep_values=sims.keeps_values)
+                 for d in (0, 1))
+
+
+@pytest.mark.parametrize("keep_values", [True, False])
+@pytest.mark.parametrize("complete", [False, True])
+def test_pairs_loss_and_gradients_equal_the_dense_path(keep_values, complete):
+    h1, h2 = views(b=17, d=6)
+    c = num_candidates(h1.size(0))
+    counts = pool_sizes(c, RATIOS) if complete else {"hard": 3, "inter": 4, "easy": 2}
+    dense = similarities(h1, h2, TAU)
+    pairs = pair_similarities(h1, h2, TAU)
+    active_dense = scheduled(dense, counts)
+    active_pairs = scheduled(pairs, counts)
+    for a, b in zip(active_dense, active_pairs):
+        assert torch.equal(a.cols, b.cols)  # same candidates, same strata, same draw
+        assert b.values is not None and a.values is None
+    if not keep_values:  # a kept active set: values recomputed from this step's projections
+        active_pairs = tuple(replace(a, values=None) for a in active_pairs)
+    out_d, out_p = scheduled_info_nce(dense, active_dense), scheduled_info_nce(pairs, active_pairs)
+    assert out_p.loss.item() == pytest.approx(out_d.loss.item(), rel=1e-12)
+    for cat in CATEGORIES:
+        assert out_p.category[cat] == pytest.approx(out_d.category[cat], rel=1e-12)
+    g_d = torch.autograd.grad(out_d.loss, (h1, h2))
+    g_p = torch.autograd.grad(out_p.loss, (h1, h2))
+    for a, b in zip(g_d, g_p):
+        assert torch.allclose(a, b, atol=1e-12)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_pairs_equal_the_dense_path_on_cuda():
+    h1, h2 = (t.detach().cuda().requires_grad_() for t in views(b=300, d=32, seed=5))
+    counts = {"hard": 20, "inter": 30, "easy": 10}
+    dense, pairs = similarities(h1, h2, TAU), pair_similarities(h1, h2, TAU)
+    out_d = scheduled_info_nce(dense, scheduled(dense, counts))
+    out_p = scheduled_info_nce(pairs, scheduled(pairs, counts))
+    assert out_p.loss.item() == pytest.approx(out_d.loss.item(), rel=1e-12)
+    for a, b in zip(torch.autograd.grad(out_d.loss, (h1, h2)),
+                    torch.autograd.grad(out_p.loss, (h1, h2))):
+        assert torch.allclose(a, b, atol=1e-12)
+
+
+def test_scheduled_logits_pass_gradcheck_with_repeated_candidates():
+    """Columns shared by several anchors (and each anchor's own row in z) sum their terms."""
+    g = torch.Generator().manual_seed(1)
+    u = torch.randn(5, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    z = torch.randn(10, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    cols = torch.tensor([[0, 3, 9], [3, 9, 1], [9, 0, 2], [4, 3, 5], [8, 7, 3]])
+
+    def logits(u, z):
+        with torch.no_grad():
+            values = (u @ z.t()).gather(1, cols)
+        return ScheduledLogits.apply(u, z, cols, values)
+
+    assert torch.equal(logits(u, z), (u @ z.t()).gather(1, cols))
+    assert torch.autograd.gradcheck(logits, (u, z))
+
+
+def test_selector_hands_out_values_only_in_the_step_that_drew_them():
+    h1, h2 = views(seed=2)
+    cfg = TrainConfig(theta_max=0.5, T_int=3)
+    hans = make_hans(cfg)
+    hans.eta = dict.fromkeys(CATEGORIES, 1.0)
+    selector = NegativeSelector(RATIOS, refresh_every=3)
+    first = selector.get(pair_similarities(h1, h2, TAU), hans, 1)
+    assert all(a.values is not None for a in first)
+    kept = selector.get(pair_similarities(h1 * 2, h2, TAU), hans, 2)  # not stale yet: same cols
+    assert all(a.values is None for a in kept)
+    assert all(torch.equal(a.cols, b.cols) for a, b in zip(first, kept))
+
+
+@pytest.mark.parametrize("theta_max", [0.3, 1.0])
+def test_a_training_step_on_pairs_equals_the_dense_step(theta_max):
+    """Same graph, views, model and draws: the two paths give the same loss and gradients."""
+    from torch_geometric.utils import erdos_renyi_graph
+
+    torch.manual_seed(0)
+    n, f = 60, 12
+    x, edges = torch.randn(n, f), erdos_renyi_graph(n, 0.1)
+    cfg = TrainConfig(theta_max=theta_max, hidden_dim=16, out_dim=8, proj_dim=8)
+    results = []
+    for logits in ("dense", "pairs"):
+        torch.manual_seed(1)
+        model = AdNGCL(f, cfg.model_config())
+        hans = make_hans(cfg)
+        hans.eta = dict.fromkeys(CATEGORIES, 1.0)
+        out = contrastive_step(model, x, edges, None, replace(cfg, logits=logits),
+                               torch.Generator().manual_seed(5),
+                               NegativeSelector(cfg.ratio_map(), 1), hans, 1)
+        out.loss.backward()
+        results.append((out.loss.item(), [p.grad.clone() for p in model.parameters()]))
+    (loss_d, grads_d), (loss_p, grads_p) = results
+    assert loss_p == pytest.approx(loss_d, rel=1e-5)  # float32: sums in another order
+    for a, b in zip(grads_d, grads_p):
+        assert torch.allclose(a, b, rtol=1e-3, atol=1e-6)
+
+
+def test_unknown_logits_path_is_a_usage_error():
+    with pytest.raises(UsageError, match="--logits must be one of dense, pairs"):
+        validate(TrainConfig(logits="sparse"))
