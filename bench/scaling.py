@@ -30,8 +30,13 @@ from bench.machine import describe
 HERE = Path(__file__).resolve().parent
 
 
-def measure(nodes: int, mode: str, batch_size: int, batches: int) -> dict:
-    """One size, one mode, in this process (called in a fresh subprocess by ``main``)."""
+def measure(nodes: int, mode: str, batch_size: int, batches: int, device: torch.device) -> dict:
+    """One size, one mode, in this process (called in a fresh subprocess by ``main``).
+
+    CPU: peak RSS above the process's RSS with the graph loaded, plus the live-tensor peak of
+    one more step; CUDA: the allocator's peak above the tensors allocated with the graph on
+    the device (which is what live tensors are there).
+    """
     from edgegcl.augment import as_features
     from edgegcl.config import TrainConfig
     from edgegcl.data import SyntheticSpec, synthetic_graph
@@ -46,38 +51,45 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int) -> dict:
         structure_loader,
     )
 
-    start = psutil.Process().memory_info().rss
+    def held() -> int:
+        return (torch.cuda.memory_allocated(device) if device.type == "cuda"
+                else psutil.Process().memory_info().rss)
+
+    start = held()
     data = synthetic_graph(SyntheticSpec(num_nodes=nodes, num_classes=10, num_features=128,
                                          avg_degree=10.0, seed=0))
+    x = data.x.to(device)
     cfg = TrainConfig(batch_size=batch_size)
     torch.manual_seed(0)
-    model = AdNGCL(128, cfg.model_config())
+    model = AdNGCL(128, cfg.model_config()).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     hans = make_hans(cfg)
     hans.eta = {c: 1.0 for c in CATEGORIES}  # worst case: every negative active
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator(device=device).manual_seed(0)
     if mode == "full":
         selector = NegativeSelector(cfg.ratio_map(), cfg.T_int)
-        steps = [(as_features(data.x), data.edge_index, None, None)] * 2
+        steps = [(as_features(x), data.edge_index.to(device), None, None)] * 2
     else:  # the sampler's CSR index is built here, so it counts as graph storage
         selector = NegativeSelector(cfg.ratio_map(), 1)
         loader = structure_loader(data, replace(cfg, sampler="builtin"), seed=0)
-        steps = ((data.x, *batch_inputs(b, torch.device("cpu")))
-                 for b in islice(loader, batches + 3))
-    graph_bytes = psutil.Process().memory_info().rss - start  # graph, sampler index, model
-    times = []
-    with PeakMemory(torch.device("cpu")) as peak:
+        steps = ((x, *batch_inputs(b, device)) for b in islice(loader, batches + 3))
+    graph_bytes = held() - start  # graph, sampler index, model
+    times, sampled = [], []
+    with PeakMemory(device) as peak:
         for i, (x, ei, hops, rows) in enumerate(steps):
+            sampled.append(x.size(0) if rows is None else rows.numel())
             t0 = time.perf_counter()
             out = contrastive_step(model, x, ei, hops, cfg, g, selector, hans, i + 1, rows)
             opt.zero_grad()
             out.loss.backward()
             opt.step()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
             if i >= (1 if mode == "full" else 3):
                 times.append(time.perf_counter() - t0)
     live = None
-    if mode == "minibatch":
-        x, ei, hops, rows = data.x, *batch_inputs(next(iter(loader)), torch.device("cpu"))
+    if mode == "minibatch" and device.type == "cpu":
+        x, ei, hops, rows = data.x, *batch_inputs(next(iter(loader)), device)
 
         def step() -> None:
             out = contrastive_step(model, x, ei, hops, cfg, g, selector, hans, 1, rows)
@@ -88,7 +100,8 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int) -> dict:
         live = live_tensor_peak(step) / 2**20
     per_step = statistics.median(times)
     epoch = per_step * (1 if mode == "full" else math.ceil(nodes / batch_size))
-    return {"nodes": nodes, "mode": mode, "graph_MiB": graph_bytes / 2**20,
+    return {"nodes": nodes, "mode": mode, "sampled_nodes": statistics.fmean(sampled),
+            "graph_MiB": graph_bytes / 2**20,
             "peak_above_graph_MiB": peak.peak_bytes / 2**20, "live_tensors_MiB": live,
             "step_s": per_step, "epoch_s": epoch, "steps_timed": len(times)}
 
@@ -125,45 +138,62 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--batches", type=int, default=30)
     p.add_argument("--full-up-to", type=int, default=10000, help="largest size run full-graph")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (allocator peak, not RSS)")
+    p.add_argument("--out", default=str(HERE / "results" / "scaling.md"), help="report file")
     p.add_argument("--child", nargs=2, metavar=("NODES", "MODE"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        print(json.dumps(measure(int(args.child[0]), args.child[1], args.batch_size, args.batches)))
+        print(json.dumps(measure(int(args.child[0]), args.child[1], args.batch_size, args.batches,
+                                 torch.device(args.device))))
         return
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
         for mode in ("minibatch", "full") if n <= args.full_up_to else ("minibatch",):
             cmd = [sys.executable, "-m", "bench.scaling", "--child", str(n), mode,
-                   "--batch-size", str(args.batch_size), "--batches", str(args.batches)]
+                   "--batch-size", str(args.batch_size), "--batches", str(args.batches),
+                   "--device", args.device]
             res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True
                                             ).stdout.strip().splitlines()[-1])
             print(res, flush=True)
             rows.append(res)
     mb = [r for r in rows if r["mode"] == "minibatch"]
     flat = max(r["peak_above_graph_MiB"] for r in mb) / min(r["peak_above_graph_MiB"] for r in mb)
-    flat_live = max(r["live_tensors_MiB"] for r in mb) / min(r["live_tensors_MiB"] for r in mb)
+    cuda = args.device.startswith("cuda")
+    peak_name = "peak allocated" if cuda else "peak RSS"
+    if cuda:
+        memory_text = ("'graph MiB' is the CUDA memory allocated by the graph's features and the "
+                       "model; the peak is torch.cuda.max_memory_allocated above that: the "
+                       "tensors alive at once, exactly.")
+        flat_text = ""
+    else:
+        memory_text = ("'graph MiB' is the RSS growth from building the graph, the sampler's CSR "
+                       "index and the model; peak RSS is above that. 'live tensors' is the peak "
+                       "of the tensors alive at once in one more mini-batch step, from the torch "
+                       "profiler's memory timeline: what the step itself needs, without the heap "
+                       "pages glibc keeps resident after a free (which the RSS peak includes).")
+        flat_live = (max(r["live_tensors_MiB"] for r in mb)
+                     / min(r["live_tensors_MiB"] for r in mb))
+        flat_text = f"; live tensors: {flat_live:.2f}"
     lines = [
         "# Mini-batch scaling (issue 3)", "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on: {describe()}.", "",
         f"    python -m bench.scaling --sizes {args.sizes} --batch-size {args.batch_size} "
-        f"--batches {args.batches} --full-up-to {args.full_up_to}", "",
+        f"--batches {args.batches} --full-up-to {args.full_up_to} --device {args.device}", "",
         "Synthetic planted-class graphs (average degree ~10, 128 features), default model sizes, "
         "HANS held saturated (every negative active, the most a run uses), fanout 10,10, "
-        "built-in sampler. 'graph MiB' is the RSS growth from building the graph, the sampler's "
-        "CSR index and the model; peak RSS is above that; epoch time "
-        "is the median step time x ceil(N / B) steps (mini-batch) or one step (full). 'live "
-        "tensors' is the peak of the tensors alive at once in one more mini-batch step, from "
-        "the torch profiler's memory timeline: what the step itself needs, without the heap "
-        "pages glibc keeps resident after a free (which the RSS peak includes).", "",
-        "| nodes | mode | graph MiB | peak above graph MiB | live tensors MiB | s / step | "
-        "s / epoch |",
-        "|---|---|---|---|---|---|---|",
-        *(f"| {r['nodes']} | {r['mode']} | {r['graph_MiB']:.0f} | {r['peak_above_graph_MiB']:.0f} | "
+        f"built-in sampler. {memory_text} Epoch time is the median step time x ceil(N / B) "
+        "steps (mini-batch) or one step (full). 'sampled nodes' is the mean size of a batch's "
+        "subgraph: B seeds and their sampled 2-hop neighbourhood, which a small graph caps.", "",
+        f"| nodes | mode | sampled nodes | graph MiB | {peak_name} above graph MiB | "
+        "live tensors MiB | s / step | s / epoch |",
+        "|---|---|---|---|---|---|---|---|",
+        *(f"| {r['nodes']} | {r['mode']} | {r['sampled_nodes']:.0f} | {r['graph_MiB']:.0f} | "
+          f"{r['peak_above_graph_MiB']:.0f} | "
           f"{'' if r['live_tensors_MiB'] is None else round(r['live_tensors_MiB'])} | "
           f"{r['step_s']:.3f} | {r['epoch_s']:.1f} |" for r in rows), "",
-        f"Mini-batch peak RSS above the graph, largest / smallest size: {flat:.2f} "
-        f"(target: within 1.25); live tensors: {flat_live:.2f}.", ""]
-    (HERE / "results" / "scaling.md").write_text("\n".join(lines))
+        f"Mini-batch {peak_name} above the graph, largest / smallest size: {flat:.2f} "
+        f"(target: within 1.25){flat_text}.", ""]
+    Path(args.out).write_text("\n".join(lines))
     print("\n".join(lines))
 
 

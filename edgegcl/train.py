@@ -95,7 +95,9 @@ class NegativeSelector:
     the T_int checkpoints), and every batch in mini-batch mode, where candidates change.
     Once every candidate is active (theta_max = 1 at saturation) the loss no longer depends
     on the strata and a swap cannot change the active set, so the strata stay as they were;
-    they then only label the per-category losses that are logged.
+    they then only label the per-category losses that are logged. On the scheduled-pairs path
+    the drawn columns' similarities come along only in the step that drew them; a kept active
+    set is handed out without them, and the loss recomputes them from that step's projections.
     """
 
     def __init__(self, ratios: dict[str, float], refresh_every: int) -> None:
