@@ -117,7 +117,9 @@ def best_of(costs: list[Cost], budgets: Budgets) -> Cost:
     does, the one that breaks the fewest limits (out of memory counts as breaking all), then
     the fastest."""
     def key(c: Cost) -> tuple[int, float]:
-        return (3, 0.0) if c.oom else (len(budgets.exceeded(c)), c.epoch_s)  # type: ignore[return-value]
+        if c.oom or c.epoch_s is None:
+            return 3, 0.0
+        return len(budgets.exceeded(c)), c.epoch_s
     return min(costs, key=key)
 
 

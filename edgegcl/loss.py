@@ -148,8 +148,9 @@ def scheduled_info_nce(sims: AnchorSimilarities,
 
     With the dense blocks and every candidate active (theta_max = 1 at saturation) the
     denominators are plain row and column sums of exp(similarity) (the GRACE computation, no
-    gather); otherwise they sum the active logits, ``sims.logits``. The per-category losses are taken over the
-    view-1 anchors h_i^1, the anchors of the paper's Eq. 6 and of its stratification.
+    gather); otherwise they sum the active logits, ``sims.logits``. The per-category losses
+    are taken over the view-1 anchors h_i^1, the anchors of the paper's Eq. 6 and of its
+    stratification.
     """
     pos = sims.positives()
     seg = active[0].segments()
