@@ -58,7 +58,7 @@ class ScheduledLogits(torch.autograd.Function):
             grad_u = F.embedding_bag(cols, z, per_sample_weights=grad, mode="sum")
         if ctx.needs_input_grad[1]:  # row j: sum over the pairs (i, k) with cols[i,k] = j
             flat = cols.reshape(-1)
-            order = flat.argsort(stable=True)
+            order = flat.to(torch.int32).argsort(stable=True)  # int32 keys sort faster
             offsets = torch.zeros(z.size(0), dtype=torch.long, device=z.device)
             torch.cumsum(torch.bincount(flat, minlength=z.size(0))[:-1], 0, out=offsets[1:])
             grad_z = F.embedding_bag(torch.div(order, k, rounding_mode="floor"), u, offsets,
