@@ -72,11 +72,14 @@ class PairSimilarities:
 
     ``a`` and ``b`` are the two views' projected anchors as ``unit_rows`` gives them (with
     gradient). Direction 0 ranks view-1 anchors against [b; a] (inter-view, then intra-view),
-    direction 1 view-2 anchors against [a; b], as ``Similarities.candidates`` does.
+    direction 1 view-2 anchors against [a; b], as ``Similarities.candidates`` does;
+    ``candidates`` holds those two concatenations, built once per step by
+    ``pair_similarities``.
     """
 
     a: Tensor
     b: Tensor
+    candidates: tuple[Tensor, Tensor]
     tau: float
     keeps_values: ClassVar[bool] = True
 
@@ -90,14 +93,11 @@ class PairSimilarities:
 
     def _sides(self, direction: int) -> tuple[Tensor, Tensor]:
         """(anchors, candidates) of a direction."""
-        u, v = (self.a, self.b) if direction == 0 else (self.b, self.a)
-        return u, torch.cat([v, u])
+        return (self.a, self.b)[direction], self.candidates[direction]
 
     def candidate_rows(self, direction: int) -> CandidateRows:
         """Anchors start..stop-1 against every candidate: one product per block, no gradient."""
-        with torch.no_grad():
-            u, z = self._sides(direction)
-        u = u.detach()
+        u, z = (t.detach() for t in self._sides(direction))
         return lambda start, stop: u[start:stop] @ z.t()
 
     def logits(self, direction: int, active: ActiveNegatives) -> Tensor:
@@ -123,4 +123,5 @@ class PairSimilarities:
 
 def pair_similarities(h1: Tensor, h2: Tensor, tau: float) -> PairSimilarities:
     """The scheduled-pairs counterpart of ``edgegcl.loss.similarities``."""
-    return PairSimilarities(*unit_rows(h1, h2, tau), tau)
+    a, b = unit_rows(h1, h2, tau)
+    return PairSimilarities(a, b, (torch.cat([b, a]), torch.cat([a, b])), tau)
