@@ -1,13 +1,15 @@
-"""Epoch latency and peak memory per theta_max: what the negative budget buys (issue 4).
+"""Epoch latency, peak memory and where a step's time goes, per theta_max (issues 4 and 11).
 
 For theta_max in {0.1, 0.2, ..., 1.0} and both logits paths (edgegcl.pairs: dense similarity
 blocks, scheduled pairs only), the profiler's own measurement (edgegcl.profiler) with HANS
-saturated (every eta = 1: the most a run can use at that theta_max): steps after warm-up
-scaled to an epoch, peak memory above the level before the model is built; full-graph and
-mini-batch mode, on Cora and a 100k-node synthetic graph (full-graph only where its N x N
-terms fit). Writes bench/results/budgets.csv, budgets.md and budgets.png.
+saturated (every eta = 1: the most a run can use at that theta_max): steps after warm-up scaled
+to an epoch, peak memory above the level before the model is built, and the mean time per step
+of each phase (edgegcl.phases). Full-graph and mini-batch mode, on Cora and a 100k-node
+synthetic graph (full-graph only where its N x N terms fit). The path ``--logits auto`` (the
+default) takes at that state is marked, and the ratios against theta_max = 1 use it. Writes
+NAME.csv, NAME.md and NAME.png into ``--out``.
 
-    python -m bench.budgets --root ../shared/datasets [--device cuda]
+    python -m bench.budgets --root ../shared/datasets [--device cuda] [--batch-size 4096]
 """
 
 from __future__ import annotations
@@ -23,48 +25,80 @@ import torch
 from bench.machine import describe
 from edgegcl.config import TrainConfig
 from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
-from edgegcl.pairs import LOGITS
+from edgegcl.negatives import num_candidates
+from edgegcl.pairs import PATHS, choose_logits
+from edgegcl.phases import CONTRAST_PHASES, PHASES
 from edgegcl.profiler import SATURATED, measure_theta
-from edgegcl.train import full_graph_bytes
+from edgegcl.train import full_graph_bytes, make_hans, make_selector
 
 HERE = Path(__file__).resolve().parent
 THETAS = [round(0.1 * k, 1) for k in range(1, 11)]
-FIELDS = ["graph", "nodes", "mode", "batch_size", "theta_max", "logits", "epoch_s", "peak_MiB",
-          "oom"]
+FIELDS = ["graph", "nodes", "mode", "batch_size", "theta_max", "logits", "auto", "epoch_s",
+          "peak_MiB", "oom", *(f"{p}_ms" for p in PHASES)]
 
 
-def sweep(name: str, data, modes: list[str], cfg: TrainConfig, device: torch.device) -> list[dict]:
+def auto_path(cfg: TrainConfig, batch: int, theta: float) -> str:
+    """The path ``--logits auto`` takes with HANS saturated at ``theta``."""
+    cfg = replace(cfg, theta_max=theta)
+    hans = make_hans(cfg)
+    hans.eta = dict(SATURATED)
+    selector = make_selector(cfg, "full")
+    return choose_logits("auto", cfg.stratify, selector.touched(batch, hans),
+                         num_candidates(batch))
+
+
+def sweep(name: str, data, modes: list[str], cfg: TrainConfig, device: torch.device,
+          thetas: list[float]) -> list[dict]:
     """One row per (mode, theta_max, logits path) on one graph."""
     rows = []
     for mode in modes:
-        for theta in THETAS:
-            for logits in LOGITS:
+        batch = cfg.batch_size if mode == "minibatch" else data.num_nodes
+        for theta in thetas:
+            auto = auto_path(cfg, min(batch, data.num_nodes), theta)
+            for logits in PATHS:
                 cost = measure_theta(data, replace(cfg, mode=mode, logits=logits), device, theta,
                                      SATURATED)
+                phases = dict(cost.phases)
                 rows.append({"graph": name, "nodes": data.num_nodes, "mode": mode,
-                             "batch_size": cfg.batch_size if mode == "minibatch"
-                             else data.num_nodes, "theta_max": theta, "logits": logits,
-                             "epoch_s": cost.epoch_s,
+                             "batch_size": batch, "theta_max": theta, "logits": logits,
+                             "auto": logits == auto, "epoch_s": cost.epoch_s,
                              "peak_MiB": None if cost.oom else cost.peak_bytes / 2**20,
-                             "oom": cost.oom})
-                print(rows[-1], flush=True)
+                             "oom": cost.oom,
+                             **{f"{p}_ms": 1000 * phases.get(p, 0.0) for p in PHASES}})
+                print({k: (round(v, 3) if isinstance(v, float) else v)
+                       for k, v in rows[-1].items()}, flush=True)
     return rows
 
 
+def contrast_ms(row: dict) -> float:
+    """The contrast part of a step (everything but sampling, the encoder and the optimiser)."""
+    return sum(row[f"{p}_ms"] for p in CONTRAST_PHASES)
+
+
 def _ratio_lines(rows: list[dict]) -> list[str]:
-    """theta 0.1 on each path against theta 1.0 on the dense path, for each graph and mode:
-    the issue's 'the budget buys something'."""
+    """Each theta_max < 1 on the path auto takes, against theta_max = 1 on its path."""
     out = []
     for graph, mode in dict.fromkeys((r["graph"], r["mode"]) for r in rows):
-        by = {(r["theta_max"], r["logits"]): r for r in rows
-              if (r["graph"], r["mode"]) == (graph, mode)}
-        hi = by.get((1.0, "dense"))
-        for logits in LOGITS:
-            lo = by.get((0.1, logits))
-            if lo and hi and not (lo["oom"] or hi["oom"]):
-                out.append(f"| {graph} | {mode} | {logits} | {lo['epoch_s'] / hi['epoch_s']:.2f} | "
-                           f"{lo['peak_MiB'] / hi['peak_MiB']:.2f} |")
+        auto = {r["theta_max"]: r for r in rows
+                if (r["graph"], r["mode"]) == (graph, mode) and r["auto"] and not r["oom"]}
+        hi = auto.get(1.0)
+        if hi is None:
+            continue
+        for theta, lo in sorted(auto.items()):
+            if theta == 1.0:
+                continue
+            out.append(f"| {graph} | {mode} | {lo['batch_size']} | {theta:.1f} | {lo['logits']} | "
+                       f"{lo['epoch_s'] / hi['epoch_s']:.2f} | "
+                       f"{contrast_ms(lo) / contrast_ms(hi):.2f} | "
+                       f"{lo['peak_MiB'] / hi['peak_MiB']:.2f} |")
     return out
+
+
+def _breakdown(row: dict) -> str:
+    enc = row["encoder forward_ms"] + row["encoder backward_ms"]
+    return (f"{row['sample_ms']:.0f} / {enc:.0f} / {row['similarities_ms']:.0f} / "
+            f"{row['strata_ms']:.0f} / {row['loss forward_ms'] + row['loss backward_ms']:.0f} / "
+            f"{row['optimiser_ms']:.0f}")
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -92,55 +126,74 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--nodes", type=int, default=100_000, help="synthetic graph size")
     p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--stratify", default="sampled", choices=("sampled", "exact"))
+    p.add_argument("--thetas", default=",".join(map(str, THETAS)),
+                   help="comma-separated theta_max values (1.0 is always measured)")
+    p.add_argument("--graphs", default="Cora,synthetic", help="Cora and/or synthetic")
     p.add_argument("--out", default=str(HERE / "results"), help="directory for the results")
+    p.add_argument("--name", default="budgets", help="file stem of the results")
     args = p.parse_args()
     try:  # checked before minutes of measuring, not after
         import matplotlib  # noqa: F401
     except ImportError:
         raise SystemExit("bench.budgets: the plot needs matplotlib: pip install -e '.[bench]'")
     device = torch.device(args.device)
-    cfg = TrainConfig(batch_size=args.batch_size, sampler="builtin")
+    cfg = TrainConfig(batch_size=args.batch_size, sampler="builtin", stratify=args.stratify)
+    thetas = sorted({float(t) for t in args.thetas.split(",")} | {1.0})
     start = time.time()
-    graphs = [("Cora", load_graph("Cora", args.root)),
-              (f"synthetic-{args.nodes // 1000}k",
-               synthetic_graph(SyntheticSpec(num_nodes=args.nodes, num_classes=10,
-                                             num_features=128, avg_degree=10.0, seed=0)))]
+    graphs = []
+    if "Cora" in args.graphs:
+        graphs.append(("Cora", load_graph("Cora", args.root)))
+    if "synthetic" in args.graphs:
+        graphs.append((f"synthetic-{args.nodes // 1000}k",
+                       synthetic_graph(SyntheticSpec(num_nodes=args.nodes, num_classes=10,
+                                                     num_features=128, avg_degree=10.0, seed=0))))
     rows = []
     for name, data in graphs:
         fits = full_graph_bytes(data.num_nodes) < 0.8 * (
             torch.cuda.mem_get_info(device)[0] if device.type == "cuda"
             else __import__("psutil").virtual_memory().available)
-        rows += sweep(name, data, ["full", "minibatch"] if fits else ["minibatch"], cfg, device)
+        rows += sweep(name, data, ["full", "minibatch"] if fits else ["minibatch"], cfg, device,
+                      thetas)
     out = Path(args.out)
-    with (out / "budgets.csv").open("w", newline="") as fh:
+    with (out / f"{args.name}.csv").open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=FIELDS)
         writer.writeheader()
         writer.writerows(rows)
-    plot(rows, out / "budgets.png")
+    plot(rows, out / f"{args.name}.png")
     lines = [
-        "# Epoch latency and peak memory per theta_max (issue 4)", "",
+        "# Epoch latency, peak memory and step breakdown per theta_max (issues 4 and 11)", "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on: {describe()}; "
         f"device {device}; {(time.time() - start) / 60:.1f} min wall.", "",
         f"    python -m bench.budgets --root ROOT --device {args.device} --nodes {args.nodes} "
-        f"--batch-size {args.batch_size}", "",
+        f"--batch-size {args.batch_size} --stratify {args.stratify} --thetas {args.thetas} "
+        f"--graphs {args.graphs} --name {args.name}", "",
         "Each figure is the profiler's measurement (edgegcl/profiler.py): HANS saturated at that "
-        "theta_max, 5 steps after 2 warm-up steps scaled to an epoch (full graph: the median "
-        "step, the strata's refresh amortised over T_int; mini-batch: the mean step x batches), "
-        "peak memory above the level before the model is built (CUDA allocator peak, or CPU "
-        "RSS); 'logits' is the path (edgegcl/pairs.py): the dense similarity blocks or the "
-        "scheduled pairs only. Default model sizes, fanout 10,10, built-in sampler. Full-graph "
-        "mode only where the N x N terms fit. Plot: budgets.png; raw: budgets.csv.", "",
-        "| graph | mode | batch | theta_max | logits | epoch s | peak MiB |",
-        "|---|---|---|---|---|---|---|",
+        "theta_max (every eta = 1), 5 steps after 2 warm-up steps scaled to an epoch (full "
+        "graph: the median step, the strata's refresh amortised over T_int; mini-batch: the "
+        "mean step x batches), peak memory above the level before the model is built (CUDA "
+        "allocator peak, or CPU RSS); 'logits' is the path (edgegcl/pairs.py): the dense "
+        "similarity blocks or the scheduled pairs only; 'auto' marks the one `--logits auto` "
+        f"takes. Strata: {args.stratify}. Default model sizes, fanout 10,10, built-in sampler. "
+        "Breakdown: mean ms per step of sampling / encoder and head (forward + backward) / "
+        "dense similarity blocks / stratification and draw (with the pairs path's "
+        "similarities) / loss forward + backward / optimiser (edgegcl/phases.py). "
+        f"Plot: {args.name}.png; raw: {args.name}.csv.", "",
+        "| graph | mode | batch | theta_max | logits | auto | epoch s | peak MiB | "
+        "breakdown ms: sample / encoder / sims / strata / loss / optim |",
+        "|---|---|---|---|---|---|---|---|---|",
         *(f"| {r['graph']} | {r['mode']} | {r['batch_size']} | {r['theta_max']:.1f} | "
-          f"{r['logits']} | "
-          + ("OOM | OOM |" if r["oom"] else f"{r['epoch_s']:.3f} | {r['peak_MiB']:.0f} |")
+          f"{r['logits']} | {'yes' if r['auto'] else ''} | "
+          + ("OOM | OOM | |" if r["oom"] else
+             f"{r['epoch_s']:.3f} | {r['peak_MiB']:.0f} | {_breakdown(r)} |")
           for r in rows), "",
-        "theta_max = 0.1 on each path against theta_max = 1.0 on the dense path (below 1: the "
-        "smaller budget is cheaper):", "",
-        "| graph | mode | logits at 0.1 | epoch latency ratio | peak memory ratio |",
-        "|---|---|---|---|---|", *_ratio_lines(rows), ""]
-    (out / "budgets.md").write_text("\n".join(lines))
+        "Each theta_max < 1 against theta_max = 1, both on the path `--logits auto` takes "
+        "(below 1: the smaller budget is cheaper); 'contrast' is the contrast part of a step "
+        "(similarities, strata, loss forward and backward):", "",
+        "| graph | mode | batch | theta_max | path | epoch latency ratio | contrast ratio | "
+        "peak memory ratio |",
+        "|---|---|---|---|---|---|---|---|", *_ratio_lines(rows), ""]
+    (out / f"{args.name}.md").write_text("\n".join(lines))
     print("\n".join(lines))
 
 

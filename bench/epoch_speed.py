@@ -31,7 +31,7 @@ from edgegcl.config import TrainConfig
 from edgegcl.data import load_graph
 from edgegcl.hans import CATEGORIES
 from edgegcl.model import AdNGCL, ProjectionHead
-from edgegcl.train import NegativeSelector, contrastive_step, make_hans
+from edgegcl.train import contrastive_step, make_hans, make_selector
 
 Step = Callable[[], None]
 
@@ -91,7 +91,7 @@ def edgegcl_step(data: Data, cfg: TrainConfig, eta: float) -> Step:
     model, opt = _model(data, cfg)
     hans = make_hans(cfg)
     hans.eta = {c: eta for c in CATEGORIES}
-    selector = NegativeSelector(cfg.ratio_map(), cfg.T_int)
+    selector = make_selector(cfg, "full")
     g = torch.Generator().manual_seed(0)
     x = as_features(data.x)
     epoch = [0]

@@ -44,10 +44,10 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int, device: torch.
     from edgegcl.memory import PeakMemory
     from edgegcl.model import AdNGCL
     from edgegcl.train import (
-        NegativeSelector,
         batch_inputs,
         contrastive_step,
         make_hans,
+        make_selector,
         structure_loader,
     )
 
@@ -67,10 +67,10 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int, device: torch.
     hans.eta = {c: 1.0 for c in CATEGORIES}  # worst case: every negative active
     g = torch.Generator(device=device).manual_seed(0)
     if mode == "full":
-        selector = NegativeSelector(cfg.ratio_map(), cfg.T_int)
+        selector = make_selector(cfg, mode)
         steps = [(as_features(x), data.edge_index.to(device), None, None)] * 2
     else:  # the sampler's CSR index is built here, so it counts as graph storage
-        selector = NegativeSelector(cfg.ratio_map(), 1)
+        selector = make_selector(cfg, mode)
         loader = structure_loader(data, replace(cfg, sampler="builtin"), seed=0)
         steps = ((x, *batch_inputs(b, device)) for b in islice(loader, batches + 3))
     graph_bytes = held() - start  # graph, sampler index, model

@@ -12,12 +12,14 @@ Degrees are those of the whole (sampled, augmented) subgraph, with one self-loop
 counted at the target as PyG's ``gcn_norm`` does; trimming drops rows, never re-normalises,
 so the seeds' embeddings are exactly those of the untrimmed 2-layer GCN on the subgraph.
 Full-graph mode is the special case where every layer's targets are all N nodes.
+Embeddings of every node for evaluation read the whole graph's adjacency a chunk of rows
+(and of columns) at a time instead (``ChunkedAdjacency``), so no N x hidden layer exists.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -83,3 +85,98 @@ def gcn_adjacency(edge_index: Tensor, num_nodes: int,
         layers.append(LayerAdjacency(neighbours, deg_inv_sqrt[:targets].square()))
         sources = targets
     return layers
+
+
+@dataclass(frozen=True)
+class ChunkedAdjacency:
+    """The whole graph's normalised adjacency for all-node products a chunk of nodes at a time.
+
+    Only index arrays are kept, the edges grouped by target (``in_ptr``, ``in_src``: a CSR
+    without values) and by source (``out_ptr``, ``out_dst``); a chunk's weights
+    1/sqrt(deg_i deg_j) are recomputed from ``deg_inv_sqrt`` when it is read. Grouping by
+    source is free when ``edge_index`` is sorted by source (coalesced graphs: ``out_dst`` is a
+    view of it), else one more index per edge. Same weights as ``gcn_adjacency``.
+    """
+
+    deg_inv_sqrt: Tensor
+    in_ptr: Tensor
+    in_src: Tensor
+    out_ptr: Tensor
+    out_dst: Tensor
+
+    @property
+    def num_nodes(self) -> int:
+        return self.deg_inv_sqrt.numel()
+
+    def rows(self, lo: int, hi: int) -> Tensor:
+        """Rows lo..hi-1 of A_hat as a (hi - lo) x N CSR matrix, each row's diagonal entry last
+        (so A_hat[lo:hi] @ h sums in the order of ``LayerAdjacency.propagate``)."""
+        e0, e1 = int(self.in_ptr[lo]), int(self.in_ptr[hi])
+        t = hi - lo
+        device = self.in_src.device
+        counts = self.in_ptr[lo + 1: hi + 1] - self.in_ptr[lo:hi]
+        crow = torch.zeros(t + 1, dtype=torch.long, device=device)
+        torch.cumsum(counts + 1, 0, out=crow[1:])
+        src = self.in_src[e0:e1]
+        row = torch.repeat_interleave(torch.arange(t, device=device), counts, output_size=e1 - e0)
+        col = torch.empty(e1 - e0 + t, dtype=torch.long, device=device)
+        val = torch.empty(e1 - e0 + t, dtype=self.deg_inv_sqrt.dtype, device=device)
+        slots = torch.arange(e1 - e0, device=device) + row  # row r's entries shift by r diagonals
+        col[slots] = src
+        val[slots] = self.deg_inv_sqrt.index_select(0, src) * self.deg_inv_sqrt.index_select(
+            0, row + lo)
+        diagonal = crow[1:] - 1
+        col[diagonal] = torch.arange(lo, hi, device=device)
+        val[diagonal] = self.self_weight(lo, hi)
+        return torch.sparse_csr_tensor(crow, col, val, (t, self.num_nodes),
+                                       check_invariants=False)
+
+    def self_weight(self, lo: int, hi: int) -> Tensor:
+        """The diagonal entries 1 / deg of rows lo..hi-1."""
+        return self.deg_inv_sqrt[lo:hi].square()
+
+    def columns(self, lo: int, hi: int, max_edges: int) -> Iterator[tuple[Tensor, Tensor, Tensor]]:
+        """The off-diagonal entries of columns lo..hi-1 (edges out of those sources), in blocks
+        of at most ``max_edges``: (source - lo, target, weight) per block."""
+        e0, e1 = int(self.out_ptr[lo]), int(self.out_ptr[hi])
+        if e1 == e0:
+            return
+        counts = self.out_ptr[lo + 1: hi + 1] - self.out_ptr[lo:hi]
+        local = torch.repeat_interleave(torch.arange(hi - lo, device=counts.device), counts,
+                                        output_size=e1 - e0)
+        for b0 in range(e0, e1, max_edges):
+            b1 = min(b0 + max_edges, e1)
+            src, dst = local[b0 - e0: b1 - e0], self.out_dst[b0:b1]
+            weight = self.deg_inv_sqrt.index_select(0, src + lo) * self.deg_inv_sqrt.index_select(
+                0, dst)
+            yield src, dst, weight
+
+
+def chunked_adjacency(edge_index: Tensor, num_nodes: int) -> ChunkedAdjacency:
+    """The ``ChunkedAdjacency`` of a graph: self-loops dropped (Eq. 4 adds I), degrees and
+    duplicate edges as in ``gcn_adjacency``; each grouping is a stable sort, skipped when the
+    edges already are in that order."""
+    src, dst = edge_index[0], edge_index[1]
+    loops = src == dst
+    if bool(loops.any()):
+        src, dst = src[~loops], dst[~loops]
+    per_target = torch.bincount(dst, minlength=num_nodes)
+    deg_inv_sqrt = (per_target + 1).to(torch.float32).rsqrt()
+    in_ptr = _pointers(per_target)
+    del per_target
+    in_src = src if _sorted(dst) else src.index_select(0, torch.argsort(dst, stable=True))
+    out_ptr = _pointers(torch.bincount(src, minlength=num_nodes))
+    out_dst = dst if _sorted(src) else dst.index_select(0, torch.argsort(src, stable=True))
+    return ChunkedAdjacency(deg_inv_sqrt, in_ptr, in_src, out_ptr, out_dst)
+
+
+def _pointers(counts: Tensor) -> Tensor:
+    """CSR row pointers (N + 1, int64) from per-row counts."""
+    ptr = torch.zeros(counts.numel() + 1, dtype=torch.long, device=counts.device)
+    torch.cumsum(counts, 0, out=ptr[1:])
+    return ptr
+
+
+def _sorted(index: Tensor) -> bool:
+    """Whether ``index`` is non-decreasing (then grouping by it needs no sort)."""
+    return index.numel() < 2 or bool((index[1:] >= index[:-1]).all())

@@ -70,6 +70,8 @@ class Cost:
     epoch_s: float | None
     peak_bytes: int | None
     label: str = ""
+    phases: tuple[tuple[str, float], ...] = ()
+    """Mean seconds per step of each phase of the step (edgegcl.phases), when measured."""
 
     def __post_init__(self) -> None:
         if (self.epoch_s is None) != (self.peak_bytes is None):

@@ -51,8 +51,12 @@ _HELP = {
     "T_init": "bootstrap epochs at eta_0", "T_int": "epochs between HANS updates",
     "e": "loss-gate window (epochs)", "gamma": "loss-gate factor", "b": "base step size",
     "swap_every": "epochs between swaps after saturation (0: T_int)",
-    "logits": "dense (B x B similarity blocks) or pairs (the scheduled pairs only, cheaper "
-              "at small theta_max); --auto-budget measures both and picks",
+    "logits": "auto (the cheaper of the two for HANS's current state, switching as eta "
+              "grows), dense (B x B similarity blocks with their gradients) or pairs (a "
+              "gradient for the scheduled pairs only)",
+    "stratify": "sampled (each anchor ranks a random sample of its candidates, about as many "
+                "as it uses) or exact (ranks all 2B - 2)",
+    "stratify_sample": "sampled strata: least number of candidates each anchor ranks",
     "nodes": "synthetic: number of nodes", "classes": "synthetic: planted classes",
     "features": "synthetic: feature dimension", "avg_degree": "synthetic: average degree",
     "homophily": "synthetic: fraction of intra-class edges", "graph_seed": "synthetic: graph seed",

@@ -18,6 +18,7 @@ from typing import Any
 
 from edgegcl.errors import UsageError
 from edgegcl.model import ACTIVATIONS, ModelConfig
+from edgegcl.negatives import SAMPLE_MIN, STRATIFY
 from edgegcl.pairs import LOGITS
 from edgegcl.sampling import SAMPLERS
 
@@ -78,8 +79,10 @@ class TrainConfig:
     eta_0: float = 0.05
     floor: float = 0.05
     swap_every: int = 0
-    # how the loss computes the scheduled logits (edgegcl.pairs); --auto-budget measures both
-    logits: str = "dense"
+    # how the strata are found (edgegcl.negatives) and the logits computed (edgegcl.pairs)
+    stratify: str = "sampled"
+    stratify_sample: int = SAMPLE_MIN
+    logits: str = "auto"
 
     def ratio_map(self) -> dict[str, float]:
         """``ratios`` ("EASY,HARD,INTER" percent, the paper's order) as fractions by category."""
@@ -177,6 +180,10 @@ def validate(cfg: TrainConfig) -> None:
     need(cfg.device in DEVICES or re.fullmatch(r"cuda:\d+", cfg.device) is not None,
          f"--device must be auto, cpu, cuda or cuda:N, got {cfg.device!r}")
     need(cfg.logits in LOGITS, f"--logits must be one of {', '.join(LOGITS)}, got {cfg.logits!r}")
+    need(cfg.stratify in STRATIFY,
+         f"--stratify must be one of {', '.join(STRATIFY)}, got {cfg.stratify!r}")
+    need(cfg.stratify_sample >= 16,
+         f"--stratify-sample must be at least 16 candidates, got {cfg.stratify_sample}")
     need(cfg.activation in ACTIVATIONS,
          f"--activation must be one of {', '.join(ACTIVATIONS)}, got {cfg.activation!r}")
     for name in ("epochs", "seeds", "eval_every", "batch_size", "hidden_dim", "out_dim", "proj_dim",

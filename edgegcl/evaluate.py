@@ -19,14 +19,24 @@ import torch.nn.functional as F
 from torch import Tensor
 
 __all__ = [
+    "CHECKPOINT_PROBE_MAX_LABELLED",
     "ProbeScores",
     "Selection",
     "Split",
+    "checkpoint_probe_split",
     "f1_scores",
     "linear_probe",
     "random_split",
     "select_checkpoint",
 ]
+
+
+CHECKPOINT_PROBE_MAX_LABELLED = 20_000
+"""Labelled nodes (train + validation) a per-checkpoint probe fits and selects on at most
+(``checkpoint_probe_split``); the chosen checkpoint is then probed on the full split."""
+
+PROBE_CHUNK_ROWS = 1 << 15
+"""Rows of embeddings ``linear_probe`` normalises and classifies at a time (32 MiB at 256 wide)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +70,36 @@ def random_split(num_nodes: int, seed: int, train: float = 0.1, val: float = 0.1
     )
 
 
+def checkpoint_probe_split(split: Split, max_labelled: int | None = None) -> Split:
+    """The split a per-checkpoint probe uses: ``split`` itself when its train and validation
+    sets hold at most ``max_labelled`` nodes (default CHECKPOINT_PROBE_MAX_LABELLED), else the
+    first nodes of each (a uniform sample: ``random_split`` orders them at random), shared
+    in proportion to the two sets' sizes. The test set is kept whole.
+
+    A probe fits its classifier for hundreds of full-batch epochs over the training nodes, at
+    every checkpoint: 100 000 of them on a million-node graph. The sample depends on the split
+    only, so it is the same at every checkpoint of a seed.
+    """
+    cap = CHECKPOINT_PROBE_MAX_LABELLED if max_labelled is None else max_labelled
+    n_train, n_val = split.train.numel(), split.val.numel()
+    if cap < 2:
+        raise ValueError(f"max_labelled must be at least 2, got {cap}")
+    if n_train + n_val <= cap:
+        return split
+    k_train = min(n_train, max(1, round(cap * n_train / (n_train + n_val))))
+    k_val = min(n_val, cap - k_train)
+    return Split(train=split.train[:k_train], val=split.val[:k_val], test=split.test)
+
+
+def _f1_from_counts(true_positives: Tensor, support: Tensor, correct: int,
+                    total: int) -> tuple[float, float]:
+    """``f1_scores`` from its counts: per-class true positives, per-class predicted + true
+    counts, and the number of correct predictions out of ``total``."""
+    present = support > 0
+    per_class = 2.0 * true_positives[present].double() / support[present].double()
+    return 100.0 * (correct / total), 100.0 * per_class.mean().item()
+
+
 def f1_scores(pred: Tensor, target: Tensor, num_classes: int) -> tuple[float, float]:
     """Return ``(micro-F1, macro-F1)`` in percent for single-label multi-class predictions.
 
@@ -83,22 +123,22 @@ def f1_scores(pred: Tensor, target: Tensor, num_classes: int) -> tuple[float, fl
     support = torch.bincount(target, minlength=num_classes) + torch.bincount(
         pred, minlength=num_classes
     )
-    present = support > 0
-    per_class = 2.0 * true_positives[present].double() / support[present].double()
-    micro = 100.0 * correct.double().mean().item()
-    macro = 100.0 * per_class.mean().item()
-    return micro, macro
+    return _f1_from_counts(true_positives, support, int(correct.sum()), pred.numel())
 
 
 @dataclass(frozen=True)
 class ProbeScores:
-    """F1 scores (percent) of the linear probe chosen on validation, and its weight decay."""
+    """F1 scores (percent) of the linear probe chosen on validation, its weight decay, and the
+    number of labelled nodes it was fitted, chosen and tested on."""
 
     val_micro: float
     val_macro: float
     test_micro: float
     test_macro: float
     weight_decay: float
+    num_train: int
+    num_val: int
+    num_test: int
 
 
 def _fit_logreg(
@@ -140,6 +180,43 @@ def _fit_logreg(
     return packed_w, packed_b
 
 
+def _normalised_rows(embeddings: Tensor, index: Tensor) -> Tensor:
+    """Rows ``index`` of the embeddings, L2-normalised: exactly those rows of
+    ``F.normalize(embeddings.float(), dim=1)``, without normalising every row."""
+    rows = embeddings.index_select(0, index).float()
+    return rows.div_(rows.norm(p=2, dim=1, keepdim=True).clamp_min(1e-12))
+
+
+class _GroupCounts:
+    """``f1_scores``'s counts for G classifiers at once, accumulated over chunks of nodes."""
+
+    def __init__(self, groups: int, num_classes: int, device: torch.device) -> None:
+        self.groups, self.num_classes = groups, num_classes
+        self.offset = torch.arange(groups, device=device) * num_classes
+        self.true_positives = torch.zeros(groups * num_classes, dtype=torch.long, device=device)
+        self.predicted = torch.zeros_like(self.true_positives)
+        self.targets = torch.zeros(num_classes, dtype=torch.long, device=device)
+        self.correct = torch.zeros(groups, dtype=torch.long, device=device)
+        self.total = 0
+
+    def add(self, pred: Tensor, target: Tensor) -> None:
+        """``pred`` [n, G] (each group's class per node), ``target`` [n]."""
+        size = self.groups * self.num_classes
+        hit = pred == target.unsqueeze(1)
+        self.true_positives += torch.bincount((target.unsqueeze(1) + self.offset)[hit],
+                                              minlength=size)
+        self.predicted += torch.bincount((pred + self.offset).flatten(), minlength=size)
+        self.targets += torch.bincount(target, minlength=self.num_classes)
+        self.correct += hit.sum(dim=0)
+        self.total += target.numel()
+
+    def scores(self, group: int) -> tuple[float, float]:
+        """(micro-F1, macro-F1) of one group, as ``f1_scores`` on all nodes added."""
+        cls = slice(group * self.num_classes, (group + 1) * self.num_classes)
+        return _f1_from_counts(self.true_positives[cls], self.predicted[cls] + self.targets,
+                               int(self.correct[group]), self.total)
+
+
 def linear_probe(
     embeddings: Tensor,
     y: Tensor,
@@ -159,6 +236,10 @@ def linear_probe(
     nothing but the reported test numbers. Initialisation is ``nn.Linear``'s uniform
     ``U(-1/sqrt(D), 1/sqrt(D))`` drawn from a local generator seeded with ``seed``, so the
     result is deterministic and the global RNG is left alone. Runs on ``embeddings.device``.
+
+    Memory beyond the embeddings (which may be memory-mapped, ``model.npy_embeddings``): the
+    training rows; validation and test rows are normalised and classified PROBE_CHUNK_ROWS at
+    a time and only their F1 counts are kept.
     """
     if embeddings.dim() != 2 or y.shape != (embeddings.shape[0],):
         raise ValueError(
@@ -175,32 +256,43 @@ def linear_probe(
         raise ValueError("train, validation and test sets must all be non-empty")
 
     device = embeddings.device
-    x = F.normalize(embeddings.detach().float(), dim=1)
+    embeddings = embeddings.detach()
     y = y.to(device=device, dtype=torch.long)
     train, val, test = (idx.to(device) for idx in (split.train, split.val, split.test))
     num_classes = int(y.max()) + 1
-    dim = x.shape[1]
+    dim = embeddings.shape[1]
+    groups = len(weight_decays)
 
     generator = torch.Generator().manual_seed(seed)
     bound = 1.0 / math.sqrt(dim)
     weight = (torch.rand(num_classes, dim, generator=generator) * 2 - 1) * bound
     bias = (torch.rand(num_classes, generator=generator) * 2 - 1) * bound
     packed_w, packed_b = _fit_logreg(
-        x[train], y[train], num_classes, weight_decays, epochs, lr,
+        _normalised_rows(embeddings, train), y[train], num_classes, weight_decays, epochs, lr,
         weight.to(device), bias.to(device),
     )
 
-    with torch.no_grad():
-        pred = torch.addmm(packed_b, x, packed_w).view(x.shape[0], -1, num_classes).argmax(-1)
-    val_scores = [f1_scores(pred[val, g], y[val], num_classes) for g in range(len(weight_decays))]
-    best = max(range(len(weight_decays)), key=lambda g: (val_scores[g][0], -g))
-    test_micro, test_macro = f1_scores(pred[test, best], y[test], num_classes)
+    def counts(index: Tensor) -> _GroupCounts:
+        out = _GroupCounts(groups, num_classes, device)
+        with torch.no_grad():
+            for part in index.split(PROBE_CHUNK_ROWS):
+                logits = torch.addmm(packed_b, _normalised_rows(embeddings, part), packed_w)
+                out.add(logits.view(part.numel(), groups, num_classes).argmax(-1), y[part])
+        return out
+
+    val_counts = counts(val)
+    val_scores = [val_counts.scores(g) for g in range(groups)]
+    best = max(range(groups), key=lambda g: (val_scores[g][0], -g))
+    test_micro, test_macro = counts(test).scores(best)
     return ProbeScores(
         val_micro=val_scores[best][0],
         val_macro=val_scores[best][1],
         test_micro=test_micro,
         test_macro=test_macro,
         weight_decay=float(weight_decays[best]),
+        num_train=train.numel(),
+        num_val=val.numel(),
+        num_test=test.numel(),
     )
 
 

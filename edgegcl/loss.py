@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from edgegcl.negatives import CATEGORIES, ActiveNegatives, CandidateRows
+from edgegcl.negatives import CATEGORIES, ActiveNegatives, CandidateRows, CandidateValues
 
 
 class AnchorSimilarities(Protocol):
@@ -46,6 +46,8 @@ class AnchorSimilarities(Protocol):
     def device(self) -> torch.device: ...
 
     def candidate_rows(self, direction: int) -> CandidateRows: ...
+
+    def candidate_values(self, direction: int) -> CandidateValues: ...
 
     def positives(self) -> Tensor: ...
 
@@ -103,6 +105,16 @@ class Similarities:
         """Slices of ``candidates(direction)``, detached (for the scheduler)."""
         inter, intra = (blk.detach() for blk in self.blocks(direction))
         return lambda start, stop: torch.cat([inter[start:stop], intra[start:stop]], dim=1)
+
+    def candidate_values(self, direction: int) -> CandidateValues:
+        """Columns ``cols`` of ``candidates(direction)``'s rows start..stop-1, detached."""
+        inter, intra = (blk.detach() for blk in self.blocks(direction))
+        b = inter.size(1)
+
+        def values(start: int, stop: int, cols: Tensor) -> Tensor:
+            return torch.where(cols < b, inter[start:stop].index_select(1, cols.clamp(max=b - 1)),
+                               intra[start:stop].index_select(1, (cols - b).clamp(min=0)))
+        return values
 
     def logits(self, direction: int, active: ActiveNegatives) -> Tensor:
         """The active negatives' similarities, differentiable: gathered from the blocks."""

@@ -3,20 +3,32 @@
 f: a 2-layer GCN, Z^(l+1) = sigma(D^-1/2 (A + I) D^-1/2 Z^(l) W^(l)) (Eq. 4).
 g: the projection head H = g(Z) (Eq. 5), Linear -> ELU -> Linear as in GRACE.
 Only the encoder is kept for embeddings and export; the head exists for the loss.
+Embeddings of every node (probes, evaluation) are computed a chunk of nodes at a time
+(``GCNEncoder.embed_nodes``), so their memory is the output's plus the graph's indices.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch_geometric.nn.inits import glorot
 
-from edgegcl.adjacency import LayerAdjacency, gcn_adjacency
+from edgegcl.adjacency import LayerAdjacency, chunked_adjacency, gcn_adjacency
 
 ACTIVATIONS = ("relu", "prelu", "elu", "rrelu")
+
+EMBED_CHUNK_FLOATS = 1 << 23
+"""Floats a chunk of ``GCNEncoder.embed_nodes`` may hold (32 MiB): its rows are this over the
+widths a row passes through (input, hidden twice, output)."""
+
+EMBED_EDGE_BLOCK = 1 << 15
+"""Edges per block when ``GCNEncoder.embed_nodes`` pushes layer 2's messages (one out_dim-wide
+row each: 32 MiB at out_dim 256)."""
 
 
 def make_activation(name: str, channels: int) -> nn.Module:
@@ -109,6 +121,49 @@ class GCNEncoder(nn.Module):
         z = self.act1(self.conv1(adj1, x, feature_keep))
         return self.act2(self.conv2(adj2, z))
 
+    @torch.no_grad()
+    def embed_nodes(self, x: Tensor, edge_index: Tensor, out: Tensor | None = None,
+                    chunk_rows: int | None = None, edge_block: int = EMBED_EDGE_BLOCK) -> Tensor:
+        """``forward(x, edge_index)`` (every node), without autograd, a chunk of rows at a time.
+
+        Layer 1 is pulled per chunk c of target rows and taken straight through layer 2's
+        weights, P_c = sigma(A_hat[c] X W1 + b1) W2 (out_dim wide); layer 2 is pushed: P_c is
+        added along the edges out of c into ``out``, and when every chunk is in,
+        out = sigma(out + b2) chunk by chunk. So no N x hidden tensor and no whole P exist:
+        besides ``out`` the graph-sized memory is ``ChunkedAdjacency``'s index arrays. ``x``
+        dense or sparse CSR. ``out``: a preallocated [N, out_dim] tensor to fill (e.g.
+        ``npy_embeddings``), else one is allocated. ``chunk_rows``: rows per chunk (default
+        from EMBED_CHUNK_FLOATS). Equal to ``forward`` up to float summation order.
+        """
+        n = x.size(0)
+        hidden, out_dim = self.conv1.lin.out_features, self.conv2.lin.out_features
+        if out is None:
+            out = torch.zeros(n, out_dim, device=x.device)
+        elif out.shape != (n, out_dim) or out.device != x.device:
+            raise ValueError(f"out must be [{n}, {out_dim}] on {x.device}, "
+                             f"got {tuple(out.shape)} on {out.device}")
+        else:
+            out.zero_()
+        if chunk_rows is None:
+            chunk_rows = max(1, EMBED_CHUNK_FLOATS // (x.size(1) + 2 * hidden + out_dim))
+        if chunk_rows < 1 or edge_block < 1:
+            raise ValueError(f"need chunk_rows >= 1 and edge_block >= 1, got {chunk_rows}, "
+                             f"{edge_block}")
+        adj = chunked_adjacency(edge_index, n)
+        w1, b1, w2 = self.conv1.lin.weight, self.conv1.bias, self.conv2.lin.weight
+        for lo in range(0, n, chunk_rows):
+            hi = min(lo + chunk_rows, n)
+            p = nn.functional.linear(self.act1(nn.functional.linear(adj.rows(lo, hi) @ x, w1, b1)),
+                                     w2).to(out.dtype)
+            for src, dst, weight in adj.columns(lo, hi, edge_block):
+                out.index_add_(0, dst, p.index_select(0, src).mul_(weight.unsqueeze(1)))
+            out[lo:hi].addcmul_(adj.self_weight(lo, hi).unsqueeze(1), p)
+        bias = self.conv2.bias.to(out.dtype)
+        for lo in range(0, n, chunk_rows):
+            rows = out[lo:lo + chunk_rows]
+            rows.copy_(self.act2(rows.add_(bias)))
+        return out
+
 
 class ProjectionHead(nn.Module):
     """g in the paper (Eq. 5): Linear -> ELU -> Linear, used only by the contrastive loss."""
@@ -138,12 +193,25 @@ class AdNGCL(nn.Module):
     def project(self, z: Tensor) -> Tensor:
         return self.head(z)
 
-    def embed(self, x: Tensor, edge_index: Tensor) -> Tensor:
+    def embed(self, x: Tensor, edge_index: Tensor, *, out: Tensor | None = None,
+              chunk_rows: int | None = None) -> Tensor:
         """Frozen embeddings H = f*(A, X) of every node of the original graph (the paper's
-        output), in eval mode and without autograd: memory O(N d + E), never N x N."""
+        output), in eval mode and without autograd, a chunk of nodes at a time
+        (``GCNEncoder.embed_nodes``): memory N x out_dim plus O(E) indices, never N x hidden.
+        ``out``: a preallocated [N, out_dim] tensor to write into (e.g. ``npy_embeddings``)."""
         was_training = self.training
         self.eval()
-        with torch.no_grad():
-            z = self.encoder(x, edge_index)
-        self.train(was_training)
-        return z
+        try:
+            return self.encoder.embed_nodes(x, edge_index, out, chunk_rows)
+        finally:
+            self.train(was_training)
+
+
+def npy_embeddings(path: str | Path, num_nodes: int, out_dim: int) -> Tensor:
+    """A float32 [num_nodes, out_dim] tensor backed by a new memory-mapped ``.npy`` file, as
+    ``out`` for ``AdNGCL.embed``: the embeddings go to the file (``np.load(path)`` reads them)
+    through file-backed pages, which the kernel may write back and drop under memory pressure,
+    instead of anonymous memory. The mapping is closed when the tensor is freed."""
+    array = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32,
+                                      shape=(num_nodes, out_dim))
+    return torch.from_numpy(array)

@@ -20,6 +20,8 @@ import torch
 from torch import Tensor
 
 CATEGORIES = ("hard", "inter", "easy")
+STRATIFY = ("sampled", "exact")
+"""``--stratify``: rank a random sample of each anchor's candidates, or all of them."""
 
 
 def num_candidates(num_anchors: int) -> int:
@@ -71,6 +73,30 @@ def anchors_per_block(num_anchors: int, device: torch.device) -> int:
     return max(1, elements // (2 * num_anchors))
 
 
+def _cut_pools(sims: Tensor, excluded: Tensor, sizes: Mapping[str, int]
+               ) -> tuple[Tensor, Tensor, Tensor]:
+    """Each row of ``sims`` cut into hard (top ``sizes["hard"]``), easy (bottom) and
+    intermediate (the rest) positions, leaving out the two ``excluded`` positions of each row.
+
+    Only membership matters downstream (negatives are drawn uniformly inside a pool), so no
+    full sort: two partial selections (``topk``, unsorted) and the remainder, equal to cutting
+    the sorted row up to ties (docs/performance.md has the timings).
+    """
+    b = sims.size(0)
+    s = sims.detach().clone()
+    rows = torch.arange(b, device=s.device).unsqueeze(1)
+    s[rows, excluded] = -math.inf
+    hard = s.topk(sizes["hard"], dim=1, sorted=False).indices
+    # The easy pool is taken from what is left, so the pools stay disjoint even under ties.
+    s[rows, excluded] = math.inf
+    s.scatter_(1, hard, math.inf)
+    easy = s.topk(sizes["easy"], dim=1, largest=False, sorted=False).indices
+    rest = s != math.inf
+    rest.scatter_(1, easy, False)
+    inter = rest.nonzero()[:, 1].view(b, sizes["inter"])  # row-major: grouped by anchor
+    return hard, inter, easy
+
+
 @torch.no_grad()
 def stratify(cand_sims: Tensor, ratios: Mapping[str, float], first_anchor: int = 0) -> Strata:
     """S_i of the paper, cut into its pools: hard = the top of each anchor's ranking, easy =
@@ -78,31 +104,36 @@ def stratify(cand_sims: Tensor, ratios: Mapping[str, float], first_anchor: int =
 
     ``cand_sims`` is [b, 2B] (inter-view block, then intra-view block) for anchors
     ``first_anchor`` .. ``first_anchor + b - 1`` of B (all of them by default); anchor i's
-    positive (column i) and the anchor itself (column B + i) belong to no pool. Only pool
-    membership matters downstream (negatives are drawn uniformly inside a pool), so no full
-    sort is needed: the hard and easy pools are partial selections (``topk``), the
-    intermediate pool is what is left. That is 2.5x faster than sorting the rows (58 -> 23 ms
-    at B = 1024, 1.1 s -> 0.43 s at B = 4096 on this project's CPU) and equal to cutting the
-    sorted ranking, up to ties.
+    positive (column i) and the anchor itself (column B + i) belong to no pool.
     """
     b, num_anchors = cand_sims.size(0), cand_sims.size(1) // 2
     c = num_candidates(num_anchors)
-    sizes = pool_sizes(c, ratios)
-    s = cand_sims.detach().clone()
-    rows = torch.arange(b, device=s.device)
-    anchors = rows + first_anchor
-    s[rows, anchors] = -math.inf
-    s[rows, anchors + num_anchors] = -math.inf
-    hard = s.topk(sizes["hard"], dim=1, sorted=False).indices
-    # The easy pool is taken from what is left, so the pools stay disjoint even under ties.
-    s[rows, anchors] = math.inf
-    s[rows, anchors + num_anchors] = math.inf
-    s.scatter_(1, hard, math.inf)
-    easy = s.topk(sizes["easy"], dim=1, largest=False, sorted=False).indices
-    rest = s != math.inf
-    rest.scatter_(1, easy, False)
-    inter = rest.nonzero()[:, 1].view(b, sizes["inter"])  # row-major: grouped by anchor
-    return Strata((hard, inter, easy), c)
+    anchors = torch.arange(first_anchor, first_anchor + b, device=cand_sims.device)
+    excluded = torch.stack([anchors, anchors + num_anchors], dim=1)
+    return Strata(_cut_pools(cand_sims, excluded, pool_sizes(c, ratios)), c)
+
+
+@dataclass(frozen=True)
+class CandidateSample:
+    """Sampled strata: one random sample of candidate columns per block of anchors.
+
+    ``cols`` is [num_blocks, size + 2]: a uniform random subset of the 2B candidate columns,
+    in random order, shared by the ``block`` anchors of a block (anchors ``k * block`` ..
+    ``(k + 1) * block - 1`` use row k). Each anchor ranks ``size`` of them: its own two columns
+    (positive and itself) when the sample holds them, otherwise the last columns of the
+    sample, are left out, so every anchor's sample is a uniform random ``size``-subset of its
+    candidates N_i. Sharing a sample within a block is what makes its similarities one dense
+    product (edgegcl.pairs); anchors in different blocks draw independently.
+    """
+
+    cols: Tensor
+    block: int
+    size: int
+
+    def block_rows(self, num_anchors: int) -> list[tuple[int, int, Tensor]]:
+        """(start, stop, sampled columns) of every block of anchors."""
+        return [(start, min(start + self.block, num_anchors), self.cols[k])
+                for k, start in enumerate(range(0, num_anchors, self.block))]
 
 
 @dataclass(frozen=True)
@@ -120,6 +151,15 @@ class ActiveNegatives:
     values: Tensor | None = None
     """The candidates' similarities at ``cols`` when they were drawn (no gradient), if kept:
     the scheduled-pairs path (edgegcl.pairs) takes them as that step's forward values."""
+    sample: CandidateSample | None = None
+    """Sampled strata only: the candidate sample of each block of anchors the columns were
+    drawn from (``cols[i]`` lies in anchor i's block's sample)."""
+    positions: Tensor | None = None
+    """Sampled strata only: [B, K] positions of ``cols`` in the anchor's block sample, so the
+    pairs path computes a block's logits as one product with the sampled rows."""
+    grouped: bool = True
+    """False when the columns are not ordered by category (``schedule_sampled`` with
+    ``grouped=False``: whole pools, never ranked); ``sizes`` then only sum to K."""
 
     @property
     def complete(self) -> bool:
@@ -128,6 +168,9 @@ class ActiveNegatives:
 
     def segments(self) -> dict[str, Tensor]:
         """The column block of each category."""
+        if not self.grouped:
+            raise ValueError("these active negatives were drawn without their categories "
+                             "(grouped=False); schedule them with grouped=True")
         out, start = {}, 0
         for cat, size in zip(CATEGORIES, self.sizes):
             out[cat] = self.cols[:, start:start + size]
@@ -209,3 +252,138 @@ def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.devi
             values.append(block.gather(1, picked))
     return ActiveNegatives(torch.cat(cols, dim=0), _active_sizes(plan), c,
                            torch.cat(values, dim=0) if keep_values else None)
+
+
+# ---- sampled strata -----------------------------------------------------------------------
+
+CandidateValues = Callable[[int, int, Tensor], Tensor]
+"""``values(start, stop, cols)``: the [stop - start, len(cols)] similarities of anchors
+``start .. stop - 1`` with the candidate columns ``cols`` (column layout as ``CandidateRows``),
+without gradient."""
+
+SAMPLE_BLOCK_ANCHORS = 256
+"""Anchors that share one candidate sample in sampled strata. A block's similarities are one
+[256, M] product, as fast per element as one [B, M] product (docs/performance.md), while
+blocks of a batch still draw independent samples."""
+
+SAMPLE_MIN = 256
+"""Default least number of candidates an anchor ranks in sampled strata (``stratify_sample``):
+the purity of the pools (share of drawn members truly in the anchor's pool) rises with the
+sample; docs/hans.md has the measured purity per sample size."""
+
+
+def sample_size(num_cand: int, ratios: Mapping[str, float], counts: Mapping[str, int],
+                minimum: int = SAMPLE_MIN) -> int:
+    """M: the fewest sampled candidates whose pools (``pool_sizes(M)``) hold ``counts``.
+
+    At least ``minimum``, at most ``num_cand`` (which means: rank every candidate, the exact
+    strata). With eta^cat = 1 in the category of largest eta, M is about eta theta_max |N_i|:
+    the sample is little more than the active set, so the cost follows theta_max.
+    """
+    total = sum(ratios[c] for c in CATEGORIES)
+    need = max([math.ceil(counts[c] * total / ratios[c]) for c in CATEGORIES
+                if counts[c] > 0 and ratios[c] > 0] + [1])
+    # The intermediate pool takes the rounding (pool_sizes), so a few below ``need`` may hold.
+    m = min(num_cand, max(minimum, need - 3))
+    while m < num_cand and any(pool_sizes(m, ratios)[c] < counts[c] for c in CATEGORIES):
+        m += 1
+    return m
+
+
+def draw_sample(num_anchors: int, size: int, generator: torch.Generator, device: torch.device,
+                block: int = SAMPLE_BLOCK_ANCHORS) -> CandidateSample:
+    """A ``CandidateSample`` of ``size`` candidates per anchor (``size`` <= 2B - 2), drawn with
+    ``generator`` (CPU): one ``randperm`` prefix per block of anchors."""
+    blocks = math.ceil(num_anchors / block)
+    cols = torch.stack([torch.randperm(2 * num_anchors, generator=generator)[:size + 2]
+                        for _ in range(blocks)])
+    return CandidateSample(cols.to(device), block, size)
+
+
+def _sample_exclusions(cols: Tensor, anchors: Tensor, num_anchors: int) -> Tensor:
+    """[b, 2] positions of ``cols`` left out of each anchor's sample: its own columns (positive
+    i, itself B + i) where the sample holds them, then the last other positions. O(b), by the
+    inverse of the sample."""
+    where = torch.full((2 * num_anchors,), -1, dtype=torch.long, device=cols.device)
+    where[cols] = torch.arange(cols.numel(), device=cols.device)
+    own = torch.stack([where[anchors], where[anchors + num_anchors]], dim=1)
+    last = cols.numel() - 1 - torch.arange(4, device=cols.device)  # own ones may be among them
+    spare = last.expand(own.size(0), 4)
+    spare_ok = (spare != own[:, :1]) & (spare != own[:, 1:])
+    options = torch.cat([own, spare], dim=1)
+    ok = torch.cat([own >= 0, spare_ok], dim=1)
+    first_two = ok & (ok.cumsum(1) <= 2)
+    return options[first_two].view(-1, 2)
+
+
+def _all_but_excluded(num_cols: int, excluded: Tensor) -> Tensor:
+    """[b, num_cols - 2] positions 0..num_cols-1 of each row without its two ``excluded``."""
+    lo, hi = excluded.min(1, keepdim=True).values, excluded.max(1, keepdim=True).values
+    j = torch.arange(num_cols - 2, device=excluded.device).unsqueeze(0)
+    j = j + (j >= lo).long()
+    return j + (j >= hi).long()
+
+
+@torch.no_grad()
+def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.device,
+                     ratios: Mapping[str, float], counts: Mapping[str, int], draw: int,
+                     sample: CandidateSample, *, keep_values: bool = False,
+                     grouped: bool = True) -> ActiveNegatives:
+    """Sampled strata: each anchor's pools cut from its block's sample, then drawn from.
+
+    Anchor i ranks the M = ``sample.size`` candidates of its sample (a uniform random subset
+    of N_i), cuts them by the ratios into hard / intermediate / easy as ``stratify`` cuts all
+    of N_i, and draws ``counts`` from those pools as ``select_active`` does. Each sampled pool
+    is a uniform random subset of the anchor's whole pool except near the two cuts, where the
+    sample's estimate of the cut can misplace a candidate: the purity (``stratum_purity``)
+    measured in docs/hans.md. The work is O(B M d) instead of O(B^2 d) for the similarities
+    and O(B M) instead of O(B^2) for the ranking. ``keep_values`` (the pairs path) also keeps
+    the drawn columns' similarities and their positions in the sample (``ActiveNegatives``).
+
+    When the counts are the whole sampled pools (HANS saturated with a sample of exactly the
+    active set) nothing is drawn: the pools are concatenated, and with ``grouped=False`` (a
+    caller that does not read the categories: the loss's second direction) not even ranked,
+    since their union is the sample (``ActiveNegatives.grouped``).
+    """
+    c = num_candidates(num_anchors)
+    sizes = pool_sizes(sample.size, ratios)
+    whole = all(counts[cat] == sizes[cat] for cat in CATEGORIES)
+    plan = [(positions.to(device), offsets.to(device)) for positions, offsets
+            in _draw_positions(tuple(sizes.values()), counts, draw, num_anchors)]
+    positions, cols, kept = [], [], []
+    for start, stop, block_cols in sample.block_rows(num_anchors):
+        anchors = torch.arange(start, stop, device=device)
+        excluded = _sample_exclusions(block_cols, anchors, num_anchors)
+        if whole and not grouped:
+            picked = _all_but_excluded(block_cols.numel(), excluded)
+            v = values(start, stop, block_cols) if keep_values else None
+        else:
+            v = values(start, stop, block_cols)
+            pools = _cut_pools(v, excluded, sizes)
+            picked = torch.cat(pools, dim=1) if whole else _pick(
+                Strata(pools, sample.size), [(pos, offsets[start:stop]) for pos, offsets in plan])
+        cols.append(block_cols[picked])
+        if keep_values:
+            positions.append(picked)
+            kept.append(v.gather(1, picked))
+    grouped = grouped or not whole
+    if not keep_values:  # the dense path gathers by column; positions serve the pairs path
+        return ActiveNegatives(torch.cat(cols), _active_sizes(plan), c, grouped=grouped)
+    return ActiveNegatives(torch.cat(cols), _active_sizes(plan), c, torch.cat(kept), sample,
+                           torch.cat(positions), grouped)
+
+
+@torch.no_grad()
+def stratum_purity(active: ActiveNegatives, cand_sims: Tensor, ratios: Mapping[str, float]
+                   ) -> dict[str, float]:
+    """Per category, the share of the drawn negatives that lie in the anchor's exact pool
+    (``stratify`` over all of ``cand_sims``, [B, 2B]): 1.0 for the exact strata."""
+    exact = stratify(cand_sims, ratios)
+    out = {}
+    for (cat, seg), pool in zip(active.segments().items(), exact.pools):
+        if seg.size(1) == 0:
+            out[cat] = 1.0
+            continue
+        member = torch.zeros_like(cand_sims, dtype=torch.bool).scatter_(1, pool, True)
+        out[cat] = float(member.gather(1, seg).float().mean())
+    return out

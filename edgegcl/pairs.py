@@ -27,10 +27,34 @@ from torch import Tensor
 from torch.autograd.function import FunctionCtx
 
 from edgegcl.loss import unit_rows
-from edgegcl.negatives import ActiveNegatives, CandidateRows, anchors_per_block
+from edgegcl.negatives import (
+    ActiveNegatives,
+    CandidateRows,
+    CandidateSample,
+    CandidateValues,
+    anchors_per_block,
+)
 
-LOGITS = ("dense", "pairs")
-"""``--logits``: the dense similarity blocks, or the scheduled pairs only (this module)."""
+PATHS = ("dense", "pairs")
+"""The two ways of computing the loss's logits; the profiler measures both."""
+LOGITS = ("auto", *PATHS)
+"""``--logits``: the cheaper of the two for the current schedule (``choose_logits``), the
+dense similarity blocks, or the scheduled pairs only (this module)."""
+
+PAIRS_UP_TO = {"sampled": 0.5, "exact": 0.1}
+"""``--logits auto`` takes the pairs path while the candidates it touches per anchor are at
+most this fraction of 2B - 2: the sample (sampled strata; its products cost per element what
+the dense blocks do, docs/performance.md) or the active set (exact strata, whose per-pair
+backward is slower per element). Measured crossovers: docs/performance.md."""
+
+
+def choose_logits(logits: str, stratify: str, touched: int, num_cand: int) -> str:
+    """The path a step takes: ``logits`` unless it is ``auto``, then pairs while ``touched``
+    candidates per anchor (sample size or active count) are at most PAIRS_UP_TO of
+    ``num_cand``, dense above."""
+    if logits != "auto":
+        return logits
+    return "pairs" if touched <= PAIRS_UP_TO[stratify] * num_cand else "dense"
 
 
 class ScheduledLogits(torch.autograd.Function):
@@ -64,6 +88,36 @@ class ScheduledLogits(torch.autograd.Function):
             grad_z = F.embedding_bag(torch.div(order, k, rounding_mode="floor"), u, offsets,
                                      per_sample_weights=grad.reshape(-1)[order], mode="sum")
         return grad_u, grad_z, None, None
+
+
+class BlockSampledLogits(torch.autograd.Function):
+    """s_ik = <u_i, z_j> for active pairs drawn from sampled strata (``CandidateSample``).
+
+    Anchor i's active columns lie in its block's sample, so a block's gradient is dense over
+    that sample: with G the [block, M + 2] incoming gradient at the block's active positions,
+    dL/du_block = G z_sample and dL/dz_sample = G^T u_block: two matrix products per block
+    (O(B M d), at matrix-product speed) instead of per-pair gathers. ``forward(u, z, sample,
+    positions, values)`` returns ``values``, which must equal those products.
+    """
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, u: Tensor, z: Tensor, sample: CandidateSample,
+                positions: Tensor, values: Tensor) -> Tensor:
+        ctx.save_for_backward(u, z, positions)
+        ctx.sample = sample
+        return values.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        u, z, positions = ctx.saved_tensors
+        sample: CandidateSample = ctx.sample
+        grad_u, grad_z = torch.zeros_like(u), torch.zeros_like(z)
+        for start, stop, cols in sample.block_rows(u.size(0)):
+            g = torch.zeros(stop - start, cols.numel(), dtype=grad.dtype, device=grad.device)
+            g.scatter_add_(1, positions[start:stop], grad[start:stop])
+            grad_u[start:stop] = g @ z.index_select(0, cols)
+            grad_z.index_add_(0, cols, g.t() @ u[start:stop])
+        return grad_u, grad_z, None, None, None
 
 
 @dataclass(frozen=True)
@@ -100,6 +154,11 @@ class PairSimilarities:
         u, z = (t.detach() for t in self._sides(direction))
         return lambda start, stop: u[start:stop] @ z.t()
 
+    def candidate_values(self, direction: int) -> CandidateValues:
+        """Anchors start..stop-1 against the columns ``cols``: one product, no gradient."""
+        u, z = (t.detach() for t in self._sides(direction))
+        return lambda start, stop, cols: u[start:stop] @ z.index_select(0, cols).t()
+
     def logits(self, direction: int, active: ActiveNegatives) -> Tensor:
         """The active pairs' similarities, differentiable through ``ScheduledLogits``.
 
@@ -109,6 +168,14 @@ class PairSimilarities:
         """
         u, z = self._sides(direction)
         values = active.values
+        if active.sample is not None:  # sampled strata: a block's pairs in one product
+            if values is None:
+                rows = self.candidate_values(direction)
+                with torch.no_grad():
+                    values = torch.cat([rows(start, stop, cols).gather(
+                        1, active.positions[start:stop])  # type: ignore[index]
+                        for start, stop, cols in active.sample.block_rows(self.num_anchors)])
+            return BlockSampledLogits.apply(u, z, active.sample, active.positions, values)
         if values is None:
             rows = self.candidate_rows(direction)
             step = anchors_per_block(self.num_anchors, u.device)

@@ -58,15 +58,16 @@ from edgegcl.config import TrainConfig
 from edgegcl.hans import CATEGORIES
 from edgegcl.memory import PeakMemory, release_cpu_memory
 from edgegcl.model import AdNGCL
-from edgegcl.pairs import LOGITS
+from edgegcl.pairs import PATHS
+from edgegcl.phases import PhaseClock
 from edgegcl.profiles import DeviceProfile, memory_budget_bytes
 from edgegcl.train import (
-    NegativeSelector,
     batch_inputs,
-    contrastive_step,
     make_hans,
+    make_selector,
     resolve_mode,
     structure_loader,
+    training_step,
 )
 
 WARMUP_STEPS = 2
@@ -124,7 +125,6 @@ def _measure(data: Data, cfg: TrainConfig, device: torch.device,
              eta: dict[str, float]) -> Cost:
     mode = resolve_mode(cfg.mode, data.num_nodes)
     # Full graph: strata are refreshed every T_int epochs; step 1 of each timed block refreshes.
-    refresh = cfg.T_int if mode == "full" else 1
     batches = _batches(data, cfg, mode, device)
     times: list[float] = []
     with PeakMemory(device) as peak:
@@ -133,18 +133,20 @@ def _measure(data: Data, cfg: TrainConfig, device: torch.device,
         opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         hans = make_hans(cfg)
         hans.eta = dict(eta)
-        selector = NegativeSelector(cfg.ratio_map(), refresh)
+        selector = make_selector(cfg, mode)
         generator = torch.Generator(device=device).manual_seed(0)
+        clock = PhaseClock(device)
         for i in range(WARMUP_STEPS + TIMED_STEPS):
             step = 1 if i == WARMUP_STEPS else i + 1  # first timed step refreshes the strata
+            if i == WARMUP_STEPS:
+                clock = PhaseClock(device)  # phases of the timed steps only
             _sync(device)
             t0 = time.perf_counter()
+            clock.start()
             x, edge_index, hops, rows = next(batches)
-            out = contrastive_step(model, x, edge_index, hops, cfg, generator, selector, hans,
-                                   step, rows)
-            opt.zero_grad(set_to_none=True)
-            out.loss.backward()
-            opt.step()
+            clock.mark("sample")
+            training_step(model, opt, x, edge_index, hops, cfg, generator, selector, hans, step,
+                          rows, clock)
             _sync(device)
             if i >= WARMUP_STEPS:
                 times.append(time.perf_counter() - t0)
@@ -153,7 +155,7 @@ def _measure(data: Data, cfg: TrainConfig, device: torch.device,
         epoch_s = plain + (times[0] - plain) / cfg.T_int
     else:  # an epoch is a sum of steps: the mean step, not the median, scales to it
         epoch_s = statistics.fmean(times) * steps_per_epoch(data.num_nodes, cfg, mode)
-    return Cost(epoch_s, peak.peak_bytes)
+    return Cost(epoch_s, peak.peak_bytes, phases=tuple(clock.mean().items()))
 
 
 def _flush(device: torch.device) -> None:
@@ -212,7 +214,7 @@ class Calibration:
     def logits(self) -> str:
         """The logits path the chosen theta_max was measured with (``TrainConfig.logits``)."""
         return next((m.label for m in self.result.measurements if m.theta == self.chosen),
-                    LOGITS[0])
+                    PATHS[0])
 
     def predicted(self) -> Cost | None:
         """The measured cost of the chosen theta_max: what the run should see."""
@@ -247,7 +249,7 @@ def calibrate(data: Data, cfg: TrainConfig, profile: DeviceProfile, device: torc
 
         def measure(theta: float) -> Cost:
             costs = []
-            for logits in LOGITS:
+            for logits in PATHS:
                 log(f"profiling theta_max = {theta:.2f} ({mode}"
                     + (f", batch size {batch}" if mode == "minibatch" else "")
                     + f", {logits} logits)")

@@ -16,6 +16,7 @@ from edgegcl import __version__
 from edgegcl.checkpoint import save_checkpoint
 from edgegcl.config import TrainConfig, to_toml
 from edgegcl.errors import UsageError
+from edgegcl.evaluate import ProbeScores
 from edgegcl.train import SeedResult, train_seed
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ def _seed_metrics(r: SeedResult) -> dict[str, Any]:
     }
     if r.selection is not None:
         s = r.selection
+        probe = r.history[-1][1]  # every checkpoint probe of a seed uses the same nodes
         out.update({
             "selected_epoch": s.epoch,
             "val_micro_f1": s.scores.val_micro, "val_macro_f1": s.scores.val_macro,
@@ -48,9 +50,19 @@ def _seed_metrics(r: SeedResult) -> dict[str, Any]:
             "probe_weight_decay": s.scores.weight_decay,
             "paper_protocol": {"epoch": s.paper_epoch, "test_micro_f1": s.paper_test_micro,
                                "test_macro_f1": s.paper_test_macro},
-            "history": [{"epoch": ep, **asdict(sc)} for ep, sc in r.history],
+            "checkpoint_probe": {
+                "train_nodes": probe.num_train, "val_nodes": probe.num_val,
+                "test_nodes": probe.num_test,
+                "sampled": (probe.num_train, probe.num_val) != (s.scores.num_train,
+                                                                s.scores.num_val)},
+            "history": [{"epoch": ep, **_f1_fields(sc)} for ep, sc in r.history],
         })
     return out
+
+
+def _f1_fields(scores: ProbeScores) -> dict[str, float]:
+    """A probe's F1 scores and weight decay (its node counts are in ``checkpoint_probe``)."""
+    return {k: v for k, v in asdict(scores).items() if not k.startswith("num_")}
 
 
 def summarise(results: list[SeedResult]) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from edgegcl.errors import UsageError
 from edgegcl.evaluate import (
     ProbeScores,
     Selection,
+    checkpoint_probe_split,
     linear_probe,
     random_split,
     select_checkpoint,
@@ -48,11 +49,16 @@ from edgegcl.memory import PeakMemory, current_bytes
 from edgegcl.model import AdNGCL
 from edgegcl.negatives import (
     CATEGORIES,
+    SAMPLE_MIN,
     ActiveNegatives,
+    draw_sample,
     num_candidates,
+    sample_size,
     schedule_negatives,
+    schedule_sampled,
 )
-from edgegcl.pairs import pair_similarities
+from edgegcl.pairs import choose_logits, pair_similarities
+from edgegcl.phases import PhaseClock
 from edgegcl.progress import Progress
 from edgegcl.sampling import make_loader
 
@@ -86,42 +92,75 @@ def make_hans(cfg: TrainConfig) -> HANS:
                 swap_every=cfg.swap_every or None)
 
 
-class NegativeSelector:
-    """Keeps the active negatives between refreshes.
+def make_selector(cfg: TrainConfig, mode: str, seed: int = 0) -> NegativeSelector:
+    """The negative selection of a run in ``mode`` (full or minibatch): strata refreshed every
+    T_int epochs on the full graph, every batch in mini-batches (new candidates each time)."""
+    return NegativeSelector(cfg.ratio_map(), cfg.T_int if mode == "full" else 1, cfg.stratify,
+                            cfg.stratify_sample, seed)
 
-    Stratifying partitions B x 2B similarities, the costliest step of HANS, so it runs when the
-    schedule changes (new counts or a swap) and otherwise every ``refresh_every`` steps: T_int
-    epochs in full-graph mode, as the paper's complexity analysis assumes (strata recomputed at
-    the T_int checkpoints), and every batch in mini-batch mode, where candidates change.
-    Once every candidate is active (theta_max = 1 at saturation) the loss no longer depends
-    on the strata and a swap cannot change the active set, so the strata stay as they were;
-    they then only label the per-category losses that are logged. On the scheduled-pairs path
-    the drawn columns' similarities come along only in the step that drew them; a kept active
-    set is handed out without them, and the loss recomputes them from that step's projections.
+
+class NegativeSelector:
+    """Keeps the active negatives between refreshes, and chooses how they are found.
+
+    Stratification is the costliest step of HANS, so it runs when the schedule changes (new
+    counts or a swap) and otherwise every ``refresh_every`` steps: T_int epochs in full-graph
+    mode, as the paper's complexity analysis assumes (strata recomputed at the T_int
+    checkpoints), and every batch in mini-batch mode, where candidates change. ``stratify``
+    is ``"sampled"`` (each anchor ranks a random sample of about as many candidates as it
+    uses, at least ``sample_min``, drawn with this selector's own generator, seeded with
+    ``seed``: edgegcl.negatives.schedule_sampled) or ``"exact"`` (all 2B - 2); sampled strata
+    whose sample would be every candidate are exact. Once every candidate is active
+    (theta_max = 1 at saturation) the loss no longer depends on the strata and a swap cannot
+    change the active set, so the strata stay as they were; they then only label the
+    per-category losses that are logged. On the scheduled-pairs path the drawn columns'
+    similarities come along only in the step that drew them; a kept active set is handed out
+    without them, and the loss recomputes them from that step's projections.
     """
 
-    def __init__(self, ratios: dict[str, float], refresh_every: int) -> None:
+    def __init__(self, ratios: dict[str, float], refresh_every: int, stratify: str = "sampled",
+                 sample_min: int = SAMPLE_MIN, seed: int = 0) -> None:
         self.ratios, self.refresh_every = ratios, refresh_every
+        self.stratify, self.sample_min = stratify, sample_min
+        self.generator = torch.Generator().manual_seed(seed)
         self._key: tuple[Any, ...] | None = None
         self._active: tuple[ActiveNegatives, ActiveNegatives] | None = None
 
+    def touched(self, num_anchors: int, hans: HANS) -> int:
+        """Candidates per anchor a step's strata rank (sampled) or its loss uses (exact): what
+        the pairs path's cost follows (edgegcl.pairs.choose_logits)."""
+        c = num_candidates(num_anchors)
+        counts = hans.counts(c)
+        if self.stratify == "sampled":
+            return sample_size(c, self.ratios, counts, self.sample_min)
+        return sum(counts.values())
+
     def get(self, sims: AnchorSimilarities, hans: HANS, epoch: int
             ) -> tuple[ActiveNegatives, ActiveNegatives]:
-        counts = hans.counts(num_candidates(sims.num_anchors))
+        c = num_candidates(sims.num_anchors)
+        counts = hans.counts(c)
         key = (tuple(counts.values()), hans.draw, sims.num_anchors)
         if self._active is not None and self._active[0].complete and key[0] == self._key[0]:
             return self._active  # type: ignore[return-value]
         stale = (epoch - 1) % self.refresh_every == 0
         if self._active is None or key != self._key or stale:
-            fresh = tuple(
-                schedule_negatives(sims.candidate_rows(d), sims.num_anchors, sims.device,
-                                   self.ratios, counts, hans.draw, keep_values=sims.keeps_values)
-                for d in (0, 1))
+            fresh = tuple(self._schedule(sims, d, counts, hans.draw) for d in (0, 1))
             # similarities of this step only: a later step recomputes its own
             self._active = tuple(replace(a, values=None) for a in fresh)  # type: ignore[assignment]
             self._key = key
             return fresh  # type: ignore[return-value]
         return self._active  # type: ignore[return-value]
+
+    def _schedule(self, sims: AnchorSimilarities, direction: int, counts: dict[str, int],
+                  draw: int) -> ActiveNegatives:
+        b, c = sims.num_anchors, num_candidates(sims.num_anchors)
+        size = sample_size(c, self.ratios, counts, self.sample_min)
+        if self.stratify == "sampled" and size < c:
+            sample = draw_sample(b, size, self.generator, sims.device)
+            return schedule_sampled(sims.candidate_values(direction), b, sims.device, self.ratios,
+                                    counts, draw, sample, keep_values=sims.keeps_values,
+                                    grouped=direction == 0)  # the loss reads direction 0's
+        return schedule_negatives(sims.candidate_rows(direction), b, sims.device, self.ratios,
+                                  counts, draw, keep_values=sims.keeps_values)
 
 
 def project_views(model: AdNGCL, x: Tensor, edge_index: Tensor,
@@ -149,16 +188,63 @@ def project_views(model: AdNGCL, x: Tensor, edge_index: Tensor,
     return h1, model.project(model(x_2, edges_2, num_sampled_nodes))
 
 
+def contrast(h1: Tensor, h2: Tensor, cfg: TrainConfig, selector: NegativeSelector, hans: HANS,
+             step: int, clock: PhaseClock | None = None) -> LossOutput:
+    """The HANS-scheduled symmetric InfoNCE (Eq. 6) between the projected anchors of the two
+    views, over the dense similarity blocks or the scheduled pairs only (``cfg.logits``;
+    ``auto`` picks per step from HANS's current state, edgegcl.pairs.choose_logits)."""
+    num_anchors = h1.size(0)
+    path = choose_logits(cfg.logits, selector.stratify, selector.touched(num_anchors, hans),
+                         num_candidates(num_anchors))
+    sims = (pair_similarities if path == "pairs" else similarities)(h1, h2, cfg.tau)
+    if clock is not None:
+        clock.mark("similarities")
+    active = selector.get(sims, hans, step)
+    if clock is not None:
+        clock.mark("strata")
+    out = scheduled_info_nce(sims, active)
+    if clock is not None:
+        clock.mark("loss forward")
+    return out
+
+
 def contrastive_step(model: AdNGCL, x: Tensor, edge_index: Tensor,
                      num_sampled_nodes: Sequence[int] | None, cfg: TrainConfig,
                      generator: torch.Generator, selector: NegativeSelector, hans: HANS,
                      step: int, rows: Tensor | None = None) -> LossOutput:
-    """One step's loss, ready for backward: ``project_views``, then the HANS-scheduled
-    symmetric InfoNCE (Eq. 6) between the anchors of the two views, over the dense similarity
-    blocks or the scheduled pairs only (``cfg.logits``, edgegcl.pairs)."""
+    """One step's loss, ready for backward: ``project_views``, then ``contrast``."""
     h1, h2 = project_views(model, x, edge_index, num_sampled_nodes, cfg, generator, rows)
-    sims = (pair_similarities if cfg.logits == "pairs" else similarities)(h1, h2, cfg.tau)
-    return scheduled_info_nce(sims, selector.get(sims, hans, step))
+    return contrast(h1, h2, cfg, selector, hans, step)
+
+
+def training_step(model: AdNGCL, opt: torch.optim.Optimizer, x: Tensor, edge_index: Tensor,
+                  num_sampled_nodes: Sequence[int] | None, cfg: TrainConfig,
+                  generator: torch.Generator, selector: NegativeSelector, hans: HANS, step: int,
+                  rows: Tensor | None = None, clock: PhaseClock | None = None) -> LossOutput:
+    """``contrastive_step``, backward and the optimiser's update: one optimisation step.
+
+    With a ``clock`` the backward runs in two parts, the loss's down to the projections and
+    then the encoder's (same gradients, PhaseClock has the phases).
+    """
+    h1, h2 = project_views(model, x, edge_index, num_sampled_nodes, cfg, generator, rows)
+    if clock is None:
+        out = contrast(h1, h2, cfg, selector, hans, step)
+        opt.zero_grad(set_to_none=True)
+        out.loss.backward()
+    else:
+        clock.mark("encoder forward")
+        p1, p2 = (h.detach().requires_grad_() for h in (h1, h2))
+        out = contrast(p1, p2, cfg, selector, hans, step, clock)
+        opt.zero_grad(set_to_none=True)
+        out.loss.backward()
+        clock.mark("loss backward")
+        torch.autograd.backward((h1, h2), (p1.grad, p2.grad))
+        clock.mark("encoder backward")
+    opt.step()
+    if clock is not None:
+        clock.mark("optimiser")
+        clock.steps += 1
+    return out
 
 
 def resolve_mode(mode: str, num_nodes: int) -> str:
@@ -219,11 +305,8 @@ def _minibatch_epoch(model: AdNGCL, opt: torch.optim.Optimizer, x: Tensor, loade
     for step, batch in enumerate(loader, start=1):
         b = int(batch.batch_size)
         edges, hops, rows = batch_inputs(batch, device)
-        out = contrastive_step(model, x, edges, hops, cfg, generator, selector, hans, step,
-                               rows)
-        opt.zero_grad(set_to_none=True)
-        out.loss.backward()
-        opt.step()
+        out = training_step(model, opt, x, edges, hops, cfg, generator, selector, hans, step,
+                            rows)
         loss_sum += out.loss.item() * b
         anchors += b
         on_batch(step, len(loader), loss_sum / anchors)
@@ -262,10 +345,8 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     mode = resolve_mode(cfg.mode, data.num_nodes)
     features, edge_index = data.x.to(device), data.edge_index.to(device)
     x = as_features(features)  # full-graph steps and the probe's embeddings
-    if mode == "full":
-        selector = NegativeSelector(cfg.ratio_map(), cfg.T_int)
-    else:  # every batch has new candidates: stratify each one; batches gather from features
-        selector = NegativeSelector(cfg.ratio_map(), 1)
+    selector = make_selector(cfg, mode, seed)
+    if mode == "minibatch":  # batches gather their rows from the features
         loader = structure_loader(data, cfg, seed)
     # Training's memory is measured above this level: the graph and the sampler's index are
     # storage, the model, optimiser state and everything after are training (as the profiler).
@@ -276,6 +357,8 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     generator = torch.Generator(device=device).manual_seed(seed)
     labelled = getattr(data, "y", None) is not None
     split = random_split(data.num_nodes, seed) if labelled else None
+    # checkpoints are probed on at most CHECKPOINT_PROBE_MAX_LABELLED train + val nodes
+    probe_split = None if split is None else checkpoint_probe_split(split)
     history: list[tuple[int, ProbeScores]] = []
     best_val, best_state, best_epoch = -1.0, None, 0
     times: list[float] = []
@@ -289,11 +372,8 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                 t0 = time.perf_counter()
                 model.train()
                 if mode == "full":
-                    out = contrastive_step(model, x, edge_index, None, cfg, generator, selector,
-                                           hans, epoch)
-                    opt.zero_grad(set_to_none=True)
-                    out.loss.backward()
-                    opt.step()
+                    out = training_step(model, opt, x, edge_index, None, cfg, generator,
+                                        selector, hans, epoch)
                     loss, category = out.loss.item(), out.category
                 else:
                     loss, category = _minibatch_epoch(
@@ -310,8 +390,8 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                 if split is None:  # unlabelled graph: nothing to select on, keep the last epoch
                     keep = epoch == cfg.epochs
                 else:
-                    scores = linear_probe(model.embed(x, edge_index), data.y.to(device), split,
-                                          seed=seed)
+                    scores = linear_probe(model.embed(x, edge_index), data.y.to(device),
+                                          probe_split, seed=seed)
                     history.append((epoch, scores))
                     keep = scores.val_micro > best_val
                     best_val = max(best_val, scores.val_micro)
@@ -322,6 +402,11 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
             bar.update(epoch, f"loss {loss:.4f} | eta {eta}")
     bar.close()
     assert best_state is not None  # the last epoch always evaluates
-    return SeedResult(seed, mode, select_checkpoint(history) if history else None, history,
+    selection = select_checkpoint(history) if history else None
+    if selection is not None and probe_split is not split:  # the chosen one on the full split
+        model.encoder.load_state_dict(best_state)
+        selection = replace(selection, scores=linear_probe(
+            model.embed(x, edge_index), data.y.to(device), split, seed=seed))
+    return SeedResult(seed, mode, selection, history,
                       times, dict(hans.eta), hans.saturated_at, best_state, best_epoch, peak,
                       cfg.T_int)

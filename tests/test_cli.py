@@ -30,7 +30,7 @@ TINY = ["--nodes", "120", "--features", "16", "--hidden-dim", "16", "--out-dim",
 SEED_KEYS = {"seed", "epoch_time_s", "train_time_s", "final_eta", "saturated_at_epoch",
              "final_epoch_time_s", "peak_memory_bytes",
              "selected_epoch", "val_micro_f1", "val_macro_f1", "test_micro_f1", "test_macro_f1",
-             "probe_weight_decay", "paper_protocol", "history"}
+             "probe_weight_decay", "paper_protocol", "checkpoint_probe", "history"}
 F1_KEYS = ("val_micro_f1", "val_macro_f1", "test_micro_f1", "test_macro_f1")
 SUMMARY_KEYS = {"epoch_time_s", "train_time_s", "peak_memory_bytes", *F1_KEYS,
                 "paper_protocol_test_micro_f1", "paper_protocol_test_macro_f1"}

@@ -229,7 +229,8 @@ def test_linear_probe_rejects_empty_split_part() -> None:
 
 def _scores(val: float, test: float) -> ProbeScores:
     return ProbeScores(
-        val_micro=val, val_macro=val - 1, test_micro=test, test_macro=test - 2, weight_decay=0.0
+        val_micro=val, val_macro=val - 1, test_micro=test, test_macro=test - 2, weight_decay=0.0,
+        num_train=10, num_val=10, num_test=80,
     )
 
 

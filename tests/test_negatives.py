@@ -108,3 +108,124 @@ def test_blocked_scheduling_equals_stratify_then_select(monkeypatch, block_eleme
         assert blocked.sizes == whole.sizes == (5, 9, 2)
         assert torch.equal(blocked.cols, whole.cols)
         assert torch.equal(blocked.values, torch.cat([inter, intra], 1).gather(1, whole.cols))
+
+
+# ---- sampled strata ---------------------------------------------------------------------
+
+from edgegcl.negatives import (  # noqa: E402
+    _sample_exclusions,
+    draw_sample,
+    sample_size,
+    schedule_negatives,
+    schedule_sampled,
+    stratum_purity,
+)
+
+CPU = torch.device("cpu")
+
+
+def _sampled(sims: torch.Tensor, counts, size: int, seed: int = 0, block: int = 64, draw: int = 0):
+    b = sims.size(0)
+    sample = draw_sample(b, size, torch.Generator().manual_seed(seed), CPU, block=block)
+    values = lambda start, stop, cols: sims[start:stop][:, cols]  # noqa: E731
+    return schedule_sampled(values, b, CPU, RATIOS, counts, draw, sample, keep_values=True)
+
+
+def test_sample_size_holds_the_counts_and_respects_the_bounds():
+    c = 2046
+    for counts in ({"hard": 61, "inter": 102, "easy": 40}, {"hard": 200, "inter": 5, "easy": 1},
+                   {"hard": 0, "inter": 0, "easy": 9}):
+        m = sample_size(c, RATIOS, counts, minimum=16)
+        sizes = pool_sizes(m, RATIOS)
+        assert all(sizes[k] >= counts[k] for k in counts)
+        assert m == 16 or any(pool_sizes(m - 1, RATIOS)[k] < counts[k] for k in counts)
+    assert sample_size(c, RATIOS, {"hard": 1, "inter": 1, "easy": 1}, minimum=256) == 256
+    assert sample_size(c, RATIOS, pool_sizes(c, RATIOS), minimum=16) == c  # all: exact strata
+
+
+def test_sample_exclusions_leave_out_the_anchors_own_columns_first():
+    b = 10
+    cols = torch.tensor([3, 13, 7, 0, 5, 19])  # 3 and 13 are anchor 3's own columns
+    out = _sample_exclusions(cols, torch.arange(b), b).sort(1).values
+    assert out.shape == (b, 2)
+    assert out[3].tolist() == [0, 1]
+    assert out[7].tolist() == [2, 5]  # its positive (7) is in the sample, itself (17) is not
+    assert out[1].tolist() == [4, 5]  # neither: the last two positions
+    assert _sample_exclusions(torch.tensor([2, 9, 12, 0]), torch.arange(b), b)[2].sort().values.tolist() == [0, 2]
+
+
+def test_sampled_strata_draw_exact_counts_from_the_block_sample_never_the_anchor():
+    b = 150
+    g = torch.Generator().manual_seed(4)
+    sims = torch.randn(b, 2 * b, generator=g)
+    counts = {"hard": 7, "inter": 11, "easy": 3}
+    active = _sampled(sims, counts, size=80)
+    assert active.sizes == (7, 11, 3) and active.cols.shape == (b, 21)
+    assert torch.equal(active.values, sims.gather(1, active.cols))
+    rows = torch.arange(b).unsqueeze(1)
+    assert not ((active.cols == rows) | (active.cols == rows + b)).any()
+    assert (active.cols.sort(1).values.diff(dim=1) > 0).all()  # no column twice
+    for start, stop, cols in active.sample.block_rows(b):  # inside the block's sample
+        assert torch.equal(cols[active.positions[start:stop]], active.cols[start:stop])
+
+
+def test_sampled_strata_are_pure_and_unbiased_inside_each_pool():
+    """Distribution-free: the pools depend on the ranks only, so random similarities show
+    what any encoder gets. Purity >= 0.9 per category, and the drawn hard members sit in the
+    middle of the hard pool on average (no drift toward either cut)."""
+    b = 1024
+    g = torch.Generator().manual_seed(0)
+    sims = torch.randn(b, 2 * b, generator=g)
+    c = num_candidates(b)
+    counts = {"hard": 61, "inter": 102, "easy": 40}  # theta_max = 0.1 at saturation
+    active = _sampled(sims, counts, size=sample_size(c, RATIOS, counts), block=256)
+    purity = stratum_purity(active, sims, RATIOS)
+    assert min(purity.values()) >= 0.9, purity
+    masked = sims.clone()
+    rows = torch.arange(b)
+    masked[rows, rows], masked[rows, rows + b] = torch.inf, torch.inf
+    rank = masked.argsort(1, descending=True).argsort(1) - 2  # 0 = hardest candidate
+    quantile = (rank.gather(1, active.segments()["hard"]).float() / c).mean()
+    assert abs(float(quantile) - 0.15) < 0.01  # hard pool: ranks 0 .. 0.3 C
+    exact = select_active(stratify(sims, RATIOS), counts, draw=0)
+    assert stratum_purity(exact, sims, RATIOS) == dict.fromkeys(CATEGORIES, 1.0)
+
+
+def test_a_small_sample_is_measurably_less_pure():
+    """The purity test above can fail: 16-candidate samples misplace many members."""
+    b = 512
+    sims = torch.randn(b, 2 * b, generator=torch.Generator().manual_seed(1))
+    active = _sampled(sims, {"hard": 4, "inter": 6, "easy": 2}, size=16)
+    assert min(stratum_purity(active, sims, RATIOS).values()) < 0.9
+
+
+def test_sampling_every_candidate_is_the_exact_stratification():
+    b = 40
+    sims = torch.randn(b, 2 * b, generator=torch.Generator().manual_seed(2))
+    counts = {"hard": 5, "inter": 9, "easy": 2}
+    active = _sampled(sims, counts, size=num_candidates(b))
+    assert stratum_purity(active, sims, RATIOS) == dict.fromkeys(CATEGORIES, 1.0)
+    rows = lambda start, stop: sims[start:stop]  # noqa: E731
+    exact = schedule_negatives(rows, b, CPU, RATIOS, counts, 0)
+    for seg_s, seg_e in zip(active.segments().values(), exact.segments().values()):
+        assert seg_s.shape == seg_e.shape
+
+
+def test_whole_pools_skip_the_draw_and_ungrouped_ones_skip_the_ranking():
+    """Counts equal to the sampled pools: every sampled candidate but the anchor's own is
+    active; without categories (grouped=False) the same set comes out unranked."""
+    b, size = 200, 60
+    sims = torch.randn(b, 2 * b, generator=torch.Generator().manual_seed(5))
+    counts = pool_sizes(size, RATIOS)
+    sample = draw_sample(b, size, torch.Generator().manual_seed(1), CPU, block=64)
+    values = lambda start, stop, cols: sims[start:stop][:, cols]  # noqa: E731
+    grouped = schedule_sampled(values, b, CPU, RATIOS, counts, 0, sample, keep_values=True)
+    flat = schedule_sampled(values, b, CPU, RATIOS, counts, 0, sample, keep_values=True,
+                            grouped=False)
+    assert grouped.grouped and not flat.grouped and flat.cols.shape == (b, size)
+    assert torch.equal(grouped.cols.sort(1).values, flat.cols.sort(1).values)
+    assert torch.equal(flat.values, sims.gather(1, flat.cols))
+    rows = torch.arange(b).unsqueeze(1)
+    assert not ((flat.cols == rows) | (flat.cols == rows + b)).any()
+    with pytest.raises(ValueError, match="grouped=True"):
+        flat.segments()

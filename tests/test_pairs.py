@@ -21,6 +21,15 @@ RATIOS = {"hard": 0.3, "inter": 0.5, "easy": 0.2}
 TAU = 0.5
 
 
+def assert_same(out_d, out_p, leaves, atol=1e-12):
+    """Same loss, per-category losses and gradients on the dense and the pairs path."""
+    assert out_p.loss.item() == pytest.approx(out_d.loss.item(), rel=1e-12)
+    assert out_p.category == pytest.approx(out_d.category, rel=1e-12)
+    for a, b in zip(torch.autograd.grad(out_d.loss, leaves),
+                    torch.autograd.grad(out_p.loss, leaves)):
+        assert torch.allclose(a, b, atol=atol)
+
+
 def scheduled(sims, counts, draw=3):
     return tuple(schedule_negatives(sims.candidate_rows(d), sims.num_anchors, sims.device,
                                     RATIOS, counts, draw, keep_values=sims.keeps_values)
@@ -42,14 +51,8 @@ def test_pairs_loss_and_gradients_equal_the_dense_path(keep_values, complete):
         assert b.values is not None and a.values is None
     if not keep_values:  # a kept active set: values recomputed from this step's projections
         active_pairs = tuple(replace(a, values=None) for a in active_pairs)
-    out_d, out_p = scheduled_info_nce(dense, active_dense), scheduled_info_nce(pairs, active_pairs)
-    assert out_p.loss.item() == pytest.approx(out_d.loss.item(), rel=1e-12)
-    for cat in CATEGORIES:
-        assert out_p.category[cat] == pytest.approx(out_d.category[cat], rel=1e-12)
-    g_d = torch.autograd.grad(out_d.loss, (h1, h2))
-    g_p = torch.autograd.grad(out_p.loss, (h1, h2))
-    for a, b in zip(g_d, g_p):
-        assert torch.allclose(a, b, atol=1e-12)
+    assert_same(scheduled_info_nce(dense, active_dense), scheduled_info_nce(pairs, active_pairs),
+                (h1, h2))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
@@ -57,12 +60,8 @@ def test_pairs_equal_the_dense_path_on_cuda():
     h1, h2 = (t.detach().cuda().requires_grad_() for t in views(b=300, d=32, seed=5))
     counts = {"hard": 20, "inter": 30, "easy": 10}
     dense, pairs = similarities(h1, h2, TAU), pair_similarities(h1, h2, TAU)
-    out_d = scheduled_info_nce(dense, scheduled(dense, counts))
-    out_p = scheduled_info_nce(pairs, scheduled(pairs, counts))
-    assert out_p.loss.item() == pytest.approx(out_d.loss.item(), rel=1e-12)
-    for a, b in zip(torch.autograd.grad(out_d.loss, (h1, h2)),
-                    torch.autograd.grad(out_p.loss, (h1, h2))):
-        assert torch.allclose(a, b, atol=1e-12)
+    assert_same(scheduled_info_nce(dense, scheduled(dense, counts)),
+                scheduled_info_nce(pairs, scheduled(pairs, counts)), (h1, h2))
 
 
 def test_scheduled_logits_pass_gradcheck_with_repeated_candidates():
@@ -121,7 +120,7 @@ def test_a_training_step_on_pairs_equals_the_dense_step(theta_max):
 
 
 def test_unknown_logits_path_is_a_usage_error():
-    with pytest.raises(UsageError, match="--logits must be one of dense, pairs"):
+    with pytest.raises(UsageError, match="--logits must be one of auto, dense, pairs"):
         validate(TrainConfig(logits="sparse"))
 
 
@@ -140,3 +139,101 @@ def test_train_on_the_pairs_path_end_to_end(tmp_path):
     assert 'logits = "pairs"' in (out / "config.toml").read_text()
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["mode"] == "minibatch" and metrics["summary"]["epoch_time_s"]["mean"] > 0
+
+
+# ---- sampled strata on both paths --------------------------------------------------------
+
+from edgegcl.negatives import draw_sample, schedule_sampled  # noqa: E402
+from edgegcl.pairs import BlockSampledLogits, choose_logits  # noqa: E402
+from edgegcl.train import contrast  # noqa: E402
+
+
+def sampled(sims, counts, size, seed=0, block=32):
+    g = torch.Generator().manual_seed(seed)
+    return tuple(schedule_sampled(sims.candidate_values(d), sims.num_anchors, sims.device,
+                                  RATIOS, counts, 3, draw_sample(sims.num_anchors, size, g,
+                                                                 sims.device, block=block),
+                                  keep_values=sims.keeps_values)
+                 for d in (0, 1))
+
+
+@pytest.mark.parametrize("keep_values", [True, False])
+def test_sampled_strata_give_the_same_loss_and_gradients_on_both_paths(keep_values):
+    h1, h2 = views(b=90, d=6)
+    counts = {"hard": 6, "inter": 9, "easy": 3}
+    dense, pairs = similarities(h1, h2, TAU), pair_similarities(h1, h2, TAU)
+    active_dense, active_pairs = sampled(dense, counts, 40), sampled(pairs, counts, 40)
+    for a, b in zip(active_dense, active_pairs):
+        assert torch.equal(a.cols, b.cols) and b.values is not None and a.sample is None
+    if not keep_values:
+        active_pairs = tuple(replace(a, values=None) for a in active_pairs)
+    assert_same(scheduled_info_nce(dense, active_dense), scheduled_info_nce(pairs, active_pairs),
+                (h1, h2))
+
+
+def test_block_sampled_logits_pass_gradcheck():
+    """Several blocks, columns repeated across blocks and anchors, the last block short."""
+    g = torch.Generator().manual_seed(3)
+    u = torch.randn(7, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    z = torch.randn(14, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    sample = draw_sample(7, 6, g, torch.device("cpu"), block=3)
+    positions = torch.randint(8, (7, 4), generator=g)
+    blocks = torch.arange(7) // 3
+
+    def logits(u, z):
+        cols = sample.cols[blocks].gather(1, positions)
+        with torch.no_grad():
+            values = (u @ z.t()).gather(1, cols)
+        return BlockSampledLogits.apply(u, z, sample, positions, values)
+
+    assert torch.autograd.gradcheck(logits, (u, z))
+
+
+def test_auto_logits_switch_at_the_measured_crossover():
+    assert choose_logits("dense", "sampled", 10, 1000) == "dense"
+    assert choose_logits("pairs", "exact", 1000, 1000) == "pairs"
+    assert choose_logits("auto", "sampled", 300, 1000) == "pairs"
+    assert choose_logits("auto", "sampled", 900, 1000) == "dense"
+    assert choose_logits("auto", "exact", 50, 1000) == "pairs"
+    assert choose_logits("auto", "exact", 300, 1000) == "dense"
+
+
+def test_a_plain_run_takes_the_pairs_path_while_few_negatives_are_active(monkeypatch):
+    """``--logits auto`` (the default) picks from HANS's state, and moves as eta grows."""
+    import edgegcl.train as train
+
+    taken = []
+    real = train.pair_similarities
+
+    def spy(*args):
+        taken.append("pairs")
+        return real(*args)
+    monkeypatch.setattr(train, "pair_similarities", spy)
+    h1, h2 = views(b=600, d=8)
+    cfg = TrainConfig()
+    assert cfg.logits == "auto" and cfg.stratify == "sampled"
+    hans = make_hans(cfg)  # bootstrap: eta_0 = 0.05
+    selector = NegativeSelector(cfg.ratio_map(), 1)
+    contrast(h1, h2, cfg, selector, hans, 1)
+    assert taken == ["pairs"]
+    hans.eta = dict.fromkeys(CATEGORIES, 1.0)  # theta_max = 1 saturated: every negative
+    out = contrast(h1, h2, cfg, selector, hans, 2)
+    assert taken == ["pairs"] and out.loss.requires_grad
+
+
+def test_exact_strata_remain_available():
+    h1, h2 = views(b=300, d=8)
+    cfg = TrainConfig(stratify="exact")
+    hans = make_hans(cfg)
+    sims = pair_similarities(h1, h2, TAU)
+    active = NegativeSelector(cfg.ratio_map(), 1, "exact").get(sims, hans, 1)
+    assert all(a.sample is None for a in active)
+    assert all(a.sample is not None for a in NegativeSelector(cfg.ratio_map(), 1).get(
+        sims, hans, 1))
+
+
+def test_stratify_options_are_validated():
+    with pytest.raises(UsageError, match="--stratify must be one of sampled, exact"):
+        validate(TrainConfig(stratify="approx"))
+    with pytest.raises(UsageError, match="--stratify-sample must be at least 16"):
+        validate(TrainConfig(stratify_sample=4))
