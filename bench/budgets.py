@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from bench.machine import describe
+from edgegcl.memory import reuse_freed_memory
 from edgegcl.config import TrainConfig
 from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
 from edgegcl.negatives import num_candidates
@@ -133,6 +134,7 @@ def main() -> None:
     p.add_argument("--out", default=str(HERE / "results"), help="directory for the results")
     p.add_argument("--name", default="budgets", help="file stem of the results")
     args = p.parse_args()
+    reuse_freed_memory()  # as edgegcl train does
     try:  # checked before minutes of measuring, not after
         import matplotlib  # noqa: F401
     except ImportError:

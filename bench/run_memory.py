@@ -82,6 +82,9 @@ def main() -> None:
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
+        from edgegcl.memory import reuse_freed_memory
+
+        reuse_freed_memory()  # as edgegcl train does
         print(json.dumps(child(args.child)))
         return
     from bench.machine import describe

@@ -26,6 +26,7 @@ import psutil
 import torch
 
 from bench.machine import describe
+from edgegcl.memory import reuse_freed_memory
 
 HERE = Path(__file__).resolve().parent
 
@@ -142,6 +143,7 @@ def main() -> None:
     p.add_argument("--out", default=str(HERE / "results" / "scaling.md"), help="report file")
     p.add_argument("--child", nargs=2, metavar=("NODES", "MODE"), help=argparse.SUPPRESS)
     args = p.parse_args()
+    reuse_freed_memory()  # as edgegcl train does
     if args.child:
         print(json.dumps(measure(int(args.child[0]), args.child[1], args.batch_size, args.batches,
                                  torch.device(args.device))))

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from bench.machine import describe
+from edgegcl.memory import reuse_freed_memory
 from edgegcl.config import TrainConfig
 from edgegcl.data import load_graph
 from edgegcl.train import train_seed
@@ -62,6 +63,7 @@ def main() -> None:
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--name", default="strata-cost")
     args = p.parse_args()
+    reuse_freed_memory()  # as edgegcl train does
     started, t0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.time()
     variants = args.variants.split(",")
     results: dict[str, dict[str, list[dict]]] = {}

@@ -116,9 +116,13 @@ class _Setup:
 
 
 def _setup(args: argparse.Namespace) -> _Setup:
-    """Config (file + flags), device (the profile's, when one is given) and the graph."""
+    """Config (file + flags), device (the profile's, when one is given) and the graph; the
+    allocator set to reuse freed pages (edgegcl.memory.reuse_freed_memory)."""
     from edgegcl.data import SyntheticSpec, load_graph
+    from edgegcl.memory import reuse_freed_memory
     from edgegcl.train import resolve_device
+
+    reuse_freed_memory()
 
     flags = {f.name: getattr(args, f.name) for f in fields(TrainConfig)
              if getattr(args, f.name) is not None}

@@ -96,6 +96,10 @@ class HANS:
         """The global budget is used up: sum eta theta_cat >= theta_max."""
         return self.used() >= self.theta_max - _EPS
 
+    def fractions(self) -> dict[str, float]:
+        """eta^cat theta^cat: the fraction of |N_i| each category uses now."""
+        return {c: self.eta[c] * self.theta_cat[c] for c in CATEGORIES}
+
     def counts(self, num_cand: int) -> dict[str, int]:
         """Negatives per anchor of each category: floor(eta theta_cat |N_i|) (Algorithm 1, l. 4)."""
         return {c: math.floor(self.eta[c] * self.theta_cat[c] * num_cand + _EPS)

@@ -12,7 +12,9 @@ unbounded below when few negatives are active (as during HANS's bootstrap at eta
 
 Per-category losses l_hard, l_inter, l_easy (fed to HANS) are the same expression over the
 view-1 anchors with A_i restricted to that category's active negatives, computed without
-gradient; a category with no active negative has loss 0 by definition.
+gradient; a category with no active negative has loss 0 by definition. Active negatives drawn
+without categories (sampled strata once HANS is saturated, when nothing reads these losses)
+give NaN.
 
 Cosine similarities are bounded by 1, so |s / tau| <= 1 / tau <= 20 for the tau >= 0.05 the
 configuration allows: exp never overflows float32 (e^20 ~ 5e8, even summed over millions of
@@ -21,6 +23,7 @@ candidates), so no max-subtraction pass is needed.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
@@ -162,13 +165,14 @@ def scheduled_info_nce(sims: AnchorSimilarities,
     denominators are plain row and column sums of exp(similarity) (the GRACE computation, no
     gather); otherwise they sum the active logits, ``sims.logits``. The per-category losses
     are taken over the view-1 anchors h_i^1, the anchors of the paper's Eq. 6 and of its
-    stratification.
+    stratification; NaN when those were drawn without categories (``ActiveNegatives.grouped``).
     """
     pos = sims.positives()
-    seg = active[0].segments()
+    sums: dict[str, Tensor] | None = None
     if isinstance(sims, Similarities) and active[0].complete and active[1].complete:
         neg_1, neg_2, e12, e11 = _dense_sums(sims)
         with torch.no_grad():  # hard and easy gathered, intermediate (the largest) by difference
+            seg = active[0].segments()
             cand = torch.cat([e12, e11], dim=1)
             hard = cand.gather(1, seg["hard"]).sum(1)
             easy = cand.gather(1, seg["easy"]).sum(1)
@@ -176,10 +180,13 @@ def scheduled_info_nce(sims: AnchorSimilarities,
     else:
         exp_1, exp_2 = (torch.exp(sims.logits(d, a)) for d, a in enumerate(active))
         neg_1, neg_2 = exp_1.sum(1), exp_2.sum(1)
-        with torch.no_grad():
-            blocks = torch.split(exp_1, list(active[0].sizes), dim=1)
-            sums = {c: blk.sum(1) for c, blk in zip(CATEGORIES, blocks)}
+        if active[0].grouped:
+            with torch.no_grad():
+                blocks = torch.split(exp_1, list(active[0].sizes), dim=1)
+                sums = {c: blk.sum(1) for c, blk in zip(CATEGORIES, blocks)}
     loss = 0.5 * (_anchor_loss(pos, neg_1).mean() + _anchor_loss(pos, neg_2).mean())
+    if sums is None:  # drawn without categories (sampled strata after saturation)
+        return LossOutput(loss, dict.fromkeys(CATEGORIES, math.nan))
     with torch.no_grad():
         category = {c: float(_anchor_loss(pos, sums[c]).mean()) if size else 0.0
                     for c, size in zip(CATEGORIES, active[0].sizes)}

@@ -40,6 +40,31 @@ def release_cpu_memory() -> None:
         _LIBC.malloc_trim(0)
 
 
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # mallopt parameters, <malloc.h>
+KEEP_HEAP_ENV = "EDGEGCL_MALLOC"
+"""Set to ``system`` to leave glibc's allocator settings alone (``reuse_freed_memory``)."""
+
+
+def reuse_freed_memory() -> bool:
+    """Serve every allocation from the heap and keep freed pages for the next step (glibc).
+
+    By default glibc maps each allocation above 32 MiB (a step's similarity blocks and
+    hidden activations) afresh and unmaps it when freed, so every step pays a page fault per
+    4 KiB of them: about 40 % of a mini-batch step's encoder time here
+    (docs/performance.md). With ``M_MMAP_MAX = 0`` and no automatic trimming the pages stay
+    mapped and are reused; the RSS then stays at the run's peak instead of falling between
+    steps (``release_cpu_memory`` still hands free pages back on demand). Called by
+    ``edgegcl train`` and ``edgegcl profile``; returns whether the settings took effect (not
+    on other C libraries, or with ``EDGEGCL_MALLOC=system``).
+    """
+    import os
+
+    if _LIBC is None or not hasattr(_LIBC, "mallopt") or os.environ.get(KEEP_HEAP_ENV) == "system":
+        return False
+    return bool(_LIBC.mallopt(_M_MMAP_MAX, 0)) and bool(
+        _LIBC.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+
+
 def current_bytes(device: torch.device) -> int:
     """Memory in use now: tensors allocated on a CUDA device, or this process's RSS (after
     ``release_cpu_memory``, so freed heap pages do not count)."""

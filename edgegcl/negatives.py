@@ -42,6 +42,23 @@ def pool_sizes(num_cand: int, ratios: Mapping[str, float]) -> dict[str, int]:
     return {"hard": hard, "inter": num_cand - hard - easy, "easy": easy}
 
 
+def negative_counts(fractions: Mapping[str, float], num_cand: int,
+                    ratios: Mapping[str, float]) -> dict[str, int]:
+    """Active negatives per anchor and category: floor(eta theta_cat |N_i|) (Algorithm 1,
+    line 4), ``fractions`` holding eta theta_cat (``HANS.fractions``).
+
+    A category whose budget reaches its whole share of the ranking takes its whole pool: the
+    pools are floors of ratio x |N_i| with the rounding in the intermediate pool, so the bare
+    formula would leave a candidate or two out of a full budget, and theta_max = 1 at
+    saturation would pay a stratification for them every batch instead of contrasting with
+    every candidate.
+    """
+    total = sum(ratios[c] for c in CATEGORIES)
+    pools = pool_sizes(num_cand, ratios)
+    return {c: pools[c] if fractions[c] >= ratios[c] / total - 1e-9
+            else min(pools[c], math.floor(fractions[c] * num_cand + 1e-9)) for c in CATEGORIES}
+
+
 @dataclass(frozen=True)
 class Strata:
     """Every anchor's candidates cut into the hard, intermediate and easy pools.

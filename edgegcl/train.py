@@ -52,7 +52,9 @@ from edgegcl.negatives import (
     SAMPLE_MIN,
     ActiveNegatives,
     draw_sample,
+    negative_counts,
     num_candidates,
+    pool_sizes,
     sample_size,
     schedule_negatives,
     schedule_sampled,
@@ -125,25 +127,41 @@ class NegativeSelector:
         self._key: tuple[Any, ...] | None = None
         self._active: tuple[ActiveNegatives, ActiveNegatives] | None = None
 
+    def plan(self, num_anchors: int, hans: HANS) -> tuple[dict[str, int], int, bool]:
+        """(counts per category, candidates per anchor the strata rank or sample, whether the
+        per-category losses are wanted) for a batch of ``num_anchors`` in HANS's state.
+
+        Sampled strata rank ``sample_size`` candidates while HANS is still growing. Once it
+        is saturated every category uses its whole share, so the active set is the same
+        fraction of every pool: it is drawn as a uniform random sample of that many
+        candidates, each pool's share holding in expectation, with nothing ranked, and the
+        per-category losses, which HANS no longer reads, are not computed (docs/hans.md).
+        """
+        c = num_candidates(num_anchors)
+        counts = negative_counts(hans.fractions(), c, self.ratios)
+        if self.stratify != "sampled":
+            return counts, c, True
+        if hans.saturated and sum(counts.values()) < c:
+            size = sum(counts.values())
+            return pool_sizes(size, self.ratios), size, False
+        return counts, sample_size(c, self.ratios, counts, self.sample_min), True
+
     def touched(self, num_anchors: int, hans: HANS) -> int:
         """Candidates per anchor a step's strata rank (sampled) or its loss uses (exact): what
         the pairs path's cost follows (edgegcl.pairs.choose_logits)."""
-        c = num_candidates(num_anchors)
-        counts = hans.counts(c)
-        if self.stratify == "sampled":
-            return sample_size(c, self.ratios, counts, self.sample_min)
-        return sum(counts.values())
+        counts, size, _ = self.plan(num_anchors, hans)
+        return size if self.stratify == "sampled" else sum(counts.values())
 
     def get(self, sims: AnchorSimilarities, hans: HANS, epoch: int
             ) -> tuple[ActiveNegatives, ActiveNegatives]:
-        c = num_candidates(sims.num_anchors)
-        counts = hans.counts(c)
-        key = (tuple(counts.values()), hans.draw, sims.num_anchors)
+        counts, size, labels = self.plan(sims.num_anchors, hans)
+        key = (tuple(counts.values()), hans.draw, sims.num_anchors, labels)
         if self._active is not None and self._active[0].complete and key[0] == self._key[0]:
             return self._active  # type: ignore[return-value]
         stale = (epoch - 1) % self.refresh_every == 0
         if self._active is None or key != self._key or stale:
-            fresh = tuple(self._schedule(sims, d, counts, hans.draw) for d in (0, 1))
+            fresh = tuple(self._schedule(sims, d, counts, size, labels, hans.draw)
+                          for d in (0, 1))
             # similarities of this step only: a later step recomputes its own
             self._active = tuple(replace(a, values=None) for a in fresh)  # type: ignore[assignment]
             self._key = key
@@ -151,14 +169,13 @@ class NegativeSelector:
         return self._active  # type: ignore[return-value]
 
     def _schedule(self, sims: AnchorSimilarities, direction: int, counts: dict[str, int],
-                  draw: int) -> ActiveNegatives:
+                  size: int, labels: bool, draw: int) -> ActiveNegatives:
         b, c = sims.num_anchors, num_candidates(sims.num_anchors)
-        size = sample_size(c, self.ratios, counts, self.sample_min)
         if self.stratify == "sampled" and size < c:
             sample = draw_sample(b, size, self.generator, sims.device)
             return schedule_sampled(sims.candidate_values(direction), b, sims.device, self.ratios,
                                     counts, draw, sample, keep_values=sims.keeps_values,
-                                    grouped=direction == 0)  # the loss reads direction 0's
+                                    grouped=labels and direction == 0)  # the loss reads d 0's
         return schedule_negatives(sims.candidate_rows(direction), b, sims.device, self.ratios,
                                   counts, draw, keep_values=sims.keeps_values)
 

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
+
+# The CLI tests run ``edgegcl train`` in this process; its allocator settings
+# (edgegcl.memory.reuse_freed_memory) would then change what the RSS-based memory tests see.
+os.environ.setdefault("EDGEGCL_MALLOC", "system")
 
 
 @pytest.fixture(autouse=True)

@@ -30,3 +30,18 @@ def test_peak_counts_a_transient_allocation_and_the_baseline_counts_what_was_kep
         pass
     assert later.peak_bytes >= 28 * MIB
     del kept
+
+
+def test_reuse_freed_memory_takes_effect_and_can_be_turned_off():
+    """glibc only (every Linux CI machine); the opt-out is EDGEGCL_MALLOC=system."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from edgegcl.memory import reuse_freed_memory; print(reuse_freed_memory())"
+    env = {k: v for k, v in os.environ.items() if k != "EDGEGCL_MALLOC"}
+    on = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    off = subprocess.run([sys.executable, "-c", code], env={**env, "EDGEGCL_MALLOC": "system"},
+                         capture_output=True, text=True)
+    assert on.stdout.strip() == ("True" if sys.platform == "linux" else "False")
+    assert off.stdout.strip() == "False"

@@ -229,3 +229,13 @@ def test_whole_pools_skip_the_draw_and_ungrouped_ones_skip_the_ranking():
     assert not ((flat.cols == rows) | (flat.cols == rows + b)).any()
     with pytest.raises(ValueError, match="grouped=True"):
         flat.segments()
+
+
+def test_a_full_budget_takes_whole_pools_despite_rounding():
+    from edgegcl.negatives import negative_counts
+
+    c = 2046  # B = 1024: floor(0.5 C) = 1023 but the intermediate pool holds 1024
+    full = negative_counts({"hard": 0.3, "inter": 0.5, "easy": 0.2}, c, RATIOS)
+    assert full == pool_sizes(c, RATIOS) and sum(full.values()) == c
+    part = negative_counts({"hard": 0.03, "inter": 0.05, "easy": 0.02}, c, RATIOS)
+    assert part == {"hard": 61, "inter": 102, "easy": 40}  # floor(eta theta_cat |N_i|)

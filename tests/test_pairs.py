@@ -237,3 +237,29 @@ def test_stratify_options_are_validated():
         validate(TrainConfig(stratify="approx"))
     with pytest.raises(UsageError, match="--stratify-sample must be at least 16"):
         validate(TrainConfig(stratify_sample=4))
+
+
+def test_after_saturation_sampled_strata_take_a_uniform_sample_without_ranking(monkeypatch):
+    """Every category at its whole share: the active set is theta_max |N_i| sampled
+    candidates, nothing is ranked, and the per-category losses are NaN (HANS reads none)."""
+    import math
+
+    import edgegcl.negatives as negatives
+
+    def no_ranking(*args, **kwargs):
+        raise AssertionError("ranked")
+    monkeypatch.setattr(negatives, "_cut_pools", no_ranking)
+    h1, h2 = views(b=500, d=8)
+    cfg = TrainConfig(theta_max=0.2)
+    hans = make_hans(cfg)
+    hans.eta = dict.fromkeys(CATEGORIES, 1.0)
+    assert hans.saturated
+    selector = NegativeSelector(cfg.ratio_map(), 1)
+    counts, size, labels = selector.plan(500, hans)
+    assert size == sum(counts.values()) == 197 and not labels  # 59 + 99 + 39 of 998
+    out = contrast(h1, h2, cfg, selector, hans, 1)
+    assert out.loss.requires_grad and math.isfinite(out.loss.item())
+    assert all(math.isnan(v) for v in out.category.values())
+    hans.eta["easy"] = 0.5  # not saturated: ranked again, categories read
+    with pytest.raises(AssertionError, match="ranked"):
+        contrast(h1, h2, cfg, NegativeSelector(cfg.ratio_map(), 1), hans, 1)
