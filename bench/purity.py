@@ -2,8 +2,8 @@
 
 Sampled strata (edgegcl.negatives.schedule_sampled) rank a random sample of M candidates per
 anchor instead of all 2B - 2; near the two cuts the sample can misplace a candidate. For each
-sample size M this draws the counts HANS uses at theta_max = 0.1 (saturated) and in bootstrap
-(eta_0 = 0.05 at theta_max = 1), and checks every drawn member against the exact strata of all
+sample size M this draws the counts HANS uses at theta_max = 1 with eta = 0.13 (where a
+default 300-epoch run ends) and in bootstrap (eta_0 = 0.05), and checks every drawn member against the exact strata of all
 candidates (``stratum_purity``). Similarities come from Cora's projections under an untrained
 and a briefly trained AdNGCL (and i.i.d. Gaussian ones: purity depends on the ranks only).
 Writes bench/results/purity.md.
@@ -62,15 +62,15 @@ def purity_rows(name: str, sims: torch.Tensor, ratios: dict[str, float]) -> list
     c = num_candidates(b)
     rows = []
     for label, counts in (
-            ("theta_max 0.1, saturated", {k: int(0.1 * ratios[k] * c) for k in CATEGORIES}),
+            ("eta 0.13 (a default run's end)", {k: int(0.13 * ratios[k] * c) for k in CATEGORIES}),
             ("bootstrap, eta 0.05", {k: int(0.05 * ratios[k] * c) for k in CATEGORIES})):
         used = sample_size(c, ratios, counts)
         for size in sorted({*SIZES, used}):
             if any(pool_sizes(size, ratios)[k] < counts[k] for k in CATEGORIES) or size >= c:
                 continue
             sample = draw_sample(b, size, torch.Generator().manual_seed(size), sims.device)
-            active = schedule_sampled(lambda s, e, cols: sims[s:e][:, cols], b, sims.device,
-                                      ratios, counts, 0, sample)
+            active = schedule_sampled(lambda s, e, smp: sims[s:e].gather(1, smp.row_cols(s, e)),
+                                      b, sims.device, ratios, counts, 0, sample)
             p = stratum_purity(active, sims, ratios)
             rows.append(f"| {name} | {b} | {label} | {size}{' (used)' if size == used else ''} | "
                         f"{p['hard']:.3f} | {p['inter']:.3f} | {p['easy']:.3f} |")

@@ -31,7 +31,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from edgegcl.negatives import CATEGORIES, ActiveNegatives, CandidateRows, CandidateValues
+from edgegcl.negatives import (
+    CATEGORIES,
+    ActiveNegatives,
+    CandidateRows,
+    CandidateSample,
+    CandidateValues,
+)
 
 
 class AnchorSimilarities(Protocol):
@@ -110,13 +116,14 @@ class Similarities:
         return lambda start, stop: torch.cat([inter[start:stop], intra[start:stop]], dim=1)
 
     def candidate_values(self, direction: int) -> CandidateValues:
-        """Columns ``cols`` of ``candidates(direction)``'s rows start..stop-1, detached."""
+        """Each anchor's sampled columns of ``candidates(direction)``, detached."""
         inter, intra = (blk.detach() for blk in self.blocks(direction))
         b = inter.size(1)
 
-        def values(start: int, stop: int, cols: Tensor) -> Tensor:
-            return torch.where(cols < b, inter[start:stop].index_select(1, cols.clamp(max=b - 1)),
-                               intra[start:stop].index_select(1, (cols - b).clamp(min=0)))
+        def values(start: int, stop: int, sample: CandidateSample) -> Tensor:
+            cols = sample.row_cols(start, stop)
+            return torch.where(cols < b, inter[start:stop].gather(1, cols.clamp(max=b - 1)),
+                               intra[start:stop].gather(1, (cols - b).clamp(min=0)))
         return values
 
     def logits(self, direction: int, active: ActiveNegatives) -> Tensor:
@@ -171,12 +178,13 @@ def scheduled_info_nce(sims: AnchorSimilarities,
     sums: dict[str, Tensor] | None = None
     if isinstance(sims, Similarities) and active[0].complete and active[1].complete:
         neg_1, neg_2, e12, e11 = _dense_sums(sims)
-        with torch.no_grad():  # hard and easy gathered, intermediate (the largest) by difference
-            seg = active[0].segments()
-            cand = torch.cat([e12, e11], dim=1)
-            hard = cand.gather(1, seg["hard"]).sum(1)
-            easy = cand.gather(1, seg["easy"]).sum(1)
-            sums = {"hard": hard, "inter": (neg_1 - hard - easy).clamp_min(0.0), "easy": easy}
+        if active[0].grouped:  # hard and easy gathered, intermediate (the largest) by difference
+            with torch.no_grad():
+                seg = active[0].segments()
+                cand = torch.cat([e12, e11], dim=1)
+                hard = cand.gather(1, seg["hard"]).sum(1)
+                easy = cand.gather(1, seg["easy"]).sum(1)
+                sums = {"hard": hard, "inter": (neg_1 - hard - easy).clamp_min(0.0), "easy": easy}
     else:
         exp_1, exp_2 = (torch.exp(sims.logits(d, a)) for d, a in enumerate(active))
         neg_1, neg_2 = exp_1.sum(1), exp_2.sum(1)

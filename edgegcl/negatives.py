@@ -147,10 +147,27 @@ class CandidateSample:
     block: int
     size: int
 
-    def block_rows(self, num_anchors: int) -> list[tuple[int, int, Tensor]]:
-        """(start, stop, sampled columns) of every block of anchors."""
-        return [(start, min(start + self.block, num_anchors), self.cols[k])
-                for k, start in enumerate(range(0, num_anchors, self.block))]
+    def chunks(self, num_anchors: int) -> list[tuple[int, int]]:
+        """Anchor ranges [start, stop) of whole blocks, each at most SAMPLE_CHUNK_ELEMENTS
+        sampled similarities (by device type; at least one block): what is processed at once."""
+        limit = SAMPLE_CHUNK_ELEMENTS.get(self.cols.device.type, SAMPLE_CHUNK_ELEMENTS["cuda"])
+        step = self.block * max(1, limit // (self.block * self.cols.size(1)))
+        return [(start, min(start + step, num_anchors)) for start in range(0, num_anchors, step)]
+
+    def blocks(self, start: int, stop: int) -> Tensor:
+        """The sampled columns of the blocks that anchors start..stop-1 belong to."""
+        return self.cols[start // self.block: -(-stop // self.block)]
+
+    def row_cols(self, start: int, stop: int) -> Tensor:
+        """[stop - start, size + 2]: each anchor's block sample (a copy, one row per anchor)."""
+        return self.blocks(start, stop).repeat_interleave(self.block, dim=0)[: stop - start]
+
+    def by_block(self, rows: Tensor) -> Tensor:
+        """Rows of whole blocks (the last one zero-padded) as [blocks, block, ...]."""
+        pad = -rows.size(0) % self.block
+        if pad:
+            rows = torch.cat([rows, rows.new_zeros(pad, *rows.shape[1:])])
+        return rows.view(-1, self.block, *rows.shape[1:])
 
 
 @dataclass(frozen=True)
@@ -176,7 +193,8 @@ class ActiveNegatives:
     pairs path computes a block's logits as one product with the sampled rows."""
     grouped: bool = True
     """False when the columns are not ordered by category (``schedule_sampled`` with
-    ``grouped=False``: whole pools, never ranked); ``sizes`` then only sum to K."""
+    ``grouped=False``: whole pools, never ranked; or every candidate, with ``cols`` empty
+    since the dense path needs none); ``sizes`` then only sum to K."""
 
     @property
     def complete(self) -> bool:
@@ -273,10 +291,14 @@ def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.devi
 
 # ---- sampled strata -----------------------------------------------------------------------
 
-CandidateValues = Callable[[int, int, Tensor], Tensor]
-"""``values(start, stop, cols)``: the [stop - start, len(cols)] similarities of anchors
-``start .. stop - 1`` with the candidate columns ``cols`` (column layout as ``CandidateRows``),
-without gradient."""
+CandidateValues = Callable[[int, int, "CandidateSample"], Tensor]
+"""``values(start, stop, sample)``: the [stop - start, sample.size + 2] similarities of anchors
+``start .. stop - 1`` (whole blocks of ``sample``) with their blocks' sampled candidate
+columns (column layout as ``CandidateRows``), without gradient."""
+
+SAMPLE_CHUNK_ELEMENTS = {"cpu": 1 << 22, "cuda": 1 << 24}
+"""Sampled similarities ranked at once by sampled strata (whole blocks of anchors): 16 MiB of
+floats on a CPU, a batch of 4096 anchors with samples of 1024 in one go."""
 
 SAMPLE_BLOCK_ANCHORS = 256
 """Anchors that share one candidate sample in sampled strata. A block's similarities are one
@@ -317,20 +339,24 @@ def draw_sample(num_anchors: int, size: int, generator: torch.Generator, device:
     return CandidateSample(cols.to(device), block, size)
 
 
-def _sample_exclusions(cols: Tensor, anchors: Tensor, num_anchors: int) -> Tensor:
-    """[b, 2] positions of ``cols`` left out of each anchor's sample: its own columns (positive
-    i, itself B + i) where the sample holds them, then the last other positions. O(b), by the
-    inverse of the sample."""
-    where = torch.full((2 * num_anchors,), -1, dtype=torch.long, device=cols.device)
-    where[cols] = torch.arange(cols.numel(), device=cols.device)
-    own = torch.stack([where[anchors], where[anchors + num_anchors]], dim=1)
-    last = cols.numel() - 1 - torch.arange(4, device=cols.device)  # own ones may be among them
-    spare = last.expand(own.size(0), 4)
-    spare_ok = (spare != own[:, :1]) & (spare != own[:, 1:])
+def _sample_exclusions(sample: CandidateSample, start: int, stop: int, num_anchors: int
+                       ) -> Tensor:
+    """[stop - start, 2] positions of each anchor's block sample left out of its sample: its
+    own columns (positive i, itself B + i) where the sample holds them, then the last other
+    positions. O(rows), by the inverse of each block's sample."""
+    cols = sample.blocks(start, stop)
+    blocks, width = cols.shape
+    device = cols.device
+    where = torch.full((blocks, 2 * num_anchors), -1, dtype=torch.long, device=device)
+    where.scatter_(1, cols, torch.arange(width, device=device).expand(blocks, width))
+    anchors = torch.arange(start, stop, device=device)
+    block = torch.div(anchors, sample.block, rounding_mode="floor") - start // sample.block
+    own = torch.stack([where[block, anchors], where[block, anchors + num_anchors]], dim=1)
+    spare = (width - 1 - torch.arange(4, device=device)).expand(own.size(0), 4)
+    spare_ok = (spare != own[:, :1]) & (spare != own[:, 1:])  # own ones may be among the last
     options = torch.cat([own, spare], dim=1)
     ok = torch.cat([own >= 0, spare_ok], dim=1)
-    first_two = ok & (ok.cumsum(1) <= 2)
-    return options[first_two].view(-1, 2)
+    return options[ok & (ok.cumsum(1) <= 2)].view(-1, 2)
 
 
 def _all_but_excluded(num_cols: int, excluded: Tensor) -> Tensor:
@@ -365,29 +391,33 @@ def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.de
     c = num_candidates(num_anchors)
     sizes = pool_sizes(sample.size, ratios)
     whole = all(counts[cat] == sizes[cat] for cat in CATEGORIES)
-    plan = [(positions.to(device), offsets.to(device)) for positions, offsets
-            in _draw_positions(tuple(sizes.values()), counts, draw, num_anchors)]
+    plan = [] if whole else [(positions.to(device), offsets.to(device)) for positions, offsets
+                             in _draw_positions(tuple(sizes.values()), counts, draw, num_anchors)]
+    active_sizes = tuple(sizes.values()) if whole else _active_sizes(plan)
     positions, cols, kept = [], [], []
-    for start, stop, block_cols in sample.block_rows(num_anchors):
-        anchors = torch.arange(start, stop, device=device)
-        excluded = _sample_exclusions(block_cols, anchors, num_anchors)
+    for start, stop in sample.chunks(num_anchors):
+        excluded = _sample_exclusions(sample, start, stop, num_anchors)
+        v = values(start, stop, sample) if keep_values or grouped or not whole else None
         if whole and not grouped:
-            picked = _all_but_excluded(block_cols.numel(), excluded)
-            v = values(start, stop, block_cols) if keep_values else None
+            picked = _all_but_excluded(sample.size + 2, excluded)
         else:
-            v = values(start, stop, block_cols)
             pools = _cut_pools(v, excluded, sizes)
             picked = torch.cat(pools, dim=1) if whole else _pick(
                 Strata(pools, sample.size), [(pos, offsets[start:stop]) for pos, offsets in plan])
-        cols.append(block_cols[picked])
+        cols.append(sample.row_cols(start, stop).gather(1, picked))
         if keep_values:
             positions.append(picked)
             kept.append(v.gather(1, picked))
     grouped = grouped or not whole
     if not keep_values:  # the dense path gathers by column; positions serve the pairs path
-        return ActiveNegatives(torch.cat(cols), _active_sizes(plan), c, grouped=grouped)
-    return ActiveNegatives(torch.cat(cols), _active_sizes(plan), c, torch.cat(kept), sample,
-                           torch.cat(positions), grouped)
+        return ActiveNegatives(_join(cols), active_sizes, c, grouped=grouped)  # type: ignore[arg-type]
+    return ActiveNegatives(_join(cols), active_sizes, c, _join(kept),  # type: ignore[arg-type]
+                           sample, _join(positions), grouped)
+
+
+def _join(parts: list[Tensor]) -> Tensor:
+    """``torch.cat(parts)`` without the copy when there is one part (one chunk)."""
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 @torch.no_grad()

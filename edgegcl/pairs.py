@@ -111,13 +111,29 @@ class BlockSampledLogits(torch.autograd.Function):
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         u, z, positions = ctx.saved_tensors
         sample: CandidateSample = ctx.sample
-        grad_u, grad_z = torch.zeros_like(u), torch.zeros_like(z)
-        for start, stop, cols in sample.block_rows(u.size(0)):
-            g = torch.zeros(stop - start, cols.numel(), dtype=grad.dtype, device=grad.device)
-            g.scatter_add_(1, positions[start:stop], grad[start:stop])
-            grad_u[start:stop] = g @ z.index_select(0, cols)
-            grad_z.index_add_(0, cols, g.t() @ u[start:stop])
+        grad_u, grad_z = torch.empty_like(u), torch.zeros_like(z)
+        width = sample.size + 2
+        for start, stop in sample.chunks(u.size(0)):
+            g = grad.new_zeros(stop - start, width).scatter_add_(
+                1, positions[start:stop], grad[start:stop])
+            g = sample.by_block(g)  # [blocks, block, width]
+            cols = sample.blocks(start, stop).reshape(-1)
+            zs = z.index_select(0, cols).view(g.size(0), width, -1)
+            grad_u[start:stop] = torch.bmm(g, zs).flatten(0, 1)[: stop - start]
+            grad_z.index_add_(0, cols, torch.bmm(g.transpose(1, 2),
+                                                 sample.by_block(u[start:stop])).flatten(0, 1))
         return grad_u, grad_z, None, None, None
+
+
+def block_values(u: Tensor, z: Tensor) -> CandidateValues:
+    """``CandidateValues`` of anchors ``u`` against candidates ``z``: per block of anchors one
+    product with its sampled rows of ``z``, batched over the blocks (``torch.bmm``)."""
+    def values(start: int, stop: int, sample: CandidateSample) -> Tensor:
+        cols = sample.blocks(start, stop)
+        zs = z.index_select(0, cols.reshape(-1)).view(*cols.shape, -1)
+        out = torch.bmm(sample.by_block(u[start:stop]), zs.transpose(1, 2))
+        return out.flatten(0, 1)[: stop - start]
+    return values
 
 
 @dataclass(frozen=True)
@@ -155,9 +171,8 @@ class PairSimilarities:
         return lambda start, stop: u[start:stop] @ z.t()
 
     def candidate_values(self, direction: int) -> CandidateValues:
-        """Anchors start..stop-1 against the columns ``cols``: one product, no gradient."""
-        u, z = (t.detach() for t in self._sides(direction))
-        return lambda start, stop, cols: u[start:stop] @ z.index_select(0, cols).t()
+        """Anchors against their blocks' sampled candidates (``block_values``), no gradient."""
+        return block_values(*(t.detach() for t in self._sides(direction)))
 
     def logits(self, direction: int, active: ActiveNegatives) -> Tensor:
         """The active pairs' similarities, differentiable through ``ScheduledLogits``.
@@ -170,11 +185,11 @@ class PairSimilarities:
         values = active.values
         if active.sample is not None:  # sampled strata: a block's pairs in one product
             if values is None:
-                rows = self.candidate_values(direction)
+                rows, pos = self.candidate_values(direction), active.positions
                 with torch.no_grad():
-                    values = torch.cat([rows(start, stop, cols).gather(
-                        1, active.positions[start:stop])  # type: ignore[index]
-                        for start, stop, cols in active.sample.block_rows(self.num_anchors)])
+                    values = torch.cat([rows(start, stop, active.sample).gather(
+                        1, pos[start:stop])  # type: ignore[index]
+                        for start, stop in active.sample.chunks(self.num_anchors)])
             return BlockSampledLogits.apply(u, z, active.sample, active.positions, values)
         if values is None:
             rows = self.candidate_rows(direction)

@@ -141,9 +141,9 @@ class NegativeSelector:
         counts = negative_counts(hans.fractions(), c, self.ratios)
         if self.stratify != "sampled":
             return counts, c, True
-        if hans.saturated and sum(counts.values()) < c:
+        if hans.saturated:
             size = sum(counts.values())
-            return pool_sizes(size, self.ratios), size, False
+            return (pool_sizes(size, self.ratios) if size < c else counts), size, False
         return counts, sample_size(c, self.ratios, counts, self.sample_min), True
 
     def touched(self, num_anchors: int, hans: HANS) -> int:
@@ -155,6 +155,12 @@ class NegativeSelector:
     def get(self, sims: AnchorSimilarities, hans: HANS, epoch: int
             ) -> tuple[ActiveNegatives, ActiveNegatives]:
         counts, size, labels = self.plan(sims.num_anchors, hans)
+        c = num_candidates(sims.num_anchors)
+        if size == c and not labels and not sims.keeps_values:  # every candidate, no labels
+            every = ActiveNegatives(torch.empty(sims.num_anchors, 0, dtype=torch.long,
+                                                device=sims.device),
+                                    tuple(counts.values()), c, grouped=False)  # type: ignore[arg-type]
+            return every, every
         key = (tuple(counts.values()), hans.draw, sims.num_anchors, labels)
         if self._active is not None and self._active[0].complete and key[0] == self._key[0]:
             return self._active  # type: ignore[return-value]

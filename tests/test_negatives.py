@@ -124,11 +124,16 @@ from edgegcl.negatives import (  # noqa: E402
 CPU = torch.device("cpu")
 
 
+def gathered(sims: torch.Tensor):
+    """CandidateValues reading [B, 2B] similarities."""
+    return lambda start, stop, sample: sims[start:stop].gather(1, sample.row_cols(start, stop))
+
+
 def _sampled(sims: torch.Tensor, counts, size: int, seed: int = 0, block: int = 64, draw: int = 0):
     b = sims.size(0)
     sample = draw_sample(b, size, torch.Generator().manual_seed(seed), CPU, block=block)
-    values = lambda start, stop, cols: sims[start:stop][:, cols]  # noqa: E731
-    return schedule_sampled(values, b, CPU, RATIOS, counts, draw, sample, keep_values=True)
+    return schedule_sampled(gathered(sims), b, CPU, RATIOS, counts, draw, sample,
+                            keep_values=True)
 
 
 def test_sample_size_holds_the_counts_and_respects_the_bounds():
@@ -144,14 +149,17 @@ def test_sample_size_holds_the_counts_and_respects_the_bounds():
 
 
 def test_sample_exclusions_leave_out_the_anchors_own_columns_first():
+    from edgegcl.negatives import CandidateSample
+
     b = 10
-    cols = torch.tensor([3, 13, 7, 0, 5, 19])  # 3 and 13 are anchor 3's own columns
-    out = _sample_exclusions(cols, torch.arange(b), b).sort(1).values
+    sample = CandidateSample(torch.tensor([[3, 13, 7, 0, 5, 19], [2, 9, 12, 0, 4, 1]]), 5, 4)
+    out = _sample_exclusions(sample, 0, b, b).sort(1).values
     assert out.shape == (b, 2)
-    assert out[3].tolist() == [0, 1]
-    assert out[7].tolist() == [2, 5]  # its positive (7) is in the sample, itself (17) is not
+    assert out[3].tolist() == [0, 1]  # 3 and 13 are anchor 3's own columns
+    assert out[0].tolist() == [3, 5]  # its positive (0) is in the sample, itself (10) is not
     assert out[1].tolist() == [4, 5]  # neither: the last two positions
-    assert _sample_exclusions(torch.tensor([2, 9, 12, 0]), torch.arange(b), b)[2].sort().values.tolist() == [0, 2]
+    assert out[9].tolist() == [1, 5]  # the second block's sample: positive 9 at position 1
+    assert out[7].tolist() == [4, 5]  # 7 is in the first block's sample, not in its own
 
 
 def test_sampled_strata_draw_exact_counts_from_the_block_sample_never_the_anchor():
@@ -165,8 +173,8 @@ def test_sampled_strata_draw_exact_counts_from_the_block_sample_never_the_anchor
     rows = torch.arange(b).unsqueeze(1)
     assert not ((active.cols == rows) | (active.cols == rows + b)).any()
     assert (active.cols.sort(1).values.diff(dim=1) > 0).all()  # no column twice
-    for start, stop, cols in active.sample.block_rows(b):  # inside the block's sample
-        assert torch.equal(cols[active.positions[start:stop]], active.cols[start:stop])
+    rows = active.sample.row_cols(0, b)  # inside the block's sample
+    assert torch.equal(rows.gather(1, active.positions), active.cols)
 
 
 def test_sampled_strata_are_pure_and_unbiased_inside_each_pool():
@@ -218,9 +226,9 @@ def test_whole_pools_skip_the_draw_and_ungrouped_ones_skip_the_ranking():
     sims = torch.randn(b, 2 * b, generator=torch.Generator().manual_seed(5))
     counts = pool_sizes(size, RATIOS)
     sample = draw_sample(b, size, torch.Generator().manual_seed(1), CPU, block=64)
-    values = lambda start, stop, cols: sims[start:stop][:, cols]  # noqa: E731
-    grouped = schedule_sampled(values, b, CPU, RATIOS, counts, 0, sample, keep_values=True)
-    flat = schedule_sampled(values, b, CPU, RATIOS, counts, 0, sample, keep_values=True,
+    grouped = schedule_sampled(gathered(sims), b, CPU, RATIOS, counts, 0, sample,
+                               keep_values=True)
+    flat = schedule_sampled(gathered(sims), b, CPU, RATIOS, counts, 0, sample, keep_values=True,
                             grouped=False)
     assert grouped.grouped and not flat.grouped and flat.cols.shape == (b, size)
     assert torch.equal(grouped.cols.sort(1).values, flat.cols.sort(1).values)
