@@ -170,8 +170,7 @@ def scheduled_info_nce(sims: AnchorSimilarities,
 
     With the dense blocks and every candidate active (theta_max = 1 at saturation) the
     denominators are plain row and column sums of exp(similarity) (the GRACE computation, no
-    gather); with most of them active and the rest given as ``left_out``, those sums less the
-    left-out terms; otherwise they sum the active logits, ``sims.logits``. The per-category losses
+    gather); otherwise they sum the active logits, ``sims.logits``. The per-category losses
     are taken over the view-1 anchors h_i^1, the anchors of the paper's Eq. 6 and of its
     stratification; NaN when those were drawn without categories (``ActiveNegatives.grouped``).
     """
@@ -186,10 +185,6 @@ def scheduled_info_nce(sims: AnchorSimilarities,
                 hard = cand.gather(1, seg["hard"]).sum(1)
                 easy = cand.gather(1, seg["easy"]).sum(1)
                 sums = {"hard": hard, "inter": (neg_1 - hard - easy).clamp_min(0.0), "easy": easy}
-    elif isinstance(sims, Similarities) and active[0].left_out:  # all less the few left out
-        neg_1, neg_2, _, _ = _dense_sums(sims)
-        neg_1 = neg_1 - torch.exp(sims.gather(0, active[0].cols)).sum(1)
-        neg_2 = neg_2 - torch.exp(sims.gather(1, active[1].cols)).sum(1)
     else:
         exp_1, exp_2 = (torch.exp(sims.logits(d, a)) for d, a in enumerate(active))
         neg_1, neg_2 = exp_1.sum(1), exp_2.sum(1)

@@ -195,14 +195,11 @@ class ActiveNegatives:
     """False when the columns are not ordered by category (``schedule_sampled`` with
     ``grouped=False``: whole pools, never ranked; or every candidate, with ``cols`` empty
     since the dense path needs none); ``sizes`` then only sum to K."""
-    left_out: bool = False
-    """True when ``cols`` are the candidates *left out* (ungrouped; every other candidate is
-    active): how the dense path takes most of the candidates, as all of them less a few."""
 
     @property
     def complete(self) -> bool:
         """True when every candidate is active, so the loss may use the dense fast path."""
-        return sum(self.sizes) == self.num_cand and not self.left_out
+        return sum(self.sizes) == self.num_cand
 
     def segments(self) -> dict[str, Tensor]:
         """The column block of each category."""

@@ -156,8 +156,11 @@ class NegativeSelector:
             ) -> tuple[ActiveNegatives, ActiveNegatives]:
         counts, size, labels = self.plan(sims.num_anchors, hans)
         c = num_candidates(sims.num_anchors)
-        if 2 * size > c and not labels and not sims.keeps_values:  # most candidates, no labels
-            return self._all_but(sims, counts, c - size)
+        if size == c and not labels and not sims.keeps_values:  # every candidate, no labels
+            every = ActiveNegatives(torch.empty(sims.num_anchors, 0, dtype=torch.long,
+                                                device=sims.device),
+                                    tuple(counts.values()), c, grouped=False)  # type: ignore[arg-type]
+            return every, every
         key = (tuple(counts.values()), hans.draw, sims.num_anchors, labels)
         if self._active is not None and self._active[0].complete and key[0] == self._key[0]:
             return self._active  # type: ignore[return-value]
@@ -170,26 +173,6 @@ class NegativeSelector:
             self._key = key
             return fresh  # type: ignore[return-value]
         return self._active  # type: ignore[return-value]
-
-    def _all_but(self, sims: AnchorSimilarities, counts: dict[str, int], left_out: int
-                 ) -> tuple[ActiveNegatives, ActiveNegatives]:
-        """Dense path, no labels, most candidates active: a uniform random sample of
-        ``left_out`` candidates per anchor is what is *not* used (none at theta_max = 1), so the
-        loss takes the dense sums less a few gathered terms (edgegcl.loss)."""
-        b, c = sims.num_anchors, num_candidates(sims.num_anchors)
-        sizes = tuple(counts.values())
-        if left_out == 0:
-            none = torch.empty(b, 0, dtype=torch.long, device=sims.device)
-            every = ActiveNegatives(none, sizes, c, grouped=False)  # type: ignore[arg-type]
-            return every, every
-        out = []
-        for direction in (0, 1):
-            sample = draw_sample(b, left_out, self.generator, sims.device)
-            whole = pool_sizes(left_out, self.ratios)
-            drawn = schedule_sampled(sims.candidate_values(direction), b, sims.device,
-                                     self.ratios, whole, 0, sample, grouped=False)
-            out.append(replace(drawn, sizes=sizes, left_out=True))
-        return out[0], out[1]
 
     def _schedule(self, sims: AnchorSimilarities, direction: int, counts: dict[str, int],
                   size: int, labels: bool, draw: int) -> ActiveNegatives:

@@ -262,32 +262,3 @@ def test_after_saturation_sampled_strata_take_a_uniform_sample_without_ranking(m
     hans.eta["easy"] = 0.5  # not saturated: ranked again, categories read
     with pytest.raises(AssertionError, match="ranked"):
         contrast(h1, h2, cfg, NegativeSelector(cfg.ratio_map(), 1), hans, 1)
-
-
-def test_most_candidates_as_all_less_the_left_out_equal_the_gathered_loss():
-    """Dense path after saturation at a large theta_max: the sums of every candidate less the
-    left-out terms give the loss and gradients of gathering the active ones."""
-    from edgegcl.negatives import ActiveNegatives
-
-    h1, h2 = views(b=120, d=6)
-    cfg = TrainConfig(theta_max=0.8)
-    hans = make_hans(cfg)
-    hans.eta = dict.fromkeys(CATEGORIES, 1.0)
-    sims = similarities(h1, h2, TAU)
-    left = NegativeSelector(cfg.ratio_map(), 1).get(sims, hans, 1)
-    c = num_candidates(120)
-    assert all(a.left_out and not a.complete for a in left)
-    assert left[0].cols.shape[1] == c - sum(left[0].sizes)
-    rows = torch.arange(120).unsqueeze(1)
-    active = []
-    for a in left:
-        keep = torch.ones(120, 240, dtype=torch.bool).scatter_(1, a.cols, False)
-        keep[rows[:, 0], rows[:, 0]] = keep[rows[:, 0], rows[:, 0] + 120] = False
-        cols = keep.nonzero()[:, 1].view(120, -1)
-        active.append(ActiveNegatives(cols, (cols.size(1), 0, 0), c, grouped=False))
-    out_left = scheduled_info_nce(sims, left)
-    out_kept = scheduled_info_nce(similarities(h1, h2, TAU), tuple(active))
-    assert out_left.loss.item() == pytest.approx(out_kept.loss.item(), rel=1e-12)
-    for a, b in zip(torch.autograd.grad(out_left.loss, (h1, h2)),
-                    torch.autograd.grad(out_kept.loss, (h1, h2))):
-        assert torch.allclose(a, b, atol=1e-12)
