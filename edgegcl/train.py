@@ -402,7 +402,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                     loss, category = _minibatch_epoch(
                         model, opt, features, loader, cfg, generator, selector, hans, device,
                         lambda i, n, mean, e=epoch: bar.update(
-                            e - 1, f"epoch {e}: batch {i}/{n} loss {mean:.4f}"))
+                            e - 1 + i / n, f"epoch {e}: batch {i}/{n} loss {mean:.4f}"))
                 for ev in hans.step(category):
                     events.write(json.dumps(asdict(ev)) + "\n")
                 if device.type == "cuda":
