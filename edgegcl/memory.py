@@ -98,8 +98,9 @@ class PeakMemory:
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
             self._base = torch.cuda.memory_allocated(self.device)
-        else:
-            self._base = current_bytes(self.device)
+        else:  # with a baseline, no trim: freed pages kept for reuse would fault in again
+            self._base = (current_bytes(self.device) if self._baseline is None
+                          else psutil.Process().memory_info().rss)
             self._peak_rss = self._base
             self._thread = threading.Thread(target=self._sample, args=(psutil.Process(),),
                                             daemon=True)

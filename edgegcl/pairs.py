@@ -4,16 +4,20 @@ The dense path (``edgegcl.loss.Similarities``) keeps three B x B similarity bloc
 gradients and gathers the scheduled logits from them, so a step costs about the same at every
 theta_max. Eq. 6's gradient only reaches the B x K active pairs, so here:
 
-- the candidates' similarities, which stratification must rank, are computed a block of
-  anchors at a time without gradient (``candidate_rows``), and the scheduler keeps each drawn
-  column's value (``schedule_negatives(..., keep_values=True)``): no B x 2B matrix exists;
-- ``ScheduledLogits`` returns those values as the differentiable logits; its backward is two
-  weighted row sums over the active pairs (``embedding_bag``), O(B K d) instead of the dense
-  blocks' O(B^2 d), on CPU and CUDA alike.
+- with sampled strata (the default) each block of anchors shares a sample of M candidates:
+  its similarities are one product with the sampled rows (``block_values``, batched over the
+  blocks), kept for the drawn columns, and ``BlockSampledLogits`` differentiates them as two
+  products per block, O(B M d) at matrix-product speed;
+- with exact strata the candidates' similarities, which stratification must rank, are
+  computed a block of anchors at a time without gradient (``candidate_rows``), the scheduler
+  keeps each drawn column's value (``schedule_negatives(..., keep_values=True)``), and
+  ``ScheduledLogits``' backward is two weighted row sums over the active pairs
+  (``embedding_bag``), O(B K d).
 
-Values and gradients equal the dense path's (tests/test_pairs.py). Which path is cheaper
-depends on K / 2B and the device, so the profiler measures both at each theta_max and a run
-uses the cheaper (``--logits``; docs/performance.md).
+No B x 2B matrix with a gradient exists. Values and gradients equal the dense path's
+(tests/test_pairs.py). Which path is cheaper depends on the candidates a step touches per
+anchor, so ``--logits auto`` (``choose_logits``) decides per step, and the profiler measures
+both at each theta_max (docs/performance.md).
 """
 
 from __future__ import annotations
