@@ -8,7 +8,7 @@ labels. The run must at least hold x (N x 128 float32), edge_index (2 x E int64)
 embeddings (N x 256 float32); the report compares the growth of the peak from the smallest
 to the largest size with the growth of that.
 
-    nice -n 19 python -m bench.run_memory --sizes 10000,100000,1000000
+    python -m bench.run_memory [--sizes 10000,100000,1000000]
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def main() -> None:
     lines = [
         "# Whole-run peak memory (issue 11)", "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on: {describe()}.", "",
-        f"    nice -n 19 python -m bench.run_memory --sizes {args.sizes}", "",
+        f"    python -m bench.run_memory --sizes {args.sizes}", "",
         "Each size in a fresh process: `edgegcl.data.synthetic_graph` (10 classes, 128 features, "
         "average degree 10, seed 0), then `edgegcl.run.run` with one epoch in mini-batches "
         "(B = 1024, fanout 10,10, built-in sampler, default model: hidden 512, embeddings 256) "
