@@ -28,6 +28,10 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 MODES = ("auto", "full", "minibatch")
+PROTOCOLS = ("honest", "both")
+"""``protocol``: the honest evaluation alone, or with the authors' (edgegcl.authors_protocol)."""
+SCHEDULERS = ("hans", "none")
+"""``scheduler``: HANS, or none (every candidate a negative from epoch 1: GRACE's contrast)."""
 DEVICES = ("auto", "cpu", "cuda")
 
 
@@ -54,6 +58,7 @@ class TrainConfig:
     device: str = "auto"
     out: str = ""
     eval_every: int = 20
+    protocol: str = "honest"
     # optimisation and model
     lr: float = 5e-4
     weight_decay: float = 1e-5
@@ -68,6 +73,7 @@ class TrainConfig:
     p_feature_1: float = 0.3
     p_feature_2: float = 0.4
     # HANS (paper names)
+    scheduler: str = "hans"
     theta_max: float = 1.0
     ratios: str = "20,30,50"
     T_init: int = 60
@@ -128,14 +134,35 @@ def _coerce(name: str, value: Any) -> Any:
         raise UsageError(f"config field {name!r} must be {kind}, got {value!r}") from None
 
 
+_HERE = Path(__file__).resolve().parent
+PRESETS_DIR = next((d for d in (_HERE / "presets", _HERE.parent / "presets") if d.is_dir()),
+                   _HERE / "presets")
+"""Shipped configurations (the repository's presets/, installed as edgegcl/presets)."""
+
+
+def list_presets() -> list[str]:
+    """Names ``--config`` accepts besides a path, e.g. ``paper-Cora``."""
+    return sorted(p.stem for p in PRESETS_DIR.glob("*.toml"))
+
+
+def resolve_config(name: str | Path) -> Path:
+    """A ``--config`` value as a file: an existing path, else a shipped preset's file."""
+    p = Path(name)
+    if p.exists() or p.suffix == ".toml" or str(name) not in list_presets():
+        return p
+    return PRESETS_DIR / f"{name}.toml"
+
+
 def load_toml(path: str | Path) -> dict[str, Any]:
-    """Read a config file; unknown keys and unreadable files are usage errors."""
-    p = Path(path)
+    """Read a config file (or a preset by name); unknown keys and unreadable files are usage
+    errors."""
+    p = resolve_config(path)
     try:
         with p.open("rb") as fh:
             raw = tomllib.load(fh)
     except FileNotFoundError:
-        raise UsageError(f"config file {p} does not exist; check the path given to --config") from None
+        raise UsageError(f"config file {p} does not exist; check the path given to --config "
+                         f"(or name a preset: {', '.join(list_presets())})") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(f"config file {p} is not valid TOML ({msg}); fix the file") from None
@@ -179,6 +206,10 @@ def validate(cfg: TrainConfig) -> None:
          f"--fanout must be comma-separated neighbours per hop (positive, or -1 for all), got {cfg.fanout!r}")
     need(cfg.device in DEVICES or re.fullmatch(r"cuda:\d+", cfg.device) is not None,
          f"--device must be auto, cpu, cuda or cuda:N, got {cfg.device!r}")
+    need(cfg.protocol in PROTOCOLS,
+         f"--protocol must be one of {', '.join(PROTOCOLS)}, got {cfg.protocol!r}")
+    need(cfg.scheduler in SCHEDULERS,
+         f"--scheduler must be one of {', '.join(SCHEDULERS)}, got {cfg.scheduler!r}")
     need(cfg.logits in LOGITS, f"--logits must be one of {', '.join(LOGITS)}, got {cfg.logits!r}")
     need(cfg.stratify in STRATIFY,
          f"--stratify must be one of {', '.join(STRATIFY)}, got {cfg.stratify!r}")

@@ -4,8 +4,8 @@ The protocol is the usual one for graph contrastive learning: the encoder is fro
 logistic-regression classifier is trained on the embeddings of the training nodes, and the
 classifier's hyper-parameter (weight decay) and the encoder checkpoint are chosen on the
 validation nodes only. The test nodes are touched once, to report the chosen model. The
-"paper" protocol (best test score over checkpoints) is computed alongside, clearly labelled,
-so results can be compared with publications that report it, without ever being selected by it.
+protocol behind the paper's tables, which selects on re-drawn test splits, is in
+edgegcl.authors_protocol, reported beside this one and never used to choose anything.
 """
 
 from __future__ import annotations
@@ -298,34 +298,16 @@ def linear_probe(
 
 @dataclass(frozen=True)
 class Selection:
-    """The checkpoint chosen on validation, plus the paper protocol's figure for comparison.
-
-    ``epoch``/``scores`` are the honest result (argmax validation micro-F1). ``paper_*`` is the
-    best test micro-F1 over all checkpoints, an optimistic number that some papers report; it
-    is never used to choose anything.
-    """
+    """The checkpoint chosen on validation (argmax validation micro-F1) and its scores."""
 
     epoch: int
     scores: ProbeScores
-    paper_epoch: int
-    paper_test_micro: float
-    paper_test_macro: float
 
 
 def select_checkpoint(history: Sequence[tuple[int, ProbeScores]]) -> Selection:
-    """Choose among ``(epoch, scores)`` checkpoints by validation micro-F1 (ties: earliest epoch).
-
-    Also reports the checkpoint with the best test micro-F1 (ties: earliest epoch) as the
-    paper-protocol figure.
-    """
+    """Choose among ``(epoch, scores)`` checkpoints by validation micro-F1 (ties: earliest
+    epoch); test scores play no part."""
     if not history:
         raise ValueError("history is empty: evaluate at least one checkpoint")
     epoch, scores = max(history, key=lambda item: (item[1].val_micro, -item[0]))
-    paper_epoch, paper = max(history, key=lambda item: (item[1].test_micro, -item[0]))
-    return Selection(
-        epoch=epoch,
-        scores=scores,
-        paper_epoch=paper_epoch,
-        paper_test_micro=paper.test_micro,
-        paper_test_macro=paper.test_macro,
-    )
+    return Selection(epoch=epoch, scores=scores)

@@ -121,6 +121,37 @@ def reachable_eta(cfg: TrainConfig) -> dict[str, float]:
     return dict(hans.eta)
 
 
+def _equal_loss_eta(cfg: TrainConfig) -> dict[str, float]:
+    """The eta of the last epoch when every category's loss is the same constant: the gate
+    (Eq. 7) opens at every checkpoint and each step is min(b / 3, c_cat, budget left)."""
+    hans = make_hans(cfg)
+    for _ in range(cfg.epochs - 1):
+        hans.step(dict.fromkeys(CATEGORIES, 1.0))
+    return dict(hans.eta)
+
+
+def pace_line(cfg: TrainConfig) -> str | None:
+    """One line for the start of a run whose epochs cannot bring HANS to theta_max: the share
+    of theta_max it reaches with equal category losses, and at most (``reachable_eta``), and
+    what sets the pace; None when theta_max is reachable at that pace or there is no schedule.
+    """
+    if cfg.scheduler != "hans":
+        return None
+    ratios = cfg.ratio_map()
+
+    def share(eta: dict[str, float]) -> float:  # sum eta theta_cat / theta_max
+        return sum(eta[c] * ratios[c] for c in CATEGORIES)
+
+    typical = share(_equal_loss_eta(cfg))
+    if typical >= 1.0 - 1e-9:
+        return None
+    return (f"with {cfg.epochs} epochs HANS reaches about {100 * typical:.0f} % of theta_max = "
+            f"{cfg.theta_max:g} (equal category losses; at most "
+            f"{100 * share(reachable_eta(cfg)):.0f} %): after T_init = {cfg.T_init} it grows one "
+            f"category in turn every T_int = {cfg.T_int} epochs by min(b w_cat, c_cat), b = "
+            f"{cfg.b:g}; more --epochs, a shorter --T-int or a larger --b reach it sooner")
+
+
 def _measure(data: Data, cfg: TrainConfig, device: torch.device,
              eta: dict[str, float]) -> Cost:
     mode = resolve_mode(cfg.mode, data.num_nodes)

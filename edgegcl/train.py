@@ -22,6 +22,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
+from edgegcl.authors_protocol import AuthorsScore, authors_probe
 from edgegcl.augment import (
     as_features,
     column_keep,
@@ -86,8 +87,15 @@ def resolve_device(name: str) -> torch.device:
 
 
 def make_hans(cfg: TrainConfig) -> HANS:
-    """The scheduler of a run: caps theta_cat = ratio x theta_max, paper names throughout."""
+    """The scheduler of a run: caps theta_cat = ratio x theta_max, paper names throughout.
+
+    ``scheduler = "none"`` is the all-negatives baseline (GRACE's contrast): theta_max = 1 and
+    every eta = 1 from the first epoch, so HANS starts saturated and never changes the set.
+    """
     ratios = cfg.ratio_map()
+    if cfg.scheduler == "none":
+        return HANS(1.0, ratios, T_init=cfg.T_init, T_int=cfg.T_int, e=cfg.e, gamma=cfg.gamma,
+                    b=cfg.b, c_cat=cfg.c_cat_map(), eta_0=1.0, floor=cfg.floor)
     return HANS(cfg.theta_max, {c: r * cfg.theta_max for c, r in ratios.items()},
                 T_init=cfg.T_init, T_int=cfg.T_int, e=cfg.e, gamma=cfg.gamma, b=cfg.b,
                 c_cat=cfg.c_cat_map(), eta_0=cfg.eta_0, floor=cfg.floor,
@@ -96,8 +104,11 @@ def make_hans(cfg: TrainConfig) -> HANS:
 
 def make_selector(cfg: TrainConfig, mode: str, seed: int = 0) -> NegativeSelector:
     """The negative selection of a run in ``mode`` (full or minibatch): strata refreshed every
-    T_int epochs on the full graph, every batch in mini-batches (new candidates each time)."""
-    return NegativeSelector(cfg.ratio_map(), cfg.T_int if mode == "full" else 1, cfg.stratify,
+    T_int epochs on the full graph, every batch in mini-batches (new candidates each time).
+    Without a scheduler every candidate is active and nothing is ranked, whatever ``stratify``
+    says (sampled strata at a full, saturated budget take no sample)."""
+    stratify = "sampled" if cfg.scheduler == "none" else cfg.stratify
+    return NegativeSelector(cfg.ratio_map(), cfg.T_int if mode == "full" else 1, stratify,
                             cfg.stratify_sample, seed)
 
 
@@ -353,6 +364,8 @@ class SeedResult:
     selected_epoch: int = 0
     peak_memory_bytes: int = 0
     T_int: int = 1
+    authors: list[tuple[int, AuthorsScore]] = field(default_factory=list)
+    """The authors'-protocol evaluation of every checkpoint (``protocol = "both"``)."""
 
     @property
     def final_epoch_s(self) -> float:
@@ -383,6 +396,8 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     # checkpoints are probed on at most CHECKPOINT_PROBE_MAX_LABELLED train + val nodes
     probe_split = None if split is None else checkpoint_probe_split(split)
     history: list[tuple[int, ProbeScores]] = []
+    authors: list[tuple[int, AuthorsScore]] = []
+    authors_stream = torch.Generator().manual_seed(seed)  # its splits and classifiers
     best_val, best_state, best_epoch = -1.0, None, 0
     times: list[float] = []
     peak = 0
@@ -413,9 +428,12 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                 if split is None:  # unlabelled graph: nothing to select on, keep the last epoch
                     keep = epoch == cfg.epochs
                 else:
-                    scores = linear_probe(model.embed(x, edge_index), data.y.to(device),
-                                          probe_split, seed=seed)
+                    embeddings = model.embed(x, edge_index)
+                    scores = linear_probe(embeddings, data.y.to(device), probe_split, seed=seed)
                     history.append((epoch, scores))
+                    if cfg.protocol == "both":
+                        authors.append((epoch, authors_probe(embeddings, data.y, authors_stream)))
+                    del embeddings
                     keep = scores.val_micro > best_val
                     best_val = max(best_val, scores.val_micro)
                 if keep:
@@ -432,4 +450,4 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
             model.embed(x, edge_index), data.y.to(device), split, seed=seed))
     return SeedResult(seed, mode, selection, history,
                       times, dict(hans.eta), hans.saturated_at, best_state, best_epoch, peak,
-                      cfg.T_int)
+                      cfg.T_int, authors)

@@ -230,3 +230,23 @@ def test_ratio_map_is_easy_hard_inter() -> None:
 def test_c_cat_map_is_hard_inter_easy() -> None:
     cfg = TrainConfig(c_cat="0.1,0.2,0.3")
     assert cfg.c_cat_map() == pytest.approx({"hard": 0.1, "inter": 0.2, "easy": 0.3})
+
+
+@pytest.mark.parametrize("name, ratios, theta_max", [("paper-Cora", "10,40,50", 0.6),
+                                                     ("paper-CiteSeer", "10,30,60", 1.0)])
+def test_paper_presets_carry_what_the_paper_states(name: str, ratios: str,
+                                                   theta_max: float) -> None:
+    from edgegcl.config import list_presets
+
+    assert name in list_presets()
+    cfg = build(load_toml(name), {})
+    assert (cfg.ratios, cfg.theta_max, cfg.epochs) == (ratios, theta_max, 2000)
+    assert (cfg.T_init, cfg.T_int, cfg.e, cfg.gamma, cfg.b) == (60, 20, 10, 0.99, 0.05)
+    assert cfg.protocol == "both" and cfg.scheduler == "hans" and cfg.eval_every == 50
+    assert cfg.dataset == name.split("-")[1]
+    assert build(load_toml(name), {"theta_max": 0.3}).theta_max == 0.3  # flags still win
+
+
+def test_unknown_config_name_lists_the_presets() -> None:
+    with pytest.raises(UsageError, match="paper-Cora"):
+        load_toml("paper-Pubmed")

@@ -234,23 +234,21 @@ def _scores(val: float, test: float) -> ProbeScores:
     )
 
 
-def test_select_checkpoint_uses_val_and_reports_paper_max_test() -> None:
+def test_select_checkpoint_uses_val_only() -> None:
     history = [
         (10, _scores(70, 80)),
         (20, _scores(75, 78)),
-        (30, _scores(72, 84)),
+        (30, _scores(72, 84)),  # best test: not chosen
         (40, _scores(60, 81)),
     ]
     sel = select_checkpoint(history)
     assert sel.epoch == 20 and sel.scores == history[1][1]
-    assert sel.paper_epoch == 30
-    assert (sel.paper_test_micro, sel.paper_test_macro) == (84, 82)
 
 
 def test_select_checkpoint_ties_go_to_earliest_epoch() -> None:
     history = [(30, _scores(75, 80)), (10, _scores(75, 80)), (20, _scores(70, 80))]
     sel = select_checkpoint(history)
-    assert sel.epoch == 10 and sel.paper_epoch == 10
+    assert sel.epoch == 10
 
 
 def test_select_checkpoint_empty_history() -> None:

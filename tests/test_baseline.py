@@ -1,0 +1,69 @@
+"""The all-negatives baseline (``--scheduler none``) and the schedule's pace line."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from edgegcl.config import TrainConfig
+from edgegcl.negatives import CATEGORIES
+from edgegcl.profiler import pace_line
+from edgegcl.train import contrast, make_hans, make_selector
+
+
+def _grace_loss(h1: torch.Tensor, h2: torch.Tensor, tau: float) -> torch.Tensor:
+    """GRACE's symmetric InfoNCE: every other node of both views a negative (2B - 2)."""
+    def one(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        a, b = F.normalize(a), F.normalize(b)
+        between, within = torch.exp(a @ b.t() / tau), torch.exp(a @ a.t() / tau)
+        denominator = between.sum(1) + within.sum(1) - within.diag()
+        return -torch.log(between.diag() / denominator)
+    return 0.5 * (one(h1, h2) + one(h2, h1)).mean()
+
+
+def test_no_scheduler_starts_saturated_with_every_candidate_and_stays() -> None:
+    cfg = TrainConfig(scheduler="none", theta_max=0.3, T_init=2, T_int=2, e=1)
+    hans = make_hans(cfg)
+    assert hans.theta_max == 1.0 and hans.saturated
+    assert sum(hans.fractions().values()) == pytest.approx(1.0)
+    assert all(v == 1.0 for v in hans.eta.values())
+    before = dict(hans.eta)
+    for epoch in range(40):
+        hans.step(dict.fromkeys(CATEGORIES, 1.0 + epoch))  # loss rising: a gate would open
+    assert hans.eta == before and all(v == 1.0 for v in before.values())
+    assert [ev.reason for ev in hans.events] == ["bootstrap"] * 3
+
+
+@pytest.mark.parametrize("logits", ["auto", "dense", "pairs"])
+@pytest.mark.parametrize("stratify", ["sampled", "exact"])
+def test_no_scheduler_contrasts_every_candidate_from_the_first_step(logits: str,
+                                                                    stratify: str) -> None:
+    torch.manual_seed(0)
+    h1, h2 = torch.randn(50, 8), torch.randn(50, 8)
+    cfg = TrainConfig(scheduler="none", logits=logits, stratify=stratify, tau=0.5)
+    out = contrast(h1, h2, cfg, make_selector(cfg, "full"), make_hans(cfg), step=1)
+    assert out.loss.item() == pytest.approx(_grace_loss(h1, h2, 0.5).item(), rel=1e-5)
+
+
+def test_hans_at_its_bootstrap_uses_a_few_negatives_not_all() -> None:
+    torch.manual_seed(0)
+    h1, h2 = torch.randn(50, 8), torch.randn(50, 8)
+    cfg = TrainConfig(tau=0.5)
+    out = contrast(h1, h2, cfg, make_selector(cfg, "full"), make_hans(cfg), step=1)
+    assert out.loss.item() != pytest.approx(_grace_loss(h1, h2, 0.5).item(), rel=1e-3)
+
+
+def test_pace_line_says_what_share_of_theta_max_a_run_can_reach() -> None:
+    def shares(line: str) -> tuple[float, float]:
+        return (float(line.split("about ")[1].split(" %")[0]),
+                float(line.split("at most ")[1].split(" %")[0]))
+
+    line = pace_line(TrainConfig(epochs=300))
+    assert line is not None and "theta_max = 1" in line
+    typical, most = shares(line)
+    assert 0 < typical <= most < 100
+    longer = pace_line(TrainConfig(epochs=900))
+    assert longer is not None and shares(longer)[0] > typical
+    assert pace_line(TrainConfig(epochs=2000, b=1.0)) is None
+    assert pace_line(TrainConfig(epochs=10, scheduler="none")) is None
