@@ -30,8 +30,8 @@ from edgegcl.augment import as_features, mask_columns, remove_edges
 from edgegcl.config import TrainConfig
 from edgegcl.data import load_graph
 from edgegcl.hans import CATEGORIES
-from edgegcl.model import AdNGCL, ProjectionHead
-from edgegcl.train import contrastive_step, make_hans, make_selector
+from edgegcl.engine import Trainer
+from edgegcl.model import ProjectionHead
 
 Step = Callable[[], None]
 
@@ -43,12 +43,6 @@ def grace_loss(h1: Tensor, h2: Tensor, tau: float) -> Tensor:
         refl, between = torch.exp(a @ a.t() / tau), torch.exp(a @ b.t() / tau)
         return -torch.log(between.diag() / (refl.sum(1) + between.sum(1) - refl.diag()))
     return 0.5 * (semi(h1, h2) + semi(h2, h1)).mean()
-
-
-def _model(data: Data, cfg: TrainConfig) -> tuple[AdNGCL, torch.optim.Optimizer]:
-    torch.manual_seed(0)
-    model = AdNGCL(data.x.size(1), cfg.model_config())
-    return model, torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
 class GraceEncoder(torch.nn.Module):
@@ -88,21 +82,14 @@ def reference_step(data: Data, cfg: TrainConfig) -> Step:
 
 def edgegcl_step(data: Data, cfg: TrainConfig, eta: float) -> Step:
     """One edgegcl training epoch with every eta^cat held at ``eta``."""
-    model, opt = _model(data, cfg)
-    hans = make_hans(cfg)
-    hans.eta = {c: eta for c in CATEGORIES}
-    selector = make_selector(cfg, "full")
-    g = torch.Generator().manual_seed(0)
+    trainer = Trainer(cfg, data.x.size(1), seed=0)
+    trainer.hans.eta = {c: eta for c in CATEGORIES}
     x = as_features(data.x)
     epoch = [0]
 
     def step() -> None:
         epoch[0] += 1
-        out = contrastive_step(model, x, data.edge_index, None, cfg, g, selector, hans,
-                               epoch[0])
-        opt.zero_grad()
-        out.loss.backward()
-        opt.step()
+        trainer.step(x, data.edge_index, step=epoch[0])
     return step
 
 

@@ -2,7 +2,7 @@
 and the all-negatives baseline, honest and authors' protocol side by side with the paper.
 
 Every run is one seed of ``edgegcl train --config paper-DATASET`` (presets/; 2000 epochs,
-probes every 50) with one cell's change, through ``edgegcl.train.train_seed``:
+probes every 50) with one cell's change, through ``edgegcl.run.train_seed``:
 
 - ``preset``: the paper's best row (Cora theta_max 0.6, ratios 10,40,50; CiteSeer 1.0, 10,30,60);
 - ``theta=X``: the preset at theta_max = X (the paper's theta_max table);
@@ -123,7 +123,7 @@ def one_run(root: str, dataset: str, cell: str, seed: int, threads: int,
     from edgegcl.config import build, load_toml
     from edgegcl.data import load_graph
     from edgegcl.memory import reuse_freed_memory
-    from edgegcl.train import train_seed
+    from edgegcl.run import train_seed
 
     torch.set_num_threads(threads)
     reuse_freed_memory()

@@ -25,7 +25,7 @@ from edgegcl.config import TrainConfig
 from edgegcl.data import load_graph
 from edgegcl.hans import CATEGORIES
 from edgegcl.loss import similarities
-from edgegcl.model import AdNGCL
+from edgegcl.engine import Trainer
 from edgegcl.negatives import (
     draw_sample,
     num_candidates,
@@ -34,7 +34,7 @@ from edgegcl.negatives import (
     schedule_sampled,
     stratum_purity,
 )
-from edgegcl.train import make_hans, make_selector, project_views, training_step
+from edgegcl.train import project_views
 
 HERE = Path(__file__).resolve().parent
 SIZES = (16, 32, 64, 128, 256, 512, 1024)
@@ -44,16 +44,12 @@ def cora_similarities(root: str, epochs: int) -> torch.Tensor:
     """[B, 2B] candidate similarities of Cora's view-1 anchors after ``epochs`` of training."""
     data = load_graph("Cora", root)
     cfg = TrainConfig(mode="full")
-    torch.manual_seed(0)
     x = as_features(data.x)
-    model = AdNGCL(x.size(1), cfg.model_config())
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    hans, selector = make_hans(cfg), make_selector(cfg, "full")
-    g = torch.Generator().manual_seed(0)
-    for epoch in range(1, epochs + 1):
-        training_step(model, opt, x, data.edge_index, None, cfg, g, selector, hans, epoch)
+    trainer = Trainer(cfg, x.size(1), seed=0)
+    for _ in range(epochs):
+        trainer.fit_epoch(x, data.edge_index)
     with torch.no_grad():
-        h1, h2 = project_views(model, x, data.edge_index, None, cfg, g)
+        h1, h2 = project_views(trainer.model, x, data.edge_index, None, cfg, trainer.generator)
         return similarities(h1, h2, cfg.tau).candidates(0)
 
 

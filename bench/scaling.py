@@ -43,14 +43,8 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int, device: torch.
     from edgegcl.data import SyntheticSpec, synthetic_graph
     from edgegcl.hans import CATEGORIES
     from edgegcl.memory import PeakMemory
-    from edgegcl.model import AdNGCL
-    from edgegcl.train import (
-        batch_inputs,
-        contrastive_step,
-        make_hans,
-        make_selector,
-        structure_loader,
-    )
+    from edgegcl.engine import Trainer
+    from edgegcl.train import batch_inputs, structure_loader
 
     def held() -> int:
         return (torch.cuda.memory_allocated(device) if device.type == "cuda"
@@ -61,17 +55,11 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int, device: torch.
                                          avg_degree=10.0, seed=0))
     x = data.x.to(device)
     cfg = TrainConfig(batch_size=batch_size)
-    torch.manual_seed(0)
-    model = AdNGCL(128, cfg.model_config()).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    hans = make_hans(cfg)
-    hans.eta = {c: 1.0 for c in CATEGORIES}  # worst case: every negative active
-    g = torch.Generator(device=device).manual_seed(0)
+    trainer = Trainer(cfg, 128, mode=mode, device=device, seed=0)
+    trainer.hans.eta = {c: 1.0 for c in CATEGORIES}  # worst case: every negative active
     if mode == "full":
-        selector = make_selector(cfg, mode)
         steps = [(as_features(x), data.edge_index.to(device), None, None)] * 2
     else:  # the sampler's CSR index is built here, so it counts as graph storage
-        selector = make_selector(cfg, mode)
         loader = structure_loader(data, replace(cfg, sampler="builtin"), seed=0)
         steps = ((x, *batch_inputs(b, device)) for b in islice(loader, batches + 3))
     graph_bytes = held() - start  # graph, sampler index, model
@@ -80,10 +68,7 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int, device: torch.
         for i, (x, ei, hops, rows) in enumerate(steps):
             sampled.append(x.size(0) if rows is None else rows.numel())
             t0 = time.perf_counter()
-            out = contrastive_step(model, x, ei, hops, cfg, g, selector, hans, i + 1, rows)
-            opt.zero_grad()
-            out.loss.backward()
-            opt.step()
+            trainer.step(x, ei, hops, rows, step=i + 1)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             if i >= (1 if mode == "full" else 3):
@@ -93,10 +78,7 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int, device: torch.
         x, ei, hops, rows = data.x, *batch_inputs(next(iter(loader)), device)
 
         def step() -> None:
-            out = contrastive_step(model, x, ei, hops, cfg, g, selector, hans, 1, rows)
-            opt.zero_grad()
-            out.loss.backward()
-            opt.step()
+            trainer.step(x, ei, hops, rows, step=1)
 
         live = live_tensor_peak(step) / 2**20
     per_step = statistics.median(times)

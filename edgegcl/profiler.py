@@ -57,17 +57,15 @@ from edgegcl.budget_search import (
 from edgegcl.config import TrainConfig
 from edgegcl.hans import CATEGORIES
 from edgegcl.memory import PeakMemory, release_cpu_memory
-from edgegcl.model import AdNGCL
 from edgegcl.pairs import PATHS
 from edgegcl.phases import PhaseClock
 from edgegcl.profiles import DeviceProfile, memory_budget_bytes
+from edgegcl.engine import Trainer
 from edgegcl.train import (
     batch_inputs,
     make_hans,
-    make_selector,
     resolve_mode,
     structure_loader,
-    training_step,
 )
 
 WARMUP_STEPS = 2
@@ -159,13 +157,8 @@ def _measure(data: Data, cfg: TrainConfig, device: torch.device,
     batches = _batches(data, cfg, mode, device)
     times: list[float] = []
     with PeakMemory(device) as peak:
-        torch.manual_seed(0)
-        model = AdNGCL(data.num_features, cfg.model_config()).to(device)
-        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        hans = make_hans(cfg)
-        hans.eta = dict(eta)
-        selector = make_selector(cfg, mode)
-        generator = torch.Generator(device=device).manual_seed(0)
+        trainer = Trainer(cfg, data.num_features, mode=mode, device=device, seed=0)
+        trainer.hans.eta = dict(eta)
         clock = PhaseClock(device)
         for i in range(WARMUP_STEPS + TIMED_STEPS):
             step = 1 if i == WARMUP_STEPS else i + 1  # first timed step refreshes the strata
@@ -176,8 +169,7 @@ def _measure(data: Data, cfg: TrainConfig, device: torch.device,
             clock.start()
             x, edge_index, hops, rows = next(batches)
             clock.mark("sample")
-            training_step(model, opt, x, edge_index, hops, cfg, generator, selector, hans, step,
-                          rows, clock)
+            trainer.step(x, edge_index, hops, rows, step=step, clock=clock)
             _sync(device)
             if i >= WARMUP_STEPS:
                 times.append(time.perf_counter() - t0)

@@ -1,28 +1,141 @@
-"""A training run: independent seeds, the run directory, and the metrics over seeds."""
+"""A training run: independent seeds, each trained and probed, the run directory, and the
+metrics over seeds.
+
+Per seed the loop trains (``edgegcl.engine.Trainer``), probes the frozen embeddings every
+``eval_every`` epochs, keeps the encoder whose validation micro-F1 is best, and writes that
+checkpoint, the HANS event log and the metrics.
+"""
 
 from __future__ import annotations
 
+import copy
 import json
 import statistics
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch import Tensor
 from torch_geometric.data import Data
 
 from edgegcl import __version__
-from edgegcl.authors_protocol import AUTHORS_LABEL, authors_figure
+from edgegcl.augment import as_features
+from edgegcl.authors_protocol import AUTHORS_LABEL, AuthorsScore, authors_figure, authors_probe
 from edgegcl.checkpoint import save_checkpoint
 from edgegcl.config import TrainConfig, to_toml
+from edgegcl.engine import Trainer
 from edgegcl.errors import UsageError
-from edgegcl.evaluate import ProbeScores
-from edgegcl.train import SeedResult, train_seed
+from edgegcl.evaluate import (
+    ProbeScores,
+    Selection,
+    checkpoint_probe_split,
+    linear_probe,
+    random_split,
+    select_checkpoint,
+)
+from edgegcl.memory import PeakMemory, current_bytes
+from edgegcl.progress import Progress
+from edgegcl.train import resolve_mode, structure_loader
 
 if TYPE_CHECKING:
     from edgegcl.profiler import Calibration
     from edgegcl.profiles import DeviceProfile
+
+
+@dataclass
+class SeedResult:
+    """What one seed produced: the checkpoint choice, the probe history, timings and HANS."""
+
+    seed: int
+    mode: str
+    selection: Selection | None
+    history: list[tuple[int, ProbeScores]]
+    epoch_times: list[float]
+    final_eta: dict[str, float]
+    saturated_at: int | None
+    encoder_state: dict[str, Tensor] = field(repr=False)
+    selected_epoch: int = 0
+    peak_memory_bytes: int = 0
+    T_int: int = 1
+    authors: list[tuple[int, AuthorsScore]] = field(default_factory=list)
+    """The authors'-protocol evaluation of every checkpoint (``protocol = "both"``)."""
+
+    @property
+    def final_epoch_s(self) -> float:
+        """Median epoch time over the last T_int epochs, which run in the schedule's final
+        state: the state the profiler predicts (edgegcl.profiler.reachable_eta)."""
+        return statistics.median(self.epoch_times[-self.T_int:])
+
+
+def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
+               run_dir: Path, label: str) -> SeedResult:
+    """Train one independent run (own split, initialisation and random streams) and probe it."""
+    torch.manual_seed(seed)
+    mode = resolve_mode(cfg.mode, data.num_nodes)
+    features, edge_index = data.x.to(device), data.edge_index.to(device)
+    x = as_features(features)  # full-graph steps and the probe's embeddings
+    loader = structure_loader(data, cfg, seed) if mode == "minibatch" else None
+    # Training's memory is measured above this level: the graph and the sampler's index are
+    # storage, the model, optimiser state and everything after are training (as the profiler).
+    baseline = current_bytes(device)
+    trainer = Trainer(cfg, x.size(1), mode=mode, device=device, seed=seed)
+    model, hans = trainer.model, trainer.hans
+    labelled = getattr(data, "y", None) is not None
+    split = random_split(data.num_nodes, seed) if labelled else None
+    # checkpoints are probed on at most CHECKPOINT_PROBE_MAX_LABELLED train + val nodes
+    probe_split = None if split is None else checkpoint_probe_split(split)
+    history: list[tuple[int, ProbeScores]] = []
+    authors: list[tuple[int, AuthorsScore]] = []
+    authors_stream = torch.Generator().manual_seed(seed)  # its splits and classifiers
+    best_val, best_state, best_epoch = -1.0, None, 0
+    times: list[float] = []
+    peak = 0
+    bar = Progress(cfg.epochs, label)
+    with (run_dir / "hans_events.jsonl").open("w") as events:
+        for ev in hans.events:
+            events.write(json.dumps(asdict(ev)) + "\n")
+        for epoch in range(1, cfg.epochs + 1):
+            with PeakMemory(device, baseline) as memory:  # the training step(s), not the probe
+                t0 = time.perf_counter()
+                result = trainer.fit_epoch(
+                    x if loader is None else features, edge_index, loader,
+                    lambda i, n, mean, e=epoch: bar.update(
+                        e - 1 + i / n, f"epoch {e}: batch {i}/{n} loss {mean:.4f}"))
+                for ev in result.events:
+                    events.write(json.dumps(asdict(ev)) + "\n")
+                if device.type == "cuda":
+                    torch.cuda.synchronize(device)
+                times.append(time.perf_counter() - t0)
+            peak = max(peak, memory.peak_bytes)
+            if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
+                if split is None:  # unlabelled graph: nothing to select on, keep the last epoch
+                    keep = epoch == cfg.epochs
+                else:
+                    embeddings = model.embed(x, edge_index)
+                    scores = linear_probe(embeddings, data.y.to(device), probe_split, seed=seed)
+                    history.append((epoch, scores))
+                    if cfg.protocol == "both":
+                        authors.append((epoch, authors_probe(embeddings, data.y, authors_stream)))
+                    del embeddings
+                    keep = scores.val_micro > best_val
+                    best_val = max(best_val, scores.val_micro)
+                if keep:
+                    best_state = copy.deepcopy(model.encoder.state_dict())
+                    best_epoch = epoch
+            eta = " ".join(f"{c} {v:.2f}" for c, v in hans.eta.items())
+            bar.update(epoch, f"loss {result.loss:.4f} | eta {eta}")
+    bar.close()
+    assert best_state is not None  # the last epoch always evaluates
+    selection = select_checkpoint(history) if history else None
+    if selection is not None and probe_split is not split:  # the chosen one on the full split
+        model.encoder.load_state_dict(best_state)
+        selection = replace(selection, scores=linear_probe(
+            model.embed(x, edge_index), data.y.to(device), split, seed=seed))
+    return SeedResult(seed, mode, selection, history,
+                      times, dict(hans.eta), hans.saturated_at, best_state, best_epoch, peak,
+                      cfg.T_int, authors)
 
 
 def _mean_std(values: list[float]) -> dict[str, float]:

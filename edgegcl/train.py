@@ -1,19 +1,15 @@
-"""The training loop: views -> encoder -> HANS-scheduled InfoNCE -> step, per seed and epoch.
+"""A training step: views -> encoder -> HANS-scheduled InfoNCE -> backward -> update.
 
-Full-graph mode is one batch holding every node: the anchors are all N nodes. Per seed the
-loop trains, probes the frozen embeddings every ``eval_every`` epochs, keeps the encoder whose
-validation micro-F1 is best, and writes that checkpoint, the HANS event log and the metrics.
+Full-graph mode is one batch holding every node: the anchors are all N nodes; mini-batch
+mode's anchors are a sampled subgraph's seed nodes. The parts a step is made of (the
+scheduler, the negative selection, the views, the contrast) are built and composed here;
+``edgegcl.engine.Trainer`` owns them for a seed, ``edgegcl.run`` runs seeds.
 """
 
 from __future__ import annotations
 
-import copy
-import json
-import statistics
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import psutil
@@ -22,7 +18,6 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
-from edgegcl.authors_protocol import AuthorsScore, authors_probe
 from edgegcl.augment import (
     as_features,
     column_keep,
@@ -31,14 +26,6 @@ from edgegcl.augment import (
 )
 from edgegcl.config import TrainConfig
 from edgegcl.errors import UsageError
-from edgegcl.evaluate import (
-    ProbeScores,
-    Selection,
-    checkpoint_probe_split,
-    linear_probe,
-    random_split,
-    select_checkpoint,
-)
 from edgegcl.hans import HANS
 from edgegcl.loss import (
     AnchorSimilarities,
@@ -46,10 +33,8 @@ from edgegcl.loss import (
     scheduled_info_nce,
     similarities,
 )
-from edgegcl.memory import PeakMemory, current_bytes
 from edgegcl.model import AdNGCL
 from edgegcl.negatives import (
-    CATEGORIES,
     SAMPLE_MIN,
     ActiveNegatives,
     draw_sample,
@@ -62,7 +47,6 @@ from edgegcl.negatives import (
 )
 from edgegcl.pairs import choose_logits, pair_similarities
 from edgegcl.phases import PhaseClock
-from edgegcl.progress import Progress
 from edgegcl.sampling import make_loader
 
 FULL_GRAPH_MAX_NODES = 10_000
@@ -137,6 +121,10 @@ class NegativeSelector:
         self.generator = torch.Generator().manual_seed(seed)
         self._key: tuple[Any, ...] | None = None
         self._active: tuple[ActiveNegatives, ActiveNegatives] | None = None
+
+    def reset(self) -> None:
+        """Forget the kept active sets: the next step stratifies afresh."""
+        self._key, self._active = None, None
 
     def plan(self, num_anchors: int, hans: HANS) -> tuple[dict[str, int], int, bool]:
         """(counts per category, candidates per anchor the strata rank or sample, whether the
@@ -320,134 +308,3 @@ def structure_loader(data: Data, cfg: TrainConfig, seed: int) -> NodeLoader:
     structure = Data(edge_index=data.edge_index, num_nodes=data.num_nodes)
     return make_loader(structure, cfg.batch_size, cfg.fanout_list(), sampler=cfg.sampler,
                        seed=seed)
-
-
-def _minibatch_epoch(model: AdNGCL, opt: torch.optim.Optimizer, x: Tensor, loader: NodeLoader,
-                     cfg: TrainConfig, generator: torch.Generator, selector: NegativeSelector,
-                     hans: HANS, device: torch.device,
-                     on_batch: Callable[[int, int, float], None]
-                     ) -> tuple[float, dict[str, float]]:
-    """One pass over the seed nodes of ``loader`` (a ``structure_loader``) with features ``x``;
-    returns the anchor-weighted mean loss and category losses.
-
-    HANS stratifies each batch's own B x 2B candidates (the selector refreshes every batch);
-    its schedule advances once per epoch, from these epoch means. ``on_batch(done, total,
-    loss)`` reports progress inside the epoch (a 1M-node epoch is about a thousand batches).
-    """
-    loss_sum, anchors = 0.0, 0
-    cat_sum = dict.fromkeys(CATEGORIES, 0.0)
-    for step, batch in enumerate(loader, start=1):
-        b = int(batch.batch_size)
-        edges, hops, rows = batch_inputs(batch, device)
-        out = training_step(model, opt, x, edges, hops, cfg, generator, selector, hans, step,
-                            rows)
-        loss_sum += out.loss.item() * b
-        anchors += b
-        on_batch(step, len(loader), loss_sum / anchors)
-        for c in CATEGORIES:
-            cat_sum[c] += out.category[c] * b
-    return loss_sum / anchors, {c: v / anchors for c, v in cat_sum.items()}
-
-
-@dataclass
-class SeedResult:
-    """What one seed produced: the checkpoint choice, the probe history, timings and HANS."""
-
-    seed: int
-    mode: str
-    selection: Selection | None
-    history: list[tuple[int, ProbeScores]]
-    epoch_times: list[float]
-    final_eta: dict[str, float]
-    saturated_at: int | None
-    encoder_state: dict[str, Tensor] = field(repr=False)
-    selected_epoch: int = 0
-    peak_memory_bytes: int = 0
-    T_int: int = 1
-    authors: list[tuple[int, AuthorsScore]] = field(default_factory=list)
-    """The authors'-protocol evaluation of every checkpoint (``protocol = "both"``)."""
-
-    @property
-    def final_epoch_s(self) -> float:
-        """Median epoch time over the last T_int epochs, which run in the schedule's final
-        state: the state the profiler predicts (edgegcl.profiler.reachable_eta)."""
-        return statistics.median(self.epoch_times[-self.T_int:])
-
-
-def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
-               run_dir: Path, label: str) -> SeedResult:
-    """Train one independent run (own split, initialisation and augmentation stream)."""
-    torch.manual_seed(seed)
-    mode = resolve_mode(cfg.mode, data.num_nodes)
-    features, edge_index = data.x.to(device), data.edge_index.to(device)
-    x = as_features(features)  # full-graph steps and the probe's embeddings
-    selector = make_selector(cfg, mode, seed)
-    if mode == "minibatch":  # batches gather their rows from the features
-        loader = structure_loader(data, cfg, seed)
-    # Training's memory is measured above this level: the graph and the sampler's index are
-    # storage, the model, optimiser state and everything after are training (as the profiler).
-    baseline = current_bytes(device)
-    model = AdNGCL(x.size(1), cfg.model_config()).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    hans = make_hans(cfg)
-    generator = torch.Generator(device=device).manual_seed(seed)
-    labelled = getattr(data, "y", None) is not None
-    split = random_split(data.num_nodes, seed) if labelled else None
-    # checkpoints are probed on at most CHECKPOINT_PROBE_MAX_LABELLED train + val nodes
-    probe_split = None if split is None else checkpoint_probe_split(split)
-    history: list[tuple[int, ProbeScores]] = []
-    authors: list[tuple[int, AuthorsScore]] = []
-    authors_stream = torch.Generator().manual_seed(seed)  # its splits and classifiers
-    best_val, best_state, best_epoch = -1.0, None, 0
-    times: list[float] = []
-    peak = 0
-    bar = Progress(cfg.epochs, label)
-    with (run_dir / "hans_events.jsonl").open("w") as events:
-        for ev in hans.events:
-            events.write(json.dumps(asdict(ev)) + "\n")
-        for epoch in range(1, cfg.epochs + 1):
-            with PeakMemory(device, baseline) as memory:  # the training step(s), not the probe
-                t0 = time.perf_counter()
-                model.train()
-                if mode == "full":
-                    out = training_step(model, opt, x, edge_index, None, cfg, generator,
-                                        selector, hans, epoch)
-                    loss, category = out.loss.item(), out.category
-                else:
-                    loss, category = _minibatch_epoch(
-                        model, opt, features, loader, cfg, generator, selector, hans, device,
-                        lambda i, n, mean, e=epoch: bar.update(
-                            e - 1 + i / n, f"epoch {e}: batch {i}/{n} loss {mean:.4f}"))
-                for ev in hans.step(category):
-                    events.write(json.dumps(asdict(ev)) + "\n")
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                times.append(time.perf_counter() - t0)
-            peak = max(peak, memory.peak_bytes)
-            if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
-                if split is None:  # unlabelled graph: nothing to select on, keep the last epoch
-                    keep = epoch == cfg.epochs
-                else:
-                    embeddings = model.embed(x, edge_index)
-                    scores = linear_probe(embeddings, data.y.to(device), probe_split, seed=seed)
-                    history.append((epoch, scores))
-                    if cfg.protocol == "both":
-                        authors.append((epoch, authors_probe(embeddings, data.y, authors_stream)))
-                    del embeddings
-                    keep = scores.val_micro > best_val
-                    best_val = max(best_val, scores.val_micro)
-                if keep:
-                    best_state = copy.deepcopy(model.encoder.state_dict())
-                    best_epoch = epoch
-            eta = " ".join(f"{c} {v:.2f}" for c, v in hans.eta.items())
-            bar.update(epoch, f"loss {loss:.4f} | eta {eta}")
-    bar.close()
-    assert best_state is not None  # the last epoch always evaluates
-    selection = select_checkpoint(history) if history else None
-    if selection is not None and probe_split is not split:  # the chosen one on the full split
-        model.encoder.load_state_dict(best_state)
-        selection = replace(selection, scores=linear_probe(
-            model.embed(x, edge_index), data.y.to(device), split, seed=seed))
-    return SeedResult(seed, mode, selection, history,
-                      times, dict(hans.eta), hans.saturated_at, best_state, best_epoch, peak,
-                      cfg.T_int, authors)

@@ -78,19 +78,16 @@ def test_full_graph_mode_refuses_what_cannot_fit(tmp_path, capsys, monkeypatch):
 
 
 def test_a_minibatch_epoch_reports_progress_after_every_batch():
-    from edgegcl.train import _minibatch_epoch
+    from edgegcl.engine import Trainer
 
     data = synthetic_graph(SyntheticSpec(num_nodes=100, num_features=8, avg_degree=4, seed=0))
     cfg = TrainConfig(hidden_dim=8, out_dim=4, proj_dim=4)
-    model = AdNGCL(8, ModelConfig(8, 4, 4, "prelu"))
     loader = make_loader(data, 30, [3, 3], sampler="builtin")
     seen = []
-    loss, _ = _minibatch_epoch(model, torch.optim.Adam(model.parameters()), data.x, loader, cfg,
-                               torch.Generator().manual_seed(0), NegativeSelector(cfg.ratio_map(), 1),
-                               make_hans(cfg), torch.device("cpu"),
-                               lambda i, n, mean: seen.append((i, n, mean)))
+    result = Trainer(cfg, 8, mode="minibatch").fit_epoch(
+        data.x, loader=loader, on_batch=lambda i, n, mean: seen.append((i, n, mean)))
     assert [(i, n) for i, n, _ in seen] == [(1, 4), (2, 4), (3, 4), (4, 4)]
-    assert seen[-1][2] == pytest.approx(loss)
+    assert seen[-1][2] == pytest.approx(result.loss)
 
 
 def test_a_step_gathers_its_batch_features_and_frees_them_before_view_2():

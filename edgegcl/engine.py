@@ -1,0 +1,152 @@
+"""The training engine: one object that owns everything a seed's training updates.
+
+``Trainer`` builds the model, the optimiser, HANS, the negative selection and the
+augmentation stream from a configuration, and runs steps and epochs with them; ``edgegcl
+train``, the resource profiler and the benchmarks all train through it, so there is one place
+where a step is assembled. Its ``state_dict()`` holds every piece of that state (weights,
+optimiser moments, HANS with its loss history, the selector's stream, the augmentation
+stream and the epoch count), in the manner of ``torch.optim.lr_scheduler``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch_geometric.loader import NodeLoader
+
+from edgegcl.config import TrainConfig
+from edgegcl.hans import HANS, HANSEvent
+from edgegcl.loss import LossOutput
+from edgegcl.model import AdNGCL
+from edgegcl.negatives import CATEGORIES
+from edgegcl.phases import PhaseClock
+from edgegcl.train import (
+    NegativeSelector,
+    batch_inputs,
+    make_hans,
+    make_selector,
+    training_step,
+)
+
+__all__ = ["EpochResult", "Trainer"]
+
+
+@dataclass(frozen=True)
+class EpochResult:
+    """One epoch: the anchor-weighted mean loss, its per-category parts (what HANS read) and
+    the HANS events the epoch's end produced."""
+
+    loss: float
+    category: dict[str, float]
+    events: list[HANSEvent]
+
+
+class Trainer:
+    """Model, optimiser, HANS, negative selection and augmentation stream of one seed.
+
+    The model is initialised from ``seed`` (a forked global RNG, so the caller's stream is
+    left as it was), the augmentation stream and the selector's stream too.
+
+    Args:
+        cfg: the run's configuration (sizes, optimiser, HANS, strata and logits paths).
+        in_dim: feature dimension of the graph.
+        mode: ``"full"`` (the whole graph is one batch) or ``"minibatch"``.
+        device: where the model and the steps run.
+        seed: seed of the initialisation and of every random stream.
+
+    Example:
+        >>> from edgegcl.data import SyntheticSpec, synthetic_graph
+        >>> data = synthetic_graph(SyntheticSpec(num_nodes=100, num_features=8))
+        >>> cfg = TrainConfig(hidden_dim=16, out_dim=8, proj_dim=8, T_init=2, T_int=2, e=1)
+        >>> trainer = Trainer(cfg, in_dim=8)
+        >>> for _ in range(3):
+        ...     result = trainer.fit_epoch(data.x, data.edge_index)
+        >>> trainer.epoch
+        3
+    """
+
+    def __init__(self, cfg: TrainConfig, in_dim: int, *, mode: str = "full",
+                 device: torch.device | str = "cpu", seed: int = 0) -> None:
+        if mode not in ("full", "minibatch"):
+            raise ValueError(f"mode must be 'full' or 'minibatch', got {mode!r}")
+        self.cfg, self.mode, self.device = cfg, mode, torch.device(device)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.model = AdNGCL(in_dim, cfg.model_config()).to(self.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr,
+                                          weight_decay=cfg.weight_decay)
+        self.hans: HANS = make_hans(cfg)
+        self.selector: NegativeSelector = make_selector(cfg, mode, seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.epoch = 0  # epochs completed
+
+    def step(self, x: Tensor, edge_index: Tensor, num_sampled_nodes: Sequence[int] | None = None,
+             rows: Tensor | None = None, *, step: int | None = None,
+             clock: PhaseClock | None = None) -> LossOutput:
+        """One optimisation step on a graph (full) or a sampled subgraph (mini-batch).
+
+        ``step`` numbers the selector's refreshes (full graph: the epoch, 1-based, strata
+        refreshed every T_int; mini-batch: the batch); default ``epoch + 1``. ``clock`` times
+        the step's phases (edgegcl.phases).
+        """
+        self.model.train()
+        return training_step(self.model, self.optimizer, x, edge_index, num_sampled_nodes,
+                             self.cfg, self.generator, self.selector, self.hans,
+                             self.epoch + 1 if step is None else step, rows, clock)
+
+    def end_epoch(self, category: dict[str, float]) -> list[HANSEvent]:
+        """Hand the epoch's per-category losses to HANS (Algorithm 1) and count the epoch."""
+        self.epoch += 1
+        return self.hans.step(category)
+
+    def fit_epoch(self, x: Tensor, edge_index: Tensor | None = None,
+                  loader: NodeLoader | None = None,
+                  on_batch: Callable[[int, int, float], None] | None = None) -> EpochResult:
+        """One epoch: a full-graph step on ``x`` and ``edge_index``, or, with a ``loader``
+        (``edgegcl.train.structure_loader``), a pass over its batches, gathering each batch's
+        rows of ``x``. ``on_batch(done, total, mean loss)`` reports progress inside a
+        mini-batch epoch. Ends with ``end_epoch``."""
+        if loader is None:
+            if edge_index is None:
+                raise ValueError("a full-graph epoch needs edge_index (or pass a loader)")
+            out = self.step(x, edge_index)
+            return EpochResult(out.loss.item(), dict(out.category),
+                               self.end_epoch(out.category))
+        loss_sum, anchors = 0.0, 0
+        cat_sum = dict.fromkeys(CATEGORIES, 0.0)
+        for i, batch in enumerate(loader, start=1):
+            b = int(batch.batch_size)
+            edges, hops, rows = batch_inputs(batch, self.device)
+            out = self.step(x, edges, hops, rows, step=i)
+            loss_sum += out.loss.item() * b
+            anchors += b
+            for c in CATEGORIES:
+                cat_sum[c] += out.category[c] * b
+            if on_batch is not None:
+                on_batch(i, len(loader), loss_sum / anchors)
+        category = {c: v / anchors for c, v in cat_sum.items()}
+        return EpochResult(loss_sum / anchors, category, self.end_epoch(category))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything training changes: weights, optimiser, HANS, the random streams, the
+        epoch count. Tensors are references, as in ``nn.Module.state_dict()``: save (or
+        ``copy.deepcopy``) it before training on."""
+        return {"epoch": self.epoch, "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "hans": self.hans.state_dict(),
+                "selector_generator": self.selector.generator.get_state(),
+                "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a ``state_dict()``; the selector's cached strata are dropped and refreshed
+        by the next step."""
+        self.epoch = int(state["epoch"])
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.hans.load_state_dict(state["hans"])
+        self.selector.generator.set_state(state["selector_generator"])
+        self.selector.reset()
+        self.generator.set_state(state["generator"])

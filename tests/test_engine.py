@@ -1,0 +1,79 @@
+"""The training engine (edgegcl.engine.Trainer): same numbers as the step it composes, state."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from edgegcl.augment import as_features
+from edgegcl.config import TrainConfig
+from edgegcl.data import SyntheticSpec, synthetic_graph
+from edgegcl.engine import Trainer
+from edgegcl.model import AdNGCL
+from edgegcl.sampling import make_loader
+from edgegcl.train import make_hans, make_selector, training_step
+
+CFG = TrainConfig(hidden_dim=16, out_dim=8, proj_dim=8, T_init=2, T_int=2, e=1, theta_max=0.5,
+                  b=0.5)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return synthetic_graph(SyntheticSpec(num_nodes=160, num_features=12, avg_degree=5, seed=0))
+
+
+def test_trainer_equals_the_step_composed_by_hand(data) -> None:
+    """The engine changes no number: model, Adam, HANS, selector and stream built by hand from
+    the same seed give the same losses, eta and weights over epochs that refresh the strata
+    and move HANS."""
+    x = as_features(data.x)
+    trainer = Trainer(CFG, 12, seed=3)
+    torch.manual_seed(3)
+    model = AdNGCL(12, CFG.model_config())
+    opt = torch.optim.Adam(model.parameters(), lr=CFG.lr, weight_decay=CFG.weight_decay)
+    hans, selector = make_hans(CFG), make_selector(CFG, "full", 3)
+    g = torch.Generator().manual_seed(3)
+    for epoch in range(1, 9):
+        ours = trainer.fit_epoch(x, data.edge_index)
+        out = training_step(model, opt, x, data.edge_index, None, CFG, g, selector, hans, epoch)
+        hans.step(out.category)
+        assert ours.loss == out.loss.item()
+    assert trainer.hans.eta == hans.eta and trainer.hans.eta["hard"] > CFG.eta_0
+    assert all(torch.equal(a, b) for a, b in zip(trainer.model.state_dict().values(),
+                                                  model.state_dict().values()))
+
+
+def test_trainer_leaves_the_global_rng_alone() -> None:
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    Trainer(CFG, 12, seed=5)
+    assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.parametrize("mode", ["full", "minibatch"])
+def test_state_dict_continues_a_run_exactly(data, mode: str) -> None:
+    cfg = TrainConfig(**{**CFG.to_dict(), "T_int": 1})  # strata refreshed every epoch
+    x = as_features(data.x) if mode == "full" else data.x
+
+    def epochs(trainer: Trainer, n: int) -> list[float]:
+        loader = make_loader(data, 64, [4, 4], sampler="builtin", seed=trainer.epoch) \
+            if mode == "minibatch" else None
+        return [trainer.fit_epoch(x, data.edge_index, loader).loss for _ in range(n)]
+
+    straight = Trainer(cfg, 12, mode=mode, seed=1)
+    epochs(straight, 4)
+    state = copy.deepcopy(straight.state_dict())  # references, as torch's state_dicts
+    expected = epochs(straight, 4)
+    resumed = Trainer(cfg, 12, mode=mode, seed=9)  # another seed: everything comes from state
+    resumed.load_state_dict(state)
+    assert resumed.epoch == 4
+    assert epochs(resumed, 4) == expected
+    assert resumed.hans.eta == straight.hans.eta
+
+
+def test_bad_mode_is_a_value_error() -> None:
+    with pytest.raises(ValueError, match="mode"):
+        Trainer(CFG, 12, mode="sharded")
