@@ -1,3 +1,52 @@
-"""edgegcl: AdNGCL graph contrastive learning with the HANS negative scheduler."""
+"""edgegcl: AdNGCL graph contrastive learning with the HANS negative scheduler.
+
+What a user composes, importable from the top level (loaded on first use, so ``import
+edgegcl`` stays light):
+
+- ``HANS``, the scheduler, and ``HANSContrast``, the HANS-scheduled contrast for any encoder;
+- ``AdNGCL`` (encoder + projection head), ``GCNEncoder``, ``ModelConfig``;
+- ``Trainer``, the engine ``edgegcl train`` runs, and ``TrainConfig``;
+- ``load_graph``, ``synthetic_graph``, ``SyntheticSpec``, ``make_loader`` (neighbour-sampled
+  mini-batches), and the views' augmentations ``remove_edges``, ``mask_columns``;
+- ``linear_probe`` / ``random_split`` (the honest evaluation) and ``authors_probe``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "HANS": "edgegcl.hans",
+    "HANSContrast": "edgegcl.contrast",
+    "AdNGCL": "edgegcl.model",
+    "GCNEncoder": "edgegcl.model",
+    "ModelConfig": "edgegcl.model",
+    "Trainer": "edgegcl.engine",
+    "TrainConfig": "edgegcl.config",
+    "load_graph": "edgegcl.data",
+    "synthetic_graph": "edgegcl.data",
+    "SyntheticSpec": "edgegcl.data",
+    "make_loader": "edgegcl.sampling",
+    "remove_edges": "edgegcl.augment",
+    "mask_columns": "edgegcl.augment",
+    "linear_probe": "edgegcl.evaluate",
+    "random_split": "edgegcl.evaluate",
+    "authors_probe": "edgegcl.authors_protocol",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'edgegcl' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -210,15 +210,16 @@ def project_views(model: AdNGCL, x: Tensor, edge_index: Tensor,
     return h1, model.project(model(x_2, edges_2, num_sampled_nodes))
 
 
-def contrast(h1: Tensor, h2: Tensor, cfg: TrainConfig, selector: NegativeSelector, hans: HANS,
-             step: int, clock: PhaseClock | None = None) -> LossOutput:
+def contrast(h1: Tensor, h2: Tensor, tau: float, logits: str, selector: NegativeSelector,
+             hans: HANS, step: int, clock: PhaseClock | None = None) -> LossOutput:
     """The HANS-scheduled symmetric InfoNCE (Eq. 6) between the projected anchors of the two
-    views, over the dense similarity blocks or the scheduled pairs only (``cfg.logits``;
-    ``auto`` picks per step from HANS's current state, edgegcl.pairs.choose_logits)."""
+    views at temperature ``tau``, over the dense similarity blocks or the scheduled pairs only
+    (``logits``; ``auto`` picks per step from HANS's current state,
+    edgegcl.pairs.choose_logits). ``step`` numbers the selector's refreshes."""
     num_anchors = h1.size(0)
-    path = choose_logits(cfg.logits, selector.stratify, selector.touched(num_anchors, hans),
+    path = choose_logits(logits, selector.stratify, selector.touched(num_anchors, hans),
                          num_candidates(num_anchors))
-    sims = (pair_similarities if path == "pairs" else similarities)(h1, h2, cfg.tau)
+    sims = (pair_similarities if path == "pairs" else similarities)(h1, h2, tau)
     if clock is not None:
         clock.mark("similarities")
     active = selector.get(sims, hans, step)
@@ -236,7 +237,7 @@ def contrastive_step(model: AdNGCL, x: Tensor, edge_index: Tensor,
                      step: int, rows: Tensor | None = None) -> LossOutput:
     """One step's loss, ready for backward: ``project_views``, then ``contrast``."""
     h1, h2 = project_views(model, x, edge_index, num_sampled_nodes, cfg, generator, rows)
-    return contrast(h1, h2, cfg, selector, hans, step)
+    return contrast(h1, h2, cfg.tau, cfg.logits, selector, hans, step)
 
 
 def training_step(model: AdNGCL, opt: torch.optim.Optimizer, x: Tensor, edge_index: Tensor,
@@ -250,13 +251,13 @@ def training_step(model: AdNGCL, opt: torch.optim.Optimizer, x: Tensor, edge_ind
     """
     h1, h2 = project_views(model, x, edge_index, num_sampled_nodes, cfg, generator, rows)
     if clock is None:
-        out = contrast(h1, h2, cfg, selector, hans, step)
+        out = contrast(h1, h2, cfg.tau, cfg.logits, selector, hans, step)
         opt.zero_grad(set_to_none=True)
         out.loss.backward()
     else:
         clock.mark("encoder forward")
         p1, p2 = (h.detach().requires_grad_() for h in (h1, h2))
-        out = contrast(p1, p2, cfg, selector, hans, step, clock)
+        out = contrast(p1, p2, cfg.tau, cfg.logits, selector, hans, step, clock)
         opt.zero_grad(set_to_none=True)
         out.loss.backward()
         clock.mark("loss backward")

@@ -213,10 +213,10 @@ def test_a_plain_run_takes_the_pairs_path_while_few_negatives_are_active(monkeyp
     assert cfg.logits == "auto" and cfg.stratify == "sampled"
     hans = make_hans(cfg)  # bootstrap: eta_0 = 0.05
     selector = NegativeSelector(cfg.ratio_map(), 1)
-    contrast(h1, h2, cfg, selector, hans, 1)
+    contrast(h1, h2, cfg.tau, cfg.logits, selector, hans, 1)
     assert taken == ["pairs"]
     hans.eta = dict.fromkeys(CATEGORIES, 1.0)  # theta_max = 1 saturated: every negative
-    out = contrast(h1, h2, cfg, selector, hans, 2)
+    out = contrast(h1, h2, cfg.tau, cfg.logits, selector, hans, 2)
     assert taken == ["pairs"] and out.loss.requires_grad
 
 
@@ -256,9 +256,9 @@ def test_after_saturation_sampled_strata_take_a_uniform_sample_without_ranking(m
     selector = NegativeSelector(cfg.ratio_map(), 1)
     counts, size, labels = selector.plan(500, hans)
     assert size == sum(counts.values()) == 197 and not labels  # 59 + 99 + 39 of 998
-    out = contrast(h1, h2, cfg, selector, hans, 1)
+    out = contrast(h1, h2, cfg.tau, cfg.logits, selector, hans, 1)
     assert out.loss.requires_grad and math.isfinite(out.loss.item())
     assert all(math.isnan(v) for v in out.category.values())
     hans.eta["easy"] = 0.5  # not saturated: ranked again, categories read
     with pytest.raises(AssertionError, match="ranked"):
-        contrast(h1, h2, cfg, NegativeSelector(cfg.ratio_map(), 1), hans, 1)
+        contrast(h1, h2, cfg.tau, cfg.logits, NegativeSelector(cfg.ratio_map(), 1), hans, 1)

@@ -1,0 +1,79 @@
+"""HANSContrast (edgegcl.contrast): the contrast module for any encoder."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from edgegcl.contrast import HANSContrast
+from edgegcl.hans import HANS
+from edgegcl.negatives import CATEGORIES
+from edgegcl.train import NegativeSelector, contrast
+
+
+def _hans() -> HANS:
+    return HANS(0.5, {"hard": 0.2, "inter": 0.25, "easy": 0.05}, T_init=1, T_int=1, e=1, b=1.0)
+
+
+def test_same_loss_and_gradient_as_the_engine_contrast() -> None:
+    torch.manual_seed(0)
+    h1, h2 = torch.randn(40, 8, requires_grad=True), torch.randn(40, 8)
+    module = HANSContrast(_hans(), tau=0.5, seed=3)
+    ref_selector = NegativeSelector({"hard": 0.4, "inter": 0.5, "easy": 0.1}, 1, seed=3)
+    ours = module(h1, h2)
+    (g_ours,) = torch.autograd.grad(ours.loss, h1)
+    ref = contrast(h1, h2, 0.5, "auto", ref_selector, _hans(), 1)
+    (g_ref,) = torch.autograd.grad(ref.loss, h1)
+    assert ours.loss.item() == pytest.approx(ref.loss.item(), rel=1e-6)
+    assert torch.allclose(g_ours, g_ref, atol=1e-6)
+    assert module.selector.ratios == pytest.approx(ref_selector.ratios)
+
+
+def test_step_feeds_hans_the_anchor_weighted_epoch_means() -> None:
+    torch.manual_seed(1)
+    module = HANSContrast(_hans())
+    a = module(torch.randn(30, 8), torch.randn(30, 8))
+    b = module(torch.randn(10, 8), torch.randn(10, 8))
+    module.step()
+    for c in CATEGORIES:
+        expected = (30 * a.category[c] + 10 * b.category[c]) / 40
+        assert module.hans.history[c] == [pytest.approx(expected)]
+    with pytest.raises(RuntimeError, match="before any forward"):
+        module.step()  # the sums were reset
+
+
+def test_hans_grows_the_set_over_epochs() -> None:
+    torch.manual_seed(2)
+    module = HANSContrast(_hans())
+    for _ in range(4):
+        module(torch.randn(50, 8), torch.randn(50, 8))
+        module.step()
+    assert module.hans.used() > 0.05 * 0.5
+
+
+def test_state_dict_round_trip() -> None:
+    torch.manual_seed(3)
+    module = HANSContrast(_hans())
+    module(torch.randn(20, 8), torch.randn(20, 8))
+    module.step()
+    state = copy.deepcopy(module.state_dict())
+    h1, h2 = torch.randn(20, 8), torch.randn(20, 8)
+    expected = module(h1, h2).loss.item()
+    other = HANSContrast(_hans(), seed=7)
+    other.load_state_dict(state)
+    assert other(h1, h2).loss.item() == pytest.approx(expected)
+    assert other.hans.eta == module.hans.eta
+
+
+@pytest.mark.parametrize("kwargs", [{"tau": 0.0}, {"refresh_every": 0}, {"stratify": "x"},
+                                    {"logits": "sparse"}])
+def test_bad_arguments_are_value_errors(kwargs: dict) -> None:
+    with pytest.raises(ValueError):
+        HANSContrast(**kwargs)
+
+
+def test_mismatched_views_are_a_value_error() -> None:
+    with pytest.raises(ValueError, match="equal shape"):
+        HANSContrast()(torch.randn(4, 8), torch.randn(5, 8))
