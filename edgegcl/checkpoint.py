@@ -22,10 +22,12 @@ FORMAT = "edgegcl-checkpoint-1"
 
 def save_checkpoint(path: Path, encoder_state: dict[str, Tensor], cfg: TrainConfig, in_dim: int,
                     seed: int, epoch: int) -> None:
-    """Write encoder weights + config (+ provenance) to ``path``."""
-    torch.save({"format": FORMAT, "edgegcl_version": __version__, "config": cfg.to_dict(),
+    """Write encoder weights + config (+ provenance) to ``path`` (atomically)."""
+    from edgegcl.state import save_atomic
+
+    save_atomic({"format": FORMAT, "edgegcl_version": __version__, "config": cfg.to_dict(),
                 "in_dim": in_dim, "seed": seed, "epoch": epoch,
-                "encoder": {k: v.detach().cpu() for k, v in encoder_state.items()}}, path)
+                "encoder": {k: v.detach().cpu() for k, v in encoder_state.items()}}, Path(path))
 
 
 @dataclass(frozen=True)

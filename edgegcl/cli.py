@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
@@ -45,6 +46,8 @@ _HELP = {
     "out": "run directory to create ('': runs/DATASET-TIMESTAMP)",
     "device": "auto, cpu, cuda or cuda:N",
     "eval_every": "epochs between linear-probe checkpoints",
+    "checkpoint_every": "epochs between saves of each seed's full state for --resume "
+                        "(0: every probe)",
     "protocol": "honest (checkpoint and classifier chosen on validation, test touched once) or "
                 "both (also the authors' protocol behind the paper's tables, optimistic: "
                 "re-drawn 10 %% test split at every checkpoint, max over checkpoints)",
@@ -99,6 +102,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--auto-budget", action="store_true",
                    help="with --profile: measure theta_max on the device first and train with "
                         "the largest that fits the profile's memory and epoch-time budgets")
+    p.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue a stopped or crashed run from its seeds' saved state; only "
+                        f"{', '.join('--' + f.replace('_', '-') for f in RESUMABLE)} may change")
     _add_config_flags(p)
     p.set_defaults(func=_cmd_train)
 
@@ -112,6 +118,41 @@ def _add_profile(sub: argparse._SubParsersAction) -> None:
                    help="device profile (see 'edgegcl profiles')")
     _add_config_flags(p)
     p.set_defaults(func=_cmd_profile)
+
+
+RESUMABLE = ("epochs", "device")
+"""Fields a resumed run may change: more (or as many) epochs, another device."""
+
+
+def _resume_values(args: argparse.Namespace, flags: dict[str, object]) -> dict[str, object]:
+    """The saved configuration of ``--resume RUN_DIR``, after checking that the flags agree
+    with it (only RESUMABLE fields may change) and that the run has something left to do."""
+    run_dir = Path(args.resume)
+    if not (run_dir / "config.toml").is_file():
+        raise UsageError(f"{run_dir} is not an edgegcl run directory (no config.toml); pass "
+                         "the --out of an earlier edgegcl train")
+    if args.config or args.profile or args.auto_budget:
+        raise UsageError("--resume takes the run's saved configuration: drop --config, "
+                         "--profile and --auto-budget")
+    saved = load_toml(run_dir / "config.toml")
+    defaults = TrainConfig()
+    for name, value in flags.items():
+        before = saved.get(name, getattr(defaults, name))
+        if name not in RESUMABLE and name != "out" and str(value) != str(before):
+            raise UsageError(f"--{name.replace('_', '-')} {value} contradicts the run in "
+                             f"{run_dir} ({before!r}); on --resume only "
+                             f"{', '.join('--' + f for f in RESUMABLE)} may change")
+    values = {**saved, **{k: v for k, v in flags.items() if k in RESUMABLE}}
+    epochs = int(values.get("epochs", defaults.epochs))  # type: ignore[arg-type]
+    if (run_dir / "metrics.json").exists() and epochs <= int(saved.get("epochs", defaults.epochs)):
+        raise UsageError(f"{run_dir} is a finished run (metrics.json is written); pass a larger "
+                         "--epochs to train on, or start a new run")
+    from edgegcl.state import read_state
+
+    for state in sorted(run_dir.glob("seed-*/state.pt")):  # unreadable state: say so first
+        if not (state.parent / "result.pt").exists():
+            read_state(state)
+    return {**values, "out": str(run_dir)}
 
 
 @dataclass
@@ -133,7 +174,10 @@ def _setup(args: argparse.Namespace) -> _Setup:
 
     flags = {f.name: getattr(args, f.name) for f in fields(TrainConfig)
              if getattr(args, f.name) is not None}
-    cfg = build(load_toml(args.config) if args.config else {}, flags)
+    if getattr(args, "resume", None):
+        cfg = build(_resume_values(args, flags), {})
+    else:
+        cfg = build(load_toml(args.config) if args.config else {}, flags)
     profile = load_profile(args.profile) if args.profile else None
     if profile is not None:
         check_device_present(profile)
@@ -151,13 +195,14 @@ def _setup(args: argparse.Namespace) -> _Setup:
 def _calibrate(s: _Setup, run_dir: Path) -> Calibration:
     """Run the profiler, print its table and choice, and keep it as RUN_DIR/profile.json."""
     from edgegcl.profiler import calibrate
+    from edgegcl.state import write_atomic
 
     assert s.profile is not None
     print(f"edgegcl: profiling on {s.device} under profile {s.profile.name} "
           f"(HANS at the costliest state the run can reach)", file=sys.stderr)
     cal = calibrate(s.data, s.cfg, s.profile, s.device,
                     log=lambda line: print(f"edgegcl: {line}", file=sys.stderr))
-    (run_dir / "profile.json").write_text(json.dumps(cal.to_json(s.profile), indent=2) + "\n")
+    write_atomic(run_dir / "profile.json", json.dumps(cal.to_json(s.profile), indent=2) + "\n")
     print(format_table(cal.result))
     print(cal.result.reason)
     if cal.chosen is None:
@@ -169,17 +214,18 @@ def _calibrate(s: _Setup, run_dir: Path) -> Calibration:
 
 def _cmd_profile(args: argparse.Namespace) -> int:
     from edgegcl.run import prepare_run_dir
+    from edgegcl.state import write_atomic
 
     s = _setup(args)
     run_dir = prepare_run_dir(s.cfg.out, f"profile-{Path(s.cfg.dataset).stem}")
-    (run_dir / "config.toml").write_text(to_toml(s.cfg))
+    write_atomic(run_dir / "config.toml", to_toml(s.cfg))
     _calibrate(s, run_dir)
     return 0
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from edgegcl.profiler import pace_line
-    from edgegcl.run import prepare_run_dir, run
+    from edgegcl.run import Stopped, prepare_run_dir, run
     from edgegcl.train import check_full_graph_memory, resolve_mode
 
     if args.auto_budget and not args.profile:
@@ -189,7 +235,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cfg, data = s.cfg, s.data
     if resolve_mode(cfg.mode, data.num_nodes) == "full":
         check_full_graph_memory(data.num_nodes, s.device)
-    run_dir = prepare_run_dir(cfg.out, cfg.dataset)
+    run_dir = Path(args.resume) if args.resume else prepare_run_dir(cfg.out, cfg.dataset)
     cal = None
     if args.auto_budget:
         cal = _calibrate(s, run_dir)
@@ -203,8 +249,28 @@ def _cmd_train(args: argparse.Namespace) -> int:
     print(f"edgegcl: training on {data.name} ({data.num_nodes} nodes, "
           f"{data.edge_index.size(1)} edges), {cfg.seeds} seed(s); run directory {run_dir}",
           file=sys.stderr)
-    metrics = run(cfg, data, run_dir, s.device,
-                  auto_budget=(cal, s.profile) if cal is not None else None)
+    signals: list[int] = []
+
+    def stop_after_epoch(signum: int, frame: object) -> None:
+        if signals:  # a second signal: stop now, without saving
+            raise KeyboardInterrupt
+        signals.append(signum)
+        print("\nedgegcl: stopping after this epoch, once its state is saved (signal again to "
+              "stop at once)", file=sys.stderr)
+
+    previous = {sig: signal.signal(sig, stop_after_epoch)
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        metrics = run(cfg, data, run_dir, s.device,
+                      auto_budget=(cal, s.profile) if cal is not None else None,
+                      stop=lambda: bool(signals), resume=bool(args.resume))
+    except Stopped as stopped:
+        print(f"edgegcl: stopped after epoch {stopped.epoch} of seed {stopped.seed}; state "
+              f"saved; continue with: edgegcl train --resume {run_dir}", file=sys.stderr)
+        return 128 + signals[0]
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     summary = metrics["summary"]
     if "test_micro_f1" in summary:
         t = summary["test_micro_f1"]

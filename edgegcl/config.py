@@ -58,6 +58,7 @@ class TrainConfig:
     device: str = "auto"
     out: str = ""
     eval_every: int = 20
+    checkpoint_every: int = 0
     protocol: str = "honest"
     # optimisation and model
     lr: float = 5e-4
@@ -222,6 +223,8 @@ def validate(cfg: TrainConfig) -> None:
         need(getattr(cfg, name) >= 1, f"{name} must be a positive integer, got {getattr(cfg, name)}")
     need(cfg.nodes >= 2, f"--nodes must be at least 2, got {cfg.nodes}")
     need(cfg.T_init >= 0 and cfg.swap_every >= 0, "T_init and swap_every must be >= 0")
+    need(cfg.checkpoint_every >= 0,
+         f"--checkpoint-every must be >= 0 (0: every probe), got {cfg.checkpoint_every}")
     need(0.0 < cfg.theta_max <= 1.0, f"--theta-max must be in (0, 1], got {cfg.theta_max}")
     need(cfg.lr > 0 and cfg.weight_decay >= 0, "--lr must be > 0 and --weight-decay >= 0")
     need(cfg.tau >= 0.05, f"--tau must be >= 0.05 (exp(-2/tau) underflows below), got {cfg.tau}")

@@ -12,6 +12,7 @@ import copy
 import json
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,16 @@ from edgegcl.evaluate import (
 )
 from edgegcl.memory import PeakMemory, current_bytes
 from edgegcl.progress import Progress
+from edgegcl.state import (
+    STATE_FORMAT,
+    load_loader_state,
+    load_selector_state,
+    loader_state,
+    read_state,
+    save_atomic,
+    selector_state,
+    write_atomic,
+)
 from edgegcl.train import resolve_mode, structure_loader
 
 if TYPE_CHECKING:
@@ -69,9 +80,48 @@ class SeedResult:
         return statistics.median(self.epoch_times[-self.T_int:])
 
 
+class Stopped(Exception):
+    """Training stopped on request (SIGINT / SIGTERM) after an epoch; its state is saved."""
+
+    def __init__(self, seed: int, epoch: int) -> None:
+        super().__init__(f"stopped after epoch {epoch} of seed {seed}")
+        self.seed, self.epoch = seed, epoch
+
+
+def _result_to_dict(r: SeedResult) -> dict[str, Any]:
+    """A finished seed as plain values (``seed-K/result.pt``), for a resumed run's metrics."""
+    return {"seed": r.seed, "mode": r.mode,
+            "selection": None if r.selection is None else {
+                "epoch": r.selection.epoch, "scores": asdict(r.selection.scores)},
+            "history": [[e, asdict(sc)] for e, sc in r.history], "epoch_times": r.epoch_times,
+            "final_eta": r.final_eta, "saturated_at": r.saturated_at,
+            "encoder_state": r.encoder_state, "selected_epoch": r.selected_epoch,
+            "peak_memory_bytes": r.peak_memory_bytes, "T_int": r.T_int,
+            "authors": [[e, asdict(a)] for e, a in r.authors]}
+
+
+def _result_from_dict(raw: dict[str, Any]) -> SeedResult:
+    sel = raw["selection"]
+    return SeedResult(
+        raw["seed"], raw["mode"],
+        None if sel is None else Selection(sel["epoch"], ProbeScores(**sel["scores"])),
+        [(e, ProbeScores(**sc)) for e, sc in raw["history"]], list(raw["epoch_times"]),
+        dict(raw["final_eta"]), raw["saturated_at"], raw["encoder_state"], raw["selected_epoch"],
+        raw["peak_memory_bytes"], raw["T_int"],
+        [(e, AuthorsScore(**a)) for e, a in raw["authors"]])
+
+
 def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
-               run_dir: Path, label: str) -> SeedResult:
-    """Train one independent run (own split, initialisation and random streams) and probe it."""
+               run_dir: Path, label: str, stop: Callable[[], bool] | None = None,
+               resume: bool = False) -> SeedResult:
+    """Train one independent run (own split, initialisation and random streams) and probe it.
+
+    Every ``checkpoint_every`` epochs (0: the probe interval), at the last epoch and when
+    ``stop()`` turns true, the seed's whole state is written to ``run_dir/state.pt``
+    (atomically); with ``resume`` a run continues from that file, and on the CPU ends exactly
+    as the uninterrupted run would have (weights, HANS events, probes). After ``stop()``
+    the state is saved and ``Stopped`` raised.
+    """
     torch.manual_seed(seed)
     mode = resolve_mode(cfg.mode, data.num_nodes)
     features, edge_index = data.x.to(device), data.edge_index.to(device)
@@ -92,11 +142,42 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     best_val, best_state, best_epoch = -1.0, None, 0
     times: list[float] = []
     peak = 0
+    every = cfg.checkpoint_every or cfg.eval_every
+
+    def save_state() -> None:
+        save_atomic({
+            "format": STATE_FORMAT, "config": cfg.to_dict(), "seed": seed,
+            "epoch": trainer.epoch, "trainer": trainer.state_dict(),
+            "selector": selector_state(trainer.selector), "loader": loader_state(loader),
+            "global_rng": torch.get_rng_state(),
+            "history": [[e, asdict(sc)] for e, sc in history],
+            "authors": [[e, asdict(a)] for e, a in authors],
+            "authors_stream": authors_stream.get_state(),
+            "best": {"val": best_val, "epoch": best_epoch, "state": best_state},
+            "times": times, "peak": peak}, run_dir / "state.pt")
+
+    if resume and (run_dir / "state.pt").exists():
+        state = read_state(run_dir / "state.pt")
+        if state["seed"] != seed:
+            raise UsageError(f"{run_dir / 'state.pt'} belongs to seed {state['seed']}, not "
+                             f"{seed}; remove it to restart this seed")
+        trainer.load_state_dict(state["trainer"])
+        load_selector_state(trainer.selector, state["selector"], device)
+        load_loader_state(loader, state["loader"])
+        torch.set_rng_state(state["global_rng"])
+        history = [(e, ProbeScores(**sc)) for e, sc in state["history"]]
+        authors = [(e, AuthorsScore(**a)) for e, a in state["authors"]]
+        authors_stream.set_state(state["authors_stream"])
+        best = state["best"]
+        best_val, best_epoch, best_state = best["val"], best["epoch"], best["state"]
+        times, peak = list(state["times"]), int(state["peak"])
+    start = trainer.epoch
     bar = Progress(cfg.epochs, label)
-    with (run_dir / "hans_events.jsonl").open("w") as events:
-        for ev in hans.events:
-            events.write(json.dumps(asdict(ev)) + "\n")
-        for epoch in range(1, cfg.epochs + 1):
+    # the event log so far is HANS's own (it keeps every event); later ones are appended
+    write_atomic(run_dir / "hans_events.jsonl",
+                 "".join(json.dumps(asdict(ev)) + "\n" for ev in hans.events))
+    with (run_dir / "hans_events.jsonl").open("a") as events:
+        for epoch in range(start + 1, cfg.epochs + 1):
             with PeakMemory(device, baseline) as memory:  # the training step(s), not the probe
                 t0 = time.perf_counter()
                 result = trainer.fit_epoch(
@@ -126,8 +207,17 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                     best_epoch = epoch
             eta = " ".join(f"{c} {v:.2f}" for c, v in hans.eta.items())
             bar.update(epoch, f"loss {result.loss:.4f} | eta {eta}")
+            stopping = stop is not None and stop()
+            if epoch % every == 0 or epoch == cfg.epochs or stopping:
+                events.flush()
+                save_state()
+            if stopping and epoch < cfg.epochs:
+                bar.close()
+                raise Stopped(seed, epoch)
     bar.close()
-    assert best_state is not None  # the last epoch always evaluates
+    if best_state is None:  # resumed at the last epoch: nothing left to train
+        raise UsageError(f"{run_dir} has no chosen checkpoint; remove its state.pt to restart "
+                         "this seed")
     selection = select_checkpoint(history) if history else None
     if selection is not None and probe_split is not split:  # the chosen one on the full split
         model.encoder.load_state_dict(best_state)
@@ -262,21 +352,43 @@ def auto_budget_line(report: dict[str, Any]) -> str:
             f"{'within' if report['within_budgets'] else 'OUTSIDE'} the budgets")
 
 
+def _finished(seed_dir: Path, epochs: int) -> SeedResult | None:
+    """A seed that has trained ``epochs`` epochs (its ``result.pt``), else None."""
+    path = seed_dir / "result.pt"
+    if not path.exists():
+        return None
+    try:
+        result = _result_from_dict(torch.load(path, map_location="cpu", weights_only=True))
+    except Exception:  # torch raises many types for truncated or foreign files
+        raise UsageError(f"{path} cannot be read; remove it (and keep state.pt) to finish that "
+                         "seed again") from None
+    return result if len(result.epoch_times) >= epochs else None
+
+
 def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
-        auto_budget: tuple[Calibration, DeviceProfile] | None = None) -> dict[str, Any]:
+        auto_budget: tuple[Calibration, DeviceProfile] | None = None,
+        stop: Callable[[], bool] | None = None, resume: bool = False) -> dict[str, Any]:
     """Train ``cfg.seeds`` independent seeds, write the run directory, return the metrics.
 
     ``auto_budget``: the profiler's calibration that chose ``cfg.theta_max`` and its profile;
-    the metrics then compare its prediction with what training measured.
+    the metrics then compare its prediction with what training measured. ``stop``: polled
+    after every epoch (edgegcl.run.train_seed). ``resume``: continue the run in ``run_dir``:
+    finished seeds are kept, the others continue from their ``state.pt``.
     """
-    (run_dir / "config.toml").write_text(to_toml(cfg))
+    write_atomic(run_dir / "config.toml", to_toml(cfg))
     results = []
     for seed in range(cfg.seeds):
         seed_dir = run_dir / f"seed-{seed}"
-        seed_dir.mkdir()
-        result = train_seed(data, cfg, seed, device, seed_dir, f"seed {seed + 1}/{cfg.seeds}")
+        seed_dir.mkdir(exist_ok=resume)
+        done = _finished(seed_dir, cfg.epochs) if resume else None
+        if done is not None:
+            results.append(done)
+            continue
+        result = train_seed(data, cfg, seed, device, seed_dir, f"seed {seed + 1}/{cfg.seeds}",
+                            stop, resume)
         save_checkpoint(seed_dir / "checkpoint.pt", result.encoder_state, cfg, data.x.size(1),
                         seed, result.selected_epoch)
+        save_atomic(_result_to_dict(result), seed_dir / "result.pt")
         results.append(result)
     best = max(results, key=lambda r: r.selection.scores.val_micro if r.selection else 0.0)
     save_checkpoint(run_dir / "checkpoint.pt", best.encoder_state, cfg, data.x.size(1),
@@ -295,5 +407,5 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
     }
     if auto_budget is not None:
         metrics["auto_budget"] = auto_budget_report(*auto_budget, results)
-    (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    write_atomic(run_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")
     return metrics

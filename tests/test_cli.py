@@ -87,7 +87,8 @@ def test_run_directory_layout(two_seed_run) -> None:
         "checkpoint.pt", "config.toml", "metrics.json", "seed-0", "seed-1"]
     for seed in (0, 1):
         seed_dir = run_dir / f"seed-{seed}"
-        assert sorted(p.name for p in seed_dir.iterdir()) == ["checkpoint.pt", "hans_events.jsonl"]
+        assert sorted(p.name for p in seed_dir.iterdir()) == [
+            "checkpoint.pt", "hans_events.jsonl", "result.pt", "state.pt"]
 
 
 def test_metrics_keys(metrics: dict) -> None:

@@ -1,0 +1,170 @@
+"""Resumable, crash-safe runs: ``edgegcl train --resume`` after SIGTERM, SIGINT or SIGKILL ends
+exactly as the uninterrupted run (timings aside), and bad resumes are one line, exit code 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+ARGS = ["--nodes", "200", "--features", "16", "--hidden-dim", "16", "--out-dim", "8",
+        "--proj-dim", "8", "--epochs", "16", "--eval-every", "8", "--checkpoint-every", "2",
+        "--T-init", "2", "--T-int", "3", "--e", "1", "--b", "0.5", "--theta-max", "0.6",
+        "--seeds", "2", "--device", "cpu", "--sampler", "builtin", "--protocol", "both"]
+MODES = {"full": ["--mode", "full"],
+         "minibatch": ["--mode", "minibatch", "--batch-size", "64", "--fanout", "4,4"]}
+
+
+def _with_epochs(n: int) -> list[str]:
+    args = list(ARGS)
+    args[args.index("--epochs") + 1] = str(n)
+    return args
+
+
+TIMINGS = {"epoch_time_s", "train_time_s", "final_epoch_time_s", "peak_memory_bytes"}
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    return {**os.environ, "EDGEGCL_DATA": str(tmp / "data"), "OMP_NUM_THREADS": "1"}
+
+
+def _train(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "edgegcl", "train", *args], env=_env(tmp),
+                          capture_output=True, text=True, timeout=300)
+
+
+def _start(tmp: Path, run_dir: Path, mode: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "edgegcl", "train", *ARGS, *MODES[mode],
+                             "--out", str(run_dir)], env=_env(tmp), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 120) -> None:
+    end = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < end, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def _comparable(run_dir: Path) -> dict:
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    for seed in metrics["seeds"]:
+        for key in TIMINGS:
+            seed.pop(key)
+    for key in TIMINGS:
+        metrics["summary"].pop(key, None)
+    events = [(run_dir / f"seed-{k}" / "hans_events.jsonl").read_text() for k in (0, 1)]
+    weights = [torch.load(run_dir / f"seed-{k}" / "checkpoint.pt", weights_only=True)["encoder"]
+               for k in (0, 1)]
+    return {"metrics": metrics, "events": events, "weights": weights}
+
+
+def _assert_same(a: dict, b: dict) -> None:
+    assert a["metrics"] == b["metrics"]
+    assert a["events"] == b["events"]
+    for wa, wb in zip(a["weights"], b["weights"]):
+        assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """The uninterrupted runs, one per mode."""
+    out = {}
+    for mode in MODES:
+        tmp = tmp_path_factory.mktemp(f"straight-{mode}")
+        done = _train(tmp, *ARGS, *MODES[mode], "--out", str(tmp / "run"))
+        assert done.returncode == 0, done.stderr
+        out[mode] = _comparable(tmp / "run")
+    return out
+
+
+@pytest.mark.parametrize("mode, sig", [("full", signal.SIGTERM), ("minibatch", signal.SIGTERM),
+                                       ("full", signal.SIGINT)])
+def test_a_signal_saves_and_resume_ends_as_the_uninterrupted_run(tmp_path: Path, straight,
+                                                                 mode: str, sig: int) -> None:
+    run_dir = tmp_path / "run"
+    proc = _start(tmp_path, run_dir, mode)
+    _wait_for(run_dir / "seed-0" / "state.pt", proc)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + sig, err
+    last = err.strip().splitlines()[-1]
+    assert "state saved" in last and f"edgegcl train --resume {run_dir}" in last
+    assert "Traceback" not in err and not (run_dir / "metrics.json").exists()
+    resumed = _train(tmp_path, "--resume", str(run_dir))
+    assert resumed.returncode == 0, resumed.stderr
+    _assert_same(_comparable(run_dir), straight[mode])
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_sigkill_at_a_random_moment_then_resume(tmp_path: Path, straight, mode: str) -> None:
+    run_dir = tmp_path / "run"
+    proc = _start(tmp_path, run_dir, mode)
+    _wait_for(run_dir / "seed-0" / "state.pt", proc)
+    time.sleep(random.Random().uniform(0.0, 1.5))
+    proc.kill()
+    proc.communicate(timeout=60)
+    resumed = _train(tmp_path, "--resume", str(run_dir))
+    assert resumed.returncode == 0, resumed.stderr
+    _assert_same(_comparable(run_dir), straight[mode])
+
+
+def _one_line_exit_2(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert all(n in lines[0] for n in needles), lines[0]
+
+
+def test_resume_refuses_what_it_cannot_continue(tmp_path: Path) -> None:
+    _one_line_exit_2(_train(tmp_path, "--resume", str(tmp_path)), "not an edgegcl run directory")
+    run_dir = tmp_path / "run"
+    small = _with_epochs(6)
+    assert _train(tmp_path, *small, "--out", str(run_dir)).returncode == 0
+    _one_line_exit_2(_train(tmp_path, "--resume", str(run_dir)), "finished run", "--epochs")
+    _one_line_exit_2(_train(tmp_path, "--resume", str(run_dir), "--lr", "0.1"),
+                     "--lr 0.1 contradicts", "--epochs")
+    state = run_dir / "seed-1" / "state.pt"
+    (run_dir / "metrics.json").unlink()
+    (run_dir / "seed-1" / "result.pt").unlink()
+    state.write_bytes(state.read_bytes()[:100])  # truncated
+    before = (run_dir / "seed-0" / "checkpoint.pt").read_bytes()
+    _one_line_exit_2(_train(tmp_path, "--resume", str(run_dir)), "truncated", "state.pt")
+    assert (run_dir / "seed-0" / "checkpoint.pt").read_bytes() == before  # nothing lost
+    torch.save({"something": "else"}, state)  # foreign
+    _one_line_exit_2(_train(tmp_path, "--resume", str(run_dir)), "not an edgegcl seed state")
+
+
+def test_more_epochs_continue_a_finished_run(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    small = _with_epochs(6)
+    assert _train(tmp_path, *small, "--out", str(run_dir)).returncode == 0
+    longer = _train(tmp_path, "--resume", str(run_dir), "--epochs", "10")
+    assert longer.returncode == 0, longer.stderr
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert [h["epoch"] for h in metrics["seeds"][0]["history"]] == [6, 8, 10]
+    assert "epochs = 10" in (run_dir / "config.toml").read_text()
+
+
+def test_an_unwritable_run_directory_is_one_line(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only directories")
+    run_dir = tmp_path / "run"
+    small = _with_epochs(6)
+    assert _train(tmp_path, *small, "--out", str(run_dir)).returncode == 0
+    (run_dir / "metrics.json").unlink()
+    (run_dir / "seed-1" / "result.pt").unlink()
+    (run_dir / "seed-1").chmod(0o500)
+    try:
+        _one_line_exit_2(_train(tmp_path, "--resume", str(run_dir), "--epochs", "8"),
+                         "cannot write")
+    finally:
+        (run_dir / "seed-1").chmod(0o700)
