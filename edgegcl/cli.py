@@ -284,6 +284,23 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_plot(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plot", help="draw a run's training curves (loss, eta, micro-F1) to a PNG",
+                       description="Draw every seed's loss, eta per category and probe "
+                                   "micro-F1 against the epoch, from RUN_DIR/seed-*/epochs.csv "
+                                   "(a finished, running or stopped run). Needs matplotlib.")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="the --out of an edgegcl train run")
+    p.add_argument("--out", metavar="FILE.png", help="where to write (default RUN_DIR/curves.png)")
+    p.set_defaults(func=_cmd_plot)
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from edgegcl.curves import plot_run
+
+    print(plot_run(args.run_dir, args.out))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _Parser(prog="edgegcl", description="Graph contrastive learning with HANS.")
     parser.add_argument("--version", action="version", version=f"edgegcl {__version__}")
@@ -291,6 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _add_train(sub)
     _add_profile(sub)
     add_export_parser(sub)
+    _add_plot(sub)
     add_profiles_parser(sub)
     args = parser.parse_args(argv)
     try:

@@ -26,6 +26,7 @@ from edgegcl.augment import as_features
 from edgegcl.authors_protocol import AUTHORS_LABEL, AuthorsScore, authors_figure, authors_probe
 from edgegcl.checkpoint import save_checkpoint
 from edgegcl.config import TrainConfig, to_toml
+from edgegcl.curves import csv_text
 from edgegcl.engine import Trainer
 from edgegcl.errors import UsageError
 from edgegcl.evaluate import (
@@ -37,6 +38,7 @@ from edgegcl.evaluate import (
     select_checkpoint,
 )
 from edgegcl.memory import PeakMemory, current_bytes
+from edgegcl.negatives import CATEGORIES
 from edgegcl.progress import Progress
 from edgegcl.state import (
     STATE_FORMAT,
@@ -141,6 +143,8 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     authors_stream = torch.Generator().manual_seed(seed)  # its splits and classifiers
     best_val, best_state, best_epoch = -1.0, None, 0
     times: list[float] = []
+    rows: list[dict[str, object]] = []  # epochs.csv
+    anchors = data.num_nodes if mode == "full" else min(cfg.batch_size, data.num_nodes)
     peak = 0
     every = cfg.checkpoint_every or cfg.eval_every
 
@@ -154,7 +158,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
             "authors": [[e, asdict(a)] for e, a in authors],
             "authors_stream": authors_stream.get_state(),
             "best": {"val": best_val, "epoch": best_epoch, "state": best_state},
-            "times": times, "peak": peak}, run_dir / "state.pt")
+            "times": times, "rows": rows, "peak": peak}, run_dir / "state.pt")
 
     if resume and (run_dir / "state.pt").exists():
         state = read_state(run_dir / "state.pt")
@@ -171,12 +175,15 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
         best = state["best"]
         best_val, best_epoch, best_state = best["val"], best["epoch"], best["state"]
         times, peak = list(state["times"]), int(state["peak"])
+        rows = list(state["rows"])
     start = trainer.epoch
     bar = Progress(cfg.epochs, label)
     # the event log so far is HANS's own (it keeps every event); later ones are appended
     write_atomic(run_dir / "hans_events.jsonl",
                  "".join(json.dumps(asdict(ev)) + "\n" for ev in hans.events))
-    with (run_dir / "hans_events.jsonl").open("a") as events:
+    write_atomic(run_dir / "epochs.csv", csv_text(rows))  # the rows so far, then appended
+    with (run_dir / "hans_events.jsonl").open("a") as events, \
+            (run_dir / "epochs.csv").open("a") as curve:
         for epoch in range(start + 1, cfg.epochs + 1):
             with PeakMemory(device, baseline) as memory:  # the training step(s), not the probe
                 t0 = time.perf_counter()
@@ -190,6 +197,13 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                     torch.cuda.synchronize(device)
                 times.append(time.perf_counter() - t0)
             peak = max(peak, memory.peak_bytes)
+            row: dict[str, object] = {
+                "epoch": epoch, "loss": result.loss,
+                **{f"loss_{c}": result.category[c] for c in CATEGORIES},
+                **{f"eta_{c}": hans.eta[c] for c in CATEGORIES},
+                "active_per_anchor": sum(trainer.selector.plan(anchors, hans)[0].values()),
+                "epoch_s": times[-1], "peak_memory_bytes": memory.peak_bytes,
+                "val_micro_f1": "", "test_micro_f1": "", "authors_test_micro_f1": ""}
             if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
                 if split is None:  # unlabelled graph: nothing to select on, keep the last epoch
                     keep = epoch == cfg.epochs
@@ -197,19 +211,24 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                     embeddings = model.embed(x, edge_index)
                     scores = linear_probe(embeddings, data.y.to(device), probe_split, seed=seed)
                     history.append((epoch, scores))
+                    row.update(val_micro_f1=scores.val_micro, test_micro_f1=scores.test_micro)
                     if cfg.protocol == "both":
                         authors.append((epoch, authors_probe(embeddings, data.y, authors_stream)))
+                        row["authors_test_micro_f1"] = authors[-1][1].test_micro
                     del embeddings
                     keep = scores.val_micro > best_val
                     best_val = max(best_val, scores.val_micro)
                 if keep:
                     best_state = copy.deepcopy(model.encoder.state_dict())
                     best_epoch = epoch
+            rows.append(row)
+            curve.write(csv_text([row], header=False))
             eta = " ".join(f"{c} {v:.2f}" for c, v in hans.eta.items())
             bar.update(epoch, f"loss {result.loss:.4f} | eta {eta}")
             stopping = stop is not None and stop()
             if epoch % every == 0 or epoch == cfg.epochs or stopping:
                 events.flush()
+                curve.flush()
                 save_state()
             if stopping and epoch < cfg.epochs:
                 bar.close()

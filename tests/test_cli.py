@@ -88,7 +88,7 @@ def test_run_directory_layout(two_seed_run) -> None:
     for seed in (0, 1):
         seed_dir = run_dir / f"seed-{seed}"
         assert sorted(p.name for p in seed_dir.iterdir()) == [
-            "checkpoint.pt", "hans_events.jsonl", "result.pt", "state.pt"]
+            "checkpoint.pt", "epochs.csv", "hans_events.jsonl", "result.pt", "state.pt"]
 
 
 def test_metrics_keys(metrics: dict) -> None:

@@ -3,6 +3,7 @@ exactly as the uninterrupted run (timings aside), and bad resumes are one line, 
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import random
@@ -65,12 +66,16 @@ def _comparable(run_dir: Path) -> dict:
     events = [(run_dir / f"seed-{k}" / "hans_events.jsonl").read_text() for k in (0, 1)]
     weights = [torch.load(run_dir / f"seed-{k}" / "checkpoint.pt", weights_only=True)["encoder"]
                for k in (0, 1)]
-    return {"metrics": metrics, "events": events, "weights": weights}
+    curves = [[{k: v for k, v in row.items() if k not in ("epoch_s", "peak_memory_bytes")}
+               for row in csv.DictReader((run_dir / f"seed-{k}" / "epochs.csv").open())]
+              for k in (0, 1)]
+    return {"metrics": metrics, "events": events, "weights": weights, "curves": curves}
 
 
 def _assert_same(a: dict, b: dict) -> None:
     assert a["metrics"] == b["metrics"]
     assert a["events"] == b["events"]
+    assert a["curves"] == b["curves"] and len(a["curves"][0]) == 16
     for wa, wb in zip(a["weights"], b["weights"]):
         assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
 

@@ -1,0 +1,97 @@
+"""Training curves: one row per epoch in ``seed-K/epochs.csv``, and ``edgegcl plot RUN_DIR``.
+
+The rows say what HANS saw and did (the loss and its per-category parts, eta per category,
+the active negatives per anchor) and what the epoch cost (seconds, peak memory), with the
+probe's scores on the epochs that were probed. ``plot_run`` draws loss, eta and micro-F1
+against the epoch for every seed, from the CSV files alone, so it works on a run that is
+still going or was stopped (matplotlib, the ``plot`` extra).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from pathlib import Path
+
+from edgegcl.errors import UsageError
+
+FIELDS = ("epoch", "loss", "loss_hard", "loss_inter", "loss_easy", "eta_hard", "eta_inter",
+          "eta_easy", "active_per_anchor", "epoch_s", "peak_memory_bytes", "val_micro_f1",
+          "test_micro_f1", "authors_test_micro_f1")
+"""Columns of ``epochs.csv``; the F1 columns are empty on epochs without a probe."""
+
+
+def csv_text(rows: list[dict[str, object]], header: bool = True) -> str:
+    """Rows (dicts keyed by FIELDS) as CSV text."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, FIELDS, lineterminator="\n")
+    if header:
+        writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def _read(path: Path) -> dict[str, list[float]]:
+    columns: dict[str, list[float]] = {f: [] for f in FIELDS}
+    with path.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            if any(row.get(f) is None for f in FIELDS):
+                continue  # a partial last line of a killed run
+            for f in FIELDS:
+                columns[f].append(float(row[f]) if row[f] not in ("", "nan") else math.nan)
+    return columns
+
+
+def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    """Draw every seed's loss, eta and micro-F1 against the epoch into a PNG (default
+    ``RUN_DIR/curves.png``, written atomically); returns its path.
+
+    Example:
+        >>> plot_run("runs/Cora-20261126-120000")  # doctest: +SKIP
+        PosixPath('runs/Cora-20261126-120000/curves.png')
+    """
+    run = Path(run_dir)
+    files = sorted(run.glob("seed-*/epochs.csv"))
+    if not files:
+        raise UsageError(f"{run} has no seed-*/epochs.csv; pass the directory of an edgegcl "
+                         "train run (--out)")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UsageError("edgegcl plot needs matplotlib: pip install 'edgegcl[plot]'") from None
+    fig, (loss_ax, eta_ax, f1_ax) = plt.subplots(1, 3, figsize=(15, 4))
+    for path in files:
+        seed = path.parent.name
+        c = _read(path)
+        loss_ax.plot(c["epoch"], c["loss"], label=seed)
+        for cat, style in (("hard", "-"), ("inter", "--"), ("easy", ":")):
+            eta_ax.plot(c["epoch"], c[f"eta_{cat}"], style, label=f"{seed} {cat}")
+        probed = [i for i, v in enumerate(c["val_micro_f1"]) if not math.isnan(v)]
+        for key, style in (("val_micro_f1", "o-"), ("test_micro_f1", "s--"),
+                           ("authors_test_micro_f1", "^:")):
+            points = [(c["epoch"][i], c[key][i]) for i in probed if not math.isnan(c[key][i])]
+            if points:
+                f1_ax.plot(*zip(*points), style, label=f"{seed} {key.replace('_micro_f1', '')}")
+    for ax, title in ((loss_ax, "loss"), (eta_ax, "eta (share of each category's budget)"),
+                      (f1_ax, "micro-F1 at the probes (%)")):
+        ax.set_title(title)
+        ax.set_xlabel("epoch")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    target = Path(out) if out is not None else run / "curves.png"
+    tmp = target.with_name(f".{target.stem}.tmp.png")
+    try:
+        fig.savefig(tmp, dpi=90)
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {target} ({exc.strerror or exc}); pass a writable "
+                         "--out") from None
+    finally:
+        plt.close(fig)
+    return target
