@@ -14,7 +14,7 @@ from torch import Tensor
 
 from edgegcl import __version__
 from edgegcl.config import TrainConfig
-from edgegcl.errors import UsageError
+from edgegcl.errors import UsageError, first_line
 from edgegcl.model import GCNEncoder
 
 FORMAT = "edgegcl-checkpoint-1"
@@ -49,8 +49,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     except FileNotFoundError:
         raise UsageError(f"checkpoint {p} does not exist; pass a run's checkpoint.pt") from None
     except Exception as exc:  # torch raises many types for corrupt or unsafe files
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UsageError(f"checkpoint {p} cannot be read ({first[:160]}); "
+        raise UsageError(f"checkpoint {p} cannot be read ({first_line(exc)[:160]}); "
                          "pass a checkpoint.pt written by edgegcl train") from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise UsageError(f"{p} is not an edgegcl checkpoint (format {FORMAT!r} expected); "

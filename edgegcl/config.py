@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from edgegcl.errors import UsageError
+from edgegcl.errors import UsageError, first_line
 from edgegcl.model import ACTIVATIONS, ModelConfig
 from edgegcl.negatives import SAMPLE_MIN, STRATIFY
 from edgegcl.pairs import LOGITS
@@ -154,19 +154,24 @@ def resolve_config(name: str | Path) -> Path:
     return PRESETS_DIR / f"{name}.toml"
 
 
+def read_toml(path: Path, what: str, missing_hint: str) -> dict[str, Any]:
+    """A TOML file's table; a missing file (``missing_hint`` says what to do) or invalid TOML
+    is one UsageError line naming ``what`` (e.g. "config file x.toml")."""
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise UsageError(f"{what} does not exist; {missing_hint}") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{what} is not valid TOML ({first_line(exc)}); fix the file") from None
+
+
 def load_toml(path: str | Path) -> dict[str, Any]:
     """Read a config file (or a preset by name); unknown keys and unreadable files are usage
     errors."""
     p = resolve_config(path)
-    try:
-        with p.open("rb") as fh:
-            raw = tomllib.load(fh)
-    except FileNotFoundError:
-        raise UsageError(f"config file {p} does not exist; check the path given to --config "
-                         f"(or name a preset: {', '.join(list_presets())})") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UsageError(f"config file {p} is not valid TOML ({msg}); fix the file") from None
+    raw = read_toml(p, f"config file {p}", "check the path given to --config (or name a "
+                    f"preset: {', '.join(list_presets())})")
     unknown = sorted(set(raw) - set(FIELDS))
     if unknown:
         raise UsageError(f"config file {p} has unknown keys {', '.join(unknown)}; "

@@ -32,7 +32,7 @@ from torch_geometric.data.storage import GlobalStorage
 from torch_geometric.datasets import Actor, Amazon, CitationFull, Coauthor, Planetoid, WikiCS
 from torch_geometric.utils import coalesce, remove_self_loops
 
-from edgegcl.errors import UsageError
+from edgegcl.errors import UsageError, first_line
 
 DATASETS: tuple[str, ...] = (
     "Cora",
@@ -321,7 +321,7 @@ def _load_pt(path: Path) -> Data:
         ) from exc
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
         raise UsageError(
-            f"{path} cannot be read as a torch file ({_one_line(exc)}); re-save it with torch.save"
+            f"{path} cannot be read as a torch file ({first_line(exc)}); re-save it with torch.save"
         ) from exc
     if not isinstance(obj, Data):
         raise UsageError(
@@ -348,14 +348,14 @@ def _load_npz(path: Path) -> Data:
     try:
         loaded = np.load(path, allow_pickle=False)
     except unreadable as exc:
-        raise UsageError(f"{path} cannot be read as an .npz archive of plain arrays ({_one_line(exc)}); {fix}") from exc
+        raise UsageError(f"{path} cannot be read as an .npz archive of plain arrays ({first_line(exc)}); {fix}") from exc
     if not isinstance(loaded, np.lib.npyio.NpzFile):  # a bare .npy array renamed to .npz
         raise UsageError(f"{path} is a single array, not an .npz archive; {fix}")
     with loaded:
         try:
             arrays = {key: loaded[key] for key in ("x", "edge_index", "y") if key in loaded.files}
         except unreadable as exc:  # e.g. an object array, which would need pickle
-            raise UsageError(f"{path} holds an array that is not plain numbers ({_one_line(exc)}); {fix}") from exc
+            raise UsageError(f"{path} holds an array that is not plain numbers ({first_line(exc)}); {fix}") from exc
     missing = [key for key in ("x", "edge_index") if key not in arrays]
     if missing:
         raise UsageError(f"{path} lacks array(s) {', '.join(missing)}; {fix}")
@@ -365,12 +365,6 @@ def _load_npz(path: Path) -> Data:
             raise UsageError(f"{path}: {key} has non-numeric dtype {array.dtype}; store it as numbers")
         tensors[key] = torch.from_numpy(np.ascontiguousarray(array))
     return Data(**tensors)
-
-
-def _one_line(exc: BaseException) -> str:
-    """The first line of an exception message, for embedding in a one-line UsageError."""
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 # ---------------------------------------------------------------------------------------
@@ -453,7 +447,7 @@ def _load_pyg(name: str, root: Path) -> Data:
             with _bounded_network():
                 probe.download()
         except (OSError, ImportError) as exc:
-            raise UsageError(_missing_message(name, probe, root, f"download failed: {_one_line(exc)}")) from exc
+            raise UsageError(_missing_message(name, probe, root, f"download failed: {first_line(exc)}")) from exc
         if not _all_exist(probe.raw_paths):
             raise UsageError(_missing_message(name, probe, root, "download incomplete"))
         dataset = source.build(root)

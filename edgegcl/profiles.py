@@ -26,7 +26,7 @@ from typing import Any, Literal
 import psutil
 import torch
 
-from edgegcl.config import tomllib
+from edgegcl.config import read_toml
 from edgegcl.errors import UsageError
 
 DEVICE_KINDS = ("cuda", "cpu")
@@ -79,15 +79,8 @@ def load_profile(name_or_path: str) -> DeviceProfile:
 
 def _read(path: Path) -> DeviceProfile:
     where = f"profile file {path}"
-    try:
-        with path.open("rb") as fh:
-            raw = tomllib.load(fh)
-    except FileNotFoundError:
-        raise UsageError(f"{where} does not exist; check the path, or use a shipped profile "
-                         f"({', '.join(shipped_names())})") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UsageError(f"{where} is not valid TOML ({msg}); fix the file") from None
+    raw = read_toml(path, where, "check the path, or use a shipped profile "
+                    f"({', '.join(shipped_names())})")
     return _parse(raw, where)
 
 
