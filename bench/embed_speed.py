@@ -62,7 +62,7 @@ def child(backend: str, graph: Path, model: Path, repeats: int, batch_size: int)
             with torch.no_grad():
                 encoder(xt, et)
     else:
-        from export.runtime import EncoderSession
+        from edgegcl_embed.runtime import EncoderSession
 
         threads = 1  # EncoderSession: one thread, see its docstring
         session = EncoderSession(model)

@@ -27,8 +27,8 @@ from edgegcl.checkpoint import Checkpoint
 from edgegcl.config import TrainConfig
 from edgegcl.model import GCNEncoder
 from edgegcl.onnx_model import OnnxGCN
-from export.contract import INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, PREFIX, ModelMetadata
-from export.runtime import EncoderSession
+from edgegcl_embed.contract import INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, PREFIX, ModelMetadata
+from edgegcl_embed.runtime import EncoderSession
 
 # ScatterND's reduction="add" appeared in opset 16; 20 is the TorchScript exporter's newest.
 # 17 is the default: supported by every onnxruntime since 1.11 (2022), mobile builds included.

@@ -20,8 +20,8 @@ from torch_geometric.data import Data
 
 from edgegcl.evaluate import linear_probe, random_split
 from edgegcl.onnx_export import write_metadata
-from export.contract import ModelMetadata
-from export.runtime import EncoderSession
+from edgegcl_embed.contract import ModelMetadata
+from edgegcl_embed.runtime import EncoderSession
 
 
 def quantize_int8(fp32_path: Path, int8_path: Path) -> None:

@@ -15,9 +15,9 @@ from typing import NoReturn
 
 import numpy as np
 
-from export.errors import InputError
-from export.graph import load_npz
-from export.runtime import DEFAULT_BATCH_SIZE, FULL_GRAPH_MAX_NODES, EncoderSession
+from .errors import InputError
+from .graph import load_npz
+from .runtime import DEFAULT_BATCH_SIZE, FULL_GRAPH_MAX_NODES, EncoderSession
 
 PROG = "edgegcl-embed"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from export.errors import InputError
+from .errors import InputError
 
 
 def load_npz(path: str | Path) -> tuple[np.ndarray, np.ndarray]:

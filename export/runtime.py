@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from export.contract import INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, ModelMetadata
-from export.errors import InputError
-from export.graph import InNeighbourhoods, check_graph, gcn_degree
+from .contract import INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, ModelMetadata
+from .errors import InputError
+from .graph import InNeighbourhoods, check_graph, gcn_degree
 
 # Graphs up to this many nodes are embedded in one run by default; larger ones in batches of
 # DEFAULT_BATCH_SIZE target nodes, so memory follows the batch's k-hop neighbourhood, not N.

@@ -27,7 +27,7 @@ from edgegcl.onnx_export import (
     config_digest,
     export_encoder,
 )
-from export.runtime import EncoderSession
+from edgegcl_embed.runtime import EncoderSession
 
 # Tiny synthetic training graphs; the configs rebuild them, as ``edgegcl export`` does.
 CFG = TrainConfig(nodes=150, features=12, classes=3, hidden_dim=16, out_dim=8, proj_dim=8)

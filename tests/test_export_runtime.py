@@ -18,9 +18,9 @@ from edgegcl.checkpoint import Checkpoint
 from edgegcl.config import TrainConfig
 from edgegcl.model import GCNEncoder
 from edgegcl.onnx_export import export_encoder
-from export.embed import main as embed_main
-from export.graph import InNeighbourhoods, gcn_degree
-from export.runtime import EncoderSession
+from edgegcl_embed.embed import main as embed_main
+from edgegcl_embed.graph import InNeighbourhoods, gcn_degree
+from edgegcl_embed.runtime import EncoderSession
 
 REPO = Path(__file__).resolve().parents[1]
 IN_DIM = 12
