@@ -3,7 +3,7 @@
 Trains every dataset with the default configuration over 5 seeds (each seed: its own random
 10/10/80 split and initialisation), reports the honest figure (checkpoint chosen on validation
 micro-F1, test reported there) and, labelled, the authors' protocol behind the paper's tables
-(edgegcl.authors_protocol); then times an epoch on Cora beside a dense GRACE-style reference epoch.
+(edgegcl.evaluation.authors); then times an epoch on Cora beside a dense GRACE-style reference epoch.
 Writes bench/results/accuracy.md (and the run directories under bench/runs/, gitignored).
 
     python -m bench.accuracy --root ../shared/datasets
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bench.epoch_speed import compare, table_row
 from bench.machine import describe
-from edgegcl.authors_protocol import AUTHORS_LABEL
+from edgegcl.evaluation.authors import AUTHORS_LABEL
 from edgegcl.config import TrainConfig
 from edgegcl.data import load_graph
 

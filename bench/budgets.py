@@ -1,7 +1,7 @@
 """Epoch latency, peak memory and where a step's time goes, per theta_max (issues 4 and 11).
 
-For theta_max in {0.1, 0.2, ..., 1.0} and both logits paths (edgegcl.pairs: dense similarity
-blocks, scheduled pairs only), the profiler's own measurement (edgegcl.profiler) with HANS
+For theta_max in {0.1, 0.2, ..., 1.0} and both logits paths (edgegcl.contrast.pairs: dense similarity
+blocks, scheduled pairs only), the profiler's own measurement (edgegcl.budget.profiler) with HANS
 saturated (every eta = 1: the most a run can use at that theta_max): steps after warm-up scaled
 to an epoch, peak memory above the level before the model is built, and the mean time per step
 of each phase (edgegcl.phases). Full-graph and mini-batch mode, on Cora and a 100k-node
@@ -26,11 +26,11 @@ from bench.machine import describe
 from edgegcl.memory import reuse_freed_memory
 from edgegcl.config import TrainConfig
 from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
-from edgegcl.negatives import num_candidates
-from edgegcl.pairs import PATHS, choose_logits
+from edgegcl.contrast.negatives import num_candidates
+from edgegcl.contrast.pairs import PATHS, choose_logits
 from edgegcl.phases import CONTRAST_PHASES, PHASES
-from edgegcl.profiler import SATURATED, measure_theta
-from edgegcl.train import full_graph_bytes, make_hans, make_selector
+from edgegcl.budget.profiler import SATURATED, measure_theta
+from edgegcl.training.step import full_graph_bytes, make_hans, make_selector
 
 HERE = Path(__file__).resolve().parent
 THETAS = [round(0.1 * k, 1) for k in range(1, 11)]
@@ -170,11 +170,11 @@ def main() -> None:
         f"    python -m bench.budgets --root ROOT --device {args.device} --nodes {args.nodes} "
         f"--batch-size {args.batch_size} --stratify {args.stratify} --thetas {args.thetas} "
         f"--graphs {args.graphs} --name {args.name}", "",
-        "Each figure is the profiler's measurement (edgegcl/profiler.py): HANS saturated at that "
+        "Each figure is the profiler's measurement (edgegcl/budget/profiler.py): HANS saturated at that "
         "theta_max (every eta = 1), 5 steps after 2 warm-up steps scaled to an epoch (full "
         "graph: the median step, the strata's refresh amortised over T_int; mini-batch: the "
         "mean step x batches), peak memory above the level before the model is built (CUDA "
-        "allocator peak, or CPU RSS); 'logits' is the path (edgegcl/pairs.py): the dense "
+        "allocator peak, or CPU RSS); 'logits' is the path (edgegcl/contrast/pairs.py): the dense "
         "similarity blocks or the scheduled pairs only; 'auto' marks the one `--logits auto` "
         f"takes. Strata: {args.stratify}. Default model sizes, fanout 10,10, built-in sampler. "
         "Breakdown: mean ms per step of sampling / encoder and head (forward + backward) / "

@@ -7,7 +7,7 @@ once the libraries, the model and the graph are loaded. Latency is the median ov
 one embedding of the whole graph (after a warm-up run), from two rounds whose order is
 reversed, so a background load on a shared machine does not favour one backend. The int8
 report (size, cosine similarity to fp32, linear-probe micro-F1) comes from
-``edgegcl.quantize.int8_report``.
+``edgegcl.onnx.quantize.int8_report``.
 
     python -m bench.embed_speed --root /work/shared/datasets
 """
@@ -50,7 +50,7 @@ def child(backend: str, graph: Path, model: Path, repeats: int, batch_size: int)
     if backend.startswith("torch"):
         import torch
 
-        from edgegcl.checkpoint import load_checkpoint
+        from edgegcl.training.checkpoint import load_checkpoint
 
         if backend == "torch-1thread":
             torch.set_num_threads(1)
@@ -82,9 +82,9 @@ def child(backend: str, graph: Path, model: Path, repeats: int, batch_size: int)
 
 def _export(name: str, ckpt_path: Path, data: Data, out: Path) -> dict:
     """fp32 + int8 models of ``ckpt_path``, checked against torch; returns the int8 report."""
-    from edgegcl.checkpoint import load_checkpoint
-    from edgegcl.onnx_export import check_against_torch, export_encoder
-    from edgegcl.quantize import int8_report, quantize_int8
+    from edgegcl.training.checkpoint import load_checkpoint
+    from edgegcl.onnx.export import check_against_torch, export_encoder
+    from edgegcl.onnx.quantize import int8_report, quantize_int8
 
     ckpt = load_checkpoint(ckpt_path)
     fp32, int8 = out / f"{name}.onnx", out / f"{name}.int8.onnx"
@@ -102,10 +102,10 @@ def _prepare(root: str, run: str, nodes: int) -> tuple[list[dict], dict[str, dic
     import torch
     from torch_geometric.data import Data
 
-    from edgegcl.checkpoint import save_checkpoint
+    from edgegcl.training.checkpoint import save_checkpoint
     from edgegcl.config import TrainConfig
     from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
-    from edgegcl.model import GCNEncoder
+    from edgegcl.nn.model import GCNEncoder
 
     WORK.mkdir(parents=True, exist_ok=True)
     run_dir = Path(run) if run else HERE / "runs" / "embedding-Cora"

@@ -26,12 +26,12 @@ from torch_geometric.data import Data
 from torch_geometric.nn import GCNConv
 
 from bench.machine import describe
-from edgegcl.augment import as_features, mask_columns, remove_edges
+from edgegcl.nn.augment import as_features, mask_columns, remove_edges
 from edgegcl.config import TrainConfig
 from edgegcl.data import load_graph
-from edgegcl.hans import CATEGORIES
-from edgegcl.engine import Trainer
-from edgegcl.model import ProjectionHead
+from edgegcl.contrast.hans import CATEGORIES
+from edgegcl.training.engine import Trainer
+from edgegcl.nn.model import ProjectionHead
 
 Step = Callable[[], None]
 

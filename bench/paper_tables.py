@@ -2,7 +2,7 @@
 and the all-negatives baseline, honest and authors' protocol side by side with the paper.
 
 Every run is one seed of ``edgegcl train --config paper-DATASET`` (presets/; 2000 epochs,
-probes every 50) with one cell's change, through ``edgegcl.run.train_seed``:
+probes every 50) with one cell's change, through ``edgegcl.training.run.train_seed``:
 
 - ``preset``: the paper's best row (Cora theta_max 0.6, ratios 10,40,50; CiteSeer 1.0, 10,30,60);
 - ``theta=X``: the preset at theta_max = X (the paper's theta_max table);
@@ -119,11 +119,11 @@ def one_run(root: str, dataset: str, cell: str, seed: int, threads: int,
     """One seed of one cell, in a worker process: the record the JSON keeps."""
     import torch
 
-    from edgegcl.authors_protocol import authors_figure
+    from edgegcl.evaluation.authors import authors_figure
     from edgegcl.config import build, load_toml
     from edgegcl.data import load_graph
     from edgegcl.memory import reuse_freed_memory
-    from edgegcl.run import train_seed
+    from edgegcl.training.run import train_seed
 
     torch.set_num_threads(threads)
     reuse_freed_memory()
@@ -173,7 +173,7 @@ def _ms(runs: list[dict], key: str) -> str:
 def report(records: list[dict], invocations: list[dict[str, Any]], name: str,
            datasets: list[str], cells: list[str], wanted: dict[tuple[str, str], int]) -> str:
     """The markdown tables from every record so far, with the paper's figure in each cell."""
-    from edgegcl.authors_protocol import AUTHORS_LABEL
+    from edgegcl.evaluation.authors import AUTHORS_LABEL
     from edgegcl.config import build, load_toml
 
     lines = ["# The paper's tables, reproduced (HANS at the paper presets, 2000 epochs)", "",

@@ -1,6 +1,6 @@
 """Purity of sampled strata: the share of drawn negatives that are truly in the anchor's pool.
 
-Sampled strata (edgegcl.negatives.schedule_sampled) rank a random sample of M candidates per
+Sampled strata (edgegcl.contrast.negatives.schedule_sampled) rank a random sample of M candidates per
 anchor instead of all 2B - 2; near the two cuts the sample can misplace a candidate. For each
 sample size M this draws the counts HANS uses at theta_max = 1 with eta = 0.13 (where a
 default 300-epoch run ends) and in bootstrap (eta_0 = 0.05), and checks every drawn member against the exact strata of all
@@ -20,13 +20,13 @@ from pathlib import Path
 import torch
 
 from bench.machine import describe
-from edgegcl.augment import as_features
+from edgegcl.nn.augment import as_features
 from edgegcl.config import TrainConfig
 from edgegcl.data import load_graph
-from edgegcl.hans import CATEGORIES
-from edgegcl.loss import similarities
-from edgegcl.engine import Trainer
-from edgegcl.negatives import (
+from edgegcl.contrast.hans import CATEGORIES
+from edgegcl.contrast.loss import similarities
+from edgegcl.training.engine import Trainer
+from edgegcl.contrast.negatives import (
     draw_sample,
     num_candidates,
     pool_sizes,
@@ -34,7 +34,7 @@ from edgegcl.negatives import (
     schedule_sampled,
     stratum_purity,
 )
-from edgegcl.train import project_views
+from edgegcl.training.step import project_views
 
 HERE = Path(__file__).resolve().parent
 SIZES = (16, 32, 64, 128, 256, 512, 1024)
@@ -95,7 +95,7 @@ def main() -> None:
         "Purity = share of the drawn negatives of a category that lie in the anchor's exact pool "
         "of that category (all 2B - 2 candidates ranked), over every anchor of the batch. "
         "Anchors of a block of 256 share one random sample of M candidates "
-        "(edgegcl.negatives.schedule_sampled). Sizes below the counts' need are skipped; "
+        "(edgegcl.contrast.negatives.schedule_sampled). Sizes below the counts' need are skipped; "
         "'(used)' marks the M a run uses there: max(--stratify-sample (256), the counts' need).", "",
         "| similarities | B | HANS state | M | hard | inter | easy |",
         "|---|---|---|---|---|---|---|", *rows, ""]

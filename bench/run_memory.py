@@ -47,7 +47,7 @@ def child(nodes: int) -> dict:
 
     from edgegcl.config import TrainConfig
     from edgegcl.data import SyntheticSpec, synthetic_graph
-    from edgegcl.run import run
+    from edgegcl.training.run import run
 
     started = _status_mib("VmRSS")
     t0 = time.perf_counter()

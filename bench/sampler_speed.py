@@ -21,7 +21,7 @@ import torch
 
 from bench.machine import describe
 from edgegcl.data import SyntheticSpec, synthetic_graph
-from edgegcl.sampling import make_loader, pyg_sampler_available
+from edgegcl.data.sampling import make_loader, pyg_sampler_available
 
 HERE = Path(__file__).resolve().parent
 

@@ -38,13 +38,13 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int, device: torch.
     one more step; CUDA: the allocator's peak above the tensors allocated with the graph on
     the device (which is what live tensors are there).
     """
-    from edgegcl.augment import as_features
+    from edgegcl.nn.augment import as_features
     from edgegcl.config import TrainConfig
     from edgegcl.data import SyntheticSpec, synthetic_graph
-    from edgegcl.hans import CATEGORIES
+    from edgegcl.contrast.hans import CATEGORIES
     from edgegcl.memory import PeakMemory
-    from edgegcl.engine import Trainer
-    from edgegcl.train import batch_inputs, structure_loader
+    from edgegcl.training.engine import Trainer
+    from edgegcl.training.step import batch_inputs, structure_loader
 
     def held() -> int:
         return (torch.cuda.memory_allocated(device) if device.type == "cuda"

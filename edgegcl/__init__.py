@@ -19,22 +19,22 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "HANS": "edgegcl.hans",
-    "HANSContrast": "edgegcl.contrast",
-    "AdNGCL": "edgegcl.model",
-    "GCNEncoder": "edgegcl.model",
-    "ModelConfig": "edgegcl.model",
-    "Trainer": "edgegcl.engine",
+    "HANS": "edgegcl.contrast.hans",
+    "HANSContrast": "edgegcl.contrast.module",
+    "AdNGCL": "edgegcl.nn.model",
+    "GCNEncoder": "edgegcl.nn.model",
+    "ModelConfig": "edgegcl.nn.model",
+    "Trainer": "edgegcl.training.engine",
     "TrainConfig": "edgegcl.config",
     "load_graph": "edgegcl.data",
     "synthetic_graph": "edgegcl.data",
     "SyntheticSpec": "edgegcl.data",
-    "make_loader": "edgegcl.sampling",
-    "remove_edges": "edgegcl.augment",
-    "mask_columns": "edgegcl.augment",
-    "linear_probe": "edgegcl.evaluate",
-    "random_split": "edgegcl.evaluate",
-    "authors_probe": "edgegcl.authors_protocol",
+    "make_loader": "edgegcl.data.sampling",
+    "remove_edges": "edgegcl.nn.augment",
+    "mask_columns": "edgegcl.nn.augment",
+    "linear_probe": "edgegcl.evaluation.probe",
+    "random_split": "edgegcl.evaluation.probe",
+    "authors_probe": "edgegcl.evaluation.authors",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -2,6 +2,6 @@
 
 import sys
 
-from edgegcl.cli import main
+from edgegcl.cli.main import main
 
 sys.exit(main())

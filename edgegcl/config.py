@@ -17,19 +17,22 @@ from pathlib import Path
 from typing import Any
 
 from edgegcl.errors import UsageError, first_line
-from edgegcl.model import ACTIVATIONS, ModelConfig
-from edgegcl.negatives import SAMPLE_MIN, STRATIFY
-from edgegcl.pairs import LOGITS
-from edgegcl.sampling import SAMPLERS
+from edgegcl.nn.model import ACTIVATIONS, ModelConfig
+from edgegcl.contrast.negatives import SAMPLE_MIN, STRATIFY
+from edgegcl.contrast.pairs import LOGITS
+from edgegcl.data.sampling import SAMPLERS
+from edgegcl.data.synthetic import SyntheticSpec
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+_SYNTHETIC = SyntheticSpec()
+
 MODES = ("auto", "full", "minibatch")
 PROTOCOLS = ("honest", "both")
-"""``protocol``: the honest evaluation alone, or with the authors' (edgegcl.authors_protocol)."""
+"""``protocol``: the honest evaluation alone, or with the authors' (edgegcl.evaluation.authors)."""
 SCHEDULERS = ("hans", "none")
 """``scheduler``: HANS, or none (every candidate a negative from epoch 1: GRACE's contrast)."""
 DEVICES = ("auto", "cpu", "cuda")
@@ -39,15 +42,15 @@ DEVICES = ("auto", "cpu", "cuda")
 class TrainConfig:
     """Everything a training run depends on; saved as ``config.toml`` in the run directory."""
 
-    # data
+    # data (the synthetic graph's defaults are SyntheticSpec's)
     dataset: str = "synthetic"
     root: str = ""
-    nodes: int = 2000
-    classes: int = 5
-    features: int = 128
-    avg_degree: float = 10.0
-    homophily: float = 0.8
-    graph_seed: int = 0
+    nodes: int = _SYNTHETIC.num_nodes
+    classes: int = _SYNTHETIC.num_classes
+    features: int = _SYNTHETIC.num_features
+    avg_degree: float = _SYNTHETIC.avg_degree
+    homophily: float = _SYNTHETIC.homophily
+    graph_seed: int = _SYNTHETIC.seed
     # run
     mode: str = "auto"
     batch_size: int = 1024
@@ -86,7 +89,7 @@ class TrainConfig:
     eta_0: float = 0.05
     floor: float = 0.05
     swap_every: int = 0
-    # how the strata are found (edgegcl.negatives) and the logits computed (edgegcl.pairs)
+    # how the strata are found (edgegcl.contrast.negatives) and the logits computed (edgegcl.contrast.pairs)
     stratify: str = "sampled"
     stratify_sample: int = SAMPLE_MIN
     logits: str = "auto"

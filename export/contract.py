@@ -1,6 +1,6 @@
 """What an edgegcl ONNX encoder looks like from outside: tensor names and metadata keys.
 
-The exporter (``edgegcl.onnx_export``) writes models to this contract and the runtime
+The exporter (``edgegcl.onnx.export``) writes models to this contract and the runtime
 (``export.runtime``) reads them by it, so the two cannot drift apart.
 
 Inputs: ``x`` float32 [num_nodes, in_dim]; ``edge_index`` int64 [2, num_edges] (row 0 source,

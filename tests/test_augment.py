@@ -1,4 +1,4 @@
-"""Tests for edgegcl.augment: edge removal (Eq. 1) and the two feature-masking schemes (Eqs. 2-3)."""
+"""Tests for edgegcl.nn.augment: edge removal (Eq. 1) and the two feature-masking schemes (Eqs. 2-3)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from edgegcl.augment import mask_columns, mask_half_rows_columns, remove_edges
+from edgegcl.nn.augment import mask_columns, mask_half_rows_columns, remove_edges
 
 
 def _gen(seed: int = 0) -> torch.Generator:
@@ -164,7 +164,7 @@ def test_mask_half_rows_columns_extremes() -> None:
 
 
 # ---- sparse (CSR) features -----------------------------------------------------------
-from edgegcl.augment import as_features  # noqa: E402
+from edgegcl.nn.augment import as_features  # noqa: E402
 
 
 def _sparse_binary(n: int = 400, d: int = 300, density: float = 0.03, seed: int = 0) -> torch.Tensor:

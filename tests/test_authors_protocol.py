@@ -1,4 +1,4 @@
-"""The authors' evaluation protocol (edgegcl.authors_protocol) against PyGCL's definition."""
+"""The authors' evaluation protocol (edgegcl.evaluation.authors) against PyGCL's definition."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from edgegcl.authors_protocol import AuthorsScore, authors_figure, authors_probe, authors_split
-from edgegcl.evaluate import Split, f1_scores
+from edgegcl.evaluation.authors import AuthorsScore, authors_figure, authors_probe, authors_split
+from edgegcl.evaluation.probe import Split, f1_scores
 
 
 @pytest.mark.parametrize("n", [2708, 3327, 11, 100])

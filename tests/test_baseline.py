@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 
 from edgegcl.config import TrainConfig
-from edgegcl.negatives import CATEGORIES
-from edgegcl.profiler import pace_line
-from edgegcl.train import contrast, make_hans, make_selector
+from edgegcl.contrast.negatives import CATEGORIES
+from edgegcl.budget.profiler import pace_line
+from edgegcl.training.step import contrast, make_hans, make_selector
 
 
 def _grace_loss(h1: torch.Tensor, h2: torch.Tensor, tau: float) -> torch.Tensor:

@@ -15,12 +15,12 @@ import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
-from edgegcl import evaluate
-from edgegcl.adjacency import chunked_adjacency
-from edgegcl.checkpoint import load_checkpoint
+from edgegcl.evaluation import probe as evaluate
+from edgegcl.nn.adjacency import chunked_adjacency
+from edgegcl.training.checkpoint import load_checkpoint
 from edgegcl.config import TrainConfig
 from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
-from edgegcl.evaluate import (
+from edgegcl.evaluation.probe import (
     ProbeScores,
     Split,
     _fit_logreg,
@@ -30,8 +30,8 @@ from edgegcl.evaluate import (
     linear_probe,
     random_split,
 )
-from edgegcl.model import AdNGCL, GCNEncoder, ModelConfig, npy_embeddings
-from edgegcl.run import run
+from edgegcl.nn.model import AdNGCL, GCNEncoder, ModelConfig, npy_embeddings
+from edgegcl.training.run import run
 
 SHARED_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 

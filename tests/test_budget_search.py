@@ -1,4 +1,4 @@
-"""Choosing θ_max (edgegcl.budget_search): OOM classification, and the search on fake costs."""
+"""Choosing θ_max (edgegcl.budget.search): OOM classification, and the search on fake costs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from edgegcl.budget_search import (DEFAULT_MARGIN, OUT_OF_MEMORY, Budgets, Cost, best_of,
+from edgegcl.budget.search import (DEFAULT_MARGIN, OUT_OF_MEMORY, Budgets, Cost, best_of,
                                    format_table, is_out_of_memory, search_theta, to_json)
 
 GIB = 2**30

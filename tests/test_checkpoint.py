@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from edgegcl.checkpoint import load_checkpoint, save_checkpoint
+from edgegcl.training.checkpoint import load_checkpoint, save_checkpoint
 from edgegcl.config import TrainConfig
 from edgegcl.errors import UsageError
-from edgegcl.model import GCNEncoder, ModelConfig
+from edgegcl.nn.model import GCNEncoder, ModelConfig
 
 
 def test_round_trip_gives_the_same_encoder_and_config(tmp_path):

@@ -1,4 +1,4 @@
-"""End-to-end tests of the ``edgegcl`` command line (edgegcl.cli), on tiny synthetic graphs."""
+"""End-to-end tests of the ``edgegcl`` command line (edgegcl.cli.main), on tiny synthetic graphs."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ import pytest
 import torch
 from helpers import capture
 
-from edgegcl.cli import main
+from edgegcl.cli.main import main
 from edgegcl.config import TrainConfig, build, load_toml
-from edgegcl.model import GCNEncoder, ModelConfig
+from edgegcl.nn.model import GCNEncoder, ModelConfig
 
 # A graph and model small enough that a seed trains in well under a second.
 TINY = ["--nodes", "120", "--features", "16", "--hidden-dim", "16", "--out-dim", "8",
@@ -403,7 +403,7 @@ def test_console_script(tmp_path: Path) -> None:
     cmd = [str(script)] if script.exists() else None
     if cmd is None:
         found = shutil.which("edgegcl")
-        cmd = [found] if found else [sys.executable, "-m", "edgegcl.cli"]
+        cmd = [found] if found else [sys.executable, "-m", "edgegcl.cli.main"]
     env = {**os.environ, "EDGEGCL_DATA": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
     out = tmp_path / "run"
     proc = subprocess.run([*cmd, "train", *TINY, "--epochs", "3", "--out", str(out)],

@@ -1,4 +1,4 @@
-"""HANSContrast (edgegcl.contrast): the contrast module for any encoder."""
+"""HANSContrast (edgegcl.contrast.module): the contrast module for any encoder."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import copy
 import pytest
 import torch
 
-from edgegcl.contrast import HANSContrast
-from edgegcl.hans import HANS
-from edgegcl.negatives import CATEGORIES
-from edgegcl.train import NegativeSelector, contrast
+from edgegcl.contrast.module import HANSContrast
+from edgegcl.contrast.hans import HANS
+from edgegcl.contrast.negatives import CATEGORIES
+from edgegcl.training.step import NegativeSelector, contrast
 
 
 def _hans() -> HANS:

@@ -1,4 +1,4 @@
-"""Training curves: seed-K/epochs.csv and ``edgegcl plot`` (edgegcl.curves)."""
+"""Training curves: seed-K/epochs.csv and ``edgegcl plot`` (edgegcl.training.curves)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from helpers import capture
 
-from edgegcl.cli import main
-from edgegcl.curves import FIELDS
+from edgegcl.cli.main import main
+from edgegcl.training.curves import FIELDS
 
 TINY = ["--nodes", "120", "--features", "16", "--hidden-dim", "16", "--out-dim", "8",
         "--proj-dim", "8", "--epochs", "6", "--eval-every", "3", "--T-init", "1", "--T-int", "1",

@@ -1,4 +1,4 @@
-"""The training engine (edgegcl.engine.Trainer): same numbers as the step it composes, state."""
+"""The training engine (edgegcl.training.engine.Trainer): same numbers as the step it composes, state."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import copy
 import pytest
 import torch
 
-from edgegcl.augment import as_features
+from edgegcl.nn.augment import as_features
 from edgegcl.config import TrainConfig
 from edgegcl.data import SyntheticSpec, synthetic_graph
-from edgegcl.engine import Trainer
-from edgegcl.model import AdNGCL
-from edgegcl.sampling import make_loader
-from edgegcl.train import make_hans, make_selector, training_step
+from edgegcl.training.engine import Trainer
+from edgegcl.nn.model import AdNGCL
+from edgegcl.data.sampling import make_loader
+from edgegcl.training.step import make_hans, make_selector, training_step
 
 CFG = TrainConfig(hidden_dim=16, out_dim=8, proj_dim=8, T_init=2, T_int=2, e=1, theta_max=0.5,
                   b=0.5)

@@ -1,4 +1,4 @@
-"""Tests for edgegcl.evaluate: splits, F1 scores, the linear probe and checkpoint selection."""
+"""Tests for edgegcl.evaluation.probe: splits, F1 scores, the linear probe and checkpoint selection."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from edgegcl.evaluate import (
+from edgegcl.evaluation.probe import (
     ProbeScores,
     Split,
     _fit_logreg,

@@ -1,4 +1,4 @@
-"""ONNX export (edgegcl.onnx_export, ``edgegcl export``): round trips, metadata, checks, INT8."""
+"""ONNX export (edgegcl.onnx.export, ``edgegcl export``): round trips, metadata, checks, INT8."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ import torch
 from helpers import capture
 
 from edgegcl import __version__
-from edgegcl.checkpoint import Checkpoint, save_checkpoint
-from edgegcl.cli import main
+from edgegcl.training.checkpoint import Checkpoint, save_checkpoint
+from edgegcl.cli.main import main
 from edgegcl.config import TrainConfig
 from edgegcl.data import SyntheticSpec, synthetic_graph
-from edgegcl.model import GCNEncoder
-from edgegcl.onnx_export import (
+from edgegcl.nn.model import GCNEncoder
+from edgegcl.onnx.export import (
     FEATURE_PREPROCESSING,
     ExportCheckError,
     check_against_torch,
@@ -209,10 +209,10 @@ def test_usage_errors(argv: list[str], needle: str) -> None:
 
 def test_failed_check_exits_1_and_writes_nothing(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    import edgegcl.onnx_model
+    import edgegcl.onnx.module
 
     # a bad lowering: PReLU exported as the identity
-    monkeypatch.setattr(edgegcl.onnx_model._SlopeMax, "forward", lambda self, z: z)
+    monkeypatch.setattr(edgegcl.onnx.module._SlopeMax, "forward", lambda self, z: z)
     run = _make_run(tmp_path / "run")
     code, out, err = _run_main(["export", "m.onnx", "--run", str(run), "--quantize", "int8"])
     lines = err.strip().splitlines()

@@ -14,10 +14,10 @@ import pytest
 import torch
 from helpers import capture
 
-from edgegcl.checkpoint import Checkpoint
+from edgegcl.training.checkpoint import Checkpoint
 from edgegcl.config import TrainConfig
-from edgegcl.model import GCNEncoder
-from edgegcl.onnx_export import export_encoder
+from edgegcl.nn.model import GCNEncoder
+from edgegcl.onnx.export import export_encoder
 from edgegcl_embed.embed import main as embed_main
 from edgegcl_embed.graph import InNeighbourhoods, gcn_degree
 from edgegcl_embed.runtime import EncoderSession

@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from helpers import views
 
-from edgegcl.loss import scheduled_info_nce, similarities
-from edgegcl.negatives import CATEGORIES, pool_sizes, select_active, stratify
+from edgegcl.contrast.loss import scheduled_info_nce, similarities
+from edgegcl.contrast.negatives import CATEGORIES, pool_sizes, select_active, stratify
 
 RATIOS = {"hard": 0.3, "inter": 0.5, "easy": 0.2}
 TAU = 0.5

@@ -9,14 +9,14 @@ from collections import namedtuple
 import pytest
 import torch
 
-import edgegcl.train as train_mod
-from edgegcl.cli import main
+import edgegcl.training.step as train_mod
+from edgegcl.cli.main import main
 from edgegcl.config import TrainConfig
 from edgegcl.data import SyntheticSpec, synthetic_graph
-from edgegcl.hans import CATEGORIES
-from edgegcl.model import AdNGCL, ModelConfig
-from edgegcl.sampling import make_loader
-from edgegcl.train import NegativeSelector, contrastive_step, make_hans, resolve_mode
+from edgegcl.contrast.hans import CATEGORIES
+from edgegcl.nn.model import AdNGCL, ModelConfig
+from edgegcl.data.sampling import make_loader
+from edgegcl.training.step import NegativeSelector, contrastive_step, make_hans, resolve_mode
 
 TINY = ["--nodes", "150", "--features", "16", "--epochs", "4", "--eval-every", "2",
         "--hidden-dim", "16", "--out-dim", "8", "--proj-dim", "8", "--T-init", "1", "--T-int", "1",
@@ -78,7 +78,7 @@ def test_full_graph_mode_refuses_what_cannot_fit(tmp_path, capsys, monkeypatch):
 
 
 def test_a_minibatch_epoch_reports_progress_after_every_batch():
-    from edgegcl.engine import Trainer
+    from edgegcl.training.engine import Trainer
 
     data = synthetic_graph(SyntheticSpec(num_nodes=100, num_features=8, avg_degree=4, seed=0))
     cfg = TrainConfig(hidden_dim=8, out_dim=4, proj_dim=4)
@@ -96,8 +96,8 @@ def test_a_step_gathers_its_batch_features_and_frees_them_before_view_2():
     and the projections equal those of explicitly gathered, explicitly masked features."""
     import weakref
 
-    from edgegcl.augment import mask_columns, mask_half_rows_columns, remove_edges
-    from edgegcl.train import project_views
+    from edgegcl.nn.augment import mask_columns, mask_half_rows_columns, remove_edges
+    from edgegcl.training.step import project_views
 
     data = synthetic_graph(SyntheticSpec(num_nodes=300, num_features=12, avg_degree=6, seed=4))
     cfg = TrainConfig(hidden_dim=16, out_dim=8, proj_dim=8)

@@ -6,10 +6,10 @@ import pytest
 import torch
 from torch_geometric.nn import GCNConv
 
-from edgegcl.augment import as_features
+from edgegcl.nn.augment import as_features
 from edgegcl.data import SyntheticSpec, synthetic_graph
-from edgegcl.model import AdNGCL, GCNEncoder, ModelConfig
-from edgegcl.sampling import make_loader
+from edgegcl.nn.model import AdNGCL, GCNEncoder, ModelConfig
+from edgegcl.data.sampling import make_loader
 
 
 def _pyg_reference(enc: GCNEncoder, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
@@ -89,8 +89,8 @@ def test_embed_runs_in_eval_mode_and_restores_the_callers_mode():
 
 
 def test_product_order_follows_the_multiply_add_count():
-    from edgegcl.adjacency import gcn_adjacency
-    from edgegcl.model import aggregate_first
+    from edgegcl.nn.adjacency import gcn_adjacency
+    from edgegcl.nn.model import aggregate_first
 
     edge_index = torch.randint(0, 1000, (2, 5000))
     (full,) = gcn_adjacency(edge_index, 1000, [1000])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from edgegcl.negatives import CATEGORIES, num_candidates, pool_sizes, select_active, stratify
+from edgegcl.contrast.negatives import CATEGORIES, num_candidates, pool_sizes, select_active, stratify
 
 RATIOS = {"hard": 0.3, "inter": 0.5, "easy": 0.2}
 
@@ -93,7 +93,7 @@ def test_complete_selection_covers_every_candidate():
 @pytest.mark.parametrize("block_elements", [1, 7 * 2 * 37, 1 << 18])  # 1 row, 7 rows, all
 def test_blocked_scheduling_equals_stratify_then_select(monkeypatch, block_elements):
     """Anchors stratified and drawn a block at a time give the whole-batch result exactly."""
-    import edgegcl.negatives as negatives
+    import edgegcl.contrast.negatives as negatives
 
     monkeypatch.setitem(negatives.STRATIFY_BLOCK_ELEMENTS, "cpu", block_elements)
     b = 37
@@ -112,7 +112,7 @@ def test_blocked_scheduling_equals_stratify_then_select(monkeypatch, block_eleme
 
 # ---- sampled strata ---------------------------------------------------------------------
 
-from edgegcl.negatives import (  # noqa: E402
+from edgegcl.contrast.negatives import (  # noqa: E402
     _sample_exclusions,
     draw_sample,
     sample_size,
@@ -149,7 +149,7 @@ def test_sample_size_holds_the_counts_and_respects_the_bounds():
 
 
 def test_sample_exclusions_leave_out_the_anchors_own_columns_first():
-    from edgegcl.negatives import CandidateSample
+    from edgegcl.contrast.negatives import CandidateSample
 
     b = 10
     sample = CandidateSample(torch.tensor([[3, 13, 7, 0, 5, 19], [2, 9, 12, 0, 4, 1]]), 5, 4)
@@ -240,7 +240,7 @@ def test_whole_pools_skip_the_draw_and_ungrouped_ones_skip_the_ranking():
 
 
 def test_a_full_budget_takes_whole_pools_despite_rounding():
-    from edgegcl.negatives import negative_counts
+    from edgegcl.contrast.negatives import negative_counts
 
     c = 2046  # B = 1024: floor(0.5 C) = 1023 but the intermediate pool holds 1024
     full = negative_counts({"hard": 0.3, "inter": 0.5, "easy": 0.2}, c, RATIOS)

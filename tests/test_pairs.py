@@ -10,12 +10,12 @@ from helpers import views
 
 from edgegcl.config import TrainConfig, validate
 from edgegcl.errors import UsageError
-from edgegcl.hans import CATEGORIES
-from edgegcl.loss import scheduled_info_nce, similarities
-from edgegcl.model import AdNGCL
-from edgegcl.negatives import num_candidates, pool_sizes, schedule_negatives
-from edgegcl.pairs import ScheduledLogits, pair_similarities
-from edgegcl.train import NegativeSelector, contrastive_step, make_hans
+from edgegcl.contrast.hans import CATEGORIES
+from edgegcl.contrast.loss import scheduled_info_nce, similarities
+from edgegcl.nn.model import AdNGCL
+from edgegcl.contrast.negatives import num_candidates, pool_sizes, schedule_negatives
+from edgegcl.contrast.pairs import ScheduledLogits, pair_similarities
+from edgegcl.training.step import NegativeSelector, contrastive_step, make_hans
 
 RATIOS = {"hard": 0.3, "inter": 0.5, "easy": 0.2}
 TAU = 0.5
@@ -128,7 +128,7 @@ def test_train_on_the_pairs_path_end_to_end(tmp_path):
     """``edgegcl train --logits pairs`` in mini-batches below saturation: runs and says so."""
     import json
 
-    from edgegcl.cli import main
+    from edgegcl.cli.main import main
 
     out = tmp_path / "run"
     assert main(["train", "--nodes", "150", "--features", "16", "--hidden-dim", "16",
@@ -143,9 +143,9 @@ def test_train_on_the_pairs_path_end_to_end(tmp_path):
 
 # ---- sampled strata on both paths --------------------------------------------------------
 
-from edgegcl.negatives import draw_sample, schedule_sampled  # noqa: E402
-from edgegcl.pairs import BlockSampledLogits, choose_logits  # noqa: E402
-from edgegcl.train import contrast  # noqa: E402
+from edgegcl.contrast.negatives import draw_sample, schedule_sampled  # noqa: E402
+from edgegcl.contrast.pairs import BlockSampledLogits, choose_logits  # noqa: E402
+from edgegcl.training.step import contrast  # noqa: E402
 
 
 def sampled(sims, counts, size, seed=0, block=32):
@@ -199,7 +199,7 @@ def test_auto_logits_switch_at_the_measured_crossover():
 
 def test_a_plain_run_takes_the_pairs_path_while_few_negatives_are_active(monkeypatch):
     """``--logits auto`` (the default) picks from HANS's state, and moves as eta grows."""
-    import edgegcl.train as train
+    import edgegcl.contrast.module as train
 
     taken = []
     real = train.pair_similarities
@@ -243,7 +243,7 @@ def test_after_saturation_sampled_strata_take_a_uniform_sample_without_ranking(m
     candidates, nothing is ranked, and the per-category losses are NaN (HANS reads none)."""
     import math
 
-    import edgegcl.negatives as negatives
+    import edgegcl.contrast.negatives as negatives
 
     def no_ranking(*args, **kwargs):
         raise AssertionError("ranked")

@@ -1,4 +1,4 @@
-"""The resource profiler (edgegcl.profiler) and ``--auto-budget``, on tiny graphs, CPU and CUDA."""
+"""The resource profiler (edgegcl.budget.profiler) and ``--auto-budget``, on tiny graphs, CPU and CUDA."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from edgegcl import profiler
-from edgegcl.budget_search import OUT_OF_MEMORY, Cost
-from edgegcl.cli import main
+from edgegcl.budget import profiler
+from edgegcl.budget.search import OUT_OF_MEMORY, Cost
+from edgegcl.cli.main import main
 from edgegcl.config import TrainConfig
 from edgegcl.data import SyntheticSpec, synthetic_graph
-from edgegcl.profiles import DeviceProfile, load_profile
+from edgegcl.budget.profiles import DeviceProfile, load_profile
 
 SMALL = TrainConfig(hidden_dim=16, out_dim=8, proj_dim=8, T_int=4)
 TINY = ["--nodes", "120", "--features", "16", "--hidden-dim", "16", "--out-dim", "8",
@@ -158,7 +158,7 @@ def test_cuda_calibration_measures_allocator_peak(graph):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_out_of_memory_is_caught_and_flushed():
-    from edgegcl.budget_search import is_out_of_memory
+    from edgegcl.budget.search import is_out_of_memory
     with pytest.raises(Exception) as info:
         torch.empty(2**50, device="cuda")
     assert is_out_of_memory(info.value)
@@ -167,8 +167,8 @@ def test_cuda_out_of_memory_is_caught_and_flushed():
 def test_reachable_eta_bounds_every_schedule_and_saturates_when_it_can():
     import random
 
-    from edgegcl.hans import CATEGORIES
-    from edgegcl.train import make_hans
+    from edgegcl.contrast.hans import CATEGORIES
+    from edgegcl.training.step import make_hans
 
     cfg = TrainConfig(epochs=300)
     bound = profiler.reachable_eta(cfg)

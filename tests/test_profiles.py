@@ -1,4 +1,4 @@
-"""Device profiles (edgegcl.profiles): the shipped files, validation, memory budgets, device checks."""
+"""Device profiles (edgegcl.budget.profiles): the shipped files, validation, memory budgets, device checks."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 from helpers import capture
 
-from edgegcl import profiles
-from edgegcl.cli import main
+from edgegcl.budget import profiles
+from edgegcl.cli.main import main
 from edgegcl.errors import UsageError
-from edgegcl.profiles import (
+from edgegcl.budget.profiles import (
     DeviceProfile,
     check_device_present,
     list_profiles,

@@ -9,9 +9,9 @@ from torch_geometric.loader import NodeLoader
 from torch_geometric.sampler import NodeSamplerInput, SamplerOutput
 from torch_geometric.utils import coalesce
 
-from edgegcl import sampling
+from edgegcl.data import sampling
 from edgegcl.errors import UsageError
-from edgegcl.sampling import SAMPLERS, CSRNeighborSampler, make_loader, pyg_sampler_available
+from edgegcl.data.sampling import SAMPLERS, CSRNeighborSampler, make_loader, pyg_sampler_available
 
 BATCH_FIELDS = (
     "x",
@@ -363,7 +363,7 @@ def test_builtin_matches_pyg_neighbor_loader():
 
 @pytest.mark.parametrize("fanouts", [[3, 2], [2, 2, 2], [-1]])
 def test_hop_counts_recovers_the_builtin_samplers_counts(fanouts):
-    from edgegcl.sampling import hop_counts, with_hop_counts
+    from edgegcl.data.sampling import hop_counts, with_hop_counts
 
     data = random_graph()
     batch = next(iter(make_loader(data, 20, fanouts, sampler="builtin", seed=3)))
@@ -384,7 +384,7 @@ def test_hop_counts_recovers_the_builtin_samplers_counts(fanouts):
 
 
 def test_shuffled_indices_are_a_new_permutation_each_epoch_and_reproducible():
-    from edgegcl.sampling import ShuffledIndices
+    from edgegcl.data.sampling import ShuffledIndices
 
     n = 3 * ShuffledIndices.BLOCK + 5  # several blocks and a partial one
     order = ShuffledIndices(n, torch.Generator().manual_seed(0))

@@ -6,7 +6,7 @@
 between steps and feeds HANS the epoch's per-category losses when asked (``step()``, once per
 epoch, as ``torch.optim.lr_scheduler``). Nothing N x N is built: candidates are the batch's
 other anchors in both views (2B - 2 per anchor), stratified and scheduled as in
-``edgegcl train`` (edgegcl.train.contrast).
+``edgegcl train`` (edgegcl.training.step.contrast).
 """
 
 from __future__ import annotations
@@ -15,13 +15,35 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from edgegcl.hans import HANS, HANSEvent
-from edgegcl.loss import LossOutput
-from edgegcl.negatives import CATEGORIES, SAMPLE_MIN, STRATIFY
-from edgegcl.pairs import LOGITS
-from edgegcl.train import NegativeSelector, contrast
+from edgegcl.contrast.hans import HANS, HANSEvent
+from edgegcl.contrast.loss import LossOutput, scheduled_info_nce, similarities
+from edgegcl.contrast.negatives import CATEGORIES, SAMPLE_MIN, STRATIFY, num_candidates
+from edgegcl.contrast.pairs import LOGITS, choose_logits, pair_similarities
+from edgegcl.contrast.selection import NegativeSelector
+from edgegcl.phases import PhaseClock
 
-__all__ = ["HANSContrast"]
+__all__ = ["HANSContrast", "contrast"]
+
+
+def contrast(h1: Tensor, h2: Tensor, tau: float, logits: str, selector: NegativeSelector,
+             hans: HANS, step: int, clock: PhaseClock | None = None) -> LossOutput:
+    """The HANS-scheduled symmetric InfoNCE (Eq. 6) between the projected anchors of the two
+    views at temperature ``tau``, over the dense similarity blocks or the scheduled pairs only
+    (``logits``; ``auto`` picks per step from HANS's current state,
+    edgegcl.contrast.pairs.choose_logits). ``step`` numbers the selector's refreshes."""
+    num_anchors = h1.size(0)
+    path = choose_logits(logits, selector.stratify, selector.touched(num_anchors, hans),
+                         num_candidates(num_anchors))
+    sims = (pair_similarities if path == "pairs" else similarities)(h1, h2, tau)
+    if clock is not None:
+        clock.mark("similarities")
+    active = selector.get(sims, hans, step)
+    if clock is not None:
+        clock.mark("strata")
+    out = scheduled_info_nce(sims, active)
+    if clock is not None:
+        clock.mark("loss forward")
+    return out
 
 
 class HANSContrast(nn.Module):
@@ -33,9 +55,9 @@ class HANSContrast(nn.Module):
         tau: temperature.
         refresh_every: forward calls between re-stratifications: 1 where every call brings
             new anchors (mini-batches), T_int for one graph contrasted every epoch.
-        stratify: ``"sampled"`` or ``"exact"`` strata (edgegcl.negatives).
+        stratify: ``"sampled"`` or ``"exact"`` strata (edgegcl.contrast.negatives).
         stratify_sample: least number of candidates an anchor ranks with sampled strata.
-        logits: ``"auto"``, ``"dense"`` or ``"pairs"`` (edgegcl.pairs).
+        logits: ``"auto"``, ``"dense"`` or ``"pairs"`` (edgegcl.contrast.pairs).
         seed: seed of the strata's random sample.
 
     Example:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from edgegcl.model import make_activation
+from edgegcl.nn.model import make_activation
 
 
 class _ScatterAddRows(torch.autograd.Function):

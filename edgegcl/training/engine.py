@@ -19,12 +19,12 @@ from torch import Tensor
 from torch_geometric.loader import NodeLoader
 
 from edgegcl.config import TrainConfig
-from edgegcl.hans import HANS, HANSEvent
-from edgegcl.loss import LossOutput
-from edgegcl.model import AdNGCL
-from edgegcl.negatives import CATEGORIES
+from edgegcl.contrast.hans import HANS, HANSEvent
+from edgegcl.contrast.loss import LossOutput
+from edgegcl.nn.model import AdNGCL
+from edgegcl.contrast.negatives import CATEGORIES
 from edgegcl.phases import PhaseClock
-from edgegcl.train import (
+from edgegcl.training.step import (
     NegativeSelector,
     batch_inputs,
     make_hans,
@@ -107,7 +107,7 @@ class Trainer:
                   loader: NodeLoader | None = None,
                   on_batch: Callable[[int, int, float], None] | None = None) -> EpochResult:
         """One epoch: a full-graph step on ``x`` and ``edge_index``, or, with a ``loader``
-        (``edgegcl.train.structure_loader``), a pass over its batches, gathering each batch's
+        (``edgegcl.training.step.structure_loader``), a pass over its batches, gathering each batch's
         rows of ``x``. ``on_batch(done, total, mean loss)`` reports progress inside a
         mini-batch epoch. Ends with ``end_epoch``."""
         if loader is None:

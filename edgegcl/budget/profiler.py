@@ -1,6 +1,6 @@
 """The resource profiler: per theta_max, what an epoch costs on this device; the largest that fits.
 
-For each theta_max the search (edgegcl.budget_search) asks for, a fresh model trains a few
+For each theta_max the search (edgegcl.budget.search) asks for, a fresh model trains a few
 steps on the real graph and device through the same ``contrastive_step`` as training, with
 HANS held at the costliest state the run can reach (``reachable_eta``): saturation when the
 schedule gets there within the configured epochs, otherwise the state the fastest schedule
@@ -15,7 +15,7 @@ never pays.)
 - memory: peak above the level before the model is built (edgegcl.memory: CUDA allocator peak,
   or CPU RSS sampled with psutil).
 
-Each theta_max is measured with both ways of computing the loss's logits (edgegcl.pairs: the
+Each theta_max is measured with both ways of computing the loss's logits (edgegcl.contrast.pairs: the
 dense similarity blocks, or the scheduled pairs only) and keeps the cheaper under the budgets
 (``best_of``): below a crossover that depends on the device and the batch, the scheduled pairs
 cost less, and the run trains the way its chosen theta_max was measured.
@@ -43,8 +43,8 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from edgegcl.augment import as_features
-from edgegcl.budget_search import (
+from edgegcl.nn.augment import as_features
+from edgegcl.budget.search import (
     OUT_OF_MEMORY,
     Budgets,
     Cost,
@@ -55,13 +55,13 @@ from edgegcl.budget_search import (
     to_json,
 )
 from edgegcl.config import TrainConfig
-from edgegcl.hans import CATEGORIES
+from edgegcl.contrast.hans import CATEGORIES
 from edgegcl.memory import PeakMemory, release_cpu_memory
-from edgegcl.pairs import PATHS
+from edgegcl.contrast.pairs import PATHS
 from edgegcl.phases import PhaseClock
-from edgegcl.profiles import DeviceProfile, memory_budget_bytes
-from edgegcl.engine import Trainer
-from edgegcl.train import (
+from edgegcl.budget.profiles import DeviceProfile, memory_budget_bytes
+from edgegcl.training.engine import Trainer
+from edgegcl.training.step import (
     batch_inputs,
     make_hans,
     resolve_mode,

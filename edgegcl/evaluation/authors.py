@@ -15,7 +15,7 @@ The AdNGCL code is not public; its authors' public code for their earlier method
 
 It selects on test data twice (the checkpoint by its max, the classifier's epoch on a
 different re-drawn split each time), so it is optimistic: edgegcl reports it only beside the
-honest figure (edgegcl.evaluate) and under the label AUTHORS_LABEL.
+honest figure (edgegcl.evaluation.probe) and under the label AUTHORS_LABEL.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from edgegcl.evaluate import Split, f1_scores
+from edgegcl.evaluation.probe import Split, f1_scores
 
 __all__ = [
     "AUTHORS_LABEL",

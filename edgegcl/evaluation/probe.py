@@ -5,7 +5,7 @@ logistic-regression classifier is trained on the embeddings of the training node
 classifier's hyper-parameter (weight decay) and the encoder checkpoint are chosen on the
 validation nodes only. The test nodes are touched once, to report the chosen model. The
 protocol behind the paper's tables, which selects on re-drawn test splits, is in
-edgegcl.authors_protocol, reported beside this one and never used to choose anything.
+edgegcl.evaluation.authors, reported beside this one and never used to choose anything.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from edgegcl.negatives import (
+from edgegcl.contrast.negatives import (
     CATEGORIES,
     ActiveNegatives,
     CandidateRows,
@@ -42,7 +42,7 @@ from edgegcl.negatives import (
 
 class AnchorSimilarities(Protocol):
     """What the scheduler and the loss read of a step's similarities: ``Similarities`` (the
-    dense B x B blocks) or ``edgegcl.pairs.PairSimilarities`` (the scheduled pairs only)."""
+    dense B x B blocks) or ``edgegcl.contrast.pairs.PairSimilarities`` (the scheduled pairs only)."""
 
     tau: float
     keeps_values: ClassVar[bool]

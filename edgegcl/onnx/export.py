@@ -23,10 +23,10 @@ from torch import Tensor
 from torch_geometric.utils import subgraph
 
 from edgegcl import __version__
-from edgegcl.checkpoint import Checkpoint
+from edgegcl.training.checkpoint import Checkpoint
 from edgegcl.config import TrainConfig
-from edgegcl.model import GCNEncoder
-from edgegcl.onnx_model import OnnxGCN
+from edgegcl.nn.model import GCNEncoder
+from edgegcl.onnx.module import OnnxGCN
 from edgegcl_embed.contract import INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, PREFIX, ModelMetadata
 from edgegcl_embed.runtime import EncoderSession
 

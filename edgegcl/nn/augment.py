@@ -7,7 +7,7 @@ masks the other half entry by entry, rows x columns (Eq. 3). Every function take
 
 Training never materialises view 1's features: a column mask commutes into the first layer,
 (X o nu_1) W^T = X (W o nu_1)^T, forward and backward, so the encoder takes ``column_keep``'s
-vector and masks its first weight matrix instead (edgegcl.model). On a mini-batch of a large
+vector and masks its first weight matrix instead (edgegcl.nn.model). On a mini-batch of a large
 graph the feature matrix is the largest input of a step, and one copy fewer is what keeps a
 step's memory flat in the graph's size (bench/results/scaling.md).
 
@@ -51,7 +51,7 @@ def as_features(x: Tensor) -> Tensor:
 
     A sparse first layer multiplies only the nonzeros: on Cora (1.3 % nonzero, 512 hidden
     units) the first layer's forward + backward per view takes 9 ms with CSR input, 40 ms
-    with COO and 62 ms dense (docs/performance.md). The encoder (edgegcl.model) accepts either.
+    with COO and 62 ms dense (docs/performance.md). The encoder (edgegcl.nn.model) accepts either.
     """
     if x.layout == torch.sparse_csr or x.numel() == 0:
         return x

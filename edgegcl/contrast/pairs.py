@@ -1,6 +1,6 @@
 """The scheduled-pairs path: the loss's similarities for the active pairs only.
 
-The dense path (``edgegcl.loss.Similarities``) keeps three B x B similarity blocks with their
+The dense path (``edgegcl.contrast.loss.Similarities``) keeps three B x B similarity blocks with their
 gradients and gathers the scheduled logits from them, so a step costs about the same at every
 theta_max. Eq. 6's gradient only reaches the B x K active pairs, so here:
 
@@ -30,8 +30,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import FunctionCtx
 
-from edgegcl.loss import unit_rows
-from edgegcl.negatives import (
+from edgegcl.contrast.loss import unit_rows
+from edgegcl.contrast.negatives import (
     ActiveNegatives,
     CandidateRows,
     CandidateSample,
@@ -208,6 +208,6 @@ class PairSimilarities:
 
 
 def pair_similarities(h1: Tensor, h2: Tensor, tau: float) -> PairSimilarities:
-    """The scheduled-pairs counterpart of ``edgegcl.loss.similarities``."""
+    """The scheduled-pairs counterpart of ``edgegcl.contrast.loss.similarities``."""
     a, b = unit_rows(h1, h2, tau)
     return PairSimilarities(a, b, (torch.cat([b, a]), torch.cat([a, b])), tau)

@@ -15,21 +15,21 @@ import torch
 from torch_geometric.data import Data
 
 from edgegcl import __version__
-from edgegcl.authors_protocol import AUTHORS_LABEL
-from edgegcl.budget_search import format_table
+from edgegcl.evaluation.authors import AUTHORS_LABEL
+from edgegcl.budget.search import format_table
 from edgegcl.config import TrainConfig, build, load_toml, to_toml
 from edgegcl.errors import UsageError
-from edgegcl.export_cli import add_parser as add_export_parser
-from edgegcl.profiles import (
+from edgegcl.cli.export import add_parser as add_export_parser
+from edgegcl.budget.profiles import (
     DeviceProfile,
     add_profiles_parser,
     check_device_present,
     load_profile,
 )
-from edgegcl.run import auto_budget_line
+from edgegcl.training.run import auto_budget_line
 
 if TYPE_CHECKING:
-    from edgegcl.profiler import Calibration
+    from edgegcl.budget.profiler import Calibration
 
 _HELP = {
     "dataset": "Cora, CiteSeer, PubMed, DBLP, WikiCS, Amazon-Computers, Amazon-Photo, "
@@ -147,7 +147,7 @@ def _resume_values(args: argparse.Namespace, flags: dict[str, object]) -> dict[s
     if (run_dir / "metrics.json").exists() and epochs <= int(saved.get("epochs", defaults.epochs)):
         raise UsageError(f"{run_dir} is a finished run (metrics.json is written); pass a larger "
                          "--epochs to train on, or start a new run")
-    from edgegcl.state import read_state
+    from edgegcl.training.state import read_state
 
     for state in sorted(run_dir.glob("seed-*/state.pt")):  # unreadable state: say so first
         if not (state.parent / "result.pt").exists():
@@ -168,7 +168,7 @@ def _setup(args: argparse.Namespace) -> _Setup:
     allocator set to reuse freed pages (edgegcl.memory.reuse_freed_memory)."""
     from edgegcl.data import SyntheticSpec, load_graph
     from edgegcl.memory import reuse_freed_memory
-    from edgegcl.train import resolve_device
+    from edgegcl.training.step import resolve_device
 
     reuse_freed_memory()
 
@@ -194,8 +194,8 @@ def _setup(args: argparse.Namespace) -> _Setup:
 
 def _calibrate(s: _Setup, run_dir: Path) -> Calibration:
     """Run the profiler, print its table and choice, and keep it as RUN_DIR/profile.json."""
-    from edgegcl.profiler import calibrate
-    from edgegcl.state import write_atomic
+    from edgegcl.budget.profiler import calibrate
+    from edgegcl.training.state import write_atomic
 
     assert s.profile is not None
     print(f"edgegcl: profiling on {s.device} under profile {s.profile.name} "
@@ -213,8 +213,8 @@ def _calibrate(s: _Setup, run_dir: Path) -> Calibration:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from edgegcl.run import prepare_run_dir
-    from edgegcl.state import write_atomic
+    from edgegcl.training.run import prepare_run_dir
+    from edgegcl.training.state import write_atomic
 
     s = _setup(args)
     run_dir = prepare_run_dir(s.cfg.out, f"profile-{Path(s.cfg.dataset).stem}")
@@ -224,9 +224,9 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from edgegcl.profiler import pace_line
-    from edgegcl.run import Stopped, prepare_run_dir, run
-    from edgegcl.train import check_full_graph_memory, resolve_mode
+    from edgegcl.budget.profiler import pace_line
+    from edgegcl.training.run import Stopped, prepare_run_dir, run
+    from edgegcl.training.step import check_full_graph_memory, resolve_mode
 
     if args.auto_budget and not args.profile:
         raise UsageError("--auto-budget needs a device profile: add --profile NAME "
@@ -295,7 +295,7 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from edgegcl.curves import plot_run
+    from edgegcl.training.curves import plot_run
 
     print(plot_run(args.run_dir, args.out))
     return 0

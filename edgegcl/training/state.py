@@ -19,8 +19,8 @@ import torch
 from torch_geometric.loader import NodeLoader
 
 from edgegcl.errors import UsageError
-from edgegcl.negatives import ActiveNegatives, CandidateSample
-from edgegcl.train import NegativeSelector
+from edgegcl.contrast.negatives import ActiveNegatives, CandidateSample
+from edgegcl.training.step import NegativeSelector
 
 STATE_FORMAT = "edgegcl-seed-state-1"
 

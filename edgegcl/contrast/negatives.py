@@ -140,7 +140,7 @@ class CandidateSample:
     (positive and itself) when the sample holds them, otherwise the last columns of the
     sample, are left out, so every anchor's sample is a uniform random ``size``-subset of its
     candidates N_i. Sharing a sample within a block is what makes its similarities one dense
-    product (edgegcl.pairs); anchors in different blocks draw independently.
+    product (edgegcl.contrast.pairs); anchors in different blocks draw independently.
     """
 
     cols: Tensor
@@ -184,7 +184,7 @@ class ActiveNegatives:
     num_cand: int
     values: Tensor | None = None
     """The candidates' similarities at ``cols`` when they were drawn (no gradient), if kept:
-    the scheduled-pairs path (edgegcl.pairs) takes them as that step's forward values."""
+    the scheduled-pairs path (edgegcl.contrast.pairs) takes them as that step's forward values."""
     sample: CandidateSample | None = None
     """Sampled strata only: the candidate sample of each block of anchors the columns were
     drawn from (``cols[i]`` lies in anchor i's block's sample)."""
@@ -265,7 +265,7 @@ def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.devi
     """``select_active(stratify(candidates), counts, draw)``, anchors a block at a time.
 
     ``rows(start, stop)`` gives the candidate similarities of anchors ``start .. stop - 1``
-    (edgegcl.loss: slices of the dense blocks, or a product computed on demand). Blocks of
+    (edgegcl.contrast.loss: slices of the dense blocks, or a product computed on demand). Blocks of
     STRATIFY_BLOCK_ELEMENTS candidates (by device type) are stratified and drawn from one
     after another, so neither the B x 2B candidates nor the B x (2B - 2) pools need exist at
     once: the memory a step spends here is a block's plus the B x K active columns, which is

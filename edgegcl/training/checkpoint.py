@@ -15,7 +15,7 @@ from torch import Tensor
 from edgegcl import __version__
 from edgegcl.config import TrainConfig
 from edgegcl.errors import UsageError, first_line
-from edgegcl.model import GCNEncoder
+from edgegcl.nn.model import GCNEncoder
 
 FORMAT = "edgegcl-checkpoint-1"
 
@@ -23,7 +23,7 @@ FORMAT = "edgegcl-checkpoint-1"
 def save_checkpoint(path: Path, encoder_state: dict[str, Tensor], cfg: TrainConfig, in_dim: int,
                     seed: int, epoch: int) -> None:
     """Write encoder weights + config (+ provenance) to ``path`` (atomically)."""
-    from edgegcl.state import save_atomic
+    from edgegcl.training.state import save_atomic
 
     save_atomic({"format": FORMAT, "edgegcl_version": __version__, "config": cfg.to_dict(),
                 "in_dim": in_dim, "seed": seed, "epoch": epoch,

@@ -413,7 +413,7 @@ def hop_counts(edge_index: Tensor, num_nodes: int, batch_size: int, num_hops: in
 
 def with_hop_counts(batch: Data, num_hops: int) -> Data:
     """Give a PyG mini-batch ``num_sampled_nodes`` / ``num_sampled_edges`` when its sampler
-    did not (torch-sparse), so the encoder can trim layers (edgegcl.adjacency).
+    did not (torch-sparse), so the encoder can trim layers (edgegcl.nn.adjacency).
 
     When the batch is not laid out hop by hop, the counts say "seeds, then everything else",
     for which trimming computes the first layer on every node: still exact, only not lighter.

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.nn.inits import glorot
 
-from edgegcl.adjacency import LayerAdjacency, chunked_adjacency, gcn_adjacency
+from edgegcl.nn.adjacency import LayerAdjacency, chunked_adjacency, gcn_adjacency
 
 ACTIVATIONS = ("relu", "prelu", "elu", "rrelu")
 
@@ -108,8 +108,8 @@ class GCNEncoder(nn.Module):
 
         Without ``num_sampled_nodes``: of every node of the graph (x, edge_index). With a
         sampler's per-hop node counts (seeds first): of the seed nodes only, each layer
-        computed just for the nodes the next one reads (edgegcl.adjacency). ``feature_keep``
-        (view 1's column mask, edgegcl.augment) is applied to the first layer's weights.
+        computed just for the nodes the next one reads (edgegcl.nn.adjacency). ``feature_keep``
+        (view 1's column mask, edgegcl.nn.augment) is applied to the first layer's weights.
         """
         n = x.size(0)
         if num_sampled_nodes is None:

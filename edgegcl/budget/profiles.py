@@ -34,7 +34,7 @@ FIELDS = ("name", "description", "device", "memory_budget_gib", "headroom", "tar
           "batch_size_min", "batch_size_max")
 OPTIONAL = ("description",)
 
-_HERE = Path(__file__).resolve().parent
+_HERE = Path(__file__).resolve().parents[1]  # edgegcl/
 # Installed from a wheel, the profiles are package data (pyproject.toml maps the repository's
 # top-level profiles/ to edgegcl/device_profiles); in a checkout (editable install) they are
 # the repository's profiles/ itself.

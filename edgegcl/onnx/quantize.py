@@ -18,8 +18,8 @@ import torch
 from onnxruntime.quantization import QuantType, quantize_dynamic
 from torch_geometric.data import Data
 
-from edgegcl.evaluate import linear_probe, random_split
-from edgegcl.onnx_export import write_metadata
+from edgegcl.evaluation.probe import linear_probe, random_split
+from edgegcl.onnx.export import write_metadata
 from edgegcl_embed.contract import ModelMetadata
 from edgegcl_embed.runtime import EncoderSession
 
@@ -50,7 +50,7 @@ def int8_report(fp32_path: Path, int8_path: Path, data: Data, splits: int = 5) -
 
     Both models embed ``data``; the report has the file sizes and their ratio, the mean and
     minimum per-node cosine similarity of the INT8 embeddings to the fp32 ones, and, when
-    ``data`` has labels, the test micro-F1 of the linear probe (edgegcl.evaluate) on each,
+    ``data`` has labels, the test micro-F1 of the linear probe (edgegcl.evaluation.probe) on each,
     averaged over ``splits`` random 10/10/80 splits (the same splits for both).
     """
     x, edge_index = data.x.numpy(), data.edge_index.numpy()

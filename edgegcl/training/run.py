@@ -1,7 +1,7 @@
 """A training run: independent seeds, each trained and probed, the run directory, and the
 metrics over seeds.
 
-Per seed the loop trains (``edgegcl.engine.Trainer``), probes the frozen embeddings every
+Per seed the loop trains (``edgegcl.training.engine.Trainer``), probes the frozen embeddings every
 ``eval_every`` epochs, keeps the encoder whose validation micro-F1 is best, and writes that
 checkpoint, the HANS event log and the metrics.
 """
@@ -22,14 +22,14 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from edgegcl import __version__
-from edgegcl.augment import as_features
-from edgegcl.authors_protocol import AUTHORS_LABEL, AuthorsScore, authors_figure, authors_probe
-from edgegcl.checkpoint import save_checkpoint
+from edgegcl.nn.augment import as_features
+from edgegcl.evaluation.authors import AUTHORS_LABEL, AuthorsScore, authors_figure, authors_probe
+from edgegcl.training.checkpoint import save_checkpoint
 from edgegcl.config import TrainConfig, to_toml
-from edgegcl.curves import csv_text
-from edgegcl.engine import Trainer
+from edgegcl.training.curves import csv_text
+from edgegcl.training.engine import Trainer
 from edgegcl.errors import UsageError
-from edgegcl.evaluate import (
+from edgegcl.evaluation.probe import (
     ProbeScores,
     Selection,
     checkpoint_probe_split,
@@ -38,9 +38,9 @@ from edgegcl.evaluate import (
     select_checkpoint,
 )
 from edgegcl.memory import PeakMemory, current_bytes
-from edgegcl.negatives import CATEGORIES
+from edgegcl.contrast.negatives import CATEGORIES
 from edgegcl.progress import Progress
-from edgegcl.state import (
+from edgegcl.training.state import (
     STATE_FORMAT,
     load_loader_state,
     load_selector_state,
@@ -50,11 +50,11 @@ from edgegcl.state import (
     selector_state,
     write_atomic,
 )
-from edgegcl.train import resolve_mode, structure_loader
+from edgegcl.training.step import resolve_mode, structure_loader
 
 if TYPE_CHECKING:
-    from edgegcl.profiler import Calibration
-    from edgegcl.profiles import DeviceProfile
+    from edgegcl.budget.profiler import Calibration
+    from edgegcl.budget.profiles import DeviceProfile
 
 
 @dataclass
@@ -78,7 +78,7 @@ class SeedResult:
     @property
     def final_epoch_s(self) -> float:
         """Median epoch time over the last T_int epochs, which run in the schedule's final
-        state: the state the profiler predicts (edgegcl.profiler.reachable_eta)."""
+        state: the state the profiler predicts (edgegcl.budget.profiler.reachable_eta)."""
         return statistics.median(self.epoch_times[-self.T_int:])
 
 
@@ -391,7 +391,7 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
 
     ``auto_budget``: the profiler's calibration that chose ``cfg.theta_max`` and its profile;
     the metrics then compare its prediction with what training measured. ``stop``: polled
-    after every epoch (edgegcl.run.train_seed). ``resume``: continue the run in ``run_dir``:
+    after every epoch (edgegcl.training.run.train_seed). ``resume``: continue the run in ``run_dir``:
     finished seeds are kept, the others continue from their ``state.pt``.
     """
     write_atomic(run_dir / "config.toml", to_toml(cfg))

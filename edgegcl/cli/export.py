@@ -22,7 +22,7 @@ RUNS_DIR = Path("runs")  # where ``edgegcl train`` puts runs without --out (run.
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register the ``export`` subcommand."""
-    from edgegcl.onnx_export import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
+    from edgegcl.onnx.export import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
 
     p = sub.add_parser(
         "export", help="write a trained encoder to ONNX for torch-free inference",
@@ -106,8 +106,8 @@ def _training_graph(args: argparse.Namespace, cfg: TrainConfig) -> Data:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from edgegcl.checkpoint import load_checkpoint
-    from edgegcl.onnx_export import (MAX_OPSET, MIN_OPSET, ExportCheckError, check_against_torch,
+    from edgegcl.training.checkpoint import load_checkpoint
+    from edgegcl.onnx.export import (MAX_OPSET, MIN_OPSET, ExportCheckError, check_against_torch,
                                      export_encoder)
 
     if not MIN_OPSET <= args.opset <= MAX_OPSET:
@@ -136,7 +136,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
                             for c in checks)
         lines = [f"wrote {paths['fp32']} (fp32): onnxruntime vs torch {summary}"]
         if args.quantize:
-            from edgegcl.quantize import int8_report, quantize_int8
+            from edgegcl.onnx.quantize import int8_report, quantize_int8
 
             _log("quantising to int8 and comparing embeddings and micro-F1 with fp32")
             quantize_int8(staged["fp32"], staged["int8"])

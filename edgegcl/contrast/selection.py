@@ -1,0 +1,118 @@
+"""Negative selection: which of each anchor's candidates are active, kept between refreshes.
+
+``NegativeSelector`` decides when the strata are recomputed (a schedule change, or every
+``refresh_every`` steps) and how they are found (sampled or exact, edgegcl.contrast.negatives);
+the contrast (edgegcl.contrast.module) asks it for each step's active sets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from edgegcl.contrast.hans import HANS
+from edgegcl.contrast.loss import AnchorSimilarities
+from edgegcl.contrast.negatives import (
+    SAMPLE_MIN,
+    ActiveNegatives,
+    draw_sample,
+    negative_counts,
+    num_candidates,
+    pool_sizes,
+    sample_size,
+    schedule_negatives,
+    schedule_sampled,
+)
+
+__all__ = ["NegativeSelector"]
+
+
+class NegativeSelector:
+    """Keeps the active negatives between refreshes, and chooses how they are found.
+
+    Stratification is the costliest step of HANS, so it runs when the schedule changes (new
+    counts or a swap) and otherwise every ``refresh_every`` steps: T_int epochs in full-graph
+    mode, as the paper's complexity analysis assumes (strata recomputed at the T_int
+    checkpoints), and every batch in mini-batch mode, where candidates change. ``stratify``
+    is ``"sampled"`` (each anchor ranks a random sample of about as many candidates as it
+    uses, at least ``sample_min``, drawn with this selector's own generator, seeded with
+    ``seed``: edgegcl.contrast.negatives.schedule_sampled) or ``"exact"`` (all 2B - 2); sampled strata
+    whose sample would be every candidate are exact. Once every candidate is active
+    (theta_max = 1 at saturation) the loss no longer depends on the strata and a swap cannot
+    change the active set, so the strata stay as they were; they then only label the
+    per-category losses that are logged. On the scheduled-pairs path the drawn columns'
+    similarities come along only in the step that drew them; a kept active set is handed out
+    without them, and the loss recomputes them from that step's projections.
+    """
+
+    def __init__(self, ratios: dict[str, float], refresh_every: int, stratify: str = "sampled",
+                 sample_min: int = SAMPLE_MIN, seed: int = 0) -> None:
+        self.ratios, self.refresh_every = ratios, refresh_every
+        self.stratify, self.sample_min = stratify, sample_min
+        self.generator = torch.Generator().manual_seed(seed)
+        self._key: tuple[Any, ...] | None = None
+        self._active: tuple[ActiveNegatives, ActiveNegatives] | None = None
+
+    def reset(self) -> None:
+        """Forget the kept active sets: the next step stratifies afresh."""
+        self._key, self._active = None, None
+
+    def plan(self, num_anchors: int, hans: HANS) -> tuple[dict[str, int], int, bool]:
+        """(counts per category, candidates per anchor the strata rank or sample, whether the
+        per-category losses are wanted) for a batch of ``num_anchors`` in HANS's state.
+
+        Sampled strata rank ``sample_size`` candidates while HANS is still growing. Once it
+        is saturated every category uses its whole share, so the active set is the same
+        fraction of every pool: it is drawn as a uniform random sample of that many
+        candidates, each pool's share holding in expectation, with nothing ranked, and the
+        per-category losses, which HANS no longer reads, are not computed (docs/hans.md).
+        """
+        c = num_candidates(num_anchors)
+        counts = negative_counts(hans.fractions(), c, self.ratios)
+        if self.stratify != "sampled":
+            return counts, c, True
+        if hans.saturated:
+            size = sum(counts.values())
+            return (pool_sizes(size, self.ratios) if size < c else counts), size, False
+        return counts, sample_size(c, self.ratios, counts, self.sample_min), True
+
+    def touched(self, num_anchors: int, hans: HANS) -> int:
+        """Candidates per anchor a step's strata rank (sampled) or its loss uses (exact): what
+        the pairs path's cost follows (edgegcl.contrast.pairs.choose_logits)."""
+        counts, size, _ = self.plan(num_anchors, hans)
+        return size if self.stratify == "sampled" else sum(counts.values())
+
+    def get(self, sims: AnchorSimilarities, hans: HANS, epoch: int
+            ) -> tuple[ActiveNegatives, ActiveNegatives]:
+        counts, size, labels = self.plan(sims.num_anchors, hans)
+        c = num_candidates(sims.num_anchors)
+        if size == c and not labels and not sims.keeps_values:  # every candidate, no labels
+            every = ActiveNegatives(torch.empty(sims.num_anchors, 0, dtype=torch.long,
+                                                device=sims.device),
+                                    tuple(counts.values()), c, grouped=False)  # type: ignore[arg-type]
+            return every, every
+        key = (tuple(counts.values()), hans.draw, sims.num_anchors, labels)
+        if self._active is not None and self._active[0].complete and key[0] == self._key[0]:
+            return self._active  # type: ignore[return-value]
+        stale = (epoch - 1) % self.refresh_every == 0
+        if self._active is None or key != self._key or stale:
+            fresh = tuple(self._schedule(sims, d, counts, size, labels, hans.draw)
+                          for d in (0, 1))
+            # similarities of this step only: a later step recomputes its own
+            self._active = tuple(replace(a, values=None) for a in fresh)  # type: ignore[assignment]
+            self._key = key
+            return fresh  # type: ignore[return-value]
+        return self._active  # type: ignore[return-value]
+
+    def _schedule(self, sims: AnchorSimilarities, direction: int, counts: dict[str, int],
+                  size: int, labels: bool, draw: int) -> ActiveNegatives:
+        b, c = sims.num_anchors, num_candidates(sims.num_anchors)
+        if self.stratify == "sampled" and size < c:
+            sample = draw_sample(b, size, self.generator, sims.device)
+            return schedule_sampled(sims.candidate_values(direction), b, sims.device, self.ratios,
+                                    counts, draw, sample, keep_values=sims.keeps_values,
+                                    grouped=labels and direction == 0)  # the loss reads d 0's
+        return schedule_negatives(sims.candidate_rows(direction), b, sims.device, self.ratios,
+                                  counts, draw, keep_values=sims.keeps_values)

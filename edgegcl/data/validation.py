@@ -1,0 +1,90 @@
+"""The one shape contract every loaded graph meets (``validate_graph``)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch_geometric.data import Data
+
+from edgegcl.errors import UsageError
+
+
+def validate_graph(data: Data) -> Data:
+    """Check the shape contract every edgegcl graph must meet and normalise dtypes.
+
+    Returns a new ``Data`` holding only ``x`` (float32), ``edge_index`` (int64),
+    ``y`` (int64 or ``None``) and ``name``; extra attributes are dropped so that
+    downstream code never depends on dataset-specific fields.
+    """
+    name = str(getattr(data, "name", None) or "graph")
+    x = _tensor_attr(data, "x", name)
+    if x is None:
+        raise UsageError(f"{name}: has no node features x; store an [num_nodes, num_features] array as x")
+    if x.dim() != 2:
+        raise UsageError(f"{name}: x must be 2-D [num_nodes, num_features] but has shape {tuple(x.shape)}; reshape x")
+    if x.dtype.is_complex or x.dtype == torch.bool:
+        raise UsageError(f"{name}: x must hold real numbers but has dtype {x.dtype}; store x as float32")
+    n = x.size(0)
+    if n < 2:
+        raise UsageError(f"{name}: the graph has {n} node(s) (x has {n} rows); a graph needs at least two nodes")
+    if x.size(1) < 1:
+        raise UsageError(f"{name}: x has no feature columns; give every node at least one feature")
+    x = x.to(torch.float32)
+    # The sum is non-finite whenever an entry is, so the exact (memory-hungry) scan only
+    # runs when something may be wrong; it also clears sums that merely overflowed.
+    if not math.isfinite(float(x.sum())) and not bool(torch.isfinite(x).all()):
+        bad_row = int((~torch.isfinite(x)).any(dim=1).nonzero()[0, 0])
+        raise UsageError(f"{name}: x holds NaN or inf (first in row {bad_row}); replace non-finite features")
+
+    edge_index = _tensor_attr(data, "edge_index", name)
+    if edge_index is None:
+        raise UsageError(f"{name}: has no edge_index; store the edges as a [2, num_edges] integer array edge_index")
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise UsageError(
+            f"{name}: edge_index must have shape [2, num_edges] but has {tuple(edge_index.shape)}; "
+            "transpose or reshape it"
+        )
+    if not _is_integer(edge_index.dtype):
+        raise UsageError(f"{name}: edge_index must hold integers but has dtype {edge_index.dtype}; store it as int64")
+    edge_index = edge_index.to(torch.int64)
+    if edge_index.numel() > 0:
+        lo, hi = int(edge_index.min()), int(edge_index.max())
+        if lo < 0:
+            raise UsageError(f"{name}: edge_index holds negative node index {lo}; node indices must be 0..{n - 1}")
+        if hi >= n:
+            raise UsageError(
+                f"{name}: edge_index holds node {hi} but the graph has {n} nodes (x has {n} rows); fix the indices or x"
+            )
+
+    y = _tensor_attr(data, "y", name)
+    if y is not None:
+        if y.dim() != 1 or y.size(0) != n:
+            raise UsageError(
+                f"{name}: y must be 1-D with one label per node ({n}) but has shape {tuple(y.shape)}; "
+                "store one integer class per node"
+            )
+        if not _is_integer(y.dtype):
+            raise UsageError(f"{name}: y must hold integer class ids but has dtype {y.dtype}; store y as int64")
+        y = y.to(torch.int64)
+        if y.numel() > 0 and int(y.min()) < 0:
+            raise UsageError(f"{name}: y holds negative label {int(y.min())}; class ids must be 0, 1, 2, ...")
+
+    return Data(x=x, edge_index=edge_index, y=y, name=name)
+
+
+def _tensor_attr(data: Data, key: str, name: str) -> torch.Tensor | None:
+    """Fetch ``data[key]`` if present, insisting that it is a dense tensor."""
+    value = getattr(data, key, None)
+    if value is None:
+        return None
+    if not isinstance(value, torch.Tensor) or value.layout != torch.strided:
+        raise UsageError(
+            f"{name}: {key} must be a dense torch tensor, not {type(value).__name__}; convert it with torch.as_tensor"
+        )
+    return value
+
+
+def _is_integer(dtype: torch.dtype) -> bool:
+    """True for integer dtypes (bool excluded: it is never a valid index or class id)."""
+    return not dtype.is_floating_point and not dtype.is_complex and dtype != torch.bool

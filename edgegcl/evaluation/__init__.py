@@ -1,0 +1,1 @@
+"""Evaluation of frozen embeddings: the honest probe and the authors' protocol."""

@@ -1,0 +1,1 @@
+"""The network: views (augment), the normalised adjacency, the GCN encoder and head."""
