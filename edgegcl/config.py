@@ -40,7 +40,13 @@ DEVICES = ("auto", "cpu", "cuda")
 
 @dataclass
 class TrainConfig:
-    """Everything a training run depends on; saved as ``config.toml`` in the run directory."""
+    """Everything a training run depends on; saved as ``config.toml`` in the run directory.
+
+    Example:
+        >>> cfg = TrainConfig(theta_max=0.6, ratios="10,40,50")
+        >>> cfg.ratio_map()["hard"], cfg.model_config().hidden_dim
+        (0.4, 512)
+    """
 
     # data (the synthetic graph's defaults are SyntheticSpec's)
     dataset: str = "synthetic"

@@ -39,3 +39,18 @@ def test_readme_example_runs_as_written() -> None:
     assert [line.split(":")[0] for line in lines[:-1]] == [f"epoch {e}" for e in range(6)]
     micro = float(re.search(r"test_micro=([\d.]+)", lines[-1]).group(1))
     assert micro > 60.0  # 5 planted classes: chance is 20 %
+
+
+def test_public_objects_document_args_and_a_running_example() -> None:
+    """Every public object's docstring has an Example, and the examples run (doctest)."""
+    import doctest
+
+    for name in sorted(set(edgegcl.__all__) - {"__version__"}):
+        obj = getattr(edgegcl, name)
+        assert obj.__doc__ and "Example" in obj.__doc__, f"{name} has no Example"
+        finder = doctest.DocTestFinder(recurse=False)
+        runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+        module = sys.modules[obj.__module__]
+        for test in finder.find(obj, name, module=module, globs=dict(vars(module))):
+            result = runner.run(test)
+            assert result.failed == 0, f"{name}'s example failed"

@@ -53,6 +53,13 @@ class HANS:
     ``gamma`` (gate factor), ``b`` (base step), ``c_cat`` (per-step caps), ``eta_0``
     (bootstrap fraction), ``floor`` (per-category floor), ``swap_every`` (epochs between
     swaps after saturation; default T_int).
+
+    Example:
+        >>> hans = HANS(theta_max=0.6, T_init=2, T_int=2, e=1)
+        >>> for epoch in range(6):  # once per epoch, with that epoch's per-category losses
+        ...     events = hans.step({"hard": 2.0, "inter": 1.5, "easy": 1.0})
+        >>> hans.eta["hard"] > hans.eta_0
+        True
     """
 
     def __init__(self, theta_max: float = 1.0, theta_cat: Mapping[str, float] | None = None, *,

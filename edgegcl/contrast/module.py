@@ -61,6 +61,7 @@ class HANSContrast(nn.Module):
         seed: seed of the strata's random sample.
 
     Example:
+        >>> import torch
         >>> contrast = HANSContrast(HANS(theta_max=0.6), tau=0.5)
         >>> h1 = torch.randn(32, 16, requires_grad=True)
         >>> out = contrast(h1, torch.randn(32, 16))

@@ -62,6 +62,11 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
     :func:`default_data_root`); ``synthetic`` only matters for the generated graph.
     Names are matched case-insensitively, ignoring ``-``/``_``/spaces, and the aliases
     ``Computers``, ``Photo`` and ``CS`` are accepted.
+
+    Example:
+        >>> load_graph("synthetic", None).num_nodes
+        2000
+        >>> load_graph("Cora", "/path/to/datasets")  # doctest: +SKIP
     """
     if name is None or name.strip().lower() == "synthetic":
         return synthetic_graph(synthetic)

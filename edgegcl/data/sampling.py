@@ -319,6 +319,13 @@ def make_loader(
     seeded with ``seed``, so the seed order of every epoch is reproducible; the
     built-in sampler's neighbour draws are seeded with ``seed`` too, while ``"pyg"`` draws
     neighbours from pyg-lib / torch-sparse's own RNG (seed torch globally to pin those).
+
+    Example:
+        >>> from edgegcl.data import SyntheticSpec, synthetic_graph
+        >>> data = synthetic_graph(SyntheticSpec(num_nodes=300))
+        >>> batch = next(iter(make_loader(data, 64, [5, 5], sampler="builtin")))
+        >>> batch.batch_size, batch.x.size(0) >= 64
+        (64, True)
     """
     if sampler not in SAMPLERS:
         raise UsageError(f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")

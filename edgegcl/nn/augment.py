@@ -41,6 +41,11 @@ def remove_edges(edge_index: Tensor, p_edge: float, generator: torch.Generator) 
 
     The paper draws M_e entry-wise over the n x n adjacency, so the two directions of an
     undirected edge are dropped independently (as GRACE does); we keep that.
+
+    Example:
+        >>> edges = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
+        >>> remove_edges(edges, 0.0, torch.Generator()).shape
+        torch.Size([2, 4])
     """
     keep = _bernoulli_keep((edge_index.size(1),), p_edge, generator, edge_index.device)
     return edge_index[:, keep]
@@ -73,7 +78,13 @@ def column_keep(num_features: int, p_feature: float, generator: torch.Generator,
 
 
 def mask_columns(x: Tensor, p_feature: float, generator: torch.Generator) -> Tensor:
-    """Eq. 2, X_1 = X o nu_1: zero each feature column with probability ``p_feature``."""
+    """Eq. 2, X_1 = X o nu_1: zero each feature column with probability ``p_feature``.
+
+    Example:
+        >>> x = torch.ones(3, 4)
+        >>> mask_columns(x, 1.0, torch.Generator()).sum().item()
+        0.0
+    """
     keep = column_keep(x.size(1), p_feature, generator, x.device).to(x.dtype)
     if x.layout == torch.sparse_csr:
         return _with_values(x, x.values() * keep[x.col_indices()])

@@ -46,7 +46,12 @@ def make_activation(name: str, channels: int) -> nn.Module:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Layer sizes: in_dim -> hidden_dim -> out_dim (GCN), out_dim -> proj_dim -> out_dim (head)."""
+    """Layer sizes: in_dim -> hidden_dim -> out_dim (GCN), out_dim -> proj_dim -> out_dim (head).
+
+    Example:
+        >>> ModelConfig(hidden_dim=256, out_dim=128, proj_dim=128, activation="relu").out_dim
+        128
+    """
 
     hidden_dim: int = 512
     out_dim: int = 256
@@ -90,7 +95,14 @@ def aggregate_first(adj: LayerAdjacency, num_inputs: int, d_in: int, d_out: int)
 
 
 class GCNEncoder(nn.Module):
-    """f in the paper: two GCN layers (Eq. 4), each followed by the activation sigma."""
+    """f in the paper: two GCN layers (Eq. 4), each followed by the activation sigma.
+
+    Example:
+        >>> import torch
+        >>> enc = GCNEncoder(8, ModelConfig(16, 4, 4, "prelu"))
+        >>> enc(torch.randn(5, 8), torch.tensor([[0, 1, 2], [1, 2, 3]])).shape
+        torch.Size([5, 4])
+    """
 
     num_layers = 2
 
@@ -178,7 +190,15 @@ class ProjectionHead(nn.Module):
 
 
 class AdNGCL(nn.Module):
-    """Encoder f plus projection head g; ``forward`` gives embeddings, ``project`` the loss space."""
+    """Encoder f plus projection head g; ``forward`` gives embeddings, ``project`` the loss space.
+
+    Example:
+        >>> import torch
+        >>> model = AdNGCL(8, ModelConfig(16, 4, 4, "prelu"))
+        >>> x, edges = torch.randn(5, 8), torch.tensor([[0, 1, 2], [1, 2, 3]])
+        >>> model.project(model(x, edges)).shape, model.embed(x, edges).shape
+        (torch.Size([5, 4]), torch.Size([5, 4]))
+    """
 
     def __init__(self, in_dim: int, cfg: ModelConfig) -> None:
         super().__init__()
