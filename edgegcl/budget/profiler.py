@@ -11,7 +11,7 @@ never pays.)
 - latency, after warm-up: in full-graph mode the median step (one step is an epoch), plus the
   stratification, which runs every T_int epochs, amortised over T_int; in mini-batch mode the
   mean step times ceil(N / B), since an epoch is the sum of its steps and step times are skewed
-  by slow batches (the median under-predicted a 100k-node epoch on the H200 by 30 %);
+  by slow batches (the median under-predicts an epoch: docs/performance.md);
 - memory: peak above the level before the model is built (edgegcl.memory: CUDA allocator peak,
   or CPU RSS sampled with psutil).
 

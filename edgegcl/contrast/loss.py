@@ -101,7 +101,7 @@ class Similarities:
 
         For few columns per anchor (K < B / 4) each block is gathered separately, which avoids
         copying both blocks into one [B, 2B] matrix; for many, the copy plus one gather is
-        cheaper (on Cora with K = 2B - 2: 64 ms against 227 ms, docs/performance.md).
+        cheaper (measured in docs/performance.md, "Gathering the scheduled logits").
         """
         inter, intra = self.blocks(direction)
         b = inter.size(1)

@@ -80,8 +80,8 @@ STRATIFY_BLOCK_ELEMENTS = {"cpu": 1 << 18, "cuda": 1 << 22}
 rows per block = this / 2B. On a CPU 2^18 (1 MiB of floats) keeps a step's stratification
 temporaries near a few MiB at no cost in time (docs/performance.md). On a GPU every block
 waits for the device once (``nonzero`` sizes its output on the host), so blocks are 16x
-larger there: with 2^18, B = 4096 took 128 blocks per direction and an H200 epoch of the
-100k-node graph at theta_max = 0.1 went from 2.5 s to 6.7 s."""
+larger there: with the CPU's size, a large batch takes a hundred blocks per direction and
+the waits dominate the epoch (measured in docs/performance.md, "Numbers behind constants")."""
 
 
 def anchors_per_block(num_anchors: int, device: torch.device) -> int:

@@ -54,9 +54,9 @@ def remove_edges(edge_index: Tensor, p_edge: float, generator: torch.Generator) 
 def as_features(x: Tensor) -> Tensor:
     """``x`` as training input: sparse CSR when mostly zeros, else dense.
 
-    A sparse first layer multiplies only the nonzeros: on Cora (1.3 % nonzero, 512 hidden
-    units) the first layer's forward + backward per view takes 9 ms with CSR input, 40 ms
-    with COO and 62 ms dense (docs/performance.md). The encoder (edgegcl.nn.model) accepts either.
+    A sparse first layer multiplies only the nonzeros, and CSR beats COO and dense for
+    bag-of-words features (docs/performance.md, "Sparse first layer"). The encoder
+    (edgegcl.nn.model) accepts either.
     """
     if x.layout == torch.sparse_csr or x.numel() == 0:
         return x

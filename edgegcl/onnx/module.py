@@ -37,8 +37,8 @@ class _ScatterAddRows(torch.autograd.Function):
 
 class _SlopeMax(nn.Module):
     """PReLU with every slope a <= 1, as max(z, a z): equal, and onnxruntime's Mul + Max take
-    a third of the time of its PRelu kernel (82 vs 253 ms with the bias add, 100k x 512, one
-    thread)."""
+    about a third of the time of its PRelu kernel (docs/performance.md, "Numbers behind
+    constants")."""
 
     def __init__(self, slope: Tensor) -> None:
         super().__init__()

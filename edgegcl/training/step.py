@@ -42,8 +42,8 @@ Actor) and in mini-batches above (PubMed, DBLP, WikiCS, ...): the N x N terms of
 
 FULL_GRAPH_FLOATS_PER_PAIR = 32
 """Peak bytes / 4 per node pair of a full-graph step (similarity blocks, exponentials,
-gradients, the stratification's sort): 28 measured on Cora with every negative active, plus
-a margin (docs/performance.md)."""
+gradients, the stratification's sort), measured on Cora with every negative active, plus a
+margin (docs/performance.md, "Memory of a full-graph step")."""
 
 
 def resolve_device(name: str) -> torch.device:
