@@ -21,11 +21,14 @@ def clock(seconds: float) -> str:
 class Progress:
     """``update(done, text)`` shows ``label [####.....] done/total elapsed, ETA left | text``;
     ``close()`` ends it. ``done`` may be fractional (an epoch part-way through its batches):
-    the estimate of the time left is the mean time per unit so far, times the units left."""
+    the estimate of the time left is the mean time per unit so far, times the units left.
+    ``start``: units already done before this line began (a resumed run), left out of the
+    rate."""
 
     def __init__(self, total: int, label: str, stream: TextIO | None = None,
-                 every_s: float = 10.0, width: int = 24) -> None:
+                 every_s: float = 10.0, width: int = 24, start: float = 0.0) -> None:
         self.total, self.label, self.width, self.every_s = total, label, width, every_s
+        self.start = start
         self.stream = stream if stream is not None else sys.stderr
         self.tty = self.stream.isatty()
         self._start = time.monotonic()
@@ -40,8 +43,9 @@ class Progress:
         filled = int(self.width * done // max(self.total, 1))
         bar = "#" * filled + "." * (self.width - filled)
         elapsed = now - self._start
-        left = (f", ETA {clock(elapsed / done * (self.total - done))}" if 0 < done < self.total
-                else "")
+        rate_done = done - self.start
+        left = (f", ETA {clock(elapsed / rate_done * (self.total - done))}"
+                if 0 < rate_done and done < self.total else "")
         line = (f"{self.label} [{bar}] {int(done)}/{self.total} {clock(elapsed)}{left}"
                 + (f" | {text}" if text else ""))
         self._open = self.tty and done < self.total

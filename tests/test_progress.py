@@ -25,3 +25,17 @@ def test_progress_shows_the_time_left_from_the_pace_so_far(monkeypatch):
     first, last = out.getvalue().splitlines()
     assert first == "seed 1/1 [######..................] 2/10 0:30, ETA 1:30 | epoch 3: batch 1/2"
     assert last == "seed 1/1 [########################] 10/10 1:40 | done"
+
+
+def test_a_resumed_line_rates_only_the_units_done_since_it_began(monkeypatch) -> None:
+    import io
+
+    import edgegcl.progress as progress
+
+    now = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    out = io.StringIO()
+    bar = progress.Progress(100, "seed 1/1", stream=out, every_s=0.0, start=50)
+    now[0] = 10.0
+    bar.update(60)  # 10 epochs in 10 s: 40 left take 40 s
+    assert "60/100 0:10, ETA 0:40" in out.getvalue()

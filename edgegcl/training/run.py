@@ -177,7 +177,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
         times, peak = list(state["times"]), int(state["peak"])
         rows = list(state["rows"])
     start = trainer.epoch
-    bar = Progress(cfg.epochs, label)
+    bar = Progress(cfg.epochs, label, start=start)
     # the event log so far is HANS's own (it keeps every event); later ones are appended
     write_atomic(run_dir / "hans_events.jsonl",
                  "".join(json.dumps(asdict(ev)) + "\n" for ev in hans.events))
