@@ -154,15 +154,6 @@ def one_run(root: str, dataset: str, cell: str, seed: int, threads: int,
     }
 
 
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def _ms(runs: list[dict], key: str) -> str:
     if not runs:
         return "—"
@@ -299,6 +290,7 @@ def main() -> None:
     args = p.parse_args()
 
     from bench.machine import describe
+    from edgegcl.training.state import write_atomic
 
     datasets = args.datasets.split(",")
     cells = parse_cells(args.cells)

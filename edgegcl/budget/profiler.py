@@ -113,10 +113,7 @@ def reachable_eta(cfg: TrainConfig) -> dict[str, float]:
     (Eq. 9): no run's eta can be ahead of it, checkpoint for checkpoint. The step after the
     last epoch changes no epoch, so ``epochs - 1`` steps are taken.
     """
-    hans = make_hans(replace(cfg, b=1.0))
-    for _ in range(cfg.epochs - 1):
-        hans.step(dict.fromkeys(CATEGORIES, 1.0))
-    return dict(hans.eta)
+    return _equal_loss_eta(replace(cfg, b=1.0))
 
 
 def _equal_loss_eta(cfg: TrainConfig) -> dict[str, float]:

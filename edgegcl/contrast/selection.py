@@ -7,6 +7,7 @@ the contrast (edgegcl.contrast.module) asks it for each step's active sets.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 from typing import Any
 
@@ -17,6 +18,7 @@ from edgegcl.contrast.loss import AnchorSimilarities
 from edgegcl.contrast.negatives import (
     SAMPLE_MIN,
     ActiveNegatives,
+    CandidateSample,
     draw_sample,
     negative_counts,
     num_candidates,
@@ -58,6 +60,22 @@ class NegativeSelector:
     def reset(self) -> None:
         """Forget the kept active sets: the next step stratifies afresh."""
         self._key, self._active = None, None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The kept active sets and the sample stream, as tensors and plain values: what a
+        step between refreshes uses, so a restored selector continues exactly."""
+        active = self._active
+        return {"generator": self.generator.get_state(),
+                "key": None if self._key is None else list(self._key),
+                "active": None if active is None else [_active_to_dict(a) for a in active]}
+
+    def load_state_dict(self, state: dict[str, Any], device: torch.device | str = "cpu") -> None:
+        """Restore a ``state_dict()``; the kept active sets go to ``device``."""
+        self.generator.set_state(state["generator"])
+        self._key = None if state["key"] is None else tuple(
+            tuple(v) if isinstance(v, list) else v for v in state["key"])
+        self._active = None if state["active"] is None else tuple(  # type: ignore[assignment]
+            _active_from_dict(a, torch.device(device)) for a in state["active"])
 
     def plan(self, num_anchors: int, hans: HANS) -> tuple[dict[str, int], int, bool]:
         """(counts per category, candidates per anchor the strata rank or sample, whether the
@@ -116,3 +134,21 @@ class NegativeSelector:
                                     grouped=labels and direction == 0)  # the loss reads d 0's
         return schedule_negatives(sims.candidate_rows(direction), b, sims.device, self.ratios,
                                   counts, draw, keep_values=sims.keeps_values)
+
+
+def _active_to_dict(active: ActiveNegatives) -> dict[str, Any]:
+    out = {f.name: getattr(active, f.name) for f in dataclasses.fields(active)}
+    if active.sample is not None:
+        out["sample"] = {f.name: getattr(active.sample, f.name)
+                         for f in dataclasses.fields(active.sample)}
+    out["sizes"] = list(active.sizes)
+    return out
+
+
+def _active_from_dict(raw: dict[str, Any], device: torch.device) -> ActiveNegatives:
+    raw = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in raw.items()}
+    if raw.get("sample") is not None:
+        sample = dict(raw["sample"])
+        raw["sample"] = CandidateSample(**{**sample, "cols": sample["cols"].to(device)})
+    raw["sizes"] = tuple(raw["sizes"])
+    return ActiveNegatives(**raw)

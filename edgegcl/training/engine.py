@@ -4,7 +4,7 @@
 augmentation stream from a configuration, and runs steps and epochs with them; ``edgegcl
 train``, the resource profiler and the benchmarks all train through it, so there is one place
 where a step is assembled. Its ``state_dict()`` holds every piece of that state (weights,
-optimiser moments, HANS with its loss history, the selector's stream, the augmentation
+optimiser moments, HANS with its loss history, the selector's kept strata and stream, the augmentation
 stream and the epoch count), in the manner of ``torch.optim.lr_scheduler``.
 """
 
@@ -137,16 +137,14 @@ class Trainer:
         ``copy.deepcopy``) it before training on."""
         return {"epoch": self.epoch, "model": self.model.state_dict(),
                 "optimizer": self.optimizer.state_dict(), "hans": self.hans.state_dict(),
-                "selector_generator": self.selector.generator.get_state(),
+                "selector": self.selector.state_dict(),
                 "generator": self.generator.get_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a ``state_dict()``; the selector's cached strata are dropped and refreshed
-        by the next step."""
+        """Restore a ``state_dict()``, the selector's kept strata included."""
         self.epoch = int(state["epoch"])
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.hans.load_state_dict(state["hans"])
-        self.selector.generator.set_state(state["selector_generator"])
-        self.selector.reset()
+        self.selector.load_state_dict(state["selector"], self.device)
         self.generator.set_state(state["generator"])

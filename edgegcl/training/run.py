@@ -43,11 +43,9 @@ from edgegcl.progress import Progress
 from edgegcl.training.state import (
     STATE_FORMAT,
     load_loader_state,
-    load_selector_state,
     loader_state,
     read_state,
     save_atomic,
-    selector_state,
     write_atomic,
 )
 from edgegcl.training.step import resolve_mode, structure_loader
@@ -152,7 +150,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
         save_atomic({
             "format": STATE_FORMAT, "config": cfg.to_dict(), "seed": seed,
             "epoch": trainer.epoch, "trainer": trainer.state_dict(),
-            "selector": selector_state(trainer.selector), "loader": loader_state(loader),
+            "loader": loader_state(loader),
             "global_rng": torch.get_rng_state(),
             "history": [[e, asdict(sc)] for e, sc in history],
             "authors": [[e, asdict(a)] for e, a in authors],
@@ -166,7 +164,6 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
             raise UsageError(f"{run_dir / 'state.pt'} belongs to seed {state['seed']}, not "
                              f"{seed}; remove it to restart this seed")
         trainer.load_state_dict(state["trainer"])
-        load_selector_state(trainer.selector, state["selector"], device)
         load_loader_state(loader, state["loader"])
         torch.set_rng_state(state["global_rng"])
         history = [(e, ProbeScores(**sc)) for e, sc in state["history"]]

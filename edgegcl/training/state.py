@@ -10,7 +10,6 @@ checkpoint), as plain tensors and Python values: ``torch.load(weights_only=True)
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -19,8 +18,6 @@ import torch
 from torch_geometric.loader import NodeLoader
 
 from edgegcl.errors import UsageError
-from edgegcl.contrast.negatives import ActiveNegatives, CandidateSample
-from edgegcl.training.step import NegativeSelector
 
 STATE_FORMAT = "edgegcl-seed-state-1"
 
@@ -55,42 +52,6 @@ def write_atomic(path: Path, text: str) -> None:
 def save_atomic(obj: Any, path: Path) -> None:
     """``torch.save(obj)`` to ``path`` atomically."""
     _replace_atomically(path, lambda fh: torch.save(obj, fh))
-
-
-def _active_to_dict(active: ActiveNegatives) -> dict[str, Any]:
-    out = {f.name: getattr(active, f.name) for f in dataclasses.fields(active)}
-    if active.sample is not None:
-        out["sample"] = {f.name: getattr(active.sample, f.name)
-                         for f in dataclasses.fields(active.sample)}
-    out["sizes"] = list(active.sizes)
-    return out
-
-
-def _active_from_dict(raw: dict[str, Any], device: torch.device) -> ActiveNegatives:
-    raw = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in raw.items()}
-    if raw.get("sample") is not None:
-        sample = dict(raw["sample"])
-        raw["sample"] = CandidateSample(**{**sample, "cols": sample["cols"].to(device)})
-    raw["sizes"] = tuple(raw["sizes"])
-    return ActiveNegatives(**raw)
-
-
-def selector_state(selector: NegativeSelector) -> dict[str, Any]:
-    """The selector's kept strata and stream: what a full-graph step between refreshes uses."""
-    active = selector._active
-    return {"generator": selector.generator.get_state(),
-            "key": None if selector._key is None else list(selector._key),
-            "active": None if active is None else [_active_to_dict(a) for a in active]}
-
-
-def load_selector_state(selector: NegativeSelector, state: dict[str, Any],
-                        device: torch.device | str = "cpu") -> None:
-    """Restore ``selector_state``; the kept strata go to ``device``."""
-    selector.generator.set_state(state["generator"])
-    selector._key = None if state["key"] is None else tuple(
-        tuple(v) if isinstance(v, list) else v for v in state["key"])
-    selector._active = None if state["active"] is None else tuple(  # type: ignore[assignment]
-        _active_from_dict(a, torch.device(device)) for a in state["active"])
 
 
 def loader_state(loader: NodeLoader | None) -> dict[str, Any]:
