@@ -115,7 +115,7 @@ def paper_figure(dataset: str, cell: str, preset_theta: float, preset_ratios: st
 
 
 def one_run(root: str, dataset: str, cell: str, seed: int, threads: int,
-            epochs: int | None) -> dict[str, Any]:
+            epochs: int | None, device: str = "cpu") -> dict[str, Any]:
     """One seed of one cell, in a worker process: the record the JSON keeps."""
     import torch
 
@@ -134,7 +134,8 @@ def one_run(root: str, dataset: str, cell: str, seed: int, threads: int,
     data = load_graph(dataset, root)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        r = train_seed(data, cfg, seed, torch.device("cpu"), Path(tmp), f"{dataset} {cell} {seed}")
+        r = train_seed(data, cfg, seed, torch.device(device), Path(tmp),
+                       f"{dataset} {cell} {seed}")
     wall = time.perf_counter() - t0
     assert r.selection is not None and r.authors
     a_epoch, a = authors_figure(r.authors)
@@ -151,6 +152,7 @@ def one_run(root: str, dataset: str, cell: str, seed: int, threads: int,
         "epoch_s_mean": statistics.fmean(r.epoch_times),
         "final_eta": r.final_eta, "final_used_fraction": used,
         "saturated_at_epoch": r.saturated_at, "wall_s": wall, "threads": threads,
+        "device": device,
     }
 
 
@@ -159,6 +161,15 @@ def _ms(runs: list[dict], key: str) -> str:
         return "—"
     values = [r[key] for r in runs]
     return f"{statistics.fmean(values):.2f} ± {statistics.pstdev(values):.2f}"
+
+
+def _epoch_ms(runs: list[dict]) -> str:
+    """Mean epoch ms per device the cell's runs used (CPU and GPU times do not mix)."""
+    by_device: dict[str, list[float]] = {}
+    for r in runs:
+        by_device.setdefault(r.get("device", "cpu"), []).append(1000 * r["epoch_s_mean"])
+    return ", ".join(f"{statistics.fmean(v):.0f} ({d})" for d, v in sorted(by_device.items())) \
+        or "—"
 
 
 def report(records: list[dict], invocations: list[dict[str, Any]], name: str,
@@ -201,8 +212,7 @@ def report(records: list[dict], invocations: list[dict[str, Any]], name: str,
                 f"{_ms(runs, 'honest_test_micro_f1')} | {_ms(runs, 'authors_test_micro_f1')} | "
                 + (f"{statistics.fmean(gap):+.2f}" if gap else "—") + " | "
                 + (f"{paper:.2f}" if paper is not None else "—") + " | "
-                + (f"{1000 * statistics.fmean(r['epoch_s_mean'] for r in runs):.0f}"
-                   if runs else "—") + " | "
+                + _epoch_ms(runs) + " | "
                 + (f"{statistics.fmean(r['final_used_fraction'] for r in runs):.2f}"
                    if runs else "—") + " |")
         ms = PAPER_EPOCH_MS.get(ds)
@@ -283,6 +293,8 @@ def main() -> None:
     p.add_argument("--preset-seeds", type=int, default=5, help="seeds of the preset cell")
     p.add_argument("--epochs", type=int, default=None, help="override the presets' 2000")
     p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--device", default="cpu",
+                   help="cpu or cuda; on a GPU, --jobs runs share it (small graphs leave it idle)")
     p.add_argument("--resume", action="store_true", help="keep the JSON's runs, skip them")
     p.add_argument("--name", default="paper-tables")
     p.add_argument("--report-only", action="store_true",
@@ -344,7 +356,8 @@ def main() -> None:
     print(f"paper_tables: {len(tasks)} runs to do, {args.jobs} at a time", flush=True)
     done_walls: list[float] = []
     with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(one_run, args.root, ds, cell, seed, threads, args.epochs):
+        futures = {pool.submit(one_run, args.root, ds, cell, seed, threads, args.epochs,
+                               args.device):
                    (ds, cell, seed) for ds, cell, seed in tasks}
         for i, fut in enumerate(as_completed(futures), start=1):
             rec = fut.result()
