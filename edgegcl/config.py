@@ -22,6 +22,7 @@ from edgegcl.contrast.negatives import SAMPLE_MIN, STRATIFY
 from edgegcl.contrast.pairs import LOGITS
 from edgegcl.data.sampling import SAMPLERS
 from edgegcl.data.synthetic import SyntheticSpec
+from edgegcl.training.distributed import BACKENDS, NEGATIVES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -69,6 +70,10 @@ class TrainConfig:
     eval_every: int = 20
     checkpoint_every: int = 0
     protocol: str = "honest"
+    # several processes under torchrun (edgegcl.training.distributed)
+    negatives: str = "local"
+    dist_backend: str = "auto"
+    dist_timeout: float = 900.0
     # optimisation and model
     lr: float = 5e-4
     weight_decay: float = 1e-5
@@ -225,6 +230,11 @@ def validate(cfg: TrainConfig) -> None:
          f"--protocol must be one of {', '.join(PROTOCOLS)}, got {cfg.protocol!r}")
     need(cfg.scheduler in SCHEDULERS,
          f"--scheduler must be one of {', '.join(SCHEDULERS)}, got {cfg.scheduler!r}")
+    need(cfg.negatives in NEGATIVES,
+         f"--negatives must be one of {', '.join(NEGATIVES)}, got {cfg.negatives!r}")
+    need(cfg.dist_backend in BACKENDS,
+         f"--dist-backend must be one of {', '.join(BACKENDS)}, got {cfg.dist_backend!r}")
+    need(cfg.dist_timeout > 0, f"--dist-timeout must be > 0 seconds, got {cfg.dist_timeout}")
     need(cfg.logits in LOGITS, f"--logits must be one of {', '.join(LOGITS)}, got {cfg.logits!r}")
     need(cfg.stratify in STRATIFY,
          f"--stratify must be one of {', '.join(STRATIFY)}, got {cfg.stratify!r}")

@@ -23,10 +23,12 @@ class Progress:
     ``close()`` ends it. ``done`` may be fractional (an epoch part-way through its batches):
     the estimate of the time left is the mean time per unit so far, times the units left.
     ``start``: units already done before this line began (a resumed run), left out of the
-    rate."""
+    rate. ``enabled=False`` shows nothing (ranks other than 0 under torchrun)."""
 
     def __init__(self, total: int, label: str, stream: TextIO | None = None,
-                 every_s: float = 10.0, width: int = 24, start: float = 0.0) -> None:
+                 every_s: float = 10.0, width: int = 24, start: float = 0.0,
+                 enabled: bool = True) -> None:
+        self.enabled = enabled
         self.total, self.label, self.width, self.every_s = total, label, width, every_s
         self.start = start
         self.stream = stream if stream is not None else sys.stderr
@@ -37,6 +39,8 @@ class Progress:
 
     def update(self, done: float, text: str = "") -> None:
         now = time.monotonic()
+        if not self.enabled:
+            return
         if not self.tty and now - self._last < self.every_s and done < self.total:
             return
         self._last = now

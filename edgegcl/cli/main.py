@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -26,6 +27,15 @@ from edgegcl.budget.profiles import (
     check_device_present,
     load_profile,
 )
+from edgegcl.training.distributed import (
+    QuietUsageError,
+    RankLost,
+    launched,
+    on_main,
+    share_graph,
+    start,
+)
+from edgegcl.training.distributed import stop as stop_world
 from edgegcl.training.run import auto_budget_line
 
 if TYPE_CHECKING:
@@ -44,7 +54,12 @@ _HELP = {
     "epochs": "training epochs per seed",
     "seeds": "independent runs, each with its own split and initialisation",
     "out": "run directory to create ('': runs/DATASET-TIMESTAMP)",
-    "device": "auto, cpu, cuda or cuda:N",
+    "device": "auto, cpu, cuda or cuda:N (under torchrun: each rank's GPU is LOCAL_RANK)",
+    "negatives": "under torchrun: local (each rank contrasts its batch) or global (every "
+                 "rank's anchors are candidates, as one process with the world's batch)",
+    "dist_backend": "under torchrun: auto (nccl on CUDA, gloo on the CPU), gloo or nccl",
+    "dist_timeout": "under torchrun: seconds a collective waits for the other ranks before "
+                    "the run stops (a rank that died or hangs)",
     "eval_every": "epochs between linear-probe checkpoints",
     "checkpoint_every": "epochs between saves of each seed's full state for --resume "
                         "(0: every probe)",
@@ -233,44 +248,74 @@ def _cmd_train(args: argparse.Namespace) -> int:
                          "(see 'edgegcl profiles')")
     s = _setup(args)
     cfg, data = s.cfg, s.data
+    world = None
+    if launched():
+        world = start(cfg.dist_backend, cfg.device, cfg.dist_timeout, cfg.negatives)
+        if resolve_mode(cfg.mode, data.num_nodes) != "minibatch":
+            raise UsageError("under torchrun edgegcl trains mini-batches, each rank a shard of "
+                             "every epoch's seed nodes; add --mode minibatch")
+        s.device, data = world.device, share_graph(data, world)
+        s.data = data
+    main = world is None or world.is_main
     if resolve_mode(cfg.mode, data.num_nodes) == "full":
         check_full_graph_memory(data.num_nodes, s.device)
-    run_dir = Path(args.resume) if args.resume else prepare_run_dir(cfg.out, cfg.dataset)
+    run_dir = on_main(world, lambda: Path(args.resume) if args.resume
+                       else prepare_run_dir(cfg.out, cfg.dataset))
     cal = None
-    if args.auto_budget:
-        cal = _calibrate(s, run_dir)
+    if args.auto_budget:  # measured on rank 0's device, its choice used by every rank
+        cal = on_main(world, lambda: _calibrate(s, run_dir))
         cfg = replace(cfg, theta_max=cal.chosen, batch_size=cal.batch_size, logits=cal.logits)
-        print(f"edgegcl: training with theta_max = {cal.chosen:.2f}"
-              + (f", batch size {cal.batch_size}" if cal.mode == "minibatch" else "")
-              + f", {cal.logits} logits", file=sys.stderr)
+        if main:
+            print(f"edgegcl: training with theta_max = {cal.chosen:.2f}"
+                  + (f", batch size {cal.batch_size}" if cal.mode == "minibatch" else "")
+                  + f", {cal.logits} logits", file=sys.stderr)
     pace = pace_line(cfg)
-    if pace is not None:
+    if pace is not None and main:
         print(f"edgegcl: {pace}", file=sys.stderr)
-    print(f"edgegcl: training on {data.name} ({data.num_nodes} nodes, "
-          f"{data.edge_index.size(1)} edges), {cfg.seeds} seed(s); run directory {run_dir}",
-          file=sys.stderr)
+    if main:
+        ranks = "" if world is None else (f", {world.size} processes ({world.negatives} "
+                                          f"negatives, {cfg.batch_size} seeds per rank)")
+        print(f"edgegcl: training on {data.name} ({data.num_nodes} nodes, "
+              f"{data.edge_index.size(1)} edges), {cfg.seeds} seed(s){ranks}; run directory "
+              f"{run_dir}", file=sys.stderr)
     signals: list[int] = []
 
     def stop_after_epoch(signum: int, frame: object) -> None:
-        if signals:  # a second signal: stop now, without saving
-            raise KeyboardInterrupt
+        if signals:
+            if world is not None:  # Ctrl-C reaches every rank, then torchrun's SIGTERM
+                return
+            raise KeyboardInterrupt  # a second signal: stop now, without saving
         signals.append(signum)
-        print("\nedgegcl: stopping after this epoch, once its state is saved (signal again to "
-              "stop at once)", file=sys.stderr)
+        if main:
+            print("\nedgegcl: stopping after this epoch, once its state is saved"
+                  + (" (signal again to stop at once)" if world is None else ""),
+                  file=sys.stderr)
 
     previous = {sig: signal.signal(sig, stop_after_epoch)
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         metrics = run(cfg, data, run_dir, s.device,
                       auto_budget=(cal, s.profile) if cal is not None else None,
-                      stop=lambda: bool(signals), resume=bool(args.resume))
+                      stop=lambda: bool(signals), resume=bool(args.resume), world=world)
     except Stopped as stopped:
-        print(f"edgegcl: stopped after epoch {stopped.epoch} of seed {stopped.seed}; state "
-              f"saved; continue with: edgegcl train --resume {run_dir}", file=sys.stderr)
-        return 128 + signals[0]
+        if main:
+            again = "edgegcl train" if world is None else "torchrun ... -m edgegcl train"
+            print(f"edgegcl: stopped after epoch {stopped.epoch} of seed {stopped.seed}; state "
+                  f"saved; continue with: {again} --resume {run_dir}", file=sys.stderr)
+        return 128 + (signals[0] if signals else signal.SIGTERM)
+    except RuntimeError as exc:  # a collective failed: gloo / NCCL raise RuntimeErrors
+        if world is None:
+            raise
+        lost = exc if isinstance(exc, RankLost) else world.lost(exc)
+        print(f"edgegcl: error: {lost}; the last saved state is kept: continue with torchrun "
+              f"... -m edgegcl train --resume {run_dir}", file=sys.stderr)
+        return 1
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        stop_world()
+    if not main:
+        return 0
     summary = metrics["summary"]
     if "test_micro_f1" in summary:
         t = summary["test_micro_f1"]
@@ -314,7 +359,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except UsageError as exc:
-        print(f"edgegcl: error: {exc}", file=sys.stderr)
+        # under torchrun rank 0 speaks for all: every rank meets the same bad input
+        if not isinstance(exc, QuietUsageError) and os.environ.get("RANK", "0") == "0":
+            print(f"edgegcl: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("edgegcl: interrupted", file=sys.stderr)

@@ -308,6 +308,7 @@ def make_loader(
     shuffle: bool = True,
     seed: int = 0,
     input_nodes: Tensor | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> NodeLoader:
     """Mini-batch loader over seed nodes with per-hop neighbour sampling.
 
@@ -319,6 +320,9 @@ def make_loader(
     seeded with ``seed``, so the seed order of every epoch is reproducible; the
     built-in sampler's neighbour draws are seeded with ``seed`` too, while ``"pyg"`` draws
     neighbours from pyg-lib / torch-sparse's own RNG (seed torch globally to pin those).
+    ``shard = (rank, world_size)``: this process's share of every epoch's seeds under
+    data-parallel training (:class:`ShardedIndices`); its neighbour draws are seeded apart
+    from the other ranks' while the seed order is the one all ranks share.
 
     Example:
         >>> from edgegcl.data import SyntheticSpec, synthetic_graph
@@ -342,7 +346,18 @@ def make_loader(
     generator = torch.Generator().manual_seed(int(seed))
     num_seeds = num_nodes if input_nodes is None else (
         int(input_nodes.sum()) if input_nodes.dtype == torch.bool else input_nodes.numel())
-    order = {"sampler": ShuffledIndices(num_seeds, generator)} if shuffle else {}
+    if shard is not None:
+        rank, world = shard
+        if not 0 <= rank < world:
+            raise UsageError(f"shard rank must lie in [0, {world}), got {rank}")
+        if num_seeds < world:
+            raise UsageError(f"{world} processes need at least {world} seed nodes, the graph "
+                             f"has {num_seeds}; start fewer processes (--nproc-per-node)")
+        order = {"sampler": ShardedIndices(num_seeds, generator, rank, world, batch_size,
+                                           shuffle)}
+        seed = seed + SHARD_SEED_STRIDE * rank  # own neighbour draws, same seed order
+    else:
+        order = {"sampler": ShuffledIndices(num_seeds, generator)} if shuffle else {}
     if sampler == "pyg":
         if not pyg_sampler_available():
             raise UsageError(
@@ -385,6 +400,56 @@ class ShuffledIndices(Sampler[int]):
 
     def __len__(self) -> int:
         return self.n
+
+
+SHARD_SEED_STRIDE = 1_000_003
+"""Rank r's neighbour sampler is seeded ``seed + SHARD_SEED_STRIDE * r``: rank 0 draws as a
+single process would."""
+
+
+class ShardedIndices(Sampler[int]):
+    """One rank's share of every epoch's seed order under data-parallel training.
+
+    All ranks draw the same permutation (one generator seeded alike) and cut it into global
+    batches of ``world * batch_size`` seeds; rank r takes the r-th ``batch_size`` of each, so
+    global batch k holds exactly the seeds a single process with batch ``world * batch_size``
+    would see at step k. The last, partial global batch is split evenly: each rank takes
+    ceil(R / world) of its R seeds, the permutation wrapping around for at most world - 1 of
+    them. Every rank so runs the same number of steps with equal batch sizes (collectives
+    never wait on a rank that has run out), and an epoch visits every seed.
+
+    Example:
+        >>> g = torch.Generator().manual_seed(0)
+        >>> shards = [list(ShardedIndices(10, torch.Generator().manual_seed(0), r, 2, 3))
+        ...           for r in (0, 1)]
+        >>> [len(s) for s in shards], sorted(set(shards[0] + shards[1])) == list(range(10))
+        ([5, 5], True)
+    """
+
+    def __init__(self, n: int, generator: torch.Generator, rank: int, world: int,
+                 batch_size: int, shuffle: bool = True) -> None:
+        self.n, self.generator, self.shuffle = n, generator, shuffle
+        self.rank, self.world, self.batch_size = rank, world, batch_size
+        full, rest = divmod(n, world * batch_size)
+        self.full_steps, self.last = full, -(-rest // world)
+
+    def _mine(self, order: Tensor) -> Tensor:
+        w, b = self.world, self.batch_size
+        head = order[: self.full_steps * w * b].view(self.full_steps, w, b)[:, self.rank]
+        tail = order[self.full_steps * w * b:]
+        if self.last:
+            tail = torch.cat([tail, order[: self.last * w - tail.numel()]])
+            tail = tail.view(w, self.last)[self.rank]
+        return torch.cat([head.reshape(-1), tail])
+
+    def __iter__(self) -> Iterator[int]:
+        order = (torch.randperm(self.n, generator=self.generator) if self.shuffle
+                 else torch.arange(self.n))
+        for block in self._mine(order).split(ShuffledIndices.BLOCK):
+            yield from block.tolist()
+
+    def __len__(self) -> int:
+        return self.full_steps * self.batch_size + self.last
 
 
 def _leading_true(mask: Tensor) -> int:

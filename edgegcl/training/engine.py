@@ -24,6 +24,7 @@ from edgegcl.contrast.loss import LossOutput
 from edgegcl.nn.model import AdNGCL
 from edgegcl.contrast.negatives import CATEGORIES
 from edgegcl.phases import PhaseClock
+from edgegcl.training.distributed import World
 from edgegcl.training.step import (
     NegativeSelector,
     batch_inputs,
@@ -33,6 +34,10 @@ from edgegcl.training.step import (
 )
 
 __all__ = ["EpochResult", "Trainer"]
+
+AUGMENT_SEED_STRIDE = 7919
+"""Rank r's augmentation stream is seeded ``seed + AUGMENT_SEED_STRIDE * r`` (rank 0 as a
+single process)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,9 @@ class Trainer:
         mode: ``"full"`` (the whole graph is one batch) or ``"minibatch"``.
         device: where the model and the steps run.
         seed: seed of the initialisation and of every random stream.
+        world: this rank's place under torchrun (edgegcl.training.distributed): the model is
+            wrapped in ``DistributedDataParallel``, the epoch's losses are averaged over the
+            ranks before HANS reads them, and rank r's augmentation stream is seeded apart.
 
     Example:
         >>> from edgegcl.data import SyntheticSpec, synthetic_graph
@@ -70,10 +78,13 @@ class Trainer:
     """
 
     def __init__(self, cfg: TrainConfig, in_dim: int, *, mode: str = "full",
-                 device: torch.device | str = "cpu", seed: int = 0) -> None:
+                 device: torch.device | str = "cpu", seed: int = 0,
+                 world: World | None = None) -> None:
         if mode not in ("full", "minibatch"):
             raise ValueError(f"mode must be 'full' or 'minibatch', got {mode!r}")
-        self.cfg, self.mode, self.device = cfg, mode, torch.device(device)
+        if world is not None and mode == "full":
+            raise ValueError("data-parallel training shards mini-batches; use mode='minibatch'")
+        self.cfg, self.mode, self.device, self.world = cfg, mode, torch.device(device), world
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.model = AdNGCL(in_dim, cfg.model_config()).to(self.device)
@@ -81,7 +92,17 @@ class Trainer:
                                           weight_decay=cfg.weight_decay)
         self.hans: HANS = make_hans(cfg)
         self.selector: NegativeSelector = make_selector(cfg, mode, seed)
-        self.generator = torch.Generator(device=self.device).manual_seed(seed)
+        rank = 0 if world is None else world.rank
+        self.generator = torch.Generator(device=self.device).manual_seed(
+            seed + AUGMENT_SEED_STRIDE * rank)
+        self.net: torch.nn.Module = self.model
+        if world is not None:
+            from torch.nn.parallel import DistributedDataParallel
+
+            # both views' encoder passes run through the wrapper; the head's gradients are
+            # averaged by the same hooks
+            self.net = DistributedDataParallel(
+                self.model, device_ids=[self.device] if self.device.type == "cuda" else None)
         self.epoch = 0  # epochs completed
 
     def step(self, x: Tensor, edge_index: Tensor, num_sampled_nodes: Sequence[int] | None = None,
@@ -94,9 +115,9 @@ class Trainer:
         the step's phases (edgegcl.phases).
         """
         self.model.train()
-        return training_step(self.model, self.optimizer, x, edge_index, num_sampled_nodes,
+        return training_step(self.net, self.optimizer, x, edge_index, num_sampled_nodes,
                              self.cfg, self.generator, self.selector, self.hans,
-                             self.epoch + 1 if step is None else step, rows, clock)
+                             self.epoch + 1 if step is None else step, rows, clock, self.world)
 
     def end_epoch(self, category: dict[str, float]) -> list[HANSEvent]:
         """Hand the epoch's per-category losses to HANS (Algorithm 1) and count the epoch."""
@@ -129,7 +150,12 @@ class Trainer:
             if on_batch is not None:
                 on_batch(i, len(loader), loss_sum / anchors)
         category = {c: v / anchors for c, v in cat_sum.items()}
-        return EpochResult(loss_sum / anchors, category, self.end_epoch(category))
+        loss = loss_sum / anchors
+        if self.world is not None:  # one decision for every rank: anchor-weighted means
+            both = self.world.weighted_mean({**category, "_loss": loss}, anchors)
+            loss = both.pop("_loss")
+            category = both
+        return EpochResult(loss, category, self.end_epoch(category))
 
     def state_dict(self) -> dict[str, Any]:
         """Everything training changes: weights, optimiser, HANS, the random streams, the
@@ -139,6 +165,11 @@ class Trainer:
                 "optimizer": self.optimizer.state_dict(), "hans": self.hans.state_dict(),
                 "selector": self.selector.state_dict(),
                 "generator": self.generator.get_state()}
+
+    def streams(self) -> dict[str, Any]:
+        """This rank's own random streams (augmentation, negative selection): what differs
+        between ranks, saved per rank under torchrun."""
+        return {"selector": self.selector.state_dict(), "generator": self.generator.get_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a ``state_dict()``, the selector's kept strata included."""

@@ -48,6 +48,7 @@ from edgegcl.training.state import (
     save_atomic,
     write_atomic,
 )
+from edgegcl.training.distributed import World, on_main
 from edgegcl.training.step import resolve_mode, structure_loader
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def _result_from_dict(raw: dict[str, Any]) -> SeedResult:
 
 def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                run_dir: Path, label: str, stop: Callable[[], bool] | None = None,
-               resume: bool = False) -> SeedResult:
+               resume: bool = False, world: World | None = None) -> SeedResult:
     """Train one independent run (own split, initialisation and random streams) and probe it.
 
     Every ``checkpoint_every`` epochs (0: the probe interval), at the last epoch and when
@@ -121,16 +122,26 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     (atomically); with ``resume`` a run continues from that file, and on the CPU ends exactly
     as the uninterrupted run would have (weights, HANS events, probes). After ``stop()``
     the state is saved and ``Stopped`` raised.
+
+    Under torchrun (``world``) every rank trains its shard of each epoch's seeds; rank 0 alone
+    probes and writes (the other ranks' random streams go into its ``state.pt``), and a stop
+    request reaching any rank stops all of them after the same epoch.
     """
+    main = world is None or world.is_main
     torch.manual_seed(seed)
     mode = resolve_mode(cfg.mode, data.num_nodes)
     features, edge_index = data.x.to(device), data.edge_index.to(device)
-    x = as_features(features)  # full-graph steps and the probe's embeddings
-    loader = structure_loader(data, cfg, seed) if mode == "minibatch" else None
+    # full-graph steps and the probe's embeddings (rank 0 alone probes under torchrun)
+    x = as_features(features) if main or mode == "full" else features
+    if world is not None and mode != "minibatch":
+        raise UsageError("under torchrun edgegcl trains mini-batches, each rank a shard of the "
+                         "seed nodes; pass --mode minibatch (full-graph mode runs in one process)")
+    loader = None if mode != "minibatch" else structure_loader(
+        data, cfg, seed, None if world is None else (world.rank, world.size))
     # Training's memory is measured above this level: the graph and the sampler's index are
     # storage, the model, optimiser state and everything after are training (as the profiler).
     baseline = current_bytes(device)
-    trainer = Trainer(cfg, x.size(1), mode=mode, device=device, seed=seed)
+    trainer = Trainer(cfg, x.size(1), mode=mode, device=device, seed=seed, world=world)
     model, hans = trainer.model, trainer.hans
     labelled = getattr(data, "y", None) is not None
     split = random_split(data.num_nodes, seed) if labelled else None
@@ -147,6 +158,10 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     every = cfg.checkpoint_every or cfg.eval_every
 
     def save_state() -> None:
+        ranks = None if world is None else world.gather(
+            {**trainer.streams(), "loader": loader_state(loader)})
+        if not main:
+            return
         save_atomic({
             "format": STATE_FORMAT, "config": cfg.to_dict(), "seed": seed,
             "epoch": trainer.epoch, "trainer": trainer.state_dict(),
@@ -156,15 +171,25 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
             "authors": [[e, asdict(a)] for e, a in authors],
             "authors_stream": authors_stream.get_state(),
             "best": {"val": best_val, "epoch": best_epoch, "state": best_state},
-            "times": times, "rows": rows, "peak": peak}, run_dir / "state.pt")
+            "times": times, "rows": rows, "peak": peak, "ranks": ranks}, run_dir / "state.pt")
 
-    if resume and (run_dir / "state.pt").exists():
+    state = None
+    if resume and main and (run_dir / "state.pt").exists():
         state = read_state(run_dir / "state.pt")
         if state["seed"] != seed:
             raise UsageError(f"{run_dir / 'state.pt'} belongs to seed {state['seed']}, not "
                              f"{seed}; remove it to restart this seed")
+        _check_world(run_dir, 1 if world is None else world.size, state)
+    if world is not None and resume:
+        state = world.broadcast(state)
+    if state is not None:
         trainer.load_state_dict(state["trainer"])
         load_loader_state(loader, state["loader"])
+        if world is not None:
+            mine = state["ranks"][world.rank]
+            trainer.selector.load_state_dict(mine["selector"], device)
+            trainer.generator.set_state(mine["generator"])
+            load_loader_state(loader, mine["loader"])
         torch.set_rng_state(state["global_rng"])
         history = [(e, ProbeScores(**sc)) for e, sc in state["history"]]
         authors = [(e, AuthorsScore(**a)) for e, a in state["authors"]]
@@ -174,13 +199,14 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
         times, peak = list(state["times"]), int(state["peak"])
         rows = list(state["rows"])
     start = trainer.epoch
-    bar = Progress(cfg.epochs, label, start=start)
-    # the event log so far is HANS's own (it keeps every event); later ones are appended
-    write_atomic(run_dir / "hans_events.jsonl",
-                 "".join(json.dumps(asdict(ev)) + "\n" for ev in hans.events))
-    write_atomic(run_dir / "epochs.csv", csv_text(rows))  # the rows so far, then appended
-    with (run_dir / "hans_events.jsonl").open("a") as events, \
-            (run_dir / "epochs.csv").open("a") as curve:
+    bar = Progress(cfg.epochs, label, start=start, enabled=main)
+    if main:
+        # the event log so far is HANS's own (it keeps every event); later ones are appended
+        write_atomic(run_dir / "hans_events.jsonl",
+                     "".join(json.dumps(asdict(ev)) + "\n" for ev in hans.events))
+        write_atomic(run_dir / "epochs.csv", csv_text(rows))  # the rows so far, then appended
+    with _appending(run_dir / "hans_events.jsonl", main) as events, \
+            _appending(run_dir / "epochs.csv", main) as curve:
         for epoch in range(start + 1, cfg.epochs + 1):
             with PeakMemory(device, baseline) as memory:  # the training step(s), not the probe
                 t0 = time.perf_counter()
@@ -201,7 +227,9 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                 "active_per_anchor": sum(trainer.selector.plan(anchors, hans)[0].values()),
                 "epoch_s": times[-1], "peak_memory_bytes": memory.peak_bytes,
                 "val_micro_f1": "", "test_micro_f1": "", "authors_test_micro_f1": ""}
-            if epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
+            if not main:
+                pass  # rank 0 probes
+            elif epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
                 if split is None:  # unlabelled graph: nothing to select on, keep the last epoch
                     keep = epoch == cfg.epochs
                 else:
@@ -223,6 +251,8 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
             eta = " ".join(f"{c} {v:.2f}" for c, v in hans.eta.items())
             bar.update(epoch, f"loss {result.loss:.4f} | eta {eta}")
             stopping = stop is not None and stop()
+            if world is not None:
+                stopping = world.any(stopping)
             if epoch % every == 0 or epoch == cfg.epochs or stopping:
                 events.flush()
                 curve.flush()
@@ -231,6 +261,9 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                 bar.close()
                 raise Stopped(seed, epoch)
     bar.close()
+    if not main:  # rank 0 chose the checkpoint; this rank's part ends with training
+        return SeedResult(seed, mode, None, [], times, dict(hans.eta), hans.saturated_at, {},
+                          0, peak, cfg.T_int)
     if best_state is None:  # resumed at the last epoch: nothing left to train
         raise UsageError(f"{run_dir} has no chosen checkpoint; remove its state.pt to restart "
                          "this seed")
@@ -242,6 +275,43 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     return SeedResult(seed, mode, selection, history,
                       times, dict(hans.eta), hans.saturated_at, best_state, best_epoch, peak,
                       cfg.T_int, authors)
+
+
+def _check_world(run_dir: Path, size: int, state: dict[str, Any] | None = None) -> None:
+    """A seed state (``state``, else every ``seed-*/state.pt`` under ``run_dir``) resumes only
+    with as many processes as wrote it: each rank's random streams are in it."""
+    states = [state] if state is not None else [
+        read_state(p) for p in sorted(run_dir.glob("seed-*/state.pt"))
+        if not (p.parent / "result.pt").exists()]
+    for st in states:
+        saved = len(st.get("ranks") or [None])
+        if saved != size:
+            raise UsageError(f"{run_dir} was trained by {saved} process(es), not {size}; resume "
+                             f"it with the same number (torchrun --nproc-per-node {saved})"
+                             if saved > 1 else f"{run_dir} was trained by one process; resume "
+                             "it without torchrun")
+
+
+class _appending:
+    """A file opened for appending on the writing rank; elsewhere a sink that writes nothing."""
+
+    def __init__(self, path: Path, enabled: bool) -> None:
+        self.fh = path.open("a") if enabled else None
+
+    def __enter__(self) -> _appending:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fh is not None:
+            self.fh.close()
+
+    def write(self, text: str) -> None:
+        if self.fh is not None:
+            self.fh.write(text)
+
+    def flush(self) -> None:
+        if self.fh is not None:
+            self.fh.flush()
 
 
 def _mean_std(values: list[float]) -> dict[str, float]:
@@ -383,29 +453,44 @@ def _finished(seed_dir: Path, epochs: int) -> SeedResult | None:
 
 def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
         auto_budget: tuple[Calibration, DeviceProfile] | None = None,
-        stop: Callable[[], bool] | None = None, resume: bool = False) -> dict[str, Any]:
+        stop: Callable[[], bool] | None = None, resume: bool = False,
+        world: World | None = None) -> dict[str, Any]:
     """Train ``cfg.seeds`` independent seeds, write the run directory, return the metrics.
 
     ``auto_budget``: the profiler's calibration that chose ``cfg.theta_max`` and its profile;
     the metrics then compare its prediction with what training measured. ``stop``: polled
     after every epoch (edgegcl.training.run.train_seed). ``resume``: continue the run in ``run_dir``:
-    finished seeds are kept, the others continue from their ``state.pt``.
+    finished seeds are kept, the others continue from their ``state.pt``. ``world``: this
+    rank under torchrun; rank 0 writes everything, the others train and return ``{}``.
     """
-    write_atomic(run_dir / "config.toml", to_toml(cfg))
+    main = world is None or world.is_main
+    if resume:
+        on_main(world, lambda: _check_world(run_dir, 1 if world is None else world.size))
+    if main:
+        write_atomic(run_dir / "config.toml", to_toml(cfg))
     results = []
     for seed in range(cfg.seeds):
         seed_dir = run_dir / f"seed-{seed}"
-        seed_dir.mkdir(exist_ok=resume)
-        done = _finished(seed_dir, cfg.epochs) if resume else None
+        if main:
+            seed_dir.mkdir(exist_ok=resume)
+        done = _finished(seed_dir, cfg.epochs) if resume and main else None
+        if world is not None and world.broadcast(done is not None):
+            if done is not None:
+                results.append(done)
+            continue  # rank 0 has this seed's result
         if done is not None:
             results.append(done)
             continue
         result = train_seed(data, cfg, seed, device, seed_dir, f"seed {seed + 1}/{cfg.seeds}",
-                            stop, resume)
+                            stop, resume, world)
+        if not main:
+            continue
         save_checkpoint(seed_dir / "checkpoint.pt", result.encoder_state, cfg, data.x.size(1),
                         seed, result.selected_epoch)
         save_atomic(_result_to_dict(result), seed_dir / "result.pt")
         results.append(result)
+    if not main:
+        return {}
     best = max(results, key=lambda r: r.selection.scores.val_micro if r.selection else 0.0)
     save_checkpoint(run_dir / "checkpoint.pt", best.encoder_state, cfg, data.x.size(1),
                     best.seed, best.selected_epoch)
@@ -416,6 +501,7 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
         "num_edges": int(data.edge_index.size(1)),
         "mode": results[0].mode,
         "device": str(device),
+        **({} if world is None else {"world_size": world.size, "negatives": world.negatives}),
         "labelled": any(r.selection is not None for r in results),
         "checkpoint_seed": best.seed,
         "seeds": [_seed_metrics(r) for r in results],

@@ -9,6 +9,7 @@ scheduler, the negative selection, the views, the contrast) are built and compos
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import psutil
 import torch
@@ -31,6 +32,9 @@ from edgegcl.nn.augment import (
 )
 from edgegcl.nn.model import AdNGCL
 from edgegcl.phases import PhaseClock
+
+if TYPE_CHECKING:
+    from edgegcl.training.distributed import World
 
 __all__ = ["NegativeSelector", "contrast", "contrastive_step", "make_hans", "make_selector",
            "project_views", "training_step"]
@@ -82,7 +86,12 @@ def make_selector(cfg: TrainConfig, mode: str, seed: int = 0) -> NegativeSelecto
                             cfg.stratify_sample, seed)
 
 
-def project_views(model: AdNGCL, x: Tensor, edge_index: Tensor,
+def _unwrapped(model: torch.nn.Module) -> AdNGCL:
+    """The AdNGCL inside a ``DistributedDataParallel`` wrapper (or the model itself)."""
+    return getattr(model, "module", model)  # type: ignore[return-value]
+
+
+def project_views(model: torch.nn.Module, x: Tensor, edge_index: Tensor,
                   num_sampled_nodes: Sequence[int] | None, cfg: TrainConfig,
                   generator: torch.Generator, rows: Tensor | None = None
                   ) -> tuple[Tensor, Tensor]:
@@ -94,38 +103,50 @@ def project_views(model: AdNGCL, x: Tensor, edge_index: Tensor,
     graph's features ``x`` (the sampler's ``n_id``). The step gathers those rows itself, so it
     holds the only copy and lets it go before view 2's forward pass: with the view-1 mask
     folded into the encoder (edgegcl.nn.augment), a step's feature-sized tensors are one copy at
-    a time. Draws from ``generator`` in the order nu_1, A_1, X_2, A_2.
+    a time. Draws from ``generator`` in the order nu_1, A_1, X_2, A_2. ``model`` may be an
+    AdNGCL inside ``DistributedDataParallel``: the encoder then runs through the wrapper.
     """
     if rows is not None:
         x = as_features(x.index_select(0, rows.to(x.device)))
     keep_1 = column_keep(x.size(1), cfg.p_feature_1, generator, x.device)  # Eq. 2
     edges_1 = remove_edges(edge_index, cfg.p_edge_1, generator)  # Eq. 1
-    h1 = model.project(model(x, edges_1, num_sampled_nodes, keep_1))
+    head = _unwrapped(model).project
+    h1 = head(model(x, edges_1, num_sampled_nodes, keep_1))
     x_2 = mask_half_rows_columns(x, cfg.p_feature_2, generator)  # Eq. 3
     del x  # a gathered batch is freed here (a layer that saved it for backward keeps it)
     edges_2 = remove_edges(edge_index, cfg.p_edge_2, generator)
-    return h1, model.project(model(x_2, edges_2, num_sampled_nodes))
+    return h1, head(model(x_2, edges_2, num_sampled_nodes))
 
 
-def contrastive_step(model: AdNGCL, x: Tensor, edge_index: Tensor,
+def contrastive_step(model: torch.nn.Module, x: Tensor, edge_index: Tensor,
                      num_sampled_nodes: Sequence[int] | None, cfg: TrainConfig,
                      generator: torch.Generator, selector: NegativeSelector, hans: HANS,
-                     step: int, rows: Tensor | None = None) -> LossOutput:
-    """One step's loss, ready for backward: ``project_views``, then ``contrast``."""
+                     step: int, rows: Tensor | None = None, world: World | None = None
+                     ) -> LossOutput:
+    """One step's loss, ready for backward: ``project_views``, the world's anchors with global
+    negatives (``training_step``), then ``contrast``."""
     h1, h2 = project_views(model, x, edge_index, num_sampled_nodes, cfg, generator, rows)
+    if world is not None:
+        h1, h2 = world.gather_views(h1, h2)
     return contrast(h1, h2, cfg.tau, cfg.logits, selector, hans, step)
 
 
-def training_step(model: AdNGCL, opt: torch.optim.Optimizer, x: Tensor, edge_index: Tensor,
-                  num_sampled_nodes: Sequence[int] | None, cfg: TrainConfig,
+def training_step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: Tensor,
+                  edge_index: Tensor, num_sampled_nodes: Sequence[int] | None, cfg: TrainConfig,
                   generator: torch.Generator, selector: NegativeSelector, hans: HANS, step: int,
-                  rows: Tensor | None = None, clock: PhaseClock | None = None) -> LossOutput:
+                  rows: Tensor | None = None, clock: PhaseClock | None = None,
+                  world: World | None = None) -> LossOutput:
     """``contrastive_step``, backward and the optimiser's update: one optimisation step.
 
     With a ``clock`` the backward runs in two parts, the loss's down to the projections and
-    then the encoder's (same gradients, PhaseClock has the phases).
+    then the encoder's (same gradients, PhaseClock has the phases). With a ``world`` of global
+    negatives the anchors are every rank's (edgegcl.training.distributed.World.gather_views):
+    each rank computes the same world-wide loss, and the all-gather's backward with DDP's
+    averaging gives every rank that loss's gradient.
     """
     h1, h2 = project_views(model, x, edge_index, num_sampled_nodes, cfg, generator, rows)
+    if world is not None:
+        h1, h2 = world.gather_views(h1, h2)
     if clock is None:
         out = contrast(h1, h2, cfg.tau, cfg.logits, selector, hans, step)
         opt.zero_grad(set_to_none=True)
@@ -176,12 +197,14 @@ def batch_inputs(batch: Data, device: torch.device) -> tuple[Tensor, list[int], 
     return batch.edge_index.to(device), list(batch.num_sampled_nodes), batch.n_id
 
 
-def structure_loader(data: Data, cfg: TrainConfig, seed: int) -> NodeLoader:
+def structure_loader(data: Data, cfg: TrainConfig, seed: int,
+                     shard: tuple[int, int] | None = None) -> NodeLoader:
     """The mini-batch loader of a run, over the graph's structure only.
 
     Its batches carry edges and node ids but no features: ``project_views`` gathers a
     batch's feature rows itself (see there), and the labels are not needed to train.
+    ``shard = (rank, world_size)`` under torchrun (edgegcl.data.sampling.ShardedIndices).
     """
     structure = Data(edge_index=data.edge_index, num_nodes=data.num_nodes)
     return make_loader(structure, cfg.batch_size, cfg.fanout_list(), sampler=cfg.sampler,
-                       seed=seed)
+                       seed=seed, shard=shard)

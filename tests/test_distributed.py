@@ -1,0 +1,150 @@
+"""Data-parallel training under torch.distributed: two gloo ranks spawned on the CPU.
+
+One spawn runs every check (process start-up is the cost): global negatives equal one process
+with the world's batch (loss and gradients), the HANS schedule is the same on every rank, and
+rank 0 alone writes the run directory.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+from torch_geometric.data import Data
+
+from edgegcl.config import TrainConfig
+from edgegcl.data.sampling import ShardedIndices
+from edgegcl.data.synthetic import SyntheticSpec, synthetic_graph
+from edgegcl.training.engine import Trainer
+from edgegcl.training.step import contrastive_step, structure_loader
+
+B, DIM = 24, 12
+SMALL = dict(hidden_dim=16, out_dim=8, proj_dim=8, p_edge_1=0.0, p_edge_2=0.0,
+             p_feature_1=0.0, p_feature_2=0.0, logits="dense")
+
+
+def _features() -> torch.Tensor:
+    return torch.randn(2 * B, DIM, generator=torch.Generator().manual_seed(3))
+
+
+def _loss_and_grads(trainer: Trainer, x: torch.Tensor) -> tuple[float, dict[str, torch.Tensor]]:
+    """One step's loss and gradients on a graph without edges (each anchor's embedding is its
+    own features', whichever rank computes it) and identity views."""
+    no_edges = torch.empty(2, 0, dtype=torch.long)
+    out = contrastive_step(trainer.net, x, no_edges, None, trainer.cfg, trainer.generator,
+                           trainer.selector, trainer.hans, 1, world=trainer.world)
+    out.loss.backward()
+    return out.loss.item(), {n: p.grad.clone() for n, p in trainer.model.named_parameters()}
+
+
+def _worker(rank: int, port: int, tmp: str, queue: mp.SimpleQueue) -> None:
+    os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    from edgegcl.training import distributed
+    from edgegcl.training.run import run
+
+    out: dict[str, object] = {}
+    world = distributed.start("gloo", "cpu", 30.0, "global")
+    try:
+        for scheduler in ("none", "hans"):  # every negative; HANS's sampled strata
+            cfg = TrainConfig(**SMALL, scheduler=scheduler)
+            trainer = Trainer(cfg, DIM, mode="minibatch", seed=0, world=world)
+            x = _features()[rank * B:(rank + 1) * B]
+            loss, grads = _loss_and_grads(trainer, x)  # numpy: pickled by value
+            out[f"step-{scheduler}"] = loss, {n: g.numpy() for n, g in grads.items()}
+        # local negatives: HANS decides every 2 epochs from the ranks' averaged losses
+        world = replace(world, negatives="local")
+        cfg = TrainConfig(nodes=400, features=DIM, hidden_dim=16, out_dim=8, proj_dim=8,
+                          batch_size=50, fanout="4,4", mode="minibatch", epochs=8,
+                          eval_every=4, T_init=2, T_int=2, e=1, b=1.0, gamma=10.0)
+        data = synthetic_graph(SyntheticSpec(num_nodes=400, num_features=DIM))
+        run_dir = Path(tmp) / f"rank-{rank}"
+        run_dir.mkdir()
+        metrics = run(cfg, data, run_dir, torch.device("cpu"), world=world)
+        out["written"] = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*"))
+        out["metrics"] = bool(metrics)
+        trainer = Trainer(cfg, DIM, mode="minibatch", seed=1, world=world)
+        loader = structure_loader(data, cfg, 1, (rank, 2))
+        for _ in range(6):
+            trainer.fit_epoch(data.x, loader=loader)
+        out["eta"] = dict(trainer.hans.eta)
+        out["events"] = [repr(e) for e in trainer.hans.events]
+    finally:
+        distributed.stop()
+    queue.put((rank, out))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict]:
+    tmp = tmp_path_factory.mktemp("dist")
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    port = _free_port()
+    procs = [ctx.Process(target=_worker, args=(r, port, str(tmp), queue)) for r in range(2)]
+    for p in procs:
+        p.start()
+    got = dict(queue.get() for _ in procs)
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0, f"rank process exited with {p.exitcode}"
+    return got
+
+
+@pytest.mark.parametrize("scheduler", ["none", "hans"])
+def test_global_negatives_equal_one_process_with_the_world_batch(ranks: dict, scheduler: str
+                                                                  ) -> None:
+    trainer = Trainer(TrainConfig(**SMALL, scheduler=scheduler), DIM, mode="minibatch", seed=0)
+    loss, grads = _loss_and_grads(trainer, _features())
+    for rank in (0, 1):
+        rank_loss, rank_grads = ranks[rank][f"step-{scheduler}"]
+        assert rank_loss == pytest.approx(loss, abs=1e-5)
+        for name, g in grads.items():
+            torch.testing.assert_close(torch.from_numpy(rank_grads[name]), g, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_every_rank_makes_the_same_hans_decisions(ranks: dict) -> None:
+    assert ranks[0]["events"] == ranks[1]["events"]
+    assert ranks[0]["eta"] == ranks[1]["eta"]
+    assert ranks[0]["events"]  # decisions were made
+    assert max(ranks[0]["eta"].values()) > 0.05  # the schedule moved
+
+
+def test_rank_zero_alone_writes_the_run_directory(ranks: dict) -> None:
+    written = ranks[0]["written"]
+    for name in ("config.toml", "metrics.json", "checkpoint.pt", "seed-0/state.pt",
+                 "seed-0/epochs.csv", "seed-0/hans_events.jsonl", "seed-0/result.pt"):
+        assert name in written
+    assert ranks[1]["written"] == [] and not ranks[1]["metrics"]
+
+
+def test_shards_cover_every_seed_in_equal_steps() -> None:
+    for n, world, batch in [(10, 2, 3), (7, 3, 2), (101, 4, 8), (5, 2, 4)]:
+        shards = [list(ShardedIndices(n, torch.Generator().manual_seed(0), r, world, batch))
+                  for r in range(world)]
+        assert len({len(s) for s in shards}) == 1  # same number of seeds, so of steps
+        assert sorted(set(sum(shards, []))) == list(range(n))
+        assert len(sum(shards, [])) - n < world  # at most world - 1 seeds visited twice
+        single = torch.randperm(n, generator=torch.Generator().manual_seed(0)).tolist()
+        if n >= world * batch:  # global batch 0 = a single process's first batch
+            assert sum((s[:batch] for s in shards), []) == single[:world * batch]
+
+
+def test_more_processes_than_seed_nodes_is_one_line() -> None:
+    from edgegcl.data.sampling import make_loader
+    from edgegcl.errors import UsageError
+
+    data = Data(edge_index=torch.empty(2, 0, dtype=torch.long), num_nodes=3)
+    with pytest.raises(UsageError, match="at least 4 seed nodes"):
+        make_loader(data, 2, [2], sampler="builtin", shard=(0, 4))
