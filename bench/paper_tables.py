@@ -93,13 +93,13 @@ def cell_overrides(dataset: str, cell: str) -> dict[str, Any]:
 def canonical(dataset: str, cell: str) -> str:
     """A cell equal to the preset is the preset (theta=0.6 on Cora, ratios=10,30,60 on
     CiteSeer, ...): it is run once and shown in every table it belongs to."""
-    from edgegcl.config import build, load_toml
+    from edgegcl.config import build, coerce, load_toml
 
     if cell == "preset":
         return cell
     preset = build(load_toml(f"paper-{dataset}"), {})
     over = cell_overrides(dataset, cell)
-    if all(getattr(preset, k) == v for k, v in over.items()):
+    if all(getattr(preset, k) == coerce(k, v) for k, v in over.items()):
         return "preset"
     return cell
 
@@ -120,7 +120,7 @@ def one_run(root: str, dataset: str, cell: str, seed: int, threads: int,
     import torch
 
     from edgegcl.evaluation.authors import authors_figure
-    from edgegcl.config import build, load_toml
+    from edgegcl.config import build, format_ratios, load_toml
     from edgegcl.data import load_graph
     from edgegcl.memory import reuse_freed_memory
     from edgegcl.training.run import train_seed
@@ -143,7 +143,7 @@ def one_run(root: str, dataset: str, cell: str, seed: int, threads: int,
         (1.0 if cfg.scheduler == "none" else cfg.theta_max)
     return {
         "dataset": dataset, "cell": cell, "seed": seed, "epochs": cfg.epochs,
-        "theta_max": cfg.theta_max, "ratios": cfg.ratios, "scheduler": cfg.scheduler,
+        "theta_max": cfg.theta_max, "ratios": format_ratios(cfg.ratios), "scheduler": cfg.scheduler,
         "honest_test_micro_f1": r.selection.scores.test_micro,
         "honest_val_micro_f1": r.selection.scores.val_micro,
         "honest_epoch": r.selection.epoch,
@@ -176,7 +176,7 @@ def report(records: list[dict], invocations: list[dict[str, Any]], name: str,
            datasets: list[str], cells: list[str], wanted: dict[tuple[str, str], int]) -> str:
     """The markdown tables from every record so far, with the paper's figure in each cell."""
     from edgegcl.evaluation.authors import AUTHORS_LABEL
-    from edgegcl.config import build, load_toml
+    from edgegcl.config import build, format_ratios, load_toml
 
     lines = ["# The paper's tables, reproduced (HANS at the paper presets, 2000 epochs)", "",
              "Measured by these commands, each adding its runs to the same JSON:", ""]
@@ -196,7 +196,7 @@ def report(records: list[dict], invocations: list[dict[str, Any]], name: str,
     for ds in datasets:
         preset = build(load_toml(f"paper-{ds}"), {})
         lines += [f"## {ds} (preset: theta_max {preset.theta_max:g}, ratios "
-                  f"{preset.ratios})", "",
+                  f"{format_ratios(preset.ratios)})", "",
                   "| table | cell | n | honest | authors | authors - honest | paper | "
                   "epoch ms | used at end |", "|---|---|---|---|---|---|---|---|---|"]
         for cell in cells:
@@ -204,7 +204,7 @@ def report(records: list[dict], invocations: list[dict[str, Any]], name: str,
             runs = [r for r in records if r["dataset"] == ds and r["cell"] == canon]
             table = ("theta_max" if cell.startswith("theta=") else "ratios"
                      if cell.startswith("ratios=") else cell)
-            paper = paper_figure(ds, cell, preset.theta_max, preset.ratios)
+            paper = paper_figure(ds, cell, preset.theta_max, format_ratios(preset.ratios))
             gap = [r["authors_test_micro_f1"] - r["honest_test_micro_f1"] for r in runs]
             label = cell + (" (= preset)" if canon == "preset" and cell != "preset" else "")
             lines.append(
@@ -239,14 +239,14 @@ def plot(records: list[dict], datasets: list[str], path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    from edgegcl.config import build, load_toml
+    from edgegcl.config import build, format_ratios, load_toml
 
     fig, axes = plt.subplots(2, len(datasets), figsize=(5 * len(datasets), 7), squeeze=False)
     for j, ds in enumerate(datasets):
         preset = build(load_toml(f"paper-{ds}"), {})
         by_theta: dict[float, list[dict]] = {}
         for r in records:
-            if r["dataset"] == ds and r["scheduler"] == "hans" and r["ratios"] == preset.ratios:
+            if r["dataset"] == ds and r["scheduler"] == "hans" and r["ratios"] == format_ratios(preset.ratios):
                 by_theta.setdefault(r["theta_max"], []).append(r)
         thetas = sorted(by_theta)
         ax = axes[0][j]

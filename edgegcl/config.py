@@ -1,24 +1,28 @@
-"""The run configuration: one flat, typed record, loadable from TOML and overridable by flags.
+"""The run configuration: one typed record in sections, loadable from TOML, overridable by flags.
 
-Every field is settable in a ``--config FILE.toml`` (same names, e.g. ``theta_max = 0.6`` or
-``T_int = 20``) and by a command-line flag (``--theta-max 0.6``, ``--T-int 20``); flags win.
-``validate`` turns any bad value into one ``UsageError`` line naming the field and the fix.
+Every field belongs to a section (``SECTIONS``) and is settable in a ``--config FILE.toml``,
+as a key of its section's table (``[hans]`` ``theta_max = 0.6``, ``[hans.ratios]`` ``hard =
+40``), and by a command-line flag (``--theta-max 0.6``, ``--ratios 10,40,50``); flags win.
+Field names are unique across sections, so older flat files (``theta_max = 0.6`` at the top,
+``ratios = "10,40,50"``) load unchanged. ``validate`` turns any bad value into one
+``UsageError`` line naming the field and the fix.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
 import re
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from edgegcl.errors import UsageError, first_line
 from edgegcl.nn.model import ACTIVATIONS, ModelConfig
-from edgegcl.contrast.negatives import SAMPLE_MIN, STRATIFY
+from edgegcl.contrast.negatives import HARD_PICKS, SAMPLE_MIN, STRATIFY
 from edgegcl.contrast.pairs import LOGITS
 from edgegcl.data.sampling import SAMPLERS
 from edgegcl.data.synthetic import SyntheticSpec
@@ -37,116 +41,218 @@ PROTOCOLS = ("honest", "both")
 SCHEDULERS = ("hans", "none")
 """``scheduler``: HANS, or none (every candidate a negative from epoch 1: GRACE's contrast)."""
 DEVICES = ("auto", "cpu", "cuda")
+FIXED_HALF = ("step", "run")
+"""``fixed_half``: when view 2's kept half of the columns is drawn (docs/hans.md)."""
+
+
+SECTIONS = {
+    "data": "which graph",
+    "synthetic": "the generated graph (dataset = synthetic)",
+    "model": "encoder and projection head",
+    "augment": "the two views (drop probabilities, Eqs. 1-3)",
+    "hans": "the Hardness-Aware Negative Scheduler (Algorithm 1; the paper's names)",
+    "contrast": "the InfoNCE loss and how its negatives are found",
+    "run": "training, evaluation and the run directory",
+    "distributed": "several processes under torchrun",
+}
+"""The config's sections: ``config.toml``'s tables and ``--help``'s groups, in this order."""
+
+RATIO_ORDER = ("easy", "hard", "inter")
+"""``--ratios E,H,I``: the paper's order (its ratio table lists EASY, HARD, INTER)."""
+CAP_ORDER = ("hard", "inter", "easy")
+"""``--c-cat H,I,E``: the order HANS grows the categories in."""
+
+
+def _opt(section: str, default: Any, help: str) -> Any:
+    """A config field: its section, its default and what it does (``--help`` shows it)."""
+    meta = {"section": section, "help": help}
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda d=default: copy.deepcopy(d), metadata=meta)
+    return field(default=default, metadata=meta)
 
 
 @dataclass
 class TrainConfig:
     """Everything a training run depends on; saved as ``config.toml`` in the run directory.
 
+    Each field belongs to a section (``SECTIONS``: a TOML table, a group in ``--help``) and
+    says what it does in its definition. Typed values: ``ratios`` and ``c_cat`` are mappings
+    keyed hard / inter / easy, ``fanout`` a list; their flag forms (``--ratios 20,30,50``,
+    ``--c-cat 0.05,0.05,0.025``, ``--fanout 10,10``) and the strings of older config files are
+    accepted wherever a value is given, the constructor included.
+
     Example:
         >>> cfg = TrainConfig(theta_max=0.6, ratios="10,40,50")
-        >>> cfg.ratio_map()["hard"], cfg.model_config().hidden_dim
-        (0.4, 512)
+        >>> cfg.ratios["hard"], cfg.ratio_map()["hard"], cfg.model_config().hidden_dim
+        (40.0, 0.4, 512)
     """
 
-    # data (the synthetic graph's defaults are SyntheticSpec's)
-    dataset: str = "synthetic"
-    root: str = ""
-    nodes: int = _SYNTHETIC.num_nodes
-    classes: int = _SYNTHETIC.num_classes
-    features: int = _SYNTHETIC.num_features
-    avg_degree: float = _SYNTHETIC.avg_degree
-    homophily: float = _SYNTHETIC.homophily
-    graph_seed: int = _SYNTHETIC.seed
-    # run
-    mode: str = "auto"
-    batch_size: int = 1024
-    fanout: str = "10,10"
-    sampler: str = "auto"
-    epochs: int = 300
-    seeds: int = 1
-    device: str = "auto"
-    out: str = ""
-    eval_every: int = 20
-    checkpoint_every: int = 0
-    protocol: str = "honest"
-    # several processes under torchrun (edgegcl.training.distributed)
-    negatives: str = "local"
-    dist_backend: str = "auto"
-    dist_timeout: float = 900.0
-    # optimisation and model
-    lr: float = 5e-4
-    weight_decay: float = 1e-5
-    tau: float = 0.4
-    hidden_dim: int = 512
-    out_dim: int = 256
-    proj_dim: int = 256
-    activation: str = "prelu"
-    # augmentation (drop probabilities per view)
-    p_edge_1: float = 0.2
-    p_edge_2: float = 0.4
-    p_feature_1: float = 0.3
-    p_feature_2: float = 0.4
-    # HANS (paper names)
-    scheduler: str = "hans"
-    theta_max: float = 1.0
-    ratios: str = "20,30,50"
-    T_init: int = 60
-    T_int: int = 20
-    e: int = 10
-    gamma: float = 0.99
-    b: float = 0.05
-    c_cat: str = "0.05,0.05,0.025"
-    eta_0: float = 0.05
-    floor: float = 0.05
-    swap_every: int = 0
-    # how the strata are found (edgegcl.contrast.negatives) and the logits computed (edgegcl.contrast.pairs)
-    stratify: str = "sampled"
-    stratify_sample: int = SAMPLE_MIN
-    logits: str = "auto"
+    dataset: str = _opt("data", "synthetic",
+                        "Cora, CiteSeer, PubMed, DBLP, WikiCS, Amazon-Computers, Amazon-Photo, "
+                        "Coauthor-CS, Actor, synthetic, or a .pt / .npz graph file")
+    root: str = _opt("data", "", "directory holding the datasets ('': $EDGEGCL_DATA or "
+                     "~/.cache/edgegcl/datasets)")
+    nodes: int = _opt("synthetic", _SYNTHETIC.num_nodes, "number of nodes")
+    classes: int = _opt("synthetic", _SYNTHETIC.num_classes, "planted classes")
+    features: int = _opt("synthetic", _SYNTHETIC.num_features, "feature dimension")
+    avg_degree: float = _opt("synthetic", _SYNTHETIC.avg_degree, "average degree")
+    homophily: float = _opt("synthetic", _SYNTHETIC.homophily,
+                            "fraction of edges inside a class")
+    graph_seed: int = _opt("synthetic", _SYNTHETIC.seed, "seed of the generated graph")
+    hidden_dim: int = _opt("model", 512, "width of the first GCN layer")
+    out_dim: int = _opt("model", 256, "embedding width (second GCN layer)")
+    proj_dim: int = _opt("model", 256, "hidden width of the projection head")
+    activation: str = _opt("model", "prelu", f"activation: {', '.join(ACTIVATIONS)}")
+    p_edge_1: float = _opt("augment", 0.2, "view 1: probability of removing an edge (Eq. 1)")
+    p_edge_2: float = _opt("augment", 0.4, "view 2: probability of removing an edge")
+    p_feature_1: float = _opt("augment", 0.3,
+                              "view 1: probability of masking a feature column (Eq. 2)")
+    p_feature_2: float = _opt("augment", 0.4, "view 2: probability of masking an entry of "
+                              "the unfixed half of the columns (Eq. 3)")
+    fixed_half: str = _opt("augment", "step", "view 2's kept half of the columns (Eq. 3): "
+                           "step (redrawn at every step) or run (drawn once per run and seed)")
+    scheduler: str = _opt("hans", "hans", "hans, or none: the all-negatives baseline (every "
+                          "one of the 2B - 2 candidates from epoch 1; the HANS settings are "
+                          "ignored)")
+    theta_max: float = _opt("hans", 1.0, "global negative budget theta_max: the largest "
+                            "fraction of each anchor's 2B - 2 candidates used, in (0, 1]")
+    ratios: dict[str, float] = _opt("hans", {"easy": 20.0, "hard": 30.0, "inter": 50.0},
+                                    "category shares in percent, summing to 100 (flag: "
+                                    "EASY,HARD,INTER); theta_cat = share x theta_max")
+    T_init: int = _opt("hans", 60, "bootstrap epochs at eta_0 before the first decision")
+    T_int: int = _opt("hans", 20, "epochs between HANS decisions")
+    e: int = _opt("hans", 10, "loss-gate window: the last e epochs against the e before (Eq. 7)")
+    gamma: float = _opt("hans", 0.99, "loss-gate factor: grow when a category's loss fell by "
+                        "less than 1 - gamma (Eq. 7)")
+    b: float = _opt("hans", 0.05, "base step size of eta (Eq. 9)")
+    c_cat: dict[str, float] = _opt("hans", {"hard": 0.05, "inter": 0.05, "easy": 0.025},
+                                   "per-step caps c_cat on eta's growth (flag: HARD,INTER,EASY)")
+    eta_0: float = _opt("hans", 0.05, "eta of every category during the bootstrap")
+    floor: float = _opt("hans", 0.05, "least eta of a category")
+    swap_every: int = _opt("hans", 0, "epochs between stochastic swaps once saturated "
+                           "(0: T_int)")
+    tau: float = _opt("contrast", 0.4, "InfoNCE temperature")
+    hard_pick: str = _opt("contrast", "random", "active hard negatives: random (a uniform "
+                          "subset of the hard pool, kept between refreshes) or top (the most "
+                          "similar, refreshed every step)")
+    stratify: str = _opt("contrast", "sampled", "sampled (each anchor ranks a random sample of "
+                         "its candidates, about as many as it uses) or exact (ranks all 2B - 2)")
+    stratify_sample: int = _opt("contrast", SAMPLE_MIN, "sampled strata: least number of "
+                                "candidates each anchor ranks")
+    logits: str = _opt("contrast", "auto", "auto (the cheaper of the two for HANS's current "
+                       "state), dense (B x B similarity blocks with their gradients) or pairs "
+                       "(a gradient for the scheduled pairs only)")
+    mode: str = _opt("run", "auto", "full (the whole graph is one batch), minibatch "
+                     "(neighbour-sampled batches), or auto (full up to 10000 nodes)")
+    batch_size: int = _opt("run", 1024, "minibatch: seed nodes (anchors) per batch (per rank "
+                           "under torchrun)")
+    fanout: list[int] = _opt("run", [10, 10], "minibatch: neighbours sampled per hop "
+                             "(-1: all); flag: 10,10")
+    sampler: str = _opt("run", "auto", "minibatch: auto (PyG's NeighborLoader when pyg-lib or "
+                        "torch-sparse is installed), builtin, or pyg")
+    epochs: int = _opt("run", 300, "training epochs per seed")
+    seeds: int = _opt("run", 1, "independent runs, each with its own split and initialisation")
+    lr: float = _opt("run", 5e-4, "Adam learning rate")
+    weight_decay: float = _opt("run", 1e-5, "Adam weight decay")
+    device: str = _opt("run", "auto", "auto, cpu, cuda or cuda:N (under torchrun each rank's "
+                       "GPU is LOCAL_RANK)")
+    out: str = _opt("run", "", "run directory to create ('': runs/DATASET-TIMESTAMP)")
+    eval_every: int = _opt("run", 20, "epochs between linear-probe checkpoints")
+    checkpoint_every: int = _opt("run", 0, "epochs between saves of each seed's full state "
+                                 "for --resume (0: every probe)")
+    protocol: str = _opt("run", "honest", "honest (checkpoint and classifier chosen on "
+                         "validation, test touched once) or both (also the authors' protocol "
+                         "behind the paper's tables, optimistic: re-drawn 10 %% test split at "
+                         "every checkpoint, max over checkpoints)")
+    negatives: str = _opt("distributed", "local", "local (each rank contrasts its batch) or "
+                          "global (every rank's anchors are candidates, as one process with "
+                          "the world's batch)")
+    dist_backend: str = _opt("distributed", "auto", "auto (nccl on CUDA, gloo on the CPU), "
+                             "gloo or nccl")
+    dist_timeout: float = _opt("distributed", 900.0, "seconds a collective waits for the other "
+                               "ranks before the run stops (a rank that died or hangs)")
+
+    def __post_init__(self) -> None:
+        # flag strings and older files' strings for the typed fields
+        for name in ("ratios", "c_cat", "fanout"):
+            setattr(self, name, coerce(name, getattr(self, name)))
 
     def ratio_map(self) -> dict[str, float]:
-        """``ratios`` ("EASY,HARD,INTER" percent, the paper's order) as fractions by category."""
-        easy, hard, inter = (float(v) / 100.0 for v in self.ratios.split(","))
-        return {"hard": hard, "inter": inter, "easy": easy}
+        """``ratios`` as fractions of 1 by category."""
+        return {c: self.ratios[c] / 100.0 for c in CAP_ORDER}
 
     def c_cat_map(self) -> dict[str, float]:
-        """``c_cat`` ("HARD,INTER,EASY" per-step caps) by category."""
-        hard, inter, easy = (float(v) for v in self.c_cat.split(","))
-        return {"hard": hard, "inter": inter, "easy": easy}
-
-    def fanout_list(self) -> list[int]:
-        """``fanout`` ("10,10": neighbours per hop, -1 = all) as integers."""
-        return [int(v) for v in self.fanout.split(",")]
+        """``c_cat`` by category (a copy)."""
+        return {c: self.c_cat[c] for c in CAP_ORDER}
 
     def model_config(self) -> ModelConfig:
         """The encoder and head sizes of this run."""
         return ModelConfig(self.hidden_dim, self.out_dim, self.proj_dim, self.activation)
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field by name (flat), mappings and lists as such."""
         return dataclasses.asdict(self)
+
+
+def format_ratios(ratios: dict[str, float]) -> str:
+    """``ratios`` in the flag's EASY,HARD,INTER form, e.g. ``10,40,50``."""
+    return ",".join(f"{ratios[c]:g}" for c in RATIO_ORDER)
 
 
 FIELDS = {f.name: f for f in fields(TrainConfig)}
 
 
-def _coerce(name: str, value: Any) -> Any:
-    """Convert a TOML or flag value to the field's type, or say which field is wrong."""
+def coerce(name: str, value: Any) -> Any:
+    """Convert a TOML, flag or constructor value to the field's type, or say which field is
+    wrong. ``ratios`` / ``c_cat``: a mapping keyed hard / inter / easy, or three numbers
+    (a list, or a comma-separated string in the flag's order); ``fanout``: integers."""
     kind = FIELDS[name].type
     try:
-        if kind == "int":
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        if name in ("ratios", "c_cat"):
+            order = RATIO_ORDER if name == "ratios" else CAP_ORDER
+            if isinstance(value, dict):
+                if set(value) != set(order):
+                    raise ValueError
+                return {c: _number(value[c]) for c in order}
+            items = value.split(",") if isinstance(value, str) else list(value)
+            if len(items) != 3:
                 raise ValueError
-            return int(value)
+            return {c: _number(v) for c, v in zip(order, items)}
+        if name == "fanout":
+            items = value.split(",") if isinstance(value, str) else list(value)
+            return [_integer(v) for v in items]
+        if kind == "int":
+            return _integer(value)
         if kind == "float":
             if isinstance(value, bool):
                 raise ValueError
             return float(value)
-        if isinstance(value, list):
-            return ",".join(str(v) for v in value)
+        if isinstance(value, (list, dict)):
+            raise ValueError
         return str(value)
     except (TypeError, ValueError):
-        raise UsageError(f"config field {name!r} must be {kind}, got {value!r}") from None
+        what = {"ratios": "a table easy / hard / inter in percent, or EASY,HARD,INTER",
+                "c_cat": "a table hard / inter / easy, or HARD,INTER,EASY",
+                "fanout": "a list of neighbours per hop, e.g. [10, 10] or 10,10"}.get(name, kind)
+        raise UsageError(f"config field {name!r} (--{name.replace('_', '-')}) must be {what}, "
+                         f"got {value!r}") from None
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError
+    return v
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError
+    if isinstance(value, str):
+        value = value.strip()
+    return int(value)
 
 
 _HERE = Path(__file__).resolve().parent
@@ -181,33 +287,40 @@ def read_toml(path: Path, what: str, missing_hint: str) -> dict[str, Any]:
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
-    """Read a config file (or a preset by name); unknown keys and unreadable files are usage
-    errors."""
+    """Read a config file (or a preset by name) into typed values by field name; unknown keys,
+    keys in the wrong table and unreadable files are usage errors. Sections are TOML tables;
+    keys at the top level (older flat files) are accepted too."""
     p = resolve_config(path)
     raw = read_toml(p, f"config file {p}", "check the path given to --config (or name a "
                     f"preset: {', '.join(list_presets())})")
-    unknown = sorted(set(raw) - set(FIELDS))
-    if unknown:
-        raise UsageError(f"config file {p} has unknown keys {', '.join(unknown)}; "
-                         f"valid keys are the flag names with underscores (e.g. theta_max)")
-    return {k: _coerce(k, v) for k, v in raw.items()}
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in SECTIONS and isinstance(value, dict):
+            for name, v in value.items():
+                home = FIELDS[name].metadata["section"] if name in FIELDS else None
+                if home != key:
+                    raise UsageError(f"config file {p}: [{key}] has no key {name!r}"
+                                     + (f"; it belongs in [{home}]" if home else
+                                        f"; its keys are {', '.join(_section_fields(key))}"))
+                values[name] = v
+        elif key in FIELDS:
+            values[key] = value
+        else:
+            raise UsageError(f"config file {p} has unknown key {key!r}; the tables are "
+                             f"{', '.join('[' + s + ']' for s in SECTIONS)}, their keys the "
+                             "flag names with underscores (e.g. theta_max in [hans])")
+    return {k: coerce(k, v) for k, v in values.items()}
+
+
+def _section_fields(section: str) -> list[str]:
+    return [f.name for f in fields(TrainConfig) if f.metadata["section"] == section]
 
 
 def build(file_values: dict[str, Any], flag_values: dict[str, Any]) -> TrainConfig:
     """Defaults, then the file, then the flags (flags win); validated."""
-    cfg = TrainConfig(**{**file_values, **{k: _coerce(k, v) for k, v in flag_values.items()}})
+    cfg = TrainConfig(**{**file_values, **{k: coerce(k, v) for k, v in flag_values.items()}})
     validate(cfg)
     return cfg
-
-
-def _parse_floats(name: str, text: str, count: int, what: str) -> list[float]:
-    try:
-        vals = [float(v) for v in text.split(",")]
-    except ValueError:
-        vals = []
-    if len(vals) != count or not all(math.isfinite(v) for v in vals):
-        raise UsageError(f"{name} must be {count} comma-separated numbers ({what}), got {text!r}")
-    return vals
 
 
 def validate(cfg: TrainConfig) -> None:
@@ -218,18 +331,19 @@ def validate(cfg: TrainConfig) -> None:
 
     need(cfg.mode in MODES, f"--mode must be one of {', '.join(MODES)}, got {cfg.mode!r}")
     need(cfg.sampler in SAMPLERS, f"--sampler must be one of {', '.join(SAMPLERS)}, got {cfg.sampler!r}")
-    try:
-        fanout = cfg.fanout_list()
-    except ValueError:
-        fanout = []
+    fanout = cfg.fanout
     need(len(fanout) > 0 and all(f == -1 or f > 0 for f in fanout),
-         f"--fanout must be comma-separated neighbours per hop (positive, or -1 for all), got {cfg.fanout!r}")
+         f"--fanout must be neighbours per hop (positive, or -1 for all), got {fanout!r}")
     need(cfg.device in DEVICES or re.fullmatch(r"cuda:\d+", cfg.device) is not None,
          f"--device must be auto, cpu, cuda or cuda:N, got {cfg.device!r}")
     need(cfg.protocol in PROTOCOLS,
          f"--protocol must be one of {', '.join(PROTOCOLS)}, got {cfg.protocol!r}")
     need(cfg.scheduler in SCHEDULERS,
          f"--scheduler must be one of {', '.join(SCHEDULERS)}, got {cfg.scheduler!r}")
+    need(cfg.hard_pick in HARD_PICKS,
+         f"--hard-pick must be one of {', '.join(HARD_PICKS)}, got {cfg.hard_pick!r}")
+    need(cfg.fixed_half in FIXED_HALF,
+         f"--fixed-half must be one of {', '.join(FIXED_HALF)}, got {cfg.fixed_half!r}")
     need(cfg.negatives in NEGATIVES,
          f"--negatives must be one of {', '.join(NEGATIVES)}, got {cfg.negatives!r}")
     need(cfg.dist_backend in BACKENDS,
@@ -255,23 +369,36 @@ def validate(cfg: TrainConfig) -> None:
     for name in ("p_edge_1", "p_edge_2", "p_feature_1", "p_feature_2", "homophily"):
         need(0.0 <= getattr(cfg, name) <= 1.0, f"{name} must be in [0, 1], got {getattr(cfg, name)}")
     need(cfg.avg_degree > 0, f"--avg-degree must be > 0, got {cfg.avg_degree}")
-    ratios = _parse_floats("--ratios", cfg.ratios, 3, "EASY,HARD,INTER percent, e.g. 20,30,50")
+    ratios = list(cfg.ratios.values())
     need(all(r > 0 for r in ratios) and abs(sum(ratios) - 100.0) < 1e-6,
-         f"--ratios EASY,HARD,INTER must be positive and sum to 100, got {cfg.ratios!r}")
-    caps = _parse_floats("--c-cat", cfg.c_cat, 3, "HARD,INTER,EASY per-step caps")
-    need(all(c > 0 for c in caps), f"--c-cat caps must be > 0, got {cfg.c_cat!r}")
+         f"--ratios EASY,HARD,INTER must be positive and sum to 100, got "
+         f"{format_ratios(cfg.ratios)!r}")
+    need(all(c > 0 for c in cfg.c_cat.values()),
+         f"--c-cat caps must be > 0, got {','.join(f'{cfg.c_cat[c]:g}' for c in CAP_ORDER)!r}")
     need(0 < cfg.eta_0 <= 1 and 0 <= cfg.floor <= 1, "--eta-0 must be in (0, 1] and --floor in [0, 1]")
     need(cfg.gamma > 0 and cfg.b > 0, "--gamma and --b must be > 0")
 
 
 def to_toml(cfg: TrainConfig) -> str:
-    """The resolved configuration as TOML that ``load_toml`` reads back unchanged."""
-    lines = []
-    for name, value in cfg.to_dict().items():
-        if isinstance(value, str):
-            # a JSON string is a TOML basic string, once DEL (legal in JSON only) is escaped too
-            text = json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
-            lines.append(f"{name} = {text}")
-        else:
-            lines.append(f"{name} = {value!r}")
+    """The resolved configuration as TOML, one table per section, that ``load_toml`` reads
+    back unchanged."""
+    lines: list[str] = []
+    for section, what in SECTIONS.items():
+        lines += ([""] if lines else []) + [f"[{section}]  # {what}"]
+        for f in fields(cfg):
+            if f.metadata["section"] == section:
+                lines.append(f"{f.name} = {_toml_value(getattr(cfg, f.name))}")
     return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        # a JSON string is a TOML basic string, once DEL (legal in JSON only) is escaped too
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return repr(value)

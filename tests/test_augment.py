@@ -196,3 +196,28 @@ def test_view_2_masking_of_csr_features_keeps_half_the_columns_and_masks_entries
     unfixed = ~intact
     rate = 1 - out[:, unfixed].sum() / x[:, unfixed].sum()
     assert abs(float(rate) - 0.5) < 0.05  # entries of the unfixed half dropped at p_feature
+
+
+def test_mask_half_rows_columns_with_a_given_unfixed_half() -> None:
+    from edgegcl.nn.augment import unfixed_half
+
+    unfixed = unfixed_half(30, _gen(20))
+    assert unfixed.numel() == 15 and unfixed.unique().numel() == 15
+    masked = set()
+    for seed in range(3):  # every call masks inside the given half only
+        out = mask_half_rows_columns(torch.ones(200, 30), 0.5, _gen(seed), unfixed)
+        masked |= set((out == 0).any(dim=0).nonzero().flatten().tolist())
+    assert masked == set(unfixed.tolist())
+
+
+def test_trainer_draws_view_2s_half_once_per_run_and_seed() -> None:
+    from edgegcl.config import TrainConfig
+    from edgegcl.training.engine import Trainer
+
+    small = dict(hidden_dim=8, out_dim=4, proj_dim=4)
+    run_a = Trainer(TrainConfig(**small, fixed_half="run"), 20, seed=3)
+    run_b = Trainer(TrainConfig(**small, fixed_half="run"), 20, seed=3)
+    other = Trainer(TrainConfig(**small, fixed_half="run"), 20, seed=4)
+    assert torch.equal(run_a.unfixed, run_b.unfixed)  # a resumed run finds it again
+    assert not torch.equal(run_a.unfixed, other.unfixed)
+    assert Trainer(TrainConfig(**small), 20, seed=3).unfixed is None  # default: every step

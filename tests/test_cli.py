@@ -235,7 +235,7 @@ def test_config_file_with_flag_override(tmp_path: Path, capsys: pytest.CaptureFi
     assert code == 0, captured.err
     resolved = load_toml(out / "config.toml")
     assert resolved["theta_max"] == 0.7      # flag beats file
-    assert resolved["ratios"] == "10,40,50"  # file beats default
+    assert resolved["ratios"] == {"easy": 10.0, "hard": 40.0, "inter": 50.0}  # file beats default
     assert resolved["nodes"] == 80           # file beats default
     assert resolved["tau"] == 0.3            # file beats default
     assert resolved["epochs"] == 6           # TINY's --epochs 6 beats the file's 4

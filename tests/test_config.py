@@ -82,7 +82,7 @@ def test_file_overrides_defaults_and_flags_override_file(tmp_path: Path) -> None
     cfg = build(load_toml(path), {"theta_max": 0.8, "seeds": 4})
     assert cfg.epochs == 12            # file beats default (500)
     assert cfg.theta_max == 0.8        # flag beats file (0.5)
-    assert cfg.ratios == "10,40,50"    # file beats default
+    assert cfg.ratios == {"easy": 10.0, "hard": 40.0, "inter": 50.0}  # file beats default
     assert cfg.T_int == 3
     assert cfg.seeds == 4              # flag beats default
     assert cfg.tau == TrainConfig().tau  # untouched default
@@ -108,7 +108,7 @@ def test_build_validates() -> None:
 def test_load_toml_coerces_types(tmp_path: Path) -> None:
     path = _write(tmp_path, "theta_max = 1\nepochs = 10.0\nratios = [10, 40, 50]\n")
     values = load_toml(path)
-    assert values == {"theta_max": 1.0, "epochs": 10, "ratios": "10,40,50"}
+    assert values == {"theta_max": 1.0, "epochs": 10, "ratios": {"easy": 10.0, "hard": 40.0, "inter": 50.0}}
     assert isinstance(values["theta_max"], float) and isinstance(values["epochs"], int)
 
 
@@ -195,8 +195,8 @@ def test_load_toml_not_utf8(tmp_path: Path) -> None:
     ({"homophily": 1.2}, "homophily"),
 ])
 def test_validate_rejects(changes: dict, field: str) -> None:
-    cfg = dataclasses.replace(TrainConfig(), **changes)
-    message = _usage_error(validate, cfg)
+    # typed fields (ratios, c_cat, fanout) are refused as they are set, the rest by validate
+    message = _usage_error(lambda: validate(dataclasses.replace(TrainConfig(), **changes)))
     assert _names(message, field), message
 
 
@@ -236,11 +236,11 @@ def test_c_cat_map_is_hard_inter_easy() -> None:
                                                      ("paper-CiteSeer", "10,30,60", 1.0)])
 def test_paper_presets_carry_what_the_paper_states(name: str, ratios: str,
                                                    theta_max: float) -> None:
-    from edgegcl.config import list_presets
+    from edgegcl.config import format_ratios, list_presets
 
     assert name in list_presets()
     cfg = build(load_toml(name), {})
-    assert (cfg.ratios, cfg.theta_max, cfg.epochs) == (ratios, theta_max, 2000)
+    assert (format_ratios(cfg.ratios), cfg.theta_max, cfg.epochs) == (ratios, theta_max, 2000)
     assert (cfg.T_init, cfg.T_int, cfg.e, cfg.gamma, cfg.b) == (60, 20, 10, 0.99, 0.05)
     assert cfg.protocol == "both" and cfg.scheduler == "hans" and cfg.eval_every == 50
     assert cfg.dataset == name.split("-")[1]
@@ -250,3 +250,49 @@ def test_paper_presets_carry_what_the_paper_states(name: str, ratios: str,
 def test_unknown_config_name_lists_the_presets() -> None:
     with pytest.raises(UsageError, match="paper-Cora"):
         load_toml("paper-Pubmed")
+
+
+# --------------------------------------------------------------------------- sections
+
+def test_config_file_in_sections_with_typed_values(tmp_path: Path) -> None:
+    path = _write(tmp_path, "[hans]\ntheta_max = 0.6\n[hans.ratios]\neasy = 10\nhard = 40\n"
+                            "inter = 50\n[run]\nfanout = [5, 3]\nepochs = 7\n"
+                            "[hans.c_cat]\nhard = 0.1\ninter = 0.2\neasy = 0.3\n")
+    cfg = build(load_toml(path), {})
+    assert cfg.ratios == {"easy": 10.0, "hard": 40.0, "inter": 50.0}
+    assert cfg.c_cat == {"hard": 0.1, "inter": 0.2, "easy": 0.3}
+    assert (cfg.fanout, cfg.epochs, cfg.theta_max) == ([5, 3], 7, 0.6)
+
+
+def test_written_config_has_one_table_per_section(tmp_path: Path) -> None:
+    from edgegcl.config import SECTIONS
+
+    text = to_toml(_non_default())
+    assert [line.split("]")[0][1:] for line in text.splitlines() if line.startswith("[")] \
+        == list(SECTIONS)
+    assert "ratios = { easy = 10.0, hard = 40.0, inter = 50.0 }" in text
+
+
+def test_key_in_the_wrong_table_names_its_table(tmp_path: Path) -> None:
+    message = _usage_error(load_toml, _write(tmp_path, "[run]\ntheta_max = 0.5\n"))
+    assert "[run] has no key 'theta_max'" in message and "belongs in [hans]" in message
+
+
+def test_ratios_table_with_a_missing_category_is_refused(tmp_path: Path) -> None:
+    message = _usage_error(load_toml, _write(tmp_path, "[hans.ratios]\neasy = 50\nhard = 50\n"))
+    assert "ratios" in message
+
+
+def test_every_field_has_a_section_and_a_help_text() -> None:
+    from edgegcl.config import SECTIONS
+
+    for f in dataclasses.fields(TrainConfig):
+        assert f.metadata["section"] in SECTIONS, f.name
+        assert len(f.metadata["help"]) > 10, f.name
+
+
+def test_a_flat_config_toml_of_an_earlier_version_still_loads(tmp_path: Path) -> None:
+    old = ('dataset = "Cora"\nfanout = "5,5"\nratios = "10,40,50"\nc_cat = "0.1,0.2,0.3"\n'
+           "theta_max = 0.6\nT_int = 20\n")
+    cfg = build(load_toml(_write(tmp_path, old)), {})
+    assert (cfg.fanout, cfg.ratio_map()["hard"], cfg.c_cat["easy"]) == ([5, 5], 0.4, 0.3)

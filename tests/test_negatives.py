@@ -247,3 +247,23 @@ def test_a_full_budget_takes_whole_pools_despite_rounding():
     assert full == pool_sizes(c, RATIOS) and sum(full.values()) == c
     part = negative_counts({"hard": 0.03, "inter": 0.05, "easy": 0.02}, c, RATIOS)
     assert part == {"hard": 61, "inter": 102, "easy": 40}  # floor(eta theta_cat |N_i|)
+
+
+def test_hard_pick_top_takes_the_most_similar_candidates() -> None:
+    from edgegcl.contrast.negatives import schedule_negatives
+    from edgegcl.contrast.selection import NegativeSelector
+
+    b = 30
+    sims = torch.randn(b, 2 * b, generator=torch.Generator().manual_seed(0))
+    ratios = {"hard": 0.3, "inter": 0.5, "easy": 0.2}
+    counts = {"hard": 4, "inter": 3, "easy": 2}
+    top = schedule_negatives(lambda s, e: sims[s:e], b, torch.device("cpu"), ratios, counts, 0,
+                             hard_pick="top")
+    masked = sims.clone()
+    anchors = torch.arange(b)
+    masked[anchors, anchors] = masked[anchors, anchors + b] = -float("inf")
+    assert torch.equal(top.cols[:, :4].sort(1).values, masked.topk(4, 1).indices.sort(1).values)
+    rand = schedule_negatives(lambda s, e: sims[s:e], b, torch.device("cpu"), ratios, counts, 0)
+    assert not torch.equal(rand.cols[:, :4].sort(1).values, top.cols[:, :4].sort(1).values)
+    assert torch.equal(rand.cols[:, 4:], top.cols[:, 4:])  # the other pools draw alike
+    assert NegativeSelector(ratios, 20, hard_pick="top").refresh_every == 1

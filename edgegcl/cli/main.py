@@ -18,7 +18,7 @@ from torch_geometric.data import Data
 from edgegcl import __version__
 from edgegcl.evaluation.authors import AUTHORS_LABEL
 from edgegcl.budget.search import format_table
-from edgegcl.config import TrainConfig, build, load_toml, to_toml
+from edgegcl.config import SECTIONS, TrainConfig, build, coerce, format_ratios, load_toml, to_toml
 from edgegcl.errors import UsageError
 from edgegcl.cli.export import add_parser as add_export_parser
 from edgegcl.budget.profiles import (
@@ -41,52 +41,6 @@ from edgegcl.training.run import auto_budget_line
 if TYPE_CHECKING:
     from edgegcl.budget.profiler import Calibration
 
-_HELP = {
-    "dataset": "Cora, CiteSeer, PubMed, DBLP, WikiCS, Amazon-Computers, Amazon-Photo, "
-               "Coauthor-CS, Actor, synthetic, or a .pt / .npz graph file",
-    "root": "directory holding the datasets ('': $EDGEGCL_DATA or ~/.cache/edgegcl/datasets)",
-    "mode": "full (the whole graph is one batch), minibatch (neighbour-sampled batches), or "
-            "auto (full up to 10000 nodes)",
-    "batch_size": "minibatch: seed nodes (anchors) per batch",
-    "fanout": "minibatch: neighbours sampled per hop, e.g. 10,10 (-1: all)",
-    "sampler": "minibatch: auto (PyG's NeighborLoader when pyg-lib or torch-sparse is "
-               "installed), builtin, or pyg",
-    "epochs": "training epochs per seed",
-    "seeds": "independent runs, each with its own split and initialisation",
-    "out": "run directory to create ('': runs/DATASET-TIMESTAMP)",
-    "device": "auto, cpu, cuda or cuda:N (under torchrun: each rank's GPU is LOCAL_RANK)",
-    "negatives": "under torchrun: local (each rank contrasts its batch) or global (every "
-                 "rank's anchors are candidates, as one process with the world's batch)",
-    "dist_backend": "under torchrun: auto (nccl on CUDA, gloo on the CPU), gloo or nccl",
-    "dist_timeout": "under torchrun: seconds a collective waits for the other ranks before "
-                    "the run stops (a rank that died or hangs)",
-    "eval_every": "epochs between linear-probe checkpoints",
-    "checkpoint_every": "epochs between saves of each seed's full state for --resume "
-                        "(0: every probe)",
-    "protocol": "honest (checkpoint and classifier chosen on validation, test touched once) or "
-                "both (also the authors' protocol behind the paper's tables, optimistic: "
-                "re-drawn 10 %% test split at every checkpoint, max over checkpoints)",
-    "scheduler": "hans, or none: the all-negatives baseline (every one of the 2B - 2 "
-                 "candidates from epoch 1; theta_max and the HANS settings are ignored)",
-    "theta_max": "global negative budget theta_max, a fraction of |N_i| in (0, 1]",
-    "ratios": "category ratios EASY,HARD,INTER in percent, summing to 100",
-    "c_cat": "per-step caps c_cat for HARD,INTER,EASY",
-    "tau": "InfoNCE temperature",
-    "T_init": "bootstrap epochs at eta_0", "T_int": "epochs between HANS updates",
-    "e": "loss-gate window (epochs)", "gamma": "loss-gate factor", "b": "base step size",
-    "swap_every": "epochs between swaps after saturation (0: T_int)",
-    "logits": "auto (the cheaper of the two for HANS's current state, switching as eta "
-              "grows), dense (B x B similarity blocks with their gradients) or pairs (a "
-              "gradient for the scheduled pairs only)",
-    "stratify": "sampled (each anchor ranks a random sample of its candidates, about as many "
-                "as it uses) or exact (ranks all 2B - 2)",
-    "stratify_sample": "sampled strata: least number of candidates each anchor ranks",
-    "nodes": "synthetic: number of nodes", "classes": "synthetic: planted classes",
-    "features": "synthetic: feature dimension", "avg_degree": "synthetic: average degree",
-    "homophily": "synthetic: fraction of intra-class edges", "graph_seed": "synthetic: graph seed",
-}
-
-
 class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one line (no usage dump) with exit code 2."""
 
@@ -100,12 +54,25 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
                    help="TOML file setting any of the options below (flags win), or a shipped "
                         "preset: paper-Cora, paper-CiteSeer (the paper's settings, presets/)")
     defaults = TrainConfig()
+    groups = {name: p.add_argument_group(f"{name}: {what}") for name, what in SECTIONS.items()}
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         kind = {"int": int, "float": float}.get(f.type, str)  # type: ignore[call-overload]
-        p.add_argument(flag, dest=f.name, type=kind, default=None, metavar=f.name.upper(),
-                       help=f"{_HELP.get(f.name, f.name.replace('_', ' '))} "
-                            f"(default: {getattr(defaults, f.name)!r})")
+        groups[f.metadata["section"]].add_argument(
+            flag, dest=f.name, type=kind, default=None, metavar=f.name.upper(),
+            help=f"{f.metadata['help']} (default: {_flag_form(f.name, defaults)})")
+
+
+def _flag_form(name: str, cfg: TrainConfig) -> str:
+    """A field's value as its flag is written (``20,30,50`` for the ratios)."""
+    value = getattr(cfg, name)
+    if name == "ratios":
+        return format_ratios(value)
+    if isinstance(value, dict):
+        return ",".join(f"{v:g}" for v in value.values())
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return repr(value)
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
@@ -153,9 +120,10 @@ def _resume_values(args: argparse.Namespace, flags: dict[str, object]) -> dict[s
     defaults = TrainConfig()
     for name, value in flags.items():
         before = saved.get(name, getattr(defaults, name))
-        if name not in RESUMABLE and name != "out" and str(value) != str(before):
+        if name not in RESUMABLE and name != "out" and coerce(name, value) != before:
             raise UsageError(f"--{name.replace('_', '-')} {value} contradicts the run in "
-                             f"{run_dir} ({before!r}); on --resume only "
+                             f"{run_dir} ({_flag_form(name, replace(defaults, **{name: before}))}"
+                             f"); on --resume only "
                              f"{', '.join('--' + f for f in RESUMABLE)} may change")
     values = {**saved, **{k: v for k, v in flags.items() if k in RESUMABLE}}
     epochs = int(values.get("epochs", defaults.epochs))  # type: ignore[arg-type]

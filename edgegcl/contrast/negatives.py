@@ -90,20 +90,21 @@ def anchors_per_block(num_anchors: int, device: torch.device) -> int:
     return max(1, elements // (2 * num_anchors))
 
 
-def _cut_pools(sims: Tensor, excluded: Tensor, sizes: Mapping[str, int]
-               ) -> tuple[Tensor, Tensor, Tensor]:
+def _cut_pools(sims: Tensor, excluded: Tensor, sizes: Mapping[str, int],
+               hard_sorted: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     """Each row of ``sims`` cut into hard (top ``sizes["hard"]``), easy (bottom) and
     intermediate (the rest) positions, leaving out the two ``excluded`` positions of each row.
 
     Only membership matters downstream (negatives are drawn uniformly inside a pool), so no
     full sort: two partial selections (``topk``, unsorted) and the remainder, equal to cutting
-    the sorted row up to ties (docs/performance.md has the timings).
+    the sorted row up to ties (docs/performance.md has the timings). ``hard_sorted``: the hard
+    pool in descending similarity, for ``hard_pick = "top"``.
     """
     b = sims.size(0)
     s = sims.detach().clone()
     rows = torch.arange(b, device=s.device).unsqueeze(1)
     s[rows, excluded] = -math.inf
-    hard = s.topk(sizes["hard"], dim=1, sorted=False).indices
+    hard = s.topk(sizes["hard"], dim=1, sorted=hard_sorted).indices
     # The easy pool is taken from what is left, so the pools stay disjoint even under ties.
     s[rows, excluded] = math.inf
     s.scatter_(1, hard, math.inf)
@@ -115,7 +116,8 @@ def _cut_pools(sims: Tensor, excluded: Tensor, sizes: Mapping[str, int]
 
 
 @torch.no_grad()
-def stratify(cand_sims: Tensor, ratios: Mapping[str, float], first_anchor: int = 0) -> Strata:
+def stratify(cand_sims: Tensor, ratios: Mapping[str, float], first_anchor: int = 0,
+             hard_sorted: bool = False) -> Strata:
     """S_i of the paper, cut into its pools: hard = the top of each anchor's ranking, easy =
     the bottom, intermediate = the rest, in the sizes the ratios give.
 
@@ -127,7 +129,7 @@ def stratify(cand_sims: Tensor, ratios: Mapping[str, float], first_anchor: int =
     c = num_candidates(num_anchors)
     anchors = torch.arange(first_anchor, first_anchor + b, device=cand_sims.device)
     excluded = torch.stack([anchors, anchors + num_anchors], dim=1)
-    return Strata(_cut_pools(cand_sims, excluded, pool_sizes(c, ratios)), c)
+    return Strata(_cut_pools(cand_sims, excluded, pool_sizes(c, ratios), hard_sorted), c)
 
 
 @dataclass(frozen=True)
@@ -217,13 +219,24 @@ def _generator(draw: int, category: int) -> torch.Generator:
     return torch.Generator().manual_seed((draw * 1_000_003 + category) % (2**63 - 1))
 
 
+HARD_PICKS = ("random", "top")
+"""``hard_pick``: which members of the hard pool are active: a uniform random subset (kept
+between refreshes), or the most similar ones (NegAmplify's deterministic top-k, refreshed
+every step). docs/hans.md has the measurement."""
+
+
 def _draw_positions(pool_size: tuple[int, ...], counts: Mapping[str, int], draw: int,
-                    num_anchors: int) -> list[tuple[Tensor, Tensor]]:
+                    num_anchors: int, hard_pick: str = "random") -> list[tuple[Tensor, Tensor]]:
     """Per category: the pool positions every anchor takes (a ``randperm`` prefix of
-    ``counts[cat]``) and each anchor's rotation of them ([B, 1])."""
+    ``counts[cat]``) and each anchor's rotation of them ([B, 1]); with ``hard_pick = "top"``
+    the hard pool's first positions unrotated (the pool is then sorted, hardest first)."""
     plan = []
     for k, (cat, size) in enumerate(zip(CATEGORIES, pool_size)):
         g = _generator(draw, k)
+        if cat == "hard" and hard_pick == "top":
+            plan.append((torch.arange(min(counts[cat], size)),
+                         torch.zeros(num_anchors, 1, dtype=torch.long)))
+            continue
         positions = torch.randperm(size, generator=g)[:min(counts[cat], size)]
         plan.append((positions, torch.randint(max(size, 1), (num_anchors, 1), generator=g)))
     return plan
@@ -261,7 +274,7 @@ def select_active(strata: Strata, counts: Mapping[str, int], draw: int) -> Activ
 @torch.no_grad()
 def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.device,
                        ratios: Mapping[str, float], counts: Mapping[str, int], draw: int, *,
-                       keep_values: bool = False) -> ActiveNegatives:
+                       keep_values: bool = False, hard_pick: str = "random") -> ActiveNegatives:
     """``select_active(stratify(candidates), counts, draw)``, anchors a block at a time.
 
     ``rows(start, stop)`` gives the candidate similarities of anchors ``start .. stop - 1``
@@ -275,12 +288,13 @@ def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.devi
     """
     c = num_candidates(num_anchors)
     plan = [(positions.to(device), offsets.to(device)) for positions, offsets
-            in _draw_positions(tuple(pool_sizes(c, ratios).values()), counts, draw, num_anchors)]
+            in _draw_positions(tuple(pool_sizes(c, ratios).values()), counts, draw, num_anchors,
+                               hard_pick)]
     step = anchors_per_block(num_anchors, device)
     cols, values = [], []
     for start in range(0, num_anchors, step):
         block = rows(start, min(start + step, num_anchors))
-        picked = _pick(stratify(block, ratios, start),
+        picked = _pick(stratify(block, ratios, start, hard_pick == "top"),
                        [(positions, offsets[start:start + step]) for positions, offsets in plan])
         cols.append(picked)
         if keep_values:
@@ -371,7 +385,7 @@ def _all_but_excluded(num_cols: int, excluded: Tensor) -> Tensor:
 def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.device,
                      ratios: Mapping[str, float], counts: Mapping[str, int], draw: int,
                      sample: CandidateSample, *, keep_values: bool = False,
-                     grouped: bool = True) -> ActiveNegatives:
+                     grouped: bool = True, hard_pick: str = "random") -> ActiveNegatives:
     """Sampled strata: each anchor's pools cut from its block's sample, then drawn from.
 
     Anchor i ranks the M = ``sample.size`` candidates of its sample (a uniform random subset
@@ -392,7 +406,8 @@ def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.de
     sizes = pool_sizes(sample.size, ratios)
     whole = all(counts[cat] == sizes[cat] for cat in CATEGORIES)
     plan = [] if whole else [(positions.to(device), offsets.to(device)) for positions, offsets
-                             in _draw_positions(tuple(sizes.values()), counts, draw, num_anchors)]
+                             in _draw_positions(tuple(sizes.values()), counts, draw, num_anchors,
+                                                hard_pick)]
     active_sizes = tuple(sizes.values()) if whole else _active_sizes(plan)
     positions, cols, kept = [], [], []
     for start, stop in sample.chunks(num_anchors):
@@ -401,7 +416,7 @@ def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.de
         if whole and not grouped:
             picked = _all_but_excluded(sample.size + 2, excluded)
         else:
-            pools = _cut_pools(v, excluded, sizes)
+            pools = _cut_pools(v, excluded, sizes, hard_pick == "top")
             picked = torch.cat(pools, dim=1) if whole else _pick(
                 Strata(pools, sample.size), [(pos, offsets[start:stop]) for pos, offsets in plan])
         cols.append(sample.row_cols(start, stop).gather(1, picked))

@@ -16,6 +16,7 @@ import torch
 from edgegcl.contrast.hans import HANS
 from edgegcl.contrast.loss import AnchorSimilarities
 from edgegcl.contrast.negatives import (
+    HARD_PICKS,
     SAMPLE_MIN,
     ActiveNegatives,
     CandidateSample,
@@ -46,12 +47,19 @@ class NegativeSelector:
     change the active set, so the strata stay as they were; they then only label the
     per-category losses that are logged. On the scheduled-pairs path the drawn columns'
     similarities come along only in the step that drew them; a kept active set is handed out
-    without them, and the loss recomputes them from that step's projections.
+    without them, and the loss recomputes them from that step's projections. ``hard_pick``:
+    ``"random"`` members of the hard pool, or its ``"top"`` (most similar) ones, refreshed at
+    every step (edgegcl.contrast.negatives.HARD_PICKS).
     """
 
     def __init__(self, ratios: dict[str, float], refresh_every: int, stratify: str = "sampled",
-                 sample_min: int = SAMPLE_MIN, seed: int = 0) -> None:
-        self.ratios, self.refresh_every = ratios, refresh_every
+                 sample_min: int = SAMPLE_MIN, seed: int = 0, hard_pick: str = "random") -> None:
+        if hard_pick not in HARD_PICKS:
+            raise ValueError(f"hard_pick must be one of {', '.join(HARD_PICKS)}, got "
+                             f"{hard_pick!r}")
+        self.ratios, self.hard_pick = ratios, hard_pick
+        # the most similar candidates change with the encoder: refreshed at every step
+        self.refresh_every = 1 if hard_pick == "top" else refresh_every
         self.stratify, self.sample_min = stratify, sample_min
         self.generator = torch.Generator().manual_seed(seed)
         self._key: tuple[Any, ...] | None = None
@@ -131,9 +139,11 @@ class NegativeSelector:
             sample = draw_sample(b, size, self.generator, sims.device)
             return schedule_sampled(sims.candidate_values(direction), b, sims.device, self.ratios,
                                     counts, draw, sample, keep_values=sims.keeps_values,
-                                    grouped=labels and direction == 0)  # the loss reads d 0's
+                                    grouped=labels and direction == 0,  # the loss reads d 0's
+                                    hard_pick=self.hard_pick)
         return schedule_negatives(sims.candidate_rows(direction), b, sims.device, self.ratios,
-                                  counts, draw, keep_values=sims.keeps_values)
+                                  counts, draw, keep_values=sims.keeps_values,
+                                  hard_pick=self.hard_pick)
 
 
 def _active_to_dict(active: ActiveNegatives) -> dict[str, Any]:

@@ -91,17 +91,28 @@ def mask_columns(x: Tensor, p_feature: float, generator: torch.Generator) -> Ten
     return x * keep
 
 
-def mask_half_rows_columns(x: Tensor, p_feature: float, generator: torch.Generator) -> Tensor:
+def unfixed_half(num_features: int, generator: torch.Generator,
+                 device: torch.device | str = "cpu") -> Tensor:
+    """Eq. 3's X_unfixed columns: a random ceil(d/2) of the d columns (the other floor(d/2)
+    are X_fixed)."""
+    return torch.randperm(num_features, generator=generator, device=device)[num_features // 2:]
+
+
+def mask_half_rows_columns(x: Tensor, p_feature: float, generator: torch.Generator,
+                           unfixed: Tensor | None = None) -> Tensor:
     """Eq. 3, X_2 = [X_fixed, X_unfixed o M_2].
 
-    A random half of the columns (floor(d/2), redrawn at every call) is kept as it is; each entry
-    of the other columns is zeroed with probability ``p_feature``. Columns stay where they are:
-    the paper's bracket notation lists the two groups side by side, but reordering columns
-    would scramble the features the encoder reads, so the mask is applied in place.
+    A random half of the columns (floor(d/2), redrawn at every call unless ``unfixed`` names
+    the other half, e.g. drawn once per run) is kept as it is; each entry of the other columns
+    is zeroed with probability ``p_feature``. Columns stay where they are: the paper's bracket
+    notation lists the two groups side by side, but reordering columns would scramble the
+    features the encoder reads, so the mask is applied in place.
     """
     n, d = x.shape
-    perm = torch.randperm(d, generator=generator, device=x.device)
-    unfixed = perm[d // 2:]
+    if unfixed is None:
+        unfixed = unfixed_half(d, generator, x.device)
+    else:
+        unfixed = unfixed.to(x.device)
     if x.layout == torch.sparse_csr:
         is_unfixed = torch.zeros(d, dtype=torch.bool, device=x.device)
         is_unfixed[unfixed] = True

@@ -21,6 +21,7 @@ from torch_geometric.loader import NodeLoader
 from edgegcl.config import TrainConfig
 from edgegcl.contrast.hans import HANS, HANSEvent
 from edgegcl.contrast.loss import LossOutput
+from edgegcl.nn.augment import unfixed_half
 from edgegcl.nn.model import AdNGCL
 from edgegcl.contrast.negatives import CATEGORIES
 from edgegcl.phases import PhaseClock
@@ -95,6 +96,9 @@ class Trainer:
         rank = 0 if world is None else world.rank
         self.generator = torch.Generator(device=self.device).manual_seed(
             seed + AUGMENT_SEED_STRIDE * rank)
+        # view 2's masked half drawn once per run (fixed_half = "run"), from the seed alone
+        self.unfixed = None if cfg.fixed_half == "step" else unfixed_half(
+            in_dim, torch.Generator().manual_seed(seed), self.device)
         self.net: torch.nn.Module = self.model
         if world is not None:
             from torch.nn.parallel import DistributedDataParallel
@@ -117,7 +121,8 @@ class Trainer:
         self.model.train()
         return training_step(self.net, self.optimizer, x, edge_index, num_sampled_nodes,
                              self.cfg, self.generator, self.selector, self.hans,
-                             self.epoch + 1 if step is None else step, rows, clock, self.world)
+                             self.epoch + 1 if step is None else step, rows, clock, self.world,
+                             self.unfixed)
 
     def end_epoch(self, category: dict[str, float]) -> list[HANSEvent]:
         """Hand the epoch's per-category losses to HANS (Algorithm 1) and count the epoch."""

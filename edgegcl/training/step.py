@@ -83,7 +83,7 @@ def make_selector(cfg: TrainConfig, mode: str, seed: int = 0) -> NegativeSelecto
     says (sampled strata at a full, saturated budget take no sample)."""
     stratify = "sampled" if cfg.scheduler == "none" else cfg.stratify
     return NegativeSelector(cfg.ratio_map(), cfg.T_int if mode == "full" else 1, stratify,
-                            cfg.stratify_sample, seed)
+                            cfg.stratify_sample, seed, cfg.hard_pick)
 
 
 def _unwrapped(model: torch.nn.Module) -> AdNGCL:
@@ -93,8 +93,8 @@ def _unwrapped(model: torch.nn.Module) -> AdNGCL:
 
 def project_views(model: torch.nn.Module, x: Tensor, edge_index: Tensor,
                   num_sampled_nodes: Sequence[int] | None, cfg: TrainConfig,
-                  generator: torch.Generator, rows: Tensor | None = None
-                  ) -> tuple[Tensor, Tensor]:
+                  generator: torch.Generator, rows: Tensor | None = None,
+                  unfixed: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """The projected anchors (H^1, H^2) of the two views of a (sub)graph (Eqs. 1-5).
 
     Full graph (``num_sampled_nodes`` None): every node is an anchor. Mini-batch: a
@@ -105,6 +105,8 @@ def project_views(model: torch.nn.Module, x: Tensor, edge_index: Tensor,
     folded into the encoder (edgegcl.nn.augment), a step's feature-sized tensors are one copy at
     a time. Draws from ``generator`` in the order nu_1, A_1, X_2, A_2. ``model`` may be an
     AdNGCL inside ``DistributedDataParallel``: the encoder then runs through the wrapper.
+    ``unfixed``: view 2's masked columns when they are drawn once per run (``fixed_half =
+    "run"``); by default Eq. 3's halves are redrawn at every step.
     """
     if rows is not None:
         x = as_features(x.index_select(0, rows.to(x.device)))
@@ -112,7 +114,7 @@ def project_views(model: torch.nn.Module, x: Tensor, edge_index: Tensor,
     edges_1 = remove_edges(edge_index, cfg.p_edge_1, generator)  # Eq. 1
     head = _unwrapped(model).project
     h1 = head(model(x, edges_1, num_sampled_nodes, keep_1))
-    x_2 = mask_half_rows_columns(x, cfg.p_feature_2, generator)  # Eq. 3
+    x_2 = mask_half_rows_columns(x, cfg.p_feature_2, generator, unfixed)  # Eq. 3
     del x  # a gathered batch is freed here (a layer that saved it for backward keeps it)
     edges_2 = remove_edges(edge_index, cfg.p_edge_2, generator)
     return h1, head(model(x_2, edges_2, num_sampled_nodes))
@@ -121,11 +123,12 @@ def project_views(model: torch.nn.Module, x: Tensor, edge_index: Tensor,
 def contrastive_step(model: torch.nn.Module, x: Tensor, edge_index: Tensor,
                      num_sampled_nodes: Sequence[int] | None, cfg: TrainConfig,
                      generator: torch.Generator, selector: NegativeSelector, hans: HANS,
-                     step: int, rows: Tensor | None = None, world: World | None = None
-                     ) -> LossOutput:
+                     step: int, rows: Tensor | None = None, world: World | None = None,
+                     unfixed: Tensor | None = None) -> LossOutput:
     """One step's loss, ready for backward: ``project_views``, the world's anchors with global
     negatives (``training_step``), then ``contrast``."""
-    h1, h2 = project_views(model, x, edge_index, num_sampled_nodes, cfg, generator, rows)
+    h1, h2 = project_views(model, x, edge_index, num_sampled_nodes, cfg, generator, rows,
+                           unfixed)
     if world is not None:
         h1, h2 = world.gather_views(h1, h2)
     return contrast(h1, h2, cfg.tau, cfg.logits, selector, hans, step)
@@ -135,16 +138,17 @@ def training_step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: Tensor,
                   edge_index: Tensor, num_sampled_nodes: Sequence[int] | None, cfg: TrainConfig,
                   generator: torch.Generator, selector: NegativeSelector, hans: HANS, step: int,
                   rows: Tensor | None = None, clock: PhaseClock | None = None,
-                  world: World | None = None) -> LossOutput:
+                  world: World | None = None, unfixed: Tensor | None = None) -> LossOutput:
     """``contrastive_step``, backward and the optimiser's update: one optimisation step.
 
     With a ``clock`` the backward runs in two parts, the loss's down to the projections and
     then the encoder's (same gradients, PhaseClock has the phases). With a ``world`` of global
     negatives the anchors are every rank's (edgegcl.training.distributed.World.gather_views):
     each rank computes the same world-wide loss, and the all-gather's backward with DDP's
-    averaging gives every rank that loss's gradient.
+    averaging gives every rank that loss's gradient. ``unfixed``: see ``project_views``.
     """
-    h1, h2 = project_views(model, x, edge_index, num_sampled_nodes, cfg, generator, rows)
+    h1, h2 = project_views(model, x, edge_index, num_sampled_nodes, cfg, generator, rows,
+                           unfixed)
     if world is not None:
         h1, h2 = world.gather_views(h1, h2)
     if clock is None:
@@ -206,5 +210,5 @@ def structure_loader(data: Data, cfg: TrainConfig, seed: int,
     ``shard = (rank, world_size)`` under torchrun (edgegcl.data.sampling.ShardedIndices).
     """
     structure = Data(edge_index=data.edge_index, num_nodes=data.num_nodes)
-    return make_loader(structure, cfg.batch_size, cfg.fanout_list(), sampler=cfg.sampler,
+    return make_loader(structure, cfg.batch_size, cfg.fanout, sampler=cfg.sampler,
                        seed=seed, shard=shard)

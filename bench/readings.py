@@ -1,0 +1,97 @@
+"""The paper's ambiguous readings, decided by measurement (issue 12, item 5).
+
+Each reading is a config option; every variant trains the same seeds of one dataset with
+everything else at its value (``edgegcl train`` defaults, or ``--config``), one run after
+another in this process, and reports the honest test micro-F1 (checkpoint chosen on
+validation) over seeds:
+
+- ``hard_pick``: ``random`` (a uniform subset of the hard pool, kept between refreshes: the
+  default) against ``top`` (NegAmplify's deterministic top-k, refreshed every step);
+- ``fixed_half``: view 2's kept half of the columns redrawn at every ``step`` (the default)
+  against drawn once per ``run``.
+
+    python -m bench.readings --root ../shared/datasets --datasets Cora --seeds 3 --device cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+VARIANTS = {"default": {}, "hard_pick=top": {"hard_pick": "top"},
+            "fixed_half=run": {"fixed_half": "run"}}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--root", required=True)
+    p.add_argument("--datasets", default="Cora")
+    p.add_argument("--config", default=None, help="a config file or preset as the base")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=None)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--out", default=str(HERE / "results"))
+    args = p.parse_args()
+
+    import torch
+
+    from bench.machine import describe
+    from edgegcl.config import build, load_toml
+    from edgegcl.data import load_graph
+    from edgegcl.training.run import train_seed
+    from edgegcl.training.state import write_atomic
+
+    started, t_all = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.perf_counter()
+    records = []
+    for ds in args.datasets.split(","):
+        data = load_graph(ds, args.root)
+        for name, change in VARIANTS.items():
+            for seed in range(args.seeds):
+                flags = {"dataset": ds, "root": args.root, "protocol": "honest", **change}
+                if args.epochs:
+                    flags["epochs"] = args.epochs
+                cfg = build(load_toml(args.config) if args.config else {}, flags)
+                t0 = time.perf_counter()
+                with tempfile.TemporaryDirectory() as tmp:
+                    r = train_seed(data, cfg, seed, torch.device(args.device), Path(tmp),
+                                   f"{ds} {name} {seed}")
+                assert r.selection is not None
+                records.append({"dataset": ds, "variant": name, "seed": seed,
+                                "test": r.selection.scores.test_micro,
+                                "val": r.selection.scores.val_micro,
+                                "epoch_s": statistics.fmean(r.epoch_times),
+                                "wall_s": time.perf_counter() - t0})
+                print(json.dumps(records[-1]), flush=True)
+    lines = ["# Ambiguous readings of the paper, measured (issue 12, item 5)", "",
+             f"Measured {started} on: {describe()}; device {args.device}; "
+             f"{(time.perf_counter() - t_all) / 60:.1f} min.", "",
+             "    python -m bench.readings " + " ".join(
+                 a if not a.startswith("/") else "ROOT" for a in sys.argv[1:]), "",
+             f"Base: {args.config or 'edgegcl train defaults'}"
+             + (f", {args.epochs} epochs" if args.epochs else "") + ". Honest test micro-F1 "
+             "(checkpoint chosen on validation), mean ± population std over seeds 0.."
+             f"{args.seeds - 1}; the same seeds (splits, initialisations) in every row.", "",
+             "| dataset | variant | test micro-F1 | val micro-F1 | per seed | epoch ms |",
+             "|---|---|---|---|---|---|"]
+    for ds in args.datasets.split(","):
+        for name in VARIANTS:
+            rs = [r for r in records if r["dataset"] == ds and r["variant"] == name]
+            t, v = [r["test"] for r in rs], [r["val"] for r in rs]
+            lines.append(f"| {ds} | {name} | {statistics.fmean(t):.2f} ± {statistics.pstdev(t):.2f}"
+                         f" | {statistics.fmean(v):.2f} | {', '.join(f'{x:.2f}' for x in t)} | "
+                         f"{1000 * statistics.fmean(r['epoch_s'] for r in rs):.0f} |")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / "readings.md", "\n".join(lines) + "\n")
+    write_atomic(out / "readings.json", json.dumps(records, indent=1) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
