@@ -81,6 +81,10 @@ class TrainConfig:
     ``--c-cat 0.05,0.05,0.025``, ``--fanout 10,10``) and the strings of older config files are
     accepted wherever a value is given, the constructor included.
 
+    Args:
+        **fields: any field by name (``theta_max=0.6``, ``ratios="10,40,50"``); the others
+            keep their defaults. ``edgegcl train --help`` lists them by section.
+
     Example:
         >>> cfg = TrainConfig(theta_max=0.6, ratios="10,40,50")
         >>> cfg.ratios["hard"], cfg.ratio_map()["hard"], cfg.model_config().hidden_dim

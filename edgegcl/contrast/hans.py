@@ -47,12 +47,19 @@ class HANSEvent:
 class HANS:
     """The scheduler of eta_t^cat, the used fraction of each category's budget theta_cat.
 
-    Parameters follow Algorithm 1: ``theta_max`` (global budget, fraction of |N_i|),
-    ``theta_cat`` (per-category caps, fractions of |N_i|; default ratios 30/50/20 x theta_max),
-    ``T_init`` (bootstrap epochs), ``T_int`` (update interval), ``e`` (gate window),
-    ``gamma`` (gate factor), ``b`` (base step), ``c_cat`` (per-step caps), ``eta_0``
-    (bootstrap fraction), ``floor`` (per-category floor), ``swap_every`` (epochs between
-    swaps after saturation; default T_int).
+    Args (Algorithm 1's names):
+        theta_max: global budget, a fraction of each anchor's |N_i| candidates, in (0, 1].
+        theta_cat: per-category caps, fractions of |N_i| keyed hard / inter / easy (default
+            ratios 30 / 50 / 20 x theta_max); they must be able to fill theta_max.
+        T_init: bootstrap epochs at ``eta_0``.
+        T_int: epochs between decisions.
+        e: loss-gate window (Eq. 7): the last e epochs against the e before.
+        gamma: loss-gate factor (Eq. 7).
+        b: base step size (Eq. 9).
+        c_cat: per-step caps on eta's growth, keyed by category.
+        eta_0: every category's eta during the bootstrap.
+        floor: least eta of a category.
+        swap_every: epochs between stochastic swaps after saturation (default T_int).
 
     Example:
         >>> hans = HANS(theta_max=0.6, T_init=2, T_int=2, e=1)

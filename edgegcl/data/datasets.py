@@ -63,6 +63,11 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
     Names are matched case-insensitively, ignoring ``-``/``_``/spaces, and the aliases
     ``Computers``, ``Photo`` and ``CS`` are accepted.
 
+    Args:
+        name: a name of DATASETS, a ``.pt`` / ``.npz`` graph file, or None for the generated graph.
+        root: directory holding the benchmark datasets (None: ``default_data_root()``).
+        synthetic: the generated graph's parameters.
+
     Example:
         >>> load_graph("synthetic", None).num_nodes
         2000

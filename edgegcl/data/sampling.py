@@ -324,6 +324,16 @@ def make_loader(
     data-parallel training (:class:`ShardedIndices`); its neighbour draws are seeded apart
     from the other ranks' while the seed order is the one all ranks share.
 
+    Args:
+        data: the graph (its ``edge_index`` and ``num_nodes``; features ride along if set).
+        batch_size: seed nodes per batch.
+        num_neighbors: neighbours sampled per hop (-1: all).
+        sampler: ``"auto"``, ``"pyg"`` or ``"builtin"``.
+        shuffle: a new seed order every epoch.
+        seed: seed of the order and of the built-in sampler's draws.
+        input_nodes: the seed nodes (index or mask; default every node).
+        shard: ``(rank, world_size)`` under torchrun.
+
     Example:
         >>> from edgegcl.data import SyntheticSpec, synthetic_graph
         >>> data = synthetic_graph(SyntheticSpec(num_nodes=300))

@@ -31,6 +31,14 @@ class SyntheticSpec:
     ``homophily`` is the fraction of edges whose two ends share a class; the rest join
     nodes of different classes. The same spec always yields the same graph.
 
+    Args:
+        num_nodes: nodes (at least 2).
+        num_classes: planted classes.
+        num_features: feature dimension.
+        avg_degree: requested average degree.
+        homophily: requested fraction of edges inside a class.
+        seed: seed of every draw.
+
     Example:
         >>> SyntheticSpec(num_nodes=500, homophily=0.9).num_classes
         5
@@ -76,6 +84,9 @@ def synthetic_graph(spec: SyntheticSpec) -> Data:
     and the edge set is made undirected and coalesced, so the realised degree and
     homophily sit slightly below the requested values. Features are a per-class random
     mean of norm ``_CLASS_SIGNAL`` plus unit Gaussian noise.
+
+    Args:
+        spec: size, classes, features, degree, homophily and seed of the graph.
 
     Example:
         >>> data = synthetic_graph(SyntheticSpec(num_nodes=100, num_classes=4, num_features=8))

@@ -55,6 +55,12 @@ def random_split(num_nodes: int, seed: int, train: float = 0.1, val: float = 0.1
     ``floor(val * N)`` the validation set, the rest the test set. A local generator makes the
     split depend on ``seed`` only, never on (or disturbing) the global RNG state.
 
+    Args:
+        num_nodes: nodes to split.
+        seed: seed of the permutation.
+        train: fraction of the nodes in the training set.
+        val: fraction in the validation set (the rest is the test set).
+
     Example:
         >>> s = random_split(100, seed=0)
         >>> s.train.numel(), s.val.numel(), s.test.numel()
@@ -245,6 +251,15 @@ def linear_probe(
     Memory beyond the embeddings (which may be memory-mapped, ``model.npy_embeddings``): the
     training rows; validation and test rows are normalised and classified PROBE_CHUNK_ROWS at
     a time and only their F1 counts are kept.
+
+    Args:
+        embeddings: [N, D] frozen embeddings.
+        y: [N] class labels.
+        split: train / validation / test node indices.
+        weight_decays: the grid chosen from on validation.
+        epochs: Adam steps per classifier.
+        lr: Adam learning rate.
+        seed: seed of the classifiers' initialisation.
 
     Example:
         >>> y = torch.arange(200) % 4

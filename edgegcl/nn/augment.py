@@ -42,6 +42,11 @@ def remove_edges(edge_index: Tensor, p_edge: float, generator: torch.Generator) 
     The paper draws M_e entry-wise over the n x n adjacency, so the two directions of an
     undirected edge are dropped independently (as GRACE does); we keep that.
 
+    Args:
+        edge_index: [2, E] edges.
+        p_edge: drop probability of each edge.
+        generator: the stream the mask is drawn from.
+
     Example:
         >>> edges = torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
         >>> remove_edges(edges, 0.0, torch.Generator()).shape
@@ -79,6 +84,11 @@ def column_keep(num_features: int, p_feature: float, generator: torch.Generator,
 
 def mask_columns(x: Tensor, p_feature: float, generator: torch.Generator) -> Tensor:
     """Eq. 2, X_1 = X o nu_1: zero each feature column with probability ``p_feature``.
+
+    Args:
+        x: [N, d] features, dense or sparse CSR.
+        p_feature: drop probability of each column.
+        generator: the stream the mask is drawn from.
 
     Example:
         >>> x = torch.ones(3, 4)

@@ -48,6 +48,12 @@ def make_activation(name: str, channels: int) -> nn.Module:
 class ModelConfig:
     """Layer sizes: in_dim -> hidden_dim -> out_dim (GCN), out_dim -> proj_dim -> out_dim (head).
 
+    Args:
+        hidden_dim: width of the first GCN layer.
+        out_dim: embedding width (second GCN layer, and the head's output).
+        proj_dim: hidden width of the projection head.
+        activation: sigma after each layer, one of ACTIVATIONS.
+
     Example:
         >>> ModelConfig(hidden_dim=256, out_dim=128, proj_dim=128, activation="relu").out_dim
         128
@@ -96,6 +102,10 @@ def aggregate_first(adj: LayerAdjacency, num_inputs: int, d_in: int, d_out: int)
 
 class GCNEncoder(nn.Module):
     """f in the paper: two GCN layers (Eq. 4), each followed by the activation sigma.
+
+    Args:
+        in_dim: feature dimension of the graph.
+        cfg: layer sizes and activation (its head sizes are not used here).
 
     Example:
         >>> import torch
@@ -191,6 +201,10 @@ class ProjectionHead(nn.Module):
 
 class AdNGCL(nn.Module):
     """Encoder f plus projection head g; ``forward`` gives embeddings, ``project`` the loss space.
+
+    Args:
+        in_dim: feature dimension of the graph.
+        cfg: layer sizes and activation.
 
     Example:
         >>> import torch
