@@ -26,7 +26,6 @@ from edgegcl.contrast.negatives import HARD_PICKS, SAMPLE_MIN, STRATIFY
 from edgegcl.contrast.pairs import LOGITS
 from edgegcl.data.sampling import SAMPLERS
 from edgegcl.data.synthetic import SyntheticSpec
-from edgegcl.training.distributed import BACKENDS, NEGATIVES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -41,6 +40,10 @@ PROTOCOLS = ("honest", "both")
 SCHEDULERS = ("hans", "none")
 """``scheduler``: HANS, or none (every candidate a negative from epoch 1: GRACE's contrast)."""
 DEVICES = ("auto", "cpu", "cuda")
+NEGATIVES = ("local", "global")
+"""``negatives`` under torchrun: each rank's own batch, or the world's (all-gathered)."""
+BACKENDS = ("auto", "gloo", "nccl")
+"""``dist_backend``: ``auto`` is NCCL when training on CUDA, gloo on the CPU."""
 FIXED_HALF = ("step", "run")
 """``fixed_half``: when view 2's kept half of the columns is drawn (docs/hans.md)."""
 

@@ -61,6 +61,7 @@ from edgegcl.contrast.pairs import PATHS
 from edgegcl.phases import PhaseClock
 from edgegcl.budget.profiles import DeviceProfile, memory_budget_bytes
 from edgegcl.training.engine import Trainer
+from edgegcl.training.run import SeedResult
 from edgegcl.training.step import (
     batch_inputs,
     make_hans,
@@ -286,3 +287,39 @@ def calibrate(data: Data, cfg: TrainConfig, profile: DeviceProfile, device: torc
                      f"halving the batch size to {batch // 2}")
         log(notes[-1])
         batch //= 2
+
+
+def auto_budget_report(cal: Calibration, profile: DeviceProfile,
+                       results: list[SeedResult]) -> dict[str, Any]:
+    """The profiler's prediction for the chosen theta_max beside what training measured.
+
+    Measured epoch time: the median over each seed's last T_int epochs (the schedule's final
+    state, which the profiler measures), averaged over seeds; memory: the largest per-epoch
+    training peak of any seed.
+    """
+    predicted = cal.predicted()
+    assert predicted is not None and predicted.epoch_s is not None
+    budgets = cal.result.budgets
+    epoch_s = statistics.fmean(r.final_epoch_s for r in results)
+    peak = max(r.peak_memory_bytes for r in results)
+    return {
+        "profile": profile.name, "theta_max": cal.chosen, "mode": cal.mode,
+        "batch_size": cal.batch_size, "logits": cal.logits,
+        "budgets": {"epoch_s": budgets.epoch_s, "memory_bytes": budgets.memory_bytes},
+        "predicted": {"epoch_s": predicted.epoch_s, "peak_memory_bytes": predicted.peak_bytes},
+        "measured": {"epoch_s": epoch_s, "peak_memory_bytes": peak},
+        "measured_over_predicted": {"epoch_s": epoch_s / predicted.epoch_s,
+                                    "peak_memory_bytes": peak / max(1, predicted.peak_bytes or 1)},
+        "within_budgets": epoch_s <= budgets.epoch_s and peak <= budgets.memory_bytes,
+    }
+
+
+def auto_budget_line(report: dict[str, Any]) -> str:
+    """One line: measured vs predicted vs budget, for the end of an auto-budget run."""
+    m, p, b = report["measured"], report["predicted"], report["budgets"]
+    mib = 2**20
+    return (f"auto-budget theta_max = {report['theta_max']:.2f} ({report['logits']} logits): epoch {m['epoch_s']:.3f} s "
+            f"(predicted {p['epoch_s']:.3f}, budget {b['epoch_s']:g}); peak memory "
+            f"{m['peak_memory_bytes'] / mib:.0f} MiB (predicted "
+            f"{p['peak_memory_bytes'] / mib:.0f}, budget {b['memory_bytes'] / mib:.0f}); "
+            f"{'within' if report['within_budgets'] else 'OUTSIDE'} the budgets")

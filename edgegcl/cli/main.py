@@ -7,10 +7,10 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 from torch_geometric.data import Data
@@ -36,10 +36,10 @@ from edgegcl.training.distributed import (
     start,
 )
 from edgegcl.training.distributed import stop as stop_world
-from edgegcl.training.run import auto_budget_line
 
 if TYPE_CHECKING:
     from edgegcl.budget.profiler import Calibration
+    from edgegcl.training.run import SeedResult
 
 class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one line (no usage dump) with exit code 2."""
@@ -206,6 +206,15 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _auto_budget_report(cal: Calibration, profile: DeviceProfile | None
+                        ) -> Callable[[list[SeedResult]], dict[str, Any]]:
+    """``metrics.json``'s ``auto_budget`` entry: the profiler's prediction beside training."""
+    from edgegcl.budget.profiler import auto_budget_report
+
+    assert profile is not None
+    return lambda results: {"auto_budget": auto_budget_report(cal, profile, results)}
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from edgegcl.budget.profiler import pace_line
     from edgegcl.training.run import Stopped, prepare_run_dir, run
@@ -263,7 +272,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         metrics = run(cfg, data, run_dir, s.device,
-                      auto_budget=(cal, s.profile) if cal is not None else None,
+                      report=None if cal is None else _auto_budget_report(cal, s.profile),
                       stop=lambda: bool(signals), resume=bool(args.resume), world=world)
     except Stopped as stopped:
         if main:
@@ -293,6 +302,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(f"{AUTHORS_LABEL}: test micro-F1 {a['mean']:.2f} ± {a['std']:.2f}")
     print(f"mean epoch time {summary['epoch_time_s']['mean']:.3f} s; results in {run_dir}")
     if "auto_budget" in metrics:
+        from edgegcl.budget.profiler import auto_budget_line
+
         print(auto_budget_line(metrics["auto_budget"]))
     return 0
 

@@ -23,15 +23,12 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from edgegcl.config import BACKENDS, NEGATIVES
 from edgegcl.errors import UsageError
 
 __all__ = ["BACKENDS", "NEGATIVES", "QuietUsageError", "RankLost", "World", "launched",
            "on_main", "share_graph", "start", "stop"]
 
-NEGATIVES = ("local", "global")
-"""``--negatives``: each rank's own batch, or the world's batch (all-gathered projections)."""
-BACKENDS = ("auto", "gloo", "nccl")
-"""``--dist-backend``: ``auto`` is NCCL when training on CUDA, gloo on the CPU."""
 
 
 class RankLost(RuntimeError):

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -51,9 +51,6 @@ from edgegcl.training.state import (
 from edgegcl.training.distributed import World, on_main
 from edgegcl.training.step import resolve_mode, structure_loader
 
-if TYPE_CHECKING:
-    from edgegcl.budget.profiler import Calibration
-    from edgegcl.budget.profiles import DeviceProfile
 
 
 @dataclass
@@ -402,42 +399,6 @@ def prepare_run_dir(out: str, dataset: str) -> Path:
     return path
 
 
-def auto_budget_report(cal: Calibration, profile: DeviceProfile,
-                       results: list[SeedResult]) -> dict[str, Any]:
-    """The profiler's prediction for the chosen theta_max beside what training measured.
-
-    Measured epoch time: the median over each seed's last T_int epochs (the schedule's final
-    state, which the profiler measures), averaged over seeds; memory: the largest per-epoch
-    training peak of any seed.
-    """
-    predicted = cal.predicted()
-    assert predicted is not None and predicted.epoch_s is not None
-    budgets = cal.result.budgets
-    epoch_s = statistics.fmean(r.final_epoch_s for r in results)
-    peak = max(r.peak_memory_bytes for r in results)
-    return {
-        "profile": profile.name, "theta_max": cal.chosen, "mode": cal.mode,
-        "batch_size": cal.batch_size, "logits": cal.logits,
-        "budgets": {"epoch_s": budgets.epoch_s, "memory_bytes": budgets.memory_bytes},
-        "predicted": {"epoch_s": predicted.epoch_s, "peak_memory_bytes": predicted.peak_bytes},
-        "measured": {"epoch_s": epoch_s, "peak_memory_bytes": peak},
-        "measured_over_predicted": {"epoch_s": epoch_s / predicted.epoch_s,
-                                    "peak_memory_bytes": peak / max(1, predicted.peak_bytes or 1)},
-        "within_budgets": epoch_s <= budgets.epoch_s and peak <= budgets.memory_bytes,
-    }
-
-
-def auto_budget_line(report: dict[str, Any]) -> str:
-    """One line: measured vs predicted vs budget, for the end of an auto-budget run."""
-    m, p, b = report["measured"], report["predicted"], report["budgets"]
-    mib = 2**20
-    return (f"auto-budget theta_max = {report['theta_max']:.2f} ({report['logits']} logits): epoch {m['epoch_s']:.3f} s "
-            f"(predicted {p['epoch_s']:.3f}, budget {b['epoch_s']:g}); peak memory "
-            f"{m['peak_memory_bytes'] / mib:.0f} MiB (predicted "
-            f"{p['peak_memory_bytes'] / mib:.0f}, budget {b['memory_bytes'] / mib:.0f}); "
-            f"{'within' if report['within_budgets'] else 'OUTSIDE'} the budgets")
-
-
 def _finished(seed_dir: Path, epochs: int) -> SeedResult | None:
     """A seed that has trained ``epochs`` epochs (its ``result.pt``), else None."""
     path = seed_dir / "result.pt"
@@ -452,13 +413,14 @@ def _finished(seed_dir: Path, epochs: int) -> SeedResult | None:
 
 
 def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
-        auto_budget: tuple[Calibration, DeviceProfile] | None = None,
+        report: Callable[[list[SeedResult]], dict[str, Any]] | None = None,
         stop: Callable[[], bool] | None = None, resume: bool = False,
         world: World | None = None) -> dict[str, Any]:
     """Train ``cfg.seeds`` independent seeds, write the run directory, return the metrics.
 
-    ``auto_budget``: the profiler's calibration that chose ``cfg.theta_max`` and its profile;
-    the metrics then compare its prediction with what training measured. ``stop``: polled
+    ``report``: more entries for ``metrics.json`` from the seeds' results (``--auto-budget``:
+    the profiler's prediction beside what training measured,
+    edgegcl.budget.profiler.auto_budget_report). ``stop``: polled
     after every epoch (edgegcl.training.run.train_seed). ``resume``: continue the run in ``run_dir``:
     finished seeds are kept, the others continue from their ``state.pt``. ``world``: this
     rank under torchrun; rank 0 writes everything, the others train and return ``{}``.
@@ -507,7 +469,7 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
         "seeds": [_seed_metrics(r) for r in results],
         "summary": summarise(results),
     }
-    if auto_budget is not None:
-        metrics["auto_budget"] = auto_budget_report(*auto_budget, results)
+    if report is not None:
+        metrics.update(report(results))
     write_atomic(run_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")
     return metrics
