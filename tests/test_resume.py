@@ -173,3 +173,34 @@ def test_an_unwritable_run_directory_is_one_line(tmp_path: Path) -> None:
                          "cannot write")
     finally:
         (run_dir / "seed-1").chmod(0o700)
+
+
+def test_a_full_disk_is_one_line_and_the_last_state_stays(tmp_path: Path, monkeypatch,
+                                                           capsys) -> None:
+    """Runs as any user (root included): the disk fills up while the second state is
+    written."""
+    import errno
+
+    from edgegcl.cli.main import main
+    from edgegcl.training.state import STATE_FORMAT, read_state
+
+    real_save, states = torch.save, []
+
+    def filling_save(obj, f, *args, **kwargs):
+        if isinstance(obj, dict) and obj.get("format") == STATE_FORMAT:
+            states.append(obj["epoch"])
+            if len(states) == 2:
+                f.write(b"partial")
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", filling_save)
+    run_dir = tmp_path / "run"
+    code = main(["train", *ARGS, *MODES["full"], "--out", str(run_dir)])
+    err = capsys.readouterr().err.strip().splitlines()
+    errors = [line for line in err if "error" in line.lower() or "Traceback" in line]
+    assert code == 2 and errors == [err[-1]], err
+    assert "cannot write" in err[-1] and "No space left" in err[-1]
+    state = read_state(run_dir / "seed-0" / "state.pt")  # the first state, whole
+    assert state["epoch"] == states[0] == 2
+    assert not list(run_dir.rglob("*.tmp"))
