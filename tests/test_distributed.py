@@ -148,3 +148,19 @@ def test_more_processes_than_seed_nodes_is_one_line() -> None:
     data = Data(edge_index=torch.empty(2, 0, dtype=torch.long), num_nodes=3)
     with pytest.raises(UsageError, match="at least 4 seed nodes"):
         make_loader(data, 2, [2], sampler="builtin", shard=(0, 4))
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--mode", "full"], "--mode minibatch"),
+    (["--mode", "minibatch", "--dist-backend", "nccl", "--device", "cpu"], "nccl needs CUDA"),
+])
+def test_refusals_under_torchrun_are_one_line(flags: list[str], needle: str, monkeypatch,
+                                              capsys) -> None:
+    """Found before any process group is joined, so one process shows them."""
+    from edgegcl.cli.main import main
+
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    code = main(["train", "--nodes", "100", "--features", "8", *flags])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and needle in lines[0], lines

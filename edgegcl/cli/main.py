@@ -227,10 +227,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cfg, data = s.cfg, s.data
     world = None
     if launched():
-        world = start(cfg.dist_backend, cfg.device, cfg.dist_timeout, cfg.negatives)
         if resolve_mode(cfg.mode, data.num_nodes) != "minibatch":
             raise UsageError("under torchrun edgegcl trains mini-batches, each rank a shard of "
                              "every epoch's seed nodes; add --mode minibatch")
+        world = start(cfg.dist_backend, cfg.device, cfg.dist_timeout, cfg.negatives)
         s.device, data = world.device, share_graph(data, world)
         s.data = data
     main = world is None or world.is_main
