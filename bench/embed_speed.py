@@ -1,15 +1,32 @@
-"""Embedding latency and peak memory: torch eager vs onnxruntime fp32 and int8 (issue 4).
+"""Embedding latency and peak memory per backend and thread count (issues 4 and 15).
 
-On Cora (a trained encoder) and a 100k-node synthetic graph (average degree ~10, 128 features,
-default layer sizes, random weights: latency does not depend on their values), every backend
-runs in its own process: peak memory is that process's peak RSS (VmHWM), also shown above its RSS
-once the libraries, the model and the graph are loaded. Latency is the median over repeats of
-one embedding of the whole graph (after a warm-up run), from two rounds whose order is
-reversed, so a background load on a shared machine does not favour one backend. The int8
-report (size, cosine similarity to fp32, linear-probe micro-F1) comes from
-``edgegcl.onnx.quantize.int8_report``.
+Two graphs: Cora (a trained encoder) and a synthetic graph (100k nodes, average degree ~10,
+128 features, default layer sizes, random weights: latency does not depend on their values).
+Every backend runs in its own process on the same graph file; peak memory is that process's
+peak RSS (VmHWM), also shown above its RSS once the libraries, the model and the graph were
+loaded. Latency is the median over repeats of one embedding of the whole graph (after a
+warm-up run), from two rounds in opposite orders, so a background load does not favour one
+backend. Backends:
 
-    python -m bench.embed_speed --root /work/shared/datasets
+- ``torch-eager``: edgegcl's ``GCNEncoder(x, edge_index)`` under ``no_grad``;
+- ``torch-csr``: the best plain-torch path: A_hat built from edge_index as one CSR matrix
+  (inside the timed call, as the runtime builds its own), ``torch.sparse.mm``, every layer in
+  the cheaper order;
+- ``onnxruntime-fp32`` / ``-int8``: ``EncoderSession.embed`` (interface 2: ONNX dense stages,
+  CSR aggregation in between), at 1, 2, 4, ... and all threads;
+- ``onnxruntime-fp32-scatternd``: the interface-1 model (ScatterND over [E, d] messages, one
+  thread), the design this replaced;
+- ``edgegcl-embed``: the command itself (npz in, memory-mapped .npy out), for its peak RSS
+  against the libraries' footprint (a process that only imports them and opens the model).
+
+The aggregation designs are also timed side by side in one process (A_hat times the widths
+the encoder aggregates at): scipy CSR, onnxruntime's SparseToDenseMatMul, numpy degree buckets.
+
+    python3 -m bench.embed_speed --root /work/shared/datasets
+    python3 -m bench.embed_speed --root DATASETS --device cuda --out $OUT   # GPU machine
+
+``--device cuda`` times torch on CUDA and onnxruntime's CUDA provider (dense stages on the GPU,
+aggregation on the host) beside the CPU backends at all threads, and writes embedding-cuda.*.
 """
 
 from __future__ import annotations
@@ -22,13 +39,30 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from torch import Tensor
     from torch_geometric.data import Data
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "runs" / "embedding"
+PROG = "bench.embed_speed"
+
+
+def _runtime_importable() -> None:
+    """Make ``edgegcl_embed`` importable from a checkout that was not pip-installed: it is the
+    repository's export/ package under its installed name (its imports are relative)."""
+    try:
+        import edgegcl_embed  # noqa: F401
+    except ImportError:
+        sys.path.insert(0, str(HERE.parent))
+        import export
+
+        sys.modules["edgegcl_embed"] = export
+
+
+_runtime_importable()
 
 
 def _status_mib(field: str) -> float:
@@ -41,54 +75,224 @@ def _status_mib(field: str) -> float:
     return kib / 1024
 
 
-def child(backend: str, graph: Path, model: Path, repeats: int, batch_size: int) -> dict:
-    """Measure one backend in this process; ORT backends never import torch."""
+def torch_csr_embed(encoder: Any, x: Tensor, edge_index: Tensor) -> Tensor:
+    """The best plain-torch path: A_hat as one CSR matrix, ``torch.sparse.mm``, cheaper order."""
+    import torch
+
+    n = x.size(0)
+    src, dst = edge_index
+    keep = src != dst
+    loop = torch.arange(n, device=x.device)
+    row, col = torch.cat([dst[keep], loop]), torch.cat([src[keep], loop])
+    counts = torch.bincount(row, minlength=n)
+    dinv = counts.to(x.dtype).pow(-0.5)
+    order = torch.argsort(row)
+    crow = torch.zeros(n + 1, dtype=torch.long, device=x.device)
+    crow[1:] = torch.cumsum(counts, 0)
+    col = col[order]
+    adj = torch.sparse_csr_tensor(crow, col, dinv[row[order]] * dinv[col], (n, n))
+    h = x
+    for i in range(1, encoder.num_layers + 1):
+        conv, act = getattr(encoder, f"conv{i}"), getattr(encoder, f"act{i}")
+        w = conv.lin.weight
+        if w.size(1) < w.size(0):  # widening: aggregate at the input width
+            h = torch.sparse.mm(adj, h) @ w.t()
+        else:
+            h = torch.sparse.mm(adj, h @ w.t())
+        h = act(h + conv.bias)
+    return h
+
+
+def child(backend: str, graph: Path, model: Path, repeats: int, threads: int,
+          device: str) -> dict[str, Any]:
+    """Measure one backend in this process; onnxruntime backends never import torch."""
     import numpy as np
 
     with np.load(graph) as g:
         x, edge_index = g["x"], g["edge_index"]
+    extra: dict[str, Any] = {}
     if backend.startswith("torch"):
         import torch
 
         from edgegcl.training.checkpoint import load_checkpoint
 
-        if backend == "torch-1thread":
-            torch.set_num_threads(1)
+        if threads:
+            torch.set_num_threads(threads)
         threads = torch.get_num_threads()
-        encoder = load_checkpoint(model).encoder
-        xt, et = torch.from_numpy(x), torch.from_numpy(edge_index)
+        encoder = load_checkpoint(model).encoder.to(device).eval()
+        xt, et = torch.from_numpy(x).to(device), torch.from_numpy(edge_index).to(device)
+        forward = encoder if backend == "torch-eager" else (
+            lambda a, b: torch_csr_embed(encoder, a, b))
 
         def embed() -> None:
             with torch.no_grad():
-                encoder(xt, et)
+                forward(xt, et)
+            if device == "cuda":
+                torch.cuda.synchronize()
     else:
+        from edgegcl_embed.errors import InputError
         from edgegcl_embed.runtime import EncoderSession
 
-        threads = 1  # EncoderSession: one thread, see its docstring
-        session = EncoderSession(model)
+        try:
+            session = EncoderSession(model, threads=threads or None, device=device)
+        except InputError as exc:
+            return {"backend": backend, "skipped": str(exc)}
+        threads = session.threads
 
         def embed() -> None:
-            session.embed(x, edge_index, batch_size=batch_size)
+            session.embed(x, edge_index)
     loaded = _status_mib("VmRSS")
     times = []
     for _ in range(repeats + 1):
         start = time.perf_counter()
         embed()
         times.append(time.perf_counter() - start)
-    peak = _status_mib("VmHWM")
+    if device == "cuda" and backend.startswith("torch"):
+        import torch
+
+        extra["gpu_peak_MiB"] = torch.cuda.max_memory_allocated() / 2**20
     return {"backend": backend, "threads": threads, "times": times[1:], "loaded_MiB": loaded,
-            "peak_MiB": peak, "torch_imported": "torch" in sys.modules}
+            "peak_MiB": _status_mib("VmHWM"), "torch_imported": "torch" in sys.modules, **extra}
 
 
-def _export(name: str, ckpt_path: Path, data: Data, out: Path) -> dict:
-    """fp32 + int8 models of ``ckpt_path``, checked against torch; returns the int8 report."""
-    from edgegcl.training.checkpoint import load_checkpoint
+def child_cli(graph: Path, model: Path, out: Path) -> dict[str, Any]:
+    """Run ``edgegcl-embed`` in this process (no torch) and report its peak RSS and time."""
+    from edgegcl_embed.embed import main as embed_main
+
+    start = time.perf_counter()
+    code = embed_main([str(model), "--graph", str(graph), "--out", str(out), "--force"])
+    return {"code": code, "wall_s": time.perf_counter() - start,
+            "peak_MiB": _status_mib("VmHWM"), "torch_imported": "torch" in sys.modules}
+
+
+def child_footprint(model: Path) -> dict[str, Any]:
+    """Peak RSS of a process that imports the runtime's libraries and opens the model."""
+    import numpy  # noqa: F401
+    import onnxruntime  # noqa: F401
+    import scipy.sparse  # noqa: F401
+
+    from edgegcl_embed.embed import main  # noqa: F401
+    from edgegcl_embed.runtime import EncoderSession
+
+    EncoderSession(model)
+    return {"peak_MiB": _status_mib("VmHWM")}
+
+
+def _degree_buckets(indptr: Any, indices: Any, data: Any) -> Any:
+    """Numpy aggregation without Python loops over nodes: rows grouped by degree, each group
+    gathered as [rows, degree, d] and summed (a loop over the distinct degrees only)."""
+    import numpy as np
+
+    counts = np.diff(indptr)
+    rows = np.argsort(counts, kind="stable")
+    groups = np.split(rows, np.flatnonzero(np.diff(counts[rows])) + 1)
+    plans = []
+    for g in groups:
+        k = int(counts[g[0]])
+        if k:
+            slots = (indptr[g][:, None] + np.arange(k)).ravel()
+            plans.append((g, k, indices[slots], data[slots].reshape(len(g), k, 1)))
+
+    def product(h: Any) -> Any:
+        out = np.zeros((h.shape[0], h.shape[1]), dtype=np.float32)
+        for g, k, idx, w in plans:
+            out[g] = (h[idx].reshape(len(g), k, -1) * w).sum(axis=1)
+        return out
+
+    return product
+
+
+def _sparse_to_dense_matmul(n: int, d: int, threads: int) -> Any:
+    """A session computing A @ B with onnxruntime's com.microsoft SparseToDenseMatMul."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    a = onnx.ValueInfoProto()
+    a.name = "A"
+    a.type.sparse_tensor_type.elem_type = TensorProto.FLOAT
+    for size in (n, n):
+        a.type.sparse_tensor_type.shape.dim.add().dim_value = size
+    node = helper.make_node("SparseToDenseMatMul", ["A", "B"], ["Y"], domain="com.microsoft")
+    graph = helper.make_graph([node], "agg", [a, helper.make_tensor_value_info(
+        "B", TensorProto.FLOAT, [n, d])], [helper.make_tensor_value_info("Y", TensorProto.FLOAT,
+                                                                         [n, d])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    return ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+
+
+def child_designs(graph: Path, widths: list[int], threads: int) -> dict[str, Any]:
+    """Time A_hat @ H at each width with every aggregation design, in this one process."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+    import onnxruntime as ort
+
+    from edgegcl_embed.adjacency import NormalisedAdjacency
+    from edgegcl_embed.runtime import block_bounds, default_block_rows
+
+    with np.load(graph) as g:
+        edge_index, n = g["edge_index"], g["x"].shape[0]
+    start = time.perf_counter()
+    adj = NormalisedAdjacency(edge_index, n)
+    build_s = time.perf_counter() - start
+    bounds = block_bounds(n, default_block_rows(n))
+    buckets = _degree_buckets(adj.indptr, adj.indices, adj.data)
+    csr = ort.SparseTensor.sparse_csr_from_numpy(
+        [n, n], adj.data, adj.indices.astype(np.int64), adj.indptr.astype(np.int64),
+        ort.OrtDevice.make("cpu", 0))
+    csr_value = ort.OrtValue.ort_value_from_sparse_tensor(csr)
+    rng = np.random.default_rng(0)
+    rows = []
+    with ThreadPoolExecutor(threads) as pool:
+        for d in widths:
+            h = rng.standard_normal((n, d)).astype(np.float32)
+            reference = adj.rows(0, n) @ h
+            s2d = {t: _sparse_to_dense_matmul(n, d, t) for t in sorted({1, threads})}
+            h_value = ort.OrtValue.ortvalue_from_numpy(h)
+
+            out = np.empty_like(reference)
+
+            def block(b: tuple[int, int]) -> None:
+                out[b[0]:b[1]] = adj.product(*b, h)
+
+            def blocks() -> Any:  # as the runtime does: each block written into one output
+                list(pool.map(block, bounds))
+                return out
+
+            designs = {"scipy CSR (runtime), 1 thread": lambda: adj.rows(0, n) @ h,
+                       f"scipy CSR row blocks, {threads} threads": blocks,
+                       "numpy degree buckets, 1 thread": lambda: buckets(h)}
+            for t, sess in s2d.items():
+                designs[f"onnxruntime SparseToDenseMatMul, {t} thread{'s' * (t > 1)}"] = (
+                    lambda sess=sess: sess.run_with_ort_values(
+                        ["Y"], {"A": csr_value, "B": h_value})[0].numpy())
+            for name, fn in designs.items():
+                err = float(np.abs(fn() - reference).max())
+                times = []
+                for _ in range(3):
+                    t0 = time.perf_counter()
+                    fn()
+                    times.append(time.perf_counter() - t0)
+                rows.append({"width": d, "design": name, "min_s": min(times),
+                             "median_s": statistics.median(times), "max_abs_diff": err})
+    return {"nodes": n, "nnz": adj.nnz, "build_s": build_s, "rows": rows}
+
+
+def _export(name: str, ckpt_path: Path, data: Data, out: Path) -> dict[str, Any]:
+    """fp32, int8 and interface-1 models of ``ckpt_path``, checked; returns the int8 report."""
     from edgegcl.onnx.export import check_against_torch, export_encoder
     from edgegcl.onnx.quantize import int8_report, quantize_int8
+    from edgegcl.training.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(ckpt_path)
     fp32, int8 = out / f"{name}.onnx", out / f"{name}.int8.onnx"
     export_encoder(ckpt, fp32)
+    export_encoder(ckpt, out / f"{name}.scatternd.onnx", interface=1)
     checks = check_against_torch(fp32, ckpt.encoder, data.x, data.edge_index)
     quantize_int8(fp32, int8)
     report = int8_report(fp32, int8, data)
@@ -96,16 +300,16 @@ def _export(name: str, ckpt_path: Path, data: Data, out: Path) -> dict:
     return report
 
 
-def _prepare(root: str, run: str, nodes: int) -> tuple[list[dict], dict[str, dict]]:
+def _prepare(root: str, run: str, nodes: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Models and graph files for both graphs; the Cora run is trained if not given."""
     import numpy as np
     import torch
     from torch_geometric.data import Data
 
-    from edgegcl.training.checkpoint import save_checkpoint
     from edgegcl.config import TrainConfig
     from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
     from edgegcl.nn.model import GCNEncoder
+    from edgegcl.training.checkpoint import load_checkpoint, save_checkpoint
 
     WORK.mkdir(parents=True, exist_ok=True)
     run_dir = Path(run) if run else HERE / "runs" / "embedding-Cora"
@@ -113,7 +317,7 @@ def _prepare(root: str, run: str, nodes: int) -> tuple[list[dict], dict[str, dic
         cmd = [sys.executable, "-m", "edgegcl", "train", "--dataset", "Cora", "--root", root,
                "--epochs", "50", "--seeds", "1", "--out", str(run_dir)]
         print("training:", " ".join(cmd), flush=True)
-        subprocess.run(cmd, check=True)
+        subprocess.run(cmd, check=True, cwd=HERE.parent)
     cora = load_graph("Cora", root or None)
     cfg = TrainConfig(dataset="synthetic", nodes=nodes, classes=10, features=128,
                       avg_degree=10.0, graph_seed=0)
@@ -130,84 +334,239 @@ def _prepare(root: str, run: str, nodes: int) -> tuple[list[dict], dict[str, dic
         labelled = data if name == "Cora" else Data(x=data.x, edge_index=data.edge_index,
                                                     name=name)  # random weights: F1 meaningless
         reports[name] = _export(name, ckpt, labelled, WORK)
+        encoder = load_checkpoint(ckpt).encoder
+        w2 = encoder.conv2.lin.weight  # [out, in]
+        widths = [min(encoder.conv1.lin.weight.shape), min(w2.shape)]  # aggregation widths
         graphs.append({"name": name, "npz": path, "ckpt": ckpt, "nodes": data.num_nodes,
-                       "edges": int(data.edge_index.size(1)),
-                       "fp32": WORK / f"{name}.onnx", "int8": WORK / f"{name}.int8.onnx"})
+                       "edges": int(data.edge_index.size(1)), "in_dim": data.x.size(1),
+                       "out_dim": int(w2.shape[0]), "widths": widths,
+                       "fp32": WORK / f"{name}.onnx", "int8": WORK / f"{name}.int8.onnx",
+                       "scatternd": WORK / f"{name}.scatternd.onnx"})
     return graphs, reports
 
 
-def _measure(graphs: list[dict], repeats: int, batch_size: int) -> list[dict]:
+def thread_counts(cores: int) -> list[int]:
+    """1, 2, 4, ... below ``cores``, and ``cores``."""
+    counts, t = [], 1
+    while t < cores:
+        counts.append(t)
+        t *= 2
+    return [*counts, cores]
+
+
+def _run_child(args: list[str]) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-m", PROG, *args], capture_output=True, text=True,
+                          cwd=HERE.parent)
+    if proc.returncode != 0:
+        raise RuntimeError(f"child {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _jobs(graphs: list[dict[str, Any]], repeats: int, device: str,
+          cores: int) -> list[tuple[dict[str, Any], str, Path, int, int, str]]:
     jobs = []
     for g in graphs:
         r = repeats if g["nodes"] < 10_000 else max(2, repeats // 3)
-        jobs += [(g, "torch", g["ckpt"], r, 0), (g, "torch-1thread", g["ckpt"], r, 0),
-                 (g, "onnxruntime-fp32", g["fp32"], r, 0), (g, "onnxruntime-int8", g["int8"], r, 0)]
-    samples: dict[tuple[str, str], list[dict]] = {}
+        jobs += [(g, "torch-eager", g["ckpt"], r, 0, "cpu"),
+                 (g, "torch-csr", g["ckpt"], r, 0, "cpu")]
+        if device == "cuda":
+            jobs += [(g, "torch-eager", g["ckpt"], r, 0, "cuda"),
+                     (g, "torch-csr", g["ckpt"], r, 0, "cuda"),
+                     (g, "onnxruntime-fp32", g["fp32"], r, 1, "cuda"),
+                     (g, "onnxruntime-int8", g["int8"], r, 1, "cuda"),
+                     (g, "onnxruntime-fp32", g["fp32"], r, cores, "cpu"),
+                     (g, "onnxruntime-int8", g["int8"], r, cores, "cpu")]
+            continue
+        jobs += [(g, "torch-eager", g["ckpt"], r, 1, "cpu"),
+                 (g, "torch-csr", g["ckpt"], r, 1, "cpu"),
+                 (g, "onnxruntime-fp32-scatternd", g["scatternd"], r, 1, "cpu")]
+        for t in thread_counts(cores):
+            jobs += [(g, "onnxruntime-fp32", g["fp32"], r, t, "cpu"),
+                     (g, "onnxruntime-int8", g["int8"], r, t, "cpu")]
+    return jobs
+
+
+def _measure(graphs: list[dict[str, Any]], repeats: int, device: str,
+             cores: int) -> list[dict[str, Any]]:
+    jobs = _jobs(graphs, repeats, device, cores)
+    samples: dict[tuple[str, str, int, str], list[dict[str, Any]]] = {}
     for order in (jobs, jobs[::-1]):
-        for g, backend, model, r, bs in order:
-            cmd = [sys.executable, "-m", "bench.embed_speed", "--child", backend, str(g["npz"]),
-                   str(model), "--repeats", str(r), "--batch-size", str(bs)]
-            res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True,
-                                            cwd=HERE.parent).stdout.strip().splitlines()[-1])
-            print(g["name"], res["backend"], [round(t, 3) for t in res["times"]], flush=True)
-            samples.setdefault((g["name"], backend), []).append(res)
-    big = graphs[-1]  # batched mode once, on the large graph: bounded memory, at a time cost
-    cmd = [sys.executable, "-m", "bench.embed_speed", "--child", "onnxruntime-fp32",
-           str(big["npz"]), str(big["fp32"]), "--repeats", "1", "--batch-size", str(batch_size)]
-    res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True,
-                                    cwd=HERE.parent).stdout.strip().splitlines()[-1])
-    res["backend"] = f"onnxruntime-fp32, batches of {batch_size}"
-    samples[(big["name"], res["backend"])] = [res]
+        for g, backend, model, r, threads, dev in order:
+            res = _run_child(["--child", backend, str(g["npz"]), str(model), "--repeats", str(r),
+                              "--threads", str(threads), "--device", dev])
+            print(g["name"], backend, dev, threads, res.get("skipped") or
+                  [round(t, 3) for t in res["times"]], flush=True)
+            samples.setdefault((g["name"], backend, threads, dev), []).append(res)
     rows = []
-    for (name, backend), runs in samples.items():
+    for (name, backend, _, dev), runs in samples.items():
         g = next(g for g in graphs if g["name"] == name)
+        row = {"graph": name, "nodes": g["nodes"], "edges": g["edges"], "device": dev,
+               "backend": backend}
+        if "skipped" in runs[0]:
+            rows.append({**row, "skipped": runs[0]["skipped"]})
+            continue
         times = [t for r in runs for t in r["times"]]
-        rows.append({"graph": name, "nodes": g["nodes"], "edges": g["edges"], "backend": backend,
-                     "threads": runs[0]["threads"], "median_s": statistics.median(times),
+        rows.append({**row, "threads": runs[0]["threads"], "median_s": statistics.median(times),
                      "min_s": min(times), "samples": len(times),
                      "peak_MiB": max(r["peak_MiB"] for r in runs),
                      "above_loaded_MiB": max(r["peak_MiB"] - r["loaded_MiB"] for r in runs),
-                     "torch_imported": runs[0]["torch_imported"]})
+                     "torch_imported": runs[0]["torch_imported"],
+                     **({"gpu_peak_MiB": max(r["gpu_peak_MiB"] for r in runs)}
+                        if "gpu_peak_MiB" in runs[0] else {})})
     return rows
 
 
-def _markdown(rows: list[dict], reports: dict[str, dict], args: argparse.Namespace, wall: float,
-              load: tuple[tuple[float, ...], tuple[float, ...]]) -> str:
+def _cli_memory(graphs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The embed command's peak RSS on each graph, and the libraries' footprint."""
+    out = []
+    for g in graphs:
+        foot = _run_child(["--child-footprint", str(g["fp32"])])
+        cli = _run_child(["--child-cli", str(g["npz"]), str(g["fp32"]),
+                          str(WORK / f"{g['name']}.emb.npy")])
+        if cli["code"] != 0:
+            raise RuntimeError(f"edgegcl-embed failed on {g['name']}")
+        data_mib = (g["nodes"] * g["in_dim"] * 4 + g["edges"] * 16
+                    + g["nodes"] * g["out_dim"] * 4) / 2**20
+        out.append({"graph": g["name"], "footprint_MiB": foot["peak_MiB"],
+                    "cli_peak_MiB": cli["peak_MiB"], "cli_wall_s": cli["wall_s"],
+                    "inputs_outputs_MiB": data_mib,
+                    "above_footprint_MiB": cli["peak_MiB"] - foot["peak_MiB"],
+                    "torch_imported": cli["torch_imported"]})
+    return out
+
+
+def _best(rows: list[dict[str, Any]], graph: str, backend: str, device: str = "cpu",
+          threads: int | None = None) -> dict[str, Any] | None:
+    found = [r for r in rows if r["graph"] == graph and r["backend"] == backend
+             and r["device"] == device and "skipped" not in r
+             and (threads is None or r["threads"] == threads)]
+    return max(found, key=lambda r: r["threads"]) if found else None
+
+
+def _verdict(ok: bool) -> str:
+    return "**met**" if ok else "**missed**"
+
+
+def _targets(rows: list[dict[str, Any]], cli: list[dict[str, Any]], graphs: list[dict[str, Any]],
+             cores: int) -> list[str]:
+    """The issue-15 targets, as ratios of rows measured in this run."""
+    lines = []
+    for g in graphs:
+        name = g["name"]
+        fp32, int8 = _best(rows, name, "onnxruntime-fp32"), _best(rows, name, "onnxruntime-int8")
+        default_threads = max(r["threads"] for r in rows if r["graph"] == name
+                              and r["backend"] == "torch-csr" and r["device"] == "cpu")
+        csr = _best(rows, name, "torch-csr", threads=default_threads)
+        eager = _best(rows, name, "torch-eager", threads=default_threads)
+        if not (fp32 and int8 and csr and eager):
+            continue
+        if g["nodes"] >= 10_000:
+            ratio = fp32["median_s"] / csr["median_s"]
+            lines.append(f"- {name}: onnxruntime fp32 ({fp32['threads']} threads) / torch CSR "
+                         f"({csr['threads']} threads) = {fp32['median_s']:.3f} / "
+                         f"{csr['median_s']:.3f} s = {ratio:.2f} (target <= 0.5): "
+                         f"{_verdict(ratio <= 0.5)}; against torch eager "
+                         f"({eager['threads']} threads, {eager['median_s']:.3f} s): "
+                         f"{fp32['median_s'] / eager['median_s']:.2f}")
+        else:
+            ratio = fp32["median_s"] / eager["median_s"]
+            lines.append(f"- {name}: onnxruntime fp32 ({fp32['threads']} threads) / torch eager "
+                         f"({eager['threads']} threads) = {fp32['median_s']:.3f} / "
+                         f"{eager['median_s']:.3f} s = {ratio:.2f} (target <= 0.5): "
+                         f"{_verdict(ratio <= 0.5)}")
+        lines.append(f"- {name}: int8 / fp32 latency = {int8['median_s']:.3f} / "
+                     f"{fp32['median_s']:.3f} s = {int8['median_s'] / fp32['median_s']:.2f} "
+                     f"(target < 1): {_verdict(int8['median_s'] < fp32['median_s'])}")
+        for backend in ("onnxruntime-fp32", "onnxruntime-int8"):
+            one, full = _best(rows, name, backend, threads=1), _best(rows, name, backend)
+            if one and full and full["threads"] > 1:
+                gain = one["median_s"] / full["median_s"]
+                lines.append(f"- {name}: {backend} throughput at {full['threads']} threads / "
+                             f"1 thread = {one['median_s']:.3f} / {full['median_s']:.3f} s = "
+                             f"{gain:.2f}x (target >= 1.6 on 2 cores): {_verdict(gain >= 1.6)}")
+    for c in cli:
+        budget = 1.5 * c["inputs_outputs_MiB"]
+        lines.append(f"- {c['graph']}: edgegcl-embed peak RSS {c['cli_peak_MiB']:.0f} MiB = "
+                     f"libraries' footprint {c['footprint_MiB']:.0f} + "
+                     f"{c['above_footprint_MiB']:.0f} MiB; 1.5 x (x + edge_index + "
+                     f"embeddings) = 1.5 x {c['inputs_outputs_MiB']:.0f} = {budget:.0f} MiB: "
+                     f"{_verdict(c['above_footprint_MiB'] <= budget)}")
+    return lines
+
+
+def _markdown(rows: list[dict[str, Any]], cli: list[dict[str, Any]],
+              designs: dict[str, Any], reports: dict[str, Any], graphs: list[dict[str, Any]],
+              args: argparse.Namespace, wall: float,
+              load: tuple[tuple[float, ...], tuple[float, ...]], cores: int) -> str:
+    import onnxruntime
+    import scipy
+
     from bench.machine import describe
 
-    def row(r: dict) -> str:
-        return (f"| {r['graph']} | {r['backend']} | {r['threads']} | {r['median_s']:.3f} | "
-                f"{r['min_s']:.3f} | {r['samples']} | {r['peak_MiB']:.0f} | "
-                f"{r['above_loaded_MiB']:.0f} | {'yes' if r['torch_imported'] else 'no'} |")
+    def row(r: dict[str, Any]) -> str:
+        if "skipped" in r:
+            return (f"| {r['graph']} | {r['backend']} | {r['device']} | - | skipped: "
+                    f"{r['skipped']} | | | | | |")
+        gpu = f" (GPU {r['gpu_peak_MiB']:.0f})" if "gpu_peak_MiB" in r else ""
+        return (f"| {r['graph']} | {r['backend']} | {r['device']} | {r['threads']} | "
+                f"{r['median_s']:.3f} | {r['min_s']:.3f} | {r['samples']} | "
+                f"{r['peak_MiB']:.0f}{gpu} | {r['above_loaded_MiB']:.0f} | "
+                f"{'yes' if r['torch_imported'] else 'no'} |")
 
+    command = (f"python3 -m bench.embed_speed --root {args.root}"
+               + (f" --run {args.run}" if args.run else "")
+               + f" --nodes {args.nodes} --repeats {args.repeats}"
+               + (" --device cuda" if args.device == "cuda" else "")
+               + (f" --out {args.out}" if args.out != str(HERE / "results") else ""))
     lines = [
-        "# Embedding latency and memory: torch eager vs onnxruntime (issue 4)", "",
+        "# Embedding latency and memory: torch vs onnxruntime (issues 4 and 15)", "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on: {describe()}; "
-        f"onnxruntime {__import__('onnxruntime').__version__}. Wall time {wall / 60:.1f} min.",
-        "", "Command (from the repository root, OMP_NUM_THREADS unset):", "",
-        f"    python -m bench.embed_speed --root {args.root}"
-        + (f" --run {args.run}" if args.run else "") + f" --nodes {args.nodes} "
-        f"--repeats {args.repeats} --batch-size {args.batch_size}", "",
-        "The machine is shared with other work (2 cores): load average "
-        f"{load[0][0]:.1f} / {load[0][1]:.1f} / {load[0][2]:.1f} at the start, "
-        f"{load[1][0]:.1f} / {load[1][1]:.1f} / {load[1][2]:.1f} at the end, so single timings "
-        "are noisy; the median of two interleaved rounds is reported, with the fastest run.", "",
-        "Each backend embeds the whole graph in its own process. torch: "
-        "`encoder(x, edge_index)` under `no_grad` (edgegcl's CSR propagation), at torch's "
-        "default threads and at one thread. onnxruntime: `export.runtime.EncoderSession.embed`, "
-        "which always runs one thread (its ScatterND loses updates with more, see README), "
-        "including the numpy degree computation and input checks. Peak = the process's maximum "
-        "RSS; above loaded = peak minus RSS after imports, model and graph were loaded.", "",
-        "| graph | backend | threads | median s | min s | runs | peak RSS MiB | above loaded MiB "
-        "| torch imported |", "|---|---|---|---|---|---|---|---|---|",
-        *(row(r) for r in rows), ""]
-    for name in reports:
-        by = {r["backend"]: r for r in rows if r["graph"] == name}
-        ratio = by["onnxruntime-fp32"]["median_s"] / by["torch"]["median_s"]
-        ratio1 = by["onnxruntime-fp32"]["median_s"] / by["torch-1thread"]["median_s"]
-        lines.append(f"- {name}: onnxruntime fp32 / torch eager median latency = {ratio:.2f} "
-                     f"(torch at one thread: {ratio1:.2f}); target <= 1.")
-    lines += ["", "## INT8 (dynamic quantisation of the MatMul weights)", "",
+        f"onnxruntime {onnxruntime.__version__}, scipy {scipy.__version__}; {cores} cores "
+        f"available. Wall time {wall / 60:.1f} min.", "",
+        "Command (from the repository root, OMP_NUM_THREADS unset):", "", f"    {command}", "",
+        f"Load average {load[0][0]:.2f} / {load[0][1]:.2f} / {load[0][2]:.2f} at the start, "
+        f"{load[1][0]:.2f} / {load[1][1]:.2f} / {load[1][2]:.2f} at the end. Median of two "
+        "interleaved rounds (opposite orders), with the fastest run.", "",
+        "Each backend embeds the whole graph in its own process (see the module docstring of "
+        "bench/embed_speed.py): torch-eager is edgegcl's encoder, torch-csr the best "
+        "plain-torch path (A_hat built as one CSR matrix inside the timed call, "
+        "`torch.sparse.mm`, cheaper order per layer); onnxruntime-* is "
+        "`EncoderSession.embed` (interface 2: ONNX dense stages + CSR aggregation, degree and "
+        "adjacency construction and input checks included); -scatternd is the interface-1 "
+        "model this replaced. Threads 0 in the command means torch's default. Peak = the "
+        "process's maximum RSS; above loaded = peak minus RSS after imports, model and graph.",
+        "", "| graph | backend | device | threads | median s | min s | runs | peak RSS MiB | "
+        "above loaded MiB | torch imported |", "|---|---|---|---|---|---|---|---|---|---|",
+        *(row(r) for r in rows), "", "## Targets (issue 15)", "",
+        *_targets(rows, cli, graphs, cores), ""]
+    if cli:
+        lines += ["## edgegcl-embed memory", "",
+                  "`edgegcl-embed MODEL --graph GRAPH.npz --out EMB.npy --force` (fp32, all "
+                  "threads) run in-process by a child that never imports torch; the footprint "
+                  "is the peak RSS of a process that imports numpy, scipy, onnxruntime and the "
+                  "runtime and opens the model.", "",
+                  "| graph | footprint MiB | command peak MiB | above footprint MiB | x + "
+                  "edge_index + embeddings MiB | wall s |", "|---|---|---|---|---|---|"]
+        lines += [f"| {c['graph']} | {c['footprint_MiB']:.0f} | {c['cli_peak_MiB']:.0f} | "
+                  f"{c['above_footprint_MiB']:.0f} | {c['inputs_outputs_MiB']:.0f} | "
+                  f"{c['cli_wall_s']:.2f} |" for c in cli]
+        lines.append("")
+    if designs:
+        lines += ["## Aggregation designs side by side", "",
+                  "A_hat @ H (A_hat with self-loops, normalised; H random float32) at the "
+                  "widths the encoder aggregates at, all in one process on the same graph; "
+                  "median of 3 after a warm-up. The ScatterND design is the "
+                  "onnxruntime-fp32-scatternd row above (whole encoder, one thread).", "",
+                  "| graph | nnz | width | design | median s | min s | max abs diff to scipy |",
+                  "|---|---|---|---|---|---|---|"]
+        for name, d in designs.items():
+            lines += [f"| {name} | {d['nnz']} | {r['width']} | {r['design']} | "
+                      f"{r['median_s']:.3f} | {r['min_s']:.3f} | {r['max_abs_diff']:.1g} |"
+                      for r in d["rows"]]
+            lines.append(f"| {name} | {d['nnz']} | - | building A_hat (CSR) from edge_index | "
+                         f"{d['build_s']:.3f} | | |")
+        lines.append("")
+    lines += ["## INT8 (dynamic quantisation of the MatMul weights)", "",
               "| graph | fp32 bytes | int8 bytes | size ratio | mean cosine to fp32 | min cosine "
               "| micro-F1 fp32 | micro-F1 int8 | change (points) |",
               "|---|---|---|---|---|---|---|---|---|"]
@@ -230,28 +589,80 @@ def _markdown(rows: list[dict], reports: dict[str, dict], args: argparse.Namespa
     return "\n".join(lines)
 
 
+def _fail(message: str) -> None:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     p.add_argument("--root", default="", help="datasets root holding Cora")
     p.add_argument("--run", default="", help="a Cora run directory (default: train 50 epochs)")
     p.add_argument("--nodes", type=int, default=100_000, help="synthetic graph size")
     p.add_argument("--repeats", type=int, default=6, help="timed runs per round (Cora; /3 large)")
-    p.add_argument("--batch-size", type=int, default=4096, help="the batched row's batch size")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: torch on CUDA and onnxruntime's CUDA provider, beside the CPU")
+    p.add_argument("--out", default=str(HERE / "results"),
+                   help="directory for embedding.md / .json (embedding-cuda.* with --device "
+                        "cuda); default bench/results")
+    p.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--child", nargs=3, metavar=("BACKEND", "GRAPH", "MODEL"),
                    help=argparse.SUPPRESS)
+    p.add_argument("--child-cli", nargs=3, help=argparse.SUPPRESS)
+    p.add_argument("--child-footprint", help=argparse.SUPPRESS)
+    p.add_argument("--child-designs", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         backend, graph, model = args.child
-        print(json.dumps(child(backend, Path(graph), Path(model), args.repeats, args.batch_size)))
-        return
+        result = child(backend, Path(graph), Path(model), args.repeats, args.threads, args.device)
+    elif args.child_cli:
+        result = child_cli(*map(Path, args.child_cli))
+    elif args.child_footprint:
+        result = child_footprint(Path(args.child_footprint))
+    elif args.child_designs:
+        graph, widths = args.child_designs
+        result = child_designs(Path(graph), [int(w) for w in widths.split(",")], args.threads)
+    else:
+        return run(args)
+    print(json.dumps(result))
+
+
+def run(args: argparse.Namespace) -> None:
+    """The whole benchmark; writes embedding[-cuda].md and .json into ``args.out``."""
+    out = Path(args.out)
+    if not out.is_dir():
+        _fail(f"--out {out} is not a directory; create it or pass another one")
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            _fail("--device cuda needs a CUDA GPU, but torch.cuda.is_available() is False "
+                  "here; run on a GPU machine or drop --device cuda")
+    from edgegcl.errors import UsageError
+    from edgegcl.training.state import write_atomic
+    from edgegcl_embed.runtime import available_cores
+
+    cores = available_cores()
     start, load_start = time.perf_counter(), os.getloadavg()
-    graphs, reports = _prepare(args.root, args.run, args.nodes)
-    rows = _measure(graphs, args.repeats, args.batch_size)
-    text = _markdown(rows, reports, args, time.perf_counter() - start,
-                     (load_start, os.getloadavg()))
-    (HERE / "results" / "embedding.md").write_text(text)
-    (HERE / "results" / "embedding.json").write_text(
-        json.dumps({"rows": rows, "int8": reports}, indent=2) + "\n")
+    try:
+        graphs, reports = _prepare(args.root, args.run, args.nodes)
+    except UsageError as exc:
+        _fail(f"{exc} (pass the datasets root holding Cora with --root)")
+    designs = {}
+    cli: list[dict[str, Any]] = []
+    if args.device == "cpu":
+        for g in graphs:
+            designs[g["name"]] = _run_child(["--child-designs", str(g["npz"]),
+                                             ",".join(map(str, g["widths"])),
+                                             "--threads", str(cores)])
+        cli = _cli_memory(graphs)
+    rows = _measure(graphs, args.repeats, args.device, cores)
+    text = _markdown(rows, cli, designs, reports, graphs, args, time.perf_counter() - start,
+                     (load_start, os.getloadavg()), cores)
+    stem = "embedding" if args.device == "cpu" else "embedding-cuda"
+    write_atomic(out / f"{stem}.md", text)
+    write_atomic(out / f"{stem}.json", json.dumps(
+        {"rows": rows, "cli": cli, "designs": designs, "int8": reports}, indent=2) + "\n")
     print(text)
 
 

@@ -3,26 +3,54 @@
 The exporter (``edgegcl.onnx.export``) writes models to this contract and the runtime
 (``export.runtime``) reads them by it, so the two cannot drift apart.
 
-Inputs: ``x`` float32 [num_nodes, in_dim]; ``edge_index`` int64 [2, num_edges] (row 0 source,
-row 1 target, messages flow source -> target); ``deg`` float32 [num_nodes], each node's GCN
-degree: 1 (its self-loop) + the number of edges into it that are not self-loops, counted on the
-*whole* graph. The model computes the normalisation D^-1/2 (A + I) D^-1/2 from ``deg`` inside
-the graph. Passing the degree in, instead of counting it from ``edge_index``, is what makes
-embedding a k-hop subgraph exact: nodes at the subgraph's edge keep their full-graph degree.
-Output: ``embeddings`` float32 [num_nodes, out_dim].
+Interface 2 (``edgegcl.interface = 2``, written since issue 15): the file holds the encoder's
+*dense stages*, every one row-wise (a node's output row depends on its input row only); the
+sparse aggregation A_hat = D^-1/2 (A + I) D^-1/2 between them is left to the runtime, which
+multiplies by A_hat as a CSR matrix without [E, d] message buffers, on every core. With k
+layers:
+
+- ``z0 = stage0(x)`` when the model has an input ``x`` (layer 1 transforms first), else
+  ``z0 = x`` (layer 1 aggregates first, at the input width);
+- for j = 1..k: ``a{j} = A_hat z{j-1}`` and ``z{j} = stage_j(a{j})``: inputs ``a1`` .. ``ak``,
+  outputs ``z0`` (when ``x`` is an input), ``z1`` .. ``z{k-1}`` and ``embeddings`` (= z_k).
+
+Every input is float32 [rows, width] with a dynamic number of rows; a run may feed zero rows
+to the stages it does not need. A node's degree (1 + its in-edges that are not self-loops,
+input self-loops replaced by one loop per node, as PyG's ``gcn_norm`` does) is counted on the
+*whole* graph, which is what makes embedding a k-hop subgraph exact.
+
+Interface 1 (files written before issue 15, no ``edgegcl.interface`` key): one graph with
+inputs ``x`` float32 [num_nodes, in_dim], ``edge_index`` int64 [2, num_edges] (row 0 source,
+row 1 target) and ``deg`` float32 [num_nodes], output ``embeddings``; it aggregates with
+ScatterND, which onnxruntime's CPU kernel runs correctly on one thread only. The runtime still
+loads such files and runs them that way.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
+
+INTERFACE = 2
 
 INPUT_X = "x"
+OUTPUT = "embeddings"
+
+# Interface 1 only.
 INPUT_EDGE_INDEX = "edge_index"
 INPUT_DEG = "deg"
-OUTPUT = "embeddings"
 
 # Metadata keys (ONNX ``metadata_props``), all prefixed so they never clash with other tools'.
 PREFIX = "edgegcl."
+
+
+def aggregate_input(j: int) -> str:
+    """Name of stage j's input, A_hat times stage j-1's output (j = 1..k)."""
+    return f"a{j}"
+
+
+def stage_output(j: int, num_layers: int) -> str:
+    """Name of stage j's output (j = 0..k); the last one is the embeddings."""
+    return OUTPUT if j == num_layers else f"z{j}"
 
 
 @dataclass(frozen=True)
@@ -32,7 +60,8 @@ class ModelMetadata:
     ``num_layers`` is k, the hops a node's embedding depends on (k-hop batching needs it);
     ``feature_preprocessing`` says what training did to ``x`` before the encoder saw it, so
     a device can feed features the same way; ``config_sha256`` identifies the training
-    configuration (SHA-256 of its canonical JSON); ``precision`` is fp32 or int8.
+    configuration (SHA-256 of its canonical JSON); ``precision`` is fp32 or int8;
+    ``interface`` is the contract version above (1 when the key is absent: older files).
     """
 
     version: str
@@ -44,6 +73,7 @@ class ModelMetadata:
     config_sha256: str
     dataset: str
     precision: str
+    interface: int = 1
 
     def to_props(self) -> dict[str, str]:
         """The metadata as ONNX ``metadata_props`` entries."""
@@ -56,6 +86,8 @@ class ModelMetadata:
         for f in fields(cls):
             key = PREFIX + f.name
             if key not in props:
+                if f.default is not MISSING:
+                    continue
                 raise KeyError(key)
             try:
                 values[f.name] = int(props[key]) if f.type == "int" else props[key]

@@ -1,7 +1,8 @@
 """``edgegcl-embed MODEL.onnx --graph GRAPH.npz --out EMB.npy``: embeddings without torch.
 
-Needs only numpy and onnxruntime. Bad input (model, graph, paths) prints one line
-``edgegcl-embed: error: ...`` and exits with code 2; nothing is written then.
+Needs numpy, scipy and onnxruntime. Bad input (model, graph, paths) prints one line
+``edgegcl-embed: error: ...`` and exits with code 2; nothing is written then. The embeddings
+are written through a memory-mapped .npy under a temporary name, renamed when complete.
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-import numpy as np
-
 from .errors import InputError
-from .graph import load_npz
-from .runtime import DEFAULT_BATCH_SIZE, FULL_GRAPH_MAX_NODES, EncoderSession
+from .files import npy_writer
+from .graph import check_graph, load_npz
+from .runtime import EncoderSession, available_cores
 
 PROG = "edgegcl-embed"
 
@@ -27,7 +27,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{PROG}: error: {message} (see '{PROG} --help')\n")
-
 
 def _progress_printer(every_s: float = 5.0) -> Callable[[int, int], None]:
     """A ``progress(done, total)`` callback printing to stderr at most every ``every_s`` s."""
@@ -41,7 +40,6 @@ def _progress_printer(every_s: float = 5.0) -> Callable[[int, int], None]:
 
     return report
 
-
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p = _Parser(prog=PROG, description="Embed a graph's nodes with an encoder exported by "
                                        "'edgegcl export' (numpy + onnxruntime only).")
@@ -50,13 +48,14 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="arrays x [num_nodes, in_dim] and edge_index [2, num_edges]")
     p.add_argument("--out", required=True, metavar="EMB.npy",
                    help="where to write the float32 embeddings [num_nodes, out_dim]")
-    p.add_argument("--batch-size", type=int, default=None, metavar="B",
-                   help=f"target nodes per run over their k-hop subgraph; 0: the whole graph "
-                        f"(default: whole graph up to {FULL_GRAPH_MAX_NODES} nodes, else "
-                        f"{DEFAULT_BATCH_SIZE})")
+    p.add_argument("--batch-size", type=int, default=0, metavar="B",
+                   help="target nodes per run over their k-hop subgraph (default 0: the whole "
+                        "graph, memory O(nodes x width + edges))")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help=f"worker threads (default: every core, {available_cores()} here); the "
+                        "result does not depend on N")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     return p.parse_args(argv)
-
 
 def _embed(args: argparse.Namespace) -> None:
     out = Path(args.out)
@@ -66,15 +65,18 @@ def _embed(args: argparse.Namespace) -> None:
     if not out.parent.is_dir():
         raise InputError(f"directory {out.parent} does not exist; create it or choose "
                          "another --out")
-    session = EncoderSession(args.model)
-    x, edge_index = load_npz(args.graph)
+    if args.batch_size < 0:
+        raise InputError(f"--batch-size must be >= 0 (0: whole graph), got {args.batch_size}")
+    session = EncoderSession(args.model, threads=args.threads)
+    graph = list(check_graph(*load_npz(args.graph), session.metadata.in_dim))
+    shape = (graph[0].shape[0], session.metadata.out_dim)
     start = time.perf_counter()
-    emb = session.embed(x, edge_index, args.batch_size, _progress_printer())
-    with out.open("wb") as fh:  # np.save(path) would append .npy to other names
-        np.save(fh, emb)
-    print(f"{PROG}: wrote {emb.shape[0]} x {emb.shape[1]} embeddings to {out} "
-          f"({time.perf_counter() - start:.2f} s, {session.metadata.precision})", file=sys.stderr)
-
+    with npy_writer(out, shape) as emb:
+        # the runtime takes the only references to x and edge_index, and frees them early
+        session.embed_owned(graph, args.batch_size, _progress_printer(), out=emb)
+    print(f"{PROG}: wrote {shape[0]} x {shape[1]} embeddings to {out} "
+          f"({time.perf_counter() - start:.2f} s, {session.metadata.precision}, "
+          f"{session.threads} thread{'s' if session.threads > 1 else ''})", file=sys.stderr)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``edgegcl-embed`` and ``python -m export.embed``."""
@@ -88,7 +90,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

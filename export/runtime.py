@@ -1,89 +1,233 @@
-"""Embedding graphs with an exported encoder through onnxruntime, whole or in node batches."""
+"""Embedding graphs with an exported encoder: onnxruntime for the dense stages, a CSR
+product for the aggregation, row blocks spread over every core; whole graph or k-hop batches."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 
-from .contract import INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, ModelMetadata
+from .adjacency import NormalisedAdjacency
+from .contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, ModelMetadata,
+                       aggregate_input, stage_output)
 from .errors import InputError
 from .graph import InNeighbourhoods, check_graph, gcn_degree
 
-# Graphs up to this many nodes are embedded in one run by default; larger ones in batches of
-# DEFAULT_BATCH_SIZE target nodes, so memory follows the batch's k-hop neighbourhood, not N.
-FULL_GRAPH_MAX_NODES = 100_000
-DEFAULT_BATCH_SIZE = 4096
+# Rows per block of a stage: a block is one unit of work for one thread (its CSR rows, then
+# its dense stage). The block size depends on the graph only, never on the thread count, so
+# every thread count computes the same blocks in the same order: identical results (INT8's
+# per-run activation scale included). At most MAX_BLOCK_ROWS keeps a block's buffers a few
+# MiB; at least BLOCKS_PER_STAGE blocks keep every core busy on mid-sized graphs.
+MAX_BLOCK_ROWS = 512
+MIN_BLOCK_ROWS = 64
+BLOCKS_PER_STAGE = 16
+
+DEVICES = ("cpu", "cuda")
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity, else the machine's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def block_bounds(num_rows: int, block_rows: int) -> list[tuple[int, int]]:
+    """Consecutive [lo, hi) row ranges of at most ``block_rows`` rows covering ``num_rows``."""
+    return [(lo, min(lo + block_rows, num_rows)) for lo in range(0, num_rows, block_rows)]
+
+
+def default_block_rows(num_rows: int) -> int:
+    """Rows per block for a graph of ``num_rows`` nodes (see MAX_BLOCK_ROWS)."""
+    return min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, -(-num_rows // BLOCKS_PER_STAGE)))
 
 
 class EncoderSession:
-    """An exported encoder, opened for inference, with its ``edgegcl.*`` metadata."""
+    """An exported encoder, opened for inference, with its ``edgegcl.*`` metadata.
 
-    def __init__(self, path: str | Path) -> None:
-        """Open ``path``; a missing, corrupt or foreign model file is a one-line InputError.
+    ``threads``: worker threads for the row blocks (default: every available core). Each
+    onnxruntime run is single-threaded and blocks run concurrently, which scales better than
+    splitting every small product, and keeps interface-1 files correct (their ScatterND loses
+    updates with more than one onnxruntime thread, microsoft/onnxruntime#18048; such files run
+    on one thread). ``device`` "cuda" runs the dense stages with onnxruntime's CUDA provider,
+    the whole graph as one block.
+    """
 
-        The session runs on one thread: onnxruntime's CPU ScatterND splits its updates over
-        threads without guarding rows that several edges add into, so with more than one
-        thread a node's sum can lose messages (onnxruntime issue #18048; measured here: max
-        error 0.06 on a 3000-node graph with two threads, 0 with one).
-        """
+    def __init__(self, path: str | Path, threads: int | None = None,
+                 device: str = "cpu") -> None:
+        """Open ``path``; a missing, corrupt or foreign model file is a one-line InputError."""
         p = Path(path)
         if not p.is_file():
             raise InputError(f"model file {p} does not exist; pass a .onnx written by "
                              "edgegcl export")
+        if threads is not None and threads < 1:
+            raise InputError(f"threads must be >= 1, got {threads}; pass a positive number or "
+                             "leave it out for every core")
+        if device not in DEVICES:
+            raise InputError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+        providers = ["CPUExecutionProvider"]
+        if device == "cuda":
+            if "CUDAExecutionProvider" not in ort.get_available_providers():
+                raise InputError("onnxruntime here has no CUDAExecutionProvider; install "
+                                 "onnxruntime-gpu on a machine with CUDA, or use the CPU")
+            providers.insert(0, "CUDAExecutionProvider")
+        self.device = device
+        self.threads = 1 if device == "cuda" else threads or available_cores()
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
         try:
-            self.session = ort.InferenceSession(str(p), options, providers=["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(str(p), options, providers=providers)
         except Exception as exc:  # onnxruntime raises its own types for unreadable models
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise InputError(f"model file {p} cannot be loaded by onnxruntime ({first[:200]}); "
                              "re-export it with edgegcl export") from None
+        if device == "cuda" and "CUDAExecutionProvider" not in self.session.get_providers():
+            raise InputError("onnxruntime could not start its CUDA provider (CUDA or cuDNN "
+                             "libraries missing or mismatched); fix the install or use the CPU")
         props = self.session.get_modelmeta().custom_metadata_map
         try:
             self.metadata = ModelMetadata.from_props(props)
         except (KeyError, ValueError) as exc:
             raise InputError(f"model file {p} is not an edgegcl encoder (metadata: {exc}); "
                              "export it with edgegcl export") from None
-        names = {i.name for i in self.session.get_inputs()}
-        if names != {INPUT_X, INPUT_EDGE_INDEX, INPUT_DEG}:
-            raise InputError(f"model file {p} has inputs {sorted(names)}, not x, edge_index, deg; "
-                             "re-export it with edgegcl export")
+        inputs = {i.name: i.shape for i in self.session.get_inputs()}
+        k = self.metadata.num_layers
+        if self.metadata.interface == 1:
+            expected = {INPUT_X, INPUT_EDGE_INDEX, INPUT_DEG}
+            self.threads = 1
+        else:
+            expected = {aggregate_input(j) for j in range(1, k + 1)} | (
+                {INPUT_X} if INPUT_X in inputs else set())
+        if set(inputs) != expected:
+            raise InputError(f"model file {p} has inputs {sorted(inputs)}, not "
+                             f"{', '.join(sorted(expected))} (edgegcl interface "
+                             f"{self.metadata.interface}); re-export it with edgegcl export")
+        self._has_stage0 = INPUT_X in inputs and self.metadata.interface != 1
+        self._widths = {o.name: o.shape[1] for o in self.session.get_outputs()}
+        # zero-row feeds for the stages a run does not compute
+        self._idle = {} if self.metadata.interface == 1 else {
+            name: np.zeros((0, shape[1]), dtype=np.float32) for name, shape in inputs.items()}
 
-    def run(self, x: np.ndarray, edge_index: np.ndarray, deg: np.ndarray) -> np.ndarray:
-        """One onnxruntime call on an already validated graph (or subgraph) with given degrees."""
+    def _stage(self, j: int, h: np.ndarray) -> np.ndarray:
+        """Stage j of the model on rows ``h`` (stage 0 takes x, stage j >= 1 takes A_hat z)."""
+        name = INPUT_X if j == 0 else aggregate_input(j)
+        feeds = {**self._idle, name: h}
+        return self.session.run([stage_output(j, self.metadata.num_layers)], feeds)[0]
+
+    def _forward(self, inputs: list[np.ndarray], adj: NormalisedAdjacency,
+                 out: np.ndarray | None) -> np.ndarray:
+        """The encoder on a checked graph with its adjacency; writes into ``out`` if given.
+
+        ``inputs`` is [x]; it is emptied, so when the caller held no other reference x is
+        freed as soon as the first layer no longer needs it.
+        """
+        h = inputs.pop()
+        n, k = h.shape[0], self.metadata.num_layers
+        bounds = block_bounds(n, n if self.device == "cuda" else default_block_rows(n))
+        pool = ThreadPoolExecutor(self.threads) if self.threads > 1 and len(bounds) > 1 else None
+
+        def run_stage(j: int, source: np.ndarray, dest: np.ndarray | None) -> np.ndarray:
+            if dest is None:
+                width = self._widths[stage_output(j, k)]
+                dest = np.empty((n, width), dtype=np.float32)
+
+            def block(lo: int, hi: int) -> None:
+                rows = source[lo:hi] if j == 0 else adj.product(lo, hi, source)
+                dest[lo:hi] = self._stage(j, rows)
+
+            if pool is None:
+                for lo, hi in bounds:
+                    block(lo, hi)
+            else:
+                for future in [pool.submit(block, lo, hi) for lo, hi in bounds]:
+                    future.result()
+            return dest
+
+        try:
+            if self._has_stage0:
+                h = run_stage(0, h, None)
+            for j in range(1, k + 1):
+                h = run_stage(j, h, out if j == k else None)
+        finally:
+            if pool is not None:
+                pool.shutdown()
+        return h
+
+    def _run_interface1(self, x: np.ndarray, edge_index: np.ndarray,
+                        deg: np.ndarray) -> np.ndarray:
+        """One onnxruntime call of an interface-1 model (ScatterND inside, one thread)."""
         return self.session.run([OUTPUT], {INPUT_X: x, INPUT_EDGE_INDEX: edge_index,
                                            INPUT_DEG: deg})[0]
 
-    def embed(self, x: np.ndarray, edge_index: np.ndarray, batch_size: int | None = None,
-              progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+    def embed(self, x: np.ndarray, edge_index: np.ndarray, batch_size: int = 0,
+              progress: Callable[[int, int], None] | None = None,
+              out: np.ndarray | None = None) -> np.ndarray:
         """Embeddings [num_nodes, out_dim] of every node of the graph (x, edge_index).
 
-        ``batch_size`` None: the whole graph at once up to FULL_GRAPH_MAX_NODES nodes, batches
-        of DEFAULT_BATCH_SIZE above; 0: the whole graph; B > 0: B target nodes per run, each
-        over its k-hop in-neighbourhood with full-graph degrees, which gives the same numbers
-        as the whole graph (up to float summation order). ``progress(done, total)`` is called
-        after each batch (batched mode only).
+        ``batch_size`` 0: the whole graph at once (memory O(N d + E)); B > 0: B target nodes
+        per run, each over its k-hop in-neighbourhood with full-graph degrees, which gives the
+        same numbers as the whole graph (up to float summation order) with intermediate
+        buffers that follow the neighbourhood. ``progress(done, total)`` is called after each
+        batch. ``out``: a float32 [num_nodes, out_dim] array (a memory-mapped .npy, say) to
+        write the embeddings into; it is returned.
         """
-        x, edge_index = check_graph(x, edge_index, self.metadata.in_dim)
+        return self.embed_owned([x, edge_index], batch_size, progress, out)
+
+    def embed_owned(self, graph: list[np.ndarray], batch_size: int = 0,
+                    progress: Callable[[int, int], None] | None = None,
+                    out: np.ndarray | None = None) -> np.ndarray:
+        """``embed`` for a caller that hands over ``graph`` = [x, edge_index] and keeps no other
+        reference: the list is emptied, and edge_index (once the adjacency is built) and x
+        (after the first layer) are freed early, which lowers the peak memory of a large graph.
+        """
+        x, edge_index = check_graph(graph.pop(0), graph.pop(0), self.metadata.in_dim)
         n = x.shape[0]
-        deg = gcn_degree(edge_index, n)
-        if batch_size is None:
-            batch_size = 0 if n <= FULL_GRAPH_MAX_NODES else DEFAULT_BATCH_SIZE
         if batch_size < 0:
             raise InputError(f"batch size must be >= 0 (0: whole graph), got {batch_size}")
+        if out is not None and (out.shape != (n, self.metadata.out_dim)
+                                or out.dtype != np.float32):
+            raise InputError(f"out must be float32 [{n}, {self.metadata.out_dim}], got "
+                             f"{out.dtype} {list(out.shape)}; allocate it for this graph")
         if batch_size == 0 or batch_size >= n:
-            return self.run(x, edge_index, deg)
+            if self.metadata.interface == 1:
+                z = self._run_interface1(x, edge_index, gcn_degree(edge_index, n))
+                if out is None:
+                    return z
+                out[:] = z
+                return out
+            adj = NormalisedAdjacency(edge_index, n)
+            del edge_index
+            features = [x]
+            del x
+            return self._forward(features, adj, out)
+        return self._embed_batches(x, edge_index, batch_size, progress, out)
+
+    def _embed_batches(self, x: np.ndarray, edge_index: np.ndarray, batch_size: int,
+                       progress: Callable[[int, int], None] | None,
+                       out: np.ndarray | None) -> np.ndarray:
+        """``embed`` in batches of ``batch_size`` target nodes over their k-hop subgraphs."""
+        n = x.shape[0]
+        deg = gcn_degree(edge_index, n)
         hoods = InNeighbourhoods(edge_index, n)
         relabel = np.zeros(n, dtype=np.int64)  # global -> subgraph id, valid for the batch's nodes
-        out = np.empty((n, self.metadata.out_dim), dtype=np.float32)
+        if out is None:
+            out = np.empty((n, self.metadata.out_dim), dtype=np.float32)
         for lo in range(0, n, batch_size):
             targets = np.arange(lo, min(lo + batch_size, n))
             nodes, edges = hoods.khop(targets, self.metadata.num_layers)
             relabel[nodes] = np.arange(nodes.size)
-            z = self.run(x[nodes], relabel[edge_index[:, edges]], deg[nodes])
+            sub_edges = relabel[edge_index[:, edges]]
+            if self.metadata.interface == 1:
+                z = self._run_interface1(x[nodes], sub_edges, deg[nodes])
+            else:
+                z = self._forward([x[nodes]], NormalisedAdjacency(sub_edges, nodes.size,
+                                                                  deg[nodes]), None)
             out[targets] = z[:targets.size]
             if progress is not None:
                 progress(int(targets[-1]) + 1, n)

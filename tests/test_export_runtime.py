@@ -1,4 +1,5 @@
-"""The torch-free runtime (export/): input validation, k-hop batching, running without torch."""
+"""The torch-free runtime (export/): input validation, k-hop batching, threads, running
+without torch."""
 
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from edgegcl.training.checkpoint import Checkpoint
 from edgegcl.config import TrainConfig
 from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.export import export_encoder
+from edgegcl.onnx.quantize import quantize_int8
+from edgegcl_embed.adjacency import NormalisedAdjacency
 from edgegcl_embed.embed import main as embed_main
 from edgegcl_embed.graph import InNeighbourhoods, gcn_degree
-from edgegcl_embed.runtime import EncoderSession
+from edgegcl_embed.runtime import EncoderSession, default_block_rows
 
 REPO = Path(__file__).resolve().parents[1]
 IN_DIM = 12
@@ -36,12 +39,23 @@ def _graph(n: int, e: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def encoder() -> GCNEncoder:
     torch.manual_seed(0)
+    return GCNEncoder(IN_DIM, TrainConfig(hidden_dim=16, out_dim=8).model_config()).eval()
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory: pytest.TempPathFactory, encoder: GCNEncoder) -> Path:
     cfg = TrainConfig(hidden_dim=16, out_dim=8, features=IN_DIM)
-    encoder = GCNEncoder(IN_DIM, cfg.model_config()).eval()
     path = tmp_path_factory.mktemp("model") / "model.onnx"
     export_encoder(Checkpoint(encoder, cfg, IN_DIM, 0, 0), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def int8_path(model_path: Path) -> Path:
+    path = model_path.with_name("model.int8.onnx")
+    quantize_int8(model_path, path)
     return path
 
 
@@ -77,6 +91,42 @@ def test_batched_equals_full_graph(model_path: Path, batch_size: int) -> None:
     assert seen[-1] == (90, 90) and len(seen) == -(-90 // batch_size)
 
 
+# --------------------------------------------------------------------------- threads, exactness
+
+def test_large_graph_exact_against_torch_batched_and_threaded(model_path: Path,
+                                                              encoder: GCNEncoder) -> None:
+    """A graph of many row blocks and several k-hop batches agrees with torch however it runs."""
+    x, edge_index = _graph(3000, 24000, seed=4)
+    assert 3000 // default_block_rows(3000) >= 8
+    with torch.no_grad():
+        expected = encoder(torch.from_numpy(x), torch.from_numpy(edge_index)).numpy()
+    for threads, batch_size in ((1, 0), (2, 0), (3, 0), (2, 1100)):
+        got = EncoderSession(model_path, threads=threads).embed(x, edge_index, batch_size)
+        np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_thread_count_does_not_change_the_result(model_path: Path, int8_path: Path,
+                                                 precision: str) -> None:
+    x, edge_index = _graph(3000, 24000, seed=5)
+    path = model_path if precision == "fp32" else int8_path
+    one = EncoderSession(path, threads=1).embed(x, edge_index)
+    for threads in (2, 4):
+        many = EncoderSession(path, threads=threads).embed(x, edge_index)
+        np.testing.assert_allclose(many, one, atol=1e-5, rtol=0)
+
+
+def test_adjacency_is_the_gcn_normalisation() -> None:
+    edge_index = np.array([[0, 1, 1, 0, 1, 2], [1, 1, 2, 2, 2, 0]])  # loop 1 -> 1, 1 -> 2 twice
+    adj = NormalisedAdjacency(edge_index, 4).rows(0, 4).toarray()
+    deg = np.array([2.0, 2.0, 4.0, 1.0])  # 1 + in-edges that are not loops
+    a = np.eye(4)
+    for s, t in edge_index.T:
+        if s != t:
+            a[t, s] += 1
+    np.testing.assert_allclose(adj, a / np.sqrt(np.outer(deg, deg)), rtol=1e-6)
+
+
 def test_khop_keeps_targets_first_and_only_needed_edges() -> None:
     # path 0 -> 1 -> 2 -> 3 -> 4 (edges point at the target): node 4 depends on 2, 3 in 2 hops
     edge_index = np.array([[0, 1, 2, 3], [1, 2, 3, 4]])
@@ -104,6 +154,22 @@ def test_cli_writes_embeddings(model_path: Path, graph_file: Path, tmp_path: Pat
     before = out.read_bytes()
     code, _, err = _embed([str(model_path), "--graph", str(graph_file), "--out", str(out)])
     assert "--force" in _one_line_error(code, err) and out.read_bytes() == before
+    code, _, err = _embed([str(model_path), "--graph", str(graph_file), "--out", str(out),
+                           "--force", "--threads", "3"])
+    assert code == 0 and "3 threads" in err, err
+    np.testing.assert_allclose(np.load(out), full, atol=1e-5, rtol=0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["emb.npy"]  # no temporary left
+
+
+@pytest.mark.parametrize("flag, value, needle", [("--threads", "0", "threads must be >= 1"),
+                                                 ("--batch-size", "-1", "--batch-size must be")])
+def test_bad_option_exit_2(model_path: Path, graph_file: Path, tmp_path: Path, flag: str,
+                           value: str, needle: str) -> None:
+    out = tmp_path / "emb.npy"
+    code, _, err = _embed([str(model_path), "--graph", str(graph_file), "--out", str(out),
+                           flag, value])
+    assert needle in _one_line_error(code, err)
+    assert list(tmp_path.iterdir()) == []
 
 
 def _bad_graph(tmp_path: Path, kind: str) -> Path:
@@ -133,7 +199,7 @@ def test_bad_graph_exit_2(model_path: Path, tmp_path: Path, kind: str, needle: s
     code, _, err = _embed([str(model_path), "--graph", str(_bad_graph(tmp_path, kind)),
                            "--out", str(out)])
     assert needle in _one_line_error(code, err)
-    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{kind}.npz"]  # no output, no temp
 
 
 @pytest.mark.parametrize("kind", ["corrupt", "truncated", "foreign", "missing"])
@@ -159,7 +225,7 @@ def test_bad_model_exit_2(model_path: Path, graph_file: Path, tmp_path: Path, ki
 
 _NO_TORCH = (
     "import runpy, sys\n"
-    "for name in ('torch', 'torch_geometric', 'edgegcl', 'onnx', 'scipy'):\n"
+    "for name in ('torch', 'torch_geometric', 'edgegcl', 'onnx'):\n"
     "    sys.modules[name] = None  # import raises ImportError\n"
     "sys.argv = ['edgegcl-embed', *sys.argv[1:]]\n"
     "runpy.run_module('export.embed', run_name='__main__')\n"

@@ -27,7 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "export", help="write a trained encoder to ONNX for torch-free inference",
         description="Export a run's encoder (not the projection head) to ONNX with a dynamic "
-                    "number of nodes and edges, then check onnxruntime against torch on the "
+                    "number of nodes (its dense stages; the runtime aggregates between them), "
+                    "then check onnxruntime against torch on the "
                     "training graph and a random subgraph (max abs difference <= 1e-4).")
     p.add_argument("out", metavar="OUT.onnx", help="the model file to write")
     source = p.add_mutually_exclusive_group()
@@ -111,8 +112,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
                                      export_encoder)
 
     if not MIN_OPSET <= args.opset <= MAX_OPSET:
-        raise UsageError(f"--opset must be in {MIN_OPSET}..{MAX_OPSET} (ScatterND with "
-                         f"reduction=add needs {MIN_OPSET}), got {args.opset}")
+        raise UsageError(f"--opset must be in {MIN_OPSET}..{MAX_OPSET} (the encoder's ops need "
+                         f"{MIN_OPSET}, torch exports up to {MAX_OPSET}), got {args.opset}")
     paths = _outputs(args)
     ckpt_path = _checkpoint_path(args)
     ckpt = load_checkpoint(ckpt_path)

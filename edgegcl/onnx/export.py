@@ -2,7 +2,8 @@
 
 Exporter: torch's TorchScript-based ``torch.onnx.export(..., dynamo=False)``. The dynamo
 exporter (torch's default since 2.9) needs the ``onnxscript`` package, which edgegcl does not
-depend on; the TorchScript one needs only torch and lets ``OnnxGCN`` emit ScatterND directly.
+depend on; the TorchScript one needs only torch and emits exactly the ops the modules in
+``edgegcl.onnx.module`` ask for.
 torch marks it deprecated, so its DeprecationWarnings are silenced here and the round-trip
 check below is what guarantees the file.
 """
@@ -26,13 +27,16 @@ from edgegcl import __version__
 from edgegcl.training.checkpoint import Checkpoint
 from edgegcl.config import TrainConfig
 from edgegcl.nn.model import GCNEncoder
-from edgegcl.onnx.module import OnnxGCN
-from edgegcl_embed.contract import INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, PREFIX, ModelMetadata
+from edgegcl.onnx.module import ScatterGCN, StageGCN
+from edgegcl_embed.contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, INTERFACE, OUTPUT,
+                                    PREFIX, ModelMetadata, aggregate_input, stage_output)
 from edgegcl_embed.runtime import EncoderSession
 
-# ScatterND's reduction="add" appeared in opset 16; 20 is the TorchScript exporter's newest.
-# 17 is the default: supported by every onnxruntime since 1.11 (2022), mobile builds included.
-MIN_OPSET, MAX_OPSET, DEFAULT_OPSET = 16, 20, 17
+# The dense stages (interface 2) use MatMul, Add and the activations' ops, all in opset 13;
+# 20 is the TorchScript exporter's newest. 17 is the default: supported by every onnxruntime
+# since 1.11 (2022), mobile builds included. Interface 1's ScatterND(reduction="add") needs 16.
+MIN_OPSET, MAX_OPSET, DEFAULT_OPSET = 13, 20, 17
+INTERFACE1_MIN_OPSET = 16
 
 # Largest |onnxruntime - torch| accepted for an fp32 export.
 TOLERANCE = 1e-4
@@ -46,6 +50,8 @@ _INPUT_DOCS = {
     INPUT_DEG: "float32 [num_nodes]: 1 + in-edges that are not self-loops, counted on the whole "
                "graph (for a k-hop subgraph, pass the full-graph values)",
 }
+_AGGREGATE_DOC = ("float32 [rows, width]: rows of D^-1/2 (A + I) D^-1/2 times the previous "
+                  "stage's output (degrees counted on the whole graph)")
 
 
 class ExportCheckError(Exception):
@@ -65,30 +71,60 @@ def write_metadata(model: onnx.ModelProto, meta: ModelMetadata) -> None:
         model.metadata_props.add(key=key, value=value)
 
 
-def export_encoder(ckpt: Checkpoint, path: Path, opset: int = DEFAULT_OPSET) -> ModelMetadata:
+def _interface2(ckpt: Checkpoint) -> tuple[StageGCN, tuple[Tensor, ...], dict]:
+    """The stage module, example inputs, and input/output names and dynamic axes."""
+    module = StageGCN(ckpt.encoder.state_dict(), ckpt.config.activation)
+    k, ids = module.num_layers, module.stage_ids()
+    widths = [module.in_dim] + [module.weight(i).size(1) for i in range(1, k + 1)]
+    inputs = [INPUT_X if j == 0 else aggregate_input(j) for j in ids]
+    outputs = [stage_output(j, k) for j in ids]
+    # stage j >= 1 takes A_hat z_{j-1}: the width z_{j-1} has after stage j-1
+    in_widths = [module.in_dim if j == 0 else
+                 (widths[j - 1] if module.propagate_first[j - 1] else widths[j]) for j in ids]
+    example = tuple(torch.zeros(3, w) for w in in_widths)
+    names = {"input_names": inputs, "output_names": outputs,
+             "dynamic_axes": {name: {0: "rows"} for name in [*inputs, *outputs]}}
+    return module, example, names
+
+
+def _interface1(ckpt: Checkpoint) -> tuple[ScatterGCN, tuple[Tensor, ...], dict]:
+    module = ScatterGCN(ckpt.encoder.state_dict(), ckpt.config.activation)
+    example = (torch.zeros(3, module.in_dim), torch.tensor([[0, 1], [1, 2]]), torch.ones(3))
+    names = {"input_names": [INPUT_X, INPUT_EDGE_INDEX, INPUT_DEG], "output_names": [OUTPUT],
+             "dynamic_axes": {INPUT_X: {0: "num_nodes"}, INPUT_EDGE_INDEX: {1: "num_edges"},
+                              INPUT_DEG: {0: "num_nodes"}, OUTPUT: {0: "num_nodes"}}}
+    return module, example, names
+
+
+def export_encoder(ckpt: Checkpoint, path: Path, opset: int = DEFAULT_OPSET,
+                   interface: int = INTERFACE) -> ModelMetadata:
     """Write ``ckpt``'s encoder (not the projection head) to ``path`` as an fp32 ONNX model.
 
-    The number of nodes and edges is dynamic. Returns the metadata stored in the file.
+    ``interface`` 2 (default) writes the dense stages (export.contract), 1 the older
+    whole-graph ScatterND model (for tests and benchmarks of old files). The number of nodes
+    is dynamic. Returns the metadata stored in the file.
     """
-    module = OnnxGCN(ckpt.encoder.state_dict(), ckpt.config.activation)
-    example = (torch.zeros(3, module.in_dim), torch.tensor([[0, 1], [1, 2]]), torch.ones(3))
+    if interface not in (1, 2):
+        raise ValueError(f"interface must be 1 or 2, got {interface}")
+    if interface == 1 and opset < INTERFACE1_MIN_OPSET:
+        raise ValueError(f"interface 1 needs opset >= {INTERFACE1_MIN_OPSET}, got {opset}")
+    module, example, names = (_interface2 if interface == 2 else _interface1)(ckpt)
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
-        torch.onnx.export(
-            module, example, buffer, dynamo=False, opset_version=opset,
-            input_names=[INPUT_X, INPUT_EDGE_INDEX, INPUT_DEG], output_names=[OUTPUT],
-            dynamic_axes={INPUT_X: {0: "num_nodes"}, INPUT_EDGE_INDEX: {1: "num_edges"},
-                          INPUT_DEG: {0: "num_nodes"}, OUTPUT: {0: "num_nodes"}})
+        torch.onnx.export(module, example, buffer, dynamo=False, opset_version=opset, **names)
     model = onnx.load_from_string(buffer.getvalue())
     for value in model.graph.input:
-        value.doc_string = _INPUT_DOCS[value.name]
-    model.doc_string = "edgegcl GCN encoder: (x, edge_index, deg) -> embeddings"
+        value.doc_string = _INPUT_DOCS.get(value.name, _AGGREGATE_DOC)
+    model.doc_string = ("edgegcl GCN encoder, interface 2: the dense stages; the runtime "
+                        "multiplies by the normalised adjacency between them"
+                        if interface == 2 else
+                        "edgegcl GCN encoder: (x, edge_index, deg) -> embeddings")
     meta = ModelMetadata(version=__version__, in_dim=module.in_dim, out_dim=module.out_dim,
                          num_layers=module.num_layers, activation=ckpt.config.activation,
                          feature_preprocessing=FEATURE_PREPROCESSING,
                          config_sha256=config_digest(ckpt.config), dataset=ckpt.config.dataset,
-                         precision="fp32")
+                         precision="fp32", interface=interface)
     write_metadata(model, meta)
     onnx.checker.check_model(model)
     onnx.save(model, str(path))

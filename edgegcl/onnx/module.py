@@ -1,13 +1,19 @@
-"""The encoder rebuilt from its weights as a module that exports cleanly to ONNX.
+"""The encoder rebuilt from its weights as modules that export cleanly to ONNX.
 
 ``GCNEncoder`` itself does not export (torch.onnx has no lowering for its ``bincount`` or
-sparse CSR products), and the generic lowerings are traps: torch.onnx turns ``index_add``
-into a ScatterElements without reduction, which keeps one message per target instead of
-their sum (``index_put(accumulate=True)`` likewise), and ``scatter_add`` needs an [E, d]
-index tensor. ``OnnxGCN`` computes the same
+sparse CSR products). Both modules here compute the same
 Z^(l+1) = sigma(D^-1/2 (A + I) D^-1/2 Z^(l) W^(l) + b^(l)) from the trained state dict
-(keys ``convL.lin.weight``, ``convL.bias``, ``actL.*``), with the degrees as an input
-(export.contract) and one ``ScatterND(reduction="add")`` per layer for the aggregation.
+(keys ``convL.lin.weight``, ``convL.bias``, ``actL.*``), each layer's product in the cheaper
+order (A_hat (Z W) or (A_hat Z) W: aggregate at the narrower width):
+
+- ``StageGCN`` (interface 2, what ``edgegcl export`` writes): only the dense, row-wise stages
+  between aggregations; the runtime multiplies by A_hat as a CSR matrix (export.contract).
+- ``ScatterGCN`` (interface 1, files written before issue 15): the whole encoder, aggregating
+  with one ``ScatterND(reduction="add")`` per layer over [E, d] messages. Kept so that old
+  files can be reproduced in tests and measured beside the new design (bench.embed_speed).
+  The generic lowerings are traps: torch.onnx turns ``index_add`` into a ScatterElements
+  without reduction, which keeps one message per target instead of their sum, and
+  ``scatter_add`` needs an [E, d] index tensor.
 """
 
 from __future__ import annotations
@@ -67,12 +73,8 @@ def count_layers(state: dict[str, Tensor]) -> int:
     return k
 
 
-class OnnxGCN(nn.Module):
-    """GCN encoder forward(x, edge_index, deg) -> embeddings, for export (eval-mode semantics).
-
-    Each layer propagates at the narrower of its two widths: A_hat (X W) = (A_hat X) W, so when
-    a layer widens (128 -> 512 features, say) aggregating first moves 4x fewer numbers.
-    """
+class _Layers(nn.Module):
+    """The trained weights, biases and activations of every layer, and each layer's order."""
 
     def __init__(self, state: dict[str, Tensor], activation: str) -> None:
         super().__init__()
@@ -87,8 +89,50 @@ class OnnxGCN(nn.Module):
                                      if k.startswith(f"act{i}.")}, w.size(0))
             for i, w in enumerate(weights, start=1))
         self.in_dim, self.out_dim = weights[0].size(1), weights[-1].size(0)
-        self.propagate_first = [w.size(1) < w.size(0) for w in weights]  # widening layers
+        # aggregate first where the layer widens: A_hat (X W) = (A_hat X) W moves fewer numbers
+        self.propagate_first = [w.size(1) < w.size(0) for w in weights]
         self.eval()
+
+    def weight(self, i: int) -> Tensor:
+        return getattr(self, f"weight{i}")
+
+    def bias(self, i: int) -> Tensor:
+        return getattr(self, f"bias{i}")
+
+
+class StageGCN(_Layers):
+    """The encoder's dense stages (interface 2): forward(*stage inputs) -> stage outputs.
+
+    Stage 0 (only when layer 1 transforms first) maps x to x W1; stage j >= 1 takes A_hat
+    times stage j-1's output and finishes layer j (its W when it aggregated first, the bias,
+    the activation), then starts layer j+1 (its W when it transforms first). Every stage is
+    row-wise, so the runtime may run it on any block of rows.
+    """
+
+    @property
+    def has_stage0(self) -> bool:
+        return not self.propagate_first[0]
+
+    def stage(self, j: int, h: Tensor) -> Tensor:
+        """Stage j on rows ``h``."""
+        if j > 0:
+            if self.propagate_first[j - 1]:
+                h = h @ self.weight(j)
+            h = self.acts[j - 1](h + self.bias(j))
+        if j < self.num_layers and not self.propagate_first[j]:
+            h = h @ self.weight(j + 1)
+        return h
+
+    def stage_ids(self) -> list[int]:
+        """The stages the model has, in input order."""
+        return list(range(0 if self.has_stage0 else 1, self.num_layers + 1))
+
+    def forward(self, *inputs: Tensor) -> tuple[Tensor, ...]:
+        return tuple(self.stage(j, h) for j, h in zip(self.stage_ids(), inputs))
+
+
+class ScatterGCN(_Layers):
+    """The whole encoder forward(x, edge_index, deg) -> embeddings (interface 1, ScatterND)."""
 
     def forward(self, x: Tensor, edge_index: Tensor, deg: Tensor) -> Tensor:
         src, dst = edge_index[0], edge_index[1]
@@ -98,15 +142,14 @@ class OnnxGCN(nn.Module):
         scale = deg.pow(-0.5).unsqueeze(1)
 
         def propagate(h: Tensor) -> Tensor:
-            # A_hat h = D^-1/2 (h' + sum over in-edges of h'_src), h' = D^-1/2 h: the degree
-            # scaling costs two [N, d] products instead of one per edge.
+            # A_hat h = D^-1/2 (h' + sum over in-edges of h'_src), h' = D^-1/2 h
             h = h * scale
             padded = torch.cat([h, h.new_zeros(1, h.size(1))])
             return _ScatterAddRows.apply(padded, dst, h.index_select(0, src))[:-1] * scale
 
         z = x
         for i, (act, first) in enumerate(zip(self.acts, self.propagate_first), start=1):
-            w, b = getattr(self, f"weight{i}"), getattr(self, f"bias{i}")
+            w, b = self.weight(i), self.bias(i)
             z = propagate(z) @ w if first else propagate(z @ w)
             z = act(z + b)
         return z

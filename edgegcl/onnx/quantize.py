@@ -1,8 +1,9 @@
 """Dynamic INT8 quantisation of an exported encoder, and what it costs in quality.
 
 onnxruntime's ``quantize_dynamic`` stores the MatMul weights as int8 (QInt8, per tensor) and
-quantises activations on the fly, so no calibration data is needed. The graph's gathers and
-scatters stay in float32: only the dense layers change.
+quantises activations on the fly (per run, so per row block of the runtime, whose blocks do not
+depend on the thread count), so no calibration data is needed. The aggregation, which the
+runtime does outside the model, stays in float32: only the dense layers change.
 """
 
 from __future__ import annotations
