@@ -314,10 +314,15 @@ def _prepare(root: str, run: str, nodes: int) -> tuple[list[dict[str, Any]], dic
     WORK.mkdir(parents=True, exist_ok=True)
     run_dir = Path(run) if run else HERE / "runs" / "embedding-Cora"
     if not (run_dir / "checkpoint.pt").is_file():
-        cmd = [sys.executable, "-m", "edgegcl", "train", "--dataset", "Cora", "--root", root,
-               "--epochs", "50", "--seeds", "1", "--out", str(run_dir)]
-        print("training:", " ".join(cmd), flush=True)
-        subprocess.run(cmd, check=True, cwd=HERE.parent)
+        from edgegcl.cli.main import main as edgegcl_main
+
+        # in this process, where edgegcl_embed is importable even from a checkout that was
+        # not pip-installed (_runtime_importable)
+        cmd = ["train", "--dataset", "Cora", "--root", root, "--epochs", "50", "--seeds", "1",
+               "--out", str(run_dir)]
+        print("training: edgegcl", " ".join(cmd), flush=True)
+        if edgegcl_main(cmd) != 0:
+            raise SystemExit("embed_speed: training the Cora model failed (see above)")
     cora = load_graph("Cora", root or None)
     cfg = TrainConfig(dataset="synthetic", nodes=nodes, classes=10, features=128,
                       avg_degree=10.0, graph_seed=0)

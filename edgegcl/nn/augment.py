@@ -105,7 +105,8 @@ def unfixed_half(num_features: int, generator: torch.Generator,
                  device: torch.device | str = "cpu") -> Tensor:
     """Eq. 3's X_unfixed columns: a random ceil(d/2) of the d columns (the other floor(d/2)
     are X_fixed)."""
-    return torch.randperm(num_features, generator=generator, device=device)[num_features // 2:]
+    return torch.randperm(num_features, generator=generator, device=generator.device
+                          )[num_features // 2:].to(device)
 
 
 def mask_half_rows_columns(x: Tensor, p_feature: float, generator: torch.Generator,
