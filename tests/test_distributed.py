@@ -164,3 +164,32 @@ def test_refusals_under_torchrun_are_one_line(flags: list[str], needle: str, mon
     code = main(["train", "--nodes", "100", "--features", "8", *flags])
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and needle in lines[0], lines
+
+
+def _dying_worker(rank: int, port: int, queue: mp.SimpleQueue) -> None:
+    os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    from edgegcl.training import distributed
+
+    world = distributed.start("gloo", "cpu", 20.0, "local")
+    world.barrier()
+    if rank == 1:
+        os._exit(1)  # dies without a word, as under SIGKILL
+    try:
+        world.any(False)
+        queue.put("no error")
+    except distributed.RankLost as lost:
+        queue.put(str(lost))
+
+
+def test_a_rank_that_dies_is_named_by_the_others() -> None:
+    ctx = mp.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    port = _free_port()
+    procs = [ctx.Process(target=_dying_worker, args=(r, port, queue)) for r in range(2)]
+    for p in procs:
+        p.start()
+    message = queue.get()
+    for p in procs:
+        p.join(timeout=60)
+    assert message.startswith("rank 0: rank 1 stopped"), message
