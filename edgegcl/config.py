@@ -192,6 +192,11 @@ class TrainConfig:
         """``c_cat`` by category (a copy)."""
         return {c: self.c_cat[c] for c in CAP_ORDER}
 
+    def synthetic_spec(self) -> SyntheticSpec:
+        """The generated graph of this run (``dataset = synthetic``)."""
+        return SyntheticSpec(self.nodes, self.classes, self.features, self.avg_degree,
+                             self.homophily, self.graph_seed)
+
     def model_config(self) -> ModelConfig:
         """The encoder and head sizes of this run."""
         return ModelConfig(self.hidden_dim, self.out_dim, self.proj_dim, self.activation)

@@ -93,10 +93,9 @@ def _log(text: str) -> None:
 
 def _training_graph(args: argparse.Namespace, cfg: TrainConfig) -> Data:
     """The graph the encoder was trained on: --graph, else rebuilt from the config."""
-    from edgegcl.data import SyntheticSpec, load_graph
+    from edgegcl.data import load_graph
 
-    spec = SyntheticSpec(cfg.nodes, cfg.classes, cfg.features, cfg.avg_degree, cfg.homophily,
-                         cfg.graph_seed)
+    spec = cfg.synthetic_spec()
     try:
         return load_graph(args.graph or cfg.dataset, cfg.root or None, spec)
     except UsageError as exc:

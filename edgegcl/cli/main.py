@@ -141,15 +141,15 @@ def _resume_values(args: argparse.Namespace, flags: dict[str, object]) -> dict[s
 @dataclass
 class _Setup:
     cfg: TrainConfig
-    data: Data
+    data: Data | None
     device: torch.device
     profile: DeviceProfile | None
 
 
-def _setup(args: argparse.Namespace) -> _Setup:
-    """Config (file + flags), device (the profile's, when one is given) and the graph; the
-    allocator set to reuse freed pages (edgegcl.memory.reuse_freed_memory)."""
-    from edgegcl.data import SyntheticSpec, load_graph
+def _setup(args: argparse.Namespace, graph: bool = True) -> _Setup:
+    """Config (file + flags), device (the profile's, when one is given) and, with ``graph``,
+    the graph; the allocator set to reuse freed pages (edgegcl.memory.reuse_freed_memory)."""
+    from edgegcl.data import load_graph
     from edgegcl.memory import reuse_freed_memory
     from edgegcl.training.step import resolve_device
 
@@ -170,9 +170,8 @@ def _setup(args: argparse.Namespace) -> _Setup:
         if cfg.device == "auto":
             cfg = replace(cfg, device=profile.device)
     device = resolve_device(cfg.device)
-    spec = SyntheticSpec(cfg.nodes, cfg.classes, cfg.features, cfg.avg_degree, cfg.homophily,
-                         cfg.graph_seed)
-    return _Setup(cfg, load_graph(cfg.dataset, cfg.root or None, spec), device, profile)
+    data = load_graph(cfg.dataset, cfg.root or None, cfg.synthetic_spec()) if graph else None
+    return _Setup(cfg, data, device, profile)
 
 
 def _calibrate(s: _Setup, run_dir: Path) -> Calibration:
@@ -223,16 +222,20 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.auto_budget and not args.profile:
         raise UsageError("--auto-budget needs a device profile: add --profile NAME "
                          "(see 'edgegcl profiles')")
-    s = _setup(args)
-    cfg, data = s.cfg, s.data
-    world = None
+    # under torchrun only each machine's local rank 0 loads the graph; it is then shared
+    s = _setup(args, graph=not launched() or os.environ.get("LOCAL_RANK", "0") == "0")
+    cfg, world = s.cfg, None
     if launched():
-        if resolve_mode(cfg.mode, data.num_nodes) != "minibatch":
-            raise UsageError("under torchrun edgegcl trains mini-batches, each rank a shard of "
-                             "every epoch's seed nodes; add --mode minibatch")
+        full = "under torchrun edgegcl trains mini-batches, each rank a shard of every " \
+               "epoch's seed nodes; add --mode minibatch"
+        if cfg.mode == "full":
+            raise UsageError(full)
         world = start(cfg.dist_backend, cfg.device, cfg.dist_timeout, cfg.negatives)
-        s.device, data = world.device, share_graph(data, world)
-        s.data = data
+        s.device, s.data = world.device, share_graph(s.data, world)
+        if resolve_mode(cfg.mode, s.data.num_nodes) != "minibatch":  # auto on a small graph
+            raise UsageError(full)
+    data = s.data
+    assert data is not None
     main = world is None or world.is_main
     if resolve_mode(cfg.mode, data.num_nodes) == "full":
         check_full_graph_memory(data.num_nodes, s.device)
