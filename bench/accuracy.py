@@ -34,13 +34,12 @@ TARGET = {"Cora": 84.0, "CiteSeer": 72.0}
 def train(dataset: str, root: str, seeds: int, extra: list[str]) -> tuple[dict, float, str]:
     """Run ``edgegcl train`` as a user would; return its metrics, wall seconds and command.
 
-    A dataset with a file ``bench/configs/DATASET.toml`` is trained with that config.
+    A dataset with tuned defaults (``edgegcl.config.tuned_defaults``) trains with them, as
+    ``edgegcl train --dataset DATASET`` does for a user.
     """
     out = HERE / "runs" / f"{dataset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    config = HERE / "configs" / f"{dataset}.toml"
     cmd = ["edgegcl", "train", "--dataset", dataset, "--root", root, "--seeds", str(seeds),
-           "--protocol", "both", "--out", str(out), *(["--config", str(config.relative_to(Path.cwd()))] if config.exists() else []),
-           *extra]
+           "--protocol", "both", "--out", str(out), *extra]
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True)
     wall = time.perf_counter() - t0

@@ -421,3 +421,24 @@ def test_python_dash_m_edgegcl_reports_bad_input_in_one_line() -> None:
     assert proc.returncode == 2 and proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("edgegcl: error:") and "--ratios" in lines[0]
+
+
+def test_a_named_dataset_starts_from_its_tuned_defaults(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--dataset CiteSeer`` without --config trains with presets/CiteSeer.toml under the
+    flags, and says so; --config replaces the tuned file."""
+    import edgegcl.data
+    from edgegcl.data import SyntheticSpec, synthetic_graph
+
+    monkeypatch.setattr(edgegcl.data, "load_graph",  # CiteSeer's settings on a tiny graph
+                        lambda *a, **k: synthetic_graph(SyntheticSpec(num_nodes=120, num_features=16)))
+    code, _, err = _run_main(["train", "--dataset", "citeseer", *TINY, "--out", "tuned"])
+    assert code == 0, err
+    assert "tuned defaults, CiteSeer.toml" in err
+    cfg = build(load_toml(tmp_path / "tuned" / "config.toml"), {})
+    assert (cfg.tau, cfg.hidden_dim, cfg.epochs) == (0.9, 16, 6)  # the file's tau, the flags
+    (tmp_path / "plain.toml").write_text("[run]\neval_every = 3\n")
+    code, _, err = _run_main(["train", "--dataset", "citeseer", *TINY, "--out", "plain",
+                              "--config", "plain.toml"])
+    assert code == 0 and "tuned defaults" not in err, err
+    assert load_toml(tmp_path / "plain" / "config.toml")["tau"] == TrainConfig().tau

@@ -296,3 +296,14 @@ def test_a_flat_config_toml_of_an_earlier_version_still_loads(tmp_path: Path) ->
            "theta_max = 0.6\nT_int = 20\n")
     cfg = build(load_toml(_write(tmp_path, old)), {})
     assert (cfg.fanout, cfg.ratio_map()["hard"], cfg.c_cat["easy"]) == ([5, 5], 0.4, 0.3)
+
+
+def test_tuned_defaults_are_the_preset_named_after_the_dataset() -> None:
+    from edgegcl.config import tuned_defaults
+
+    path, values = tuned_defaults("Cite-Seer")  # names match as load_graph's do
+    assert path is not None and path.name == "CiteSeer.toml"
+    assert values == load_toml("CiteSeer") and values["dataset"] == "CiteSeer"
+    assert tuned_defaults("synthetic") == (None, {})
+    assert tuned_defaults("graph.pt") == (None, {})
+    assert tuned_defaults("PubMed") == (None, {})  # no tuned file: the global defaults

@@ -18,7 +18,8 @@ from torch_geometric.data import Data
 from edgegcl import __version__
 from edgegcl.evaluation.authors import AUTHORS_LABEL
 from edgegcl.budget.search import format_table
-from edgegcl.config import SECTIONS, TrainConfig, build, coerce, format_ratios, load_toml, to_toml
+from edgegcl.config import (SECTIONS, TrainConfig, build, coerce, format_ratios, load_toml,
+                            to_toml, tuned_defaults)
 from edgegcl.errors import UsageError
 from edgegcl.cli.export import add_parser as add_export_parser
 from edgegcl.budget.profiles import (
@@ -144,11 +145,12 @@ class _Setup:
     data: Data | None
     device: torch.device
     profile: DeviceProfile | None
+    tuned: Path | None = None  # the dataset's tuned defaults the config started from
 
 
 def _setup(args: argparse.Namespace, graph: bool = True) -> _Setup:
-    """Config (file + flags), device (the profile's, when one is given) and, with ``graph``,
-    the graph; the allocator set to reuse freed pages (edgegcl.memory.reuse_freed_memory)."""
+    """Config (file, else the dataset's tuned defaults; then flags), device (the profile's,
+    when one is given) and, with ``graph``, the graph; the allocator set to reuse freed pages (edgegcl.memory.reuse_freed_memory)."""
     from edgegcl.data import load_graph
     from edgegcl.memory import reuse_freed_memory
     from edgegcl.training.step import resolve_device
@@ -157,10 +159,14 @@ def _setup(args: argparse.Namespace, graph: bool = True) -> _Setup:
 
     flags = {f.name: getattr(args, f.name) for f in fields(TrainConfig)
              if getattr(args, f.name) is not None}
+    tuned = None
     if getattr(args, "resume", None):
         cfg = build(_resume_values(args, flags), {})
+    elif args.config:
+        cfg = build(load_toml(args.config), flags)
     else:
-        cfg = build(load_toml(args.config) if args.config else {}, flags)
+        tuned, values = tuned_defaults(flags.get("dataset", ""))
+        cfg = build(values, flags)
     profile = load_profile(args.profile) if args.profile else None
     if profile is not None:
         check_device_present(profile)
@@ -171,7 +177,7 @@ def _setup(args: argparse.Namespace, graph: bool = True) -> _Setup:
             cfg = replace(cfg, device=profile.device)
     device = resolve_device(cfg.device)
     data = load_graph(cfg.dataset, cfg.root or None, cfg.synthetic_spec()) if graph else None
-    return _Setup(cfg, data, device, profile)
+    return _Setup(cfg, data, device, profile, tuned)
 
 
 def _calibrate(s: _Setup, run_dir: Path) -> Calibration:
@@ -249,6 +255,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
             print(f"edgegcl: training with theta_max = {cal.chosen:.2f}"
                   + (f", batch size {cal.batch_size}" if cal.mode == "minibatch" else "")
                   + f", {cal.logits} logits", file=sys.stderr)
+    if s.tuned is not None and main:
+        print(f"edgegcl: {cfg.dataset} starts from its tuned defaults, {s.tuned.name} in the "
+              "presets (chosen on validation); flags override them, --config replaces them",
+              file=sys.stderr)
     pace = pace_line(cfg)
     if pace is not None and main:
         print(f"edgegcl: {pace}", file=sys.stderr)

@@ -77,7 +77,7 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
         return synthetic_graph(synthetic)
     if name.lower().endswith((".pt", ".npz")):
         return _load_file(Path(name).expanduser())
-    canonical = _DATASET_KEYS.get(_normalise(name))
+    canonical = canonical_name(name)
     if canonical is None:
         raise UsageError(
             f"unknown dataset {name!r}; use one of {', '.join(DATASETS)}, or a path to a .pt or .npz graph file"
@@ -85,6 +85,12 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
     if canonical == "synthetic":
         return synthetic_graph(synthetic)
     return _load_pyg(canonical, default_data_root() if root is None else Path(root).expanduser())
+
+
+def canonical_name(name: str) -> str | None:
+    """The DATASETS spelling of a benchmark dataset's name or alias (``"citeseer"`` ->
+    ``"CiteSeer"``), or None for anything else (a file, ``synthetic``)."""
+    return _DATASET_KEYS.get(_normalise(name))
 
 
 def _normalise(name: str) -> str:
