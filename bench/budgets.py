@@ -45,7 +45,7 @@ def auto_path(cfg: TrainConfig, batch: int, theta: float) -> str:
     hans.eta = dict(SATURATED)
     selector = make_selector(cfg, "full")
     return choose_logits("auto", cfg.stratify, selector.touched(batch, hans),
-                         num_candidates(batch))
+                         num_candidates(batch, cfg.candidates))
 
 
 def sweep(name: str, data, modes: list[str], cfg: TrainConfig, device: torch.device,

@@ -8,7 +8,9 @@ validation) over seeds:
 - ``hard_pick``: ``random`` (a uniform subset of the hard pool, kept between refreshes: the
   default) against ``top`` (NegAmplify's deterministic top-k, refreshed every step);
 - ``fixed_half``: view 2's kept half of the columns redrawn at every ``step`` (the default)
-  against drawn once per ``run``.
+  against drawn once per ``run``;
+- ``candidates``: each anchor's candidates from ``both`` views (2B - 2, GRACE's: the default)
+  against the other view's only, ``inter`` (B - 1, Eq. 6 as printed).
 
     python -m bench.readings --root ../shared/datasets --datasets Cora --seeds 3 --device cuda
 """
@@ -25,7 +27,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 VARIANTS = {"default": {}, "hard_pick=top": {"hard_pick": "top"},
-            "fixed_half=run": {"fixed_half": "run"}}
+            "fixed_half=run": {"fixed_half": "run"}, "candidates=inter": {"candidates": "inter"}}
 
 
 def main() -> None:

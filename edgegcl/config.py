@@ -22,7 +22,7 @@ from typing import Any
 
 from edgegcl.errors import UsageError, first_line
 from edgegcl.nn.model import ACTIVATIONS, ModelConfig
-from edgegcl.contrast.negatives import HARD_PICKS, SAMPLE_MIN, STRATIFY
+from edgegcl.contrast.negatives import CANDIDATES, HARD_PICKS, SAMPLE_MIN, STRATIFY
 from edgegcl.contrast.pairs import LOGITS
 from edgegcl.data.sampling import SAMPLERS
 from edgegcl.data.synthetic import SyntheticSpec
@@ -119,10 +119,11 @@ class TrainConfig:
     fixed_half: str = _opt("augment", "step", "view 2's kept half of the columns (Eq. 3): "
                            "step (redrawn at every step) or run (drawn once per run and seed)")
     scheduler: str = _opt("hans", "hans", "hans, or none: the all-negatives baseline (every "
-                          "one of the 2B - 2 candidates from epoch 1; the HANS settings are "
-                          "ignored)")
+                          "candidate, 2B - 2 or B - 1 by --candidates, from epoch 1; the HANS "
+                          "settings are ignored)")
     theta_max: float = _opt("hans", 1.0, "global negative budget theta_max: the largest "
-                            "fraction of each anchor's 2B - 2 candidates used, in (0, 1]")
+                            "fraction of each anchor's candidates used (of 2B - 2, or B - 1 "
+                            "with --candidates inter), in (0, 1]")
     ratios: dict[str, float] = _opt("hans", {"easy": 20.0, "hard": 30.0, "inter": 50.0},
                                     "category shares in percent, summing to 100 (flag: "
                                     "EASY,HARD,INTER); theta_cat = share x theta_max")
@@ -139,11 +140,15 @@ class TrainConfig:
     swap_every: int = _opt("hans", 0, "epochs between stochastic swaps once saturated "
                            "(0: T_int)")
     tau: float = _opt("contrast", 0.4, "InfoNCE temperature")
+    candidates: str = _opt("contrast", "both", "each anchor's candidate negatives: both (the "
+                           "other anchors of both views, 2B - 2, as GRACE) or inter (the other "
+                           "view's only, B - 1, as Eq. 6 prints); the loss is symmetric either "
+                           "way")
     hard_pick: str = _opt("contrast", "random", "active hard negatives: random (a uniform "
                           "subset of the hard pool, kept between refreshes) or top (the most "
                           "similar, refreshed every step)")
     stratify: str = _opt("contrast", "sampled", "sampled (each anchor ranks a random sample of "
-                         "its candidates, about as many as it uses) or exact (ranks all 2B - 2)")
+                         "its candidates, about as many as it uses) or exact (ranks them all)")
     stratify_sample: int = _opt("contrast", SAMPLE_MIN, "sampled strata: least number of "
                                 "candidates each anchor ranks")
     logits: str = _opt("contrast", "auto", "auto (the cheaper of the two for HANS's current "
@@ -377,6 +382,8 @@ def validate(cfg: TrainConfig) -> None:
          f"--scheduler must be one of {', '.join(SCHEDULERS)}, got {cfg.scheduler!r}")
     need(cfg.hard_pick in HARD_PICKS,
          f"--hard-pick must be one of {', '.join(HARD_PICKS)}, got {cfg.hard_pick!r}")
+    need(cfg.candidates in CANDIDATES,
+         f"--candidates must be one of {', '.join(CANDIDATES)}, got {cfg.candidates!r}")
     need(cfg.fixed_half in FIXED_HALF,
          f"--fixed-half must be one of {', '.join(FIXED_HALF)}, got {cfg.fixed_half!r}")
     need(cfg.negatives in NEGATIVES,

@@ -193,6 +193,7 @@ def test_load_toml_not_utf8(tmp_path: Path) -> None:
     ({"nodes": 1}, "nodes"),
     ({"avg_degree": 0.0}, "avg_degree"),
     ({"homophily": 1.2}, "homophily"),
+    ({"candidates": "intra"}, "candidates"),
 ])
 def test_validate_rejects(changes: dict, field: str) -> None:
     # typed fields (ratios, c_cat, fanout) are refused as they are set, the rest by validate
@@ -209,6 +210,7 @@ def test_validate_rejects(changes: dict, field: str) -> None:
     {"device": "cpu"}, {"device": "cuda:1"},
     {"activation": "relu"}, {"activation": "rrelu"},
     {"T_init": 0},
+    {"candidates": "inter"}, {"candidates": "both"},
 ])
 def test_validate_accepts(changes: dict) -> None:
     validate(dataclasses.replace(TrainConfig(), **changes))

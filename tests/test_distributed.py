@@ -1,8 +1,8 @@
 """Data-parallel training under torch.distributed: two gloo ranks spawned on the CPU.
 
 One spawn runs every check (process start-up is the cost): global negatives equal one process
-with the world's batch (loss and gradients), the HANS schedule is the same on every rank, and
-rank 0 alone writes the run directory.
+with the world's batch (loss and gradients, with both views' candidates or the other view's
+only), the HANS schedule is the same on every rank, and rank 0 alone writes the run directory.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from edgegcl.training.engine import Trainer
 from edgegcl.training.step import contrastive_step, structure_loader
 
 B, DIM = 24, 12
+SETTINGS = [(s, c) for c in ("both", "inter") for s in ("none", "hans")]
+"""(scheduler, candidates) of the global-negatives steps."""
 SMALL = dict(hidden_dim=16, out_dim=8, proj_dim=8, p_edge_1=0.0, p_edge_2=0.0,
              p_feature_1=0.0, p_feature_2=0.0, logits="dense")
 
@@ -52,12 +54,12 @@ def _worker(rank: int, port: int, tmp: str, queue: mp.SimpleQueue) -> None:
     out: dict[str, object] = {}
     world = distributed.start("gloo", "cpu", 30.0, "global")
     try:
-        for scheduler in ("none", "hans"):  # every negative; HANS's sampled strata
-            cfg = TrainConfig(**SMALL, scheduler=scheduler)
+        for scheduler, candidates in SETTINGS:  # every negative; HANS's sampled strata
+            cfg = TrainConfig(**SMALL, scheduler=scheduler, candidates=candidates)
             trainer = Trainer(cfg, DIM, mode="minibatch", seed=0, world=world)
             x = _features()[rank * B:(rank + 1) * B]
             loss, grads = _loss_and_grads(trainer, x)  # numpy: pickled by value
-            out[f"step-{scheduler}"] = loss, {n: g.numpy() for n, g in grads.items()}
+            out[f"step-{scheduler}-{candidates}"] = loss, {n: g.numpy() for n, g in grads.items()}
         # local negatives: HANS decides every 2 epochs from the ranks' averaged losses
         world = replace(world, negatives="local")
         cfg = TrainConfig(nodes=400, features=DIM, hidden_dim=16, out_dim=8, proj_dim=8,
@@ -102,13 +104,14 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict]:
     return got
 
 
-@pytest.mark.parametrize("scheduler", ["none", "hans"])
-def test_global_negatives_equal_one_process_with_the_world_batch(ranks: dict, scheduler: str
-                                                                  ) -> None:
-    trainer = Trainer(TrainConfig(**SMALL, scheduler=scheduler), DIM, mode="minibatch", seed=0)
+@pytest.mark.parametrize("scheduler, candidates", SETTINGS)
+def test_global_negatives_equal_one_process_with_the_world_batch(ranks: dict, scheduler: str,
+                                                                  candidates: str) -> None:
+    trainer = Trainer(TrainConfig(**SMALL, scheduler=scheduler, candidates=candidates), DIM,
+                      mode="minibatch", seed=0)
     loss, grads = _loss_and_grads(trainer, _features())
     for rank in (0, 1):
-        rank_loss, rank_grads = ranks[rank][f"step-{scheduler}"]
+        rank_loss, rank_grads = ranks[rank][f"step-{scheduler}-{candidates}"]
         assert rank_loss == pytest.approx(loss, abs=1e-5)
         for name, g in grads.items():
             torch.testing.assert_close(torch.from_numpy(rank_grads[name]), g, atol=1e-5, rtol=1e-4, msg=name)

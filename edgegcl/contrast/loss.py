@@ -10,6 +10,10 @@ directions (h^1 as anchor, then h^2). The positive is kept in the denominator, a
 every InfoNCE implementation: Eq. 6 as printed sums only over N_i, which makes the loss
 unbounded below when few negatives are active (as during HANS's bootstrap at eta = 0.05).
 
+A_i is drawn from the anchor's candidates N_i: the other anchors of both views (GRACE's,
+the default) or of the other view only (``candidates = "inter"``: Eq. 6 as printed, the
+intra-view terms absent from every denominator; edgegcl.contrast.negatives).
+
 Per-category losses l_hard, l_inter, l_easy (fed to HANS) are the same expression over the
 view-1 anchors with A_i restricted to that category's active negatives, computed without
 gradient; a category with no active negative has loss 0 by definition. Active negatives drawn
@@ -37,6 +41,7 @@ from edgegcl.contrast.negatives import (
     CandidateRows,
     CandidateSample,
     CandidateValues,
+    candidate_views,
 )
 
 
@@ -50,6 +55,11 @@ class AnchorSimilarities(Protocol):
 
     @property
     def num_anchors(self) -> int: ...
+
+    @property
+    def intra(self) -> bool:
+        """Whether the candidates include the anchor's own view (``candidates = "both"``)."""
+        ...
 
     @property
     def device(self) -> torch.device: ...
@@ -72,11 +82,15 @@ def unit_rows(h1: Tensor, h2: Tensor, tau: float) -> tuple[Tensor, Tensor]:
 
 @dataclass(frozen=True)
 class Similarities:
-    """Cosine similarities / tau between the two views' projected anchors: s12, s11, s22."""
+    """Cosine similarities / tau between the two views' projected anchors: s12, s11, s22.
+
+    With inter-view candidates only (``candidates = "inter"``) the intra-view blocks s11 and
+    s22 are not computed: None, and each direction's candidates are its inter-view block.
+    """
 
     s12: Tensor
-    s11: Tensor
-    s22: Tensor
+    s11: Tensor | None
+    s22: Tensor | None
     tau: float
     keeps_values: ClassVar[bool] = False
 
@@ -88,13 +102,24 @@ class Similarities:
     def device(self) -> torch.device:
         return self.s12.device
 
-    def blocks(self, direction: int) -> tuple[Tensor, Tensor]:
-        """(inter-view, intra-view) B x B blocks of direction 0 (view-1 anchors) or 1 (view-2)."""
-        return (self.s12, self.s11) if direction == 0 else (self.s12.t(), self.s22)
+    @property
+    def intra(self) -> bool:
+        """Whether the candidates include the anchor's own view (the intra-view blocks)."""
+        return self.s11 is not None
+
+    def blocks(self, direction: int) -> tuple[Tensor, ...]:
+        """(inter-view, intra-view) B x B blocks of direction 0 (view-1 anchors) or 1 (view-2);
+        (inter-view,) alone without the intra-view candidates."""
+        inter = self.s12 if direction == 0 else self.s12.t()
+        if not self.intra:
+            return (inter,)
+        return inter, self.s11 if direction == 0 else self.s22  # type: ignore[return-value]
 
     def candidates(self, direction: int) -> Tensor:
-        """[B, 2B] candidate similarities of one direction: inter-view block, then intra-view."""
-        return torch.cat(self.blocks(direction), dim=1)
+        """[B, 2B] candidate similarities of one direction: inter-view block, then intra-view
+        ([B, B], the inter-view block, without the intra-view candidates)."""
+        blocks = self.blocks(direction)
+        return torch.cat(blocks, dim=1) if len(blocks) > 1 else blocks[0]
 
     def gather(self, direction: int, cols: Tensor) -> Tensor:
         """``candidates(direction).gather(1, cols)``.
@@ -103,6 +128,8 @@ class Similarities:
         copying both blocks into one [B, 2B] matrix; for many, the copy plus one gather is
         cheaper (measured in docs/performance.md, "Gathering the scheduled logits").
         """
+        if not self.intra:
+            return self.blocks(direction)[0].gather(1, cols)
         inter, intra = self.blocks(direction)
         b = inter.size(1)
         if cols.size(1) >= b // 4:
@@ -112,11 +139,18 @@ class Similarities:
 
     def candidate_rows(self, direction: int) -> CandidateRows:
         """Slices of ``candidates(direction)``, detached (for the scheduler)."""
+        if not self.intra:
+            only = self.blocks(direction)[0].detach()
+            return lambda start, stop: only[start:stop]
         inter, intra = (blk.detach() for blk in self.blocks(direction))
         return lambda start, stop: torch.cat([inter[start:stop], intra[start:stop]], dim=1)
 
     def candidate_values(self, direction: int) -> CandidateValues:
         """Each anchor's sampled columns of ``candidates(direction)``, detached."""
+        if not self.intra:
+            only = self.blocks(direction)[0].detach()
+            return lambda start, stop, sample: only[start:stop].gather(
+                1, sample.row_cols(start, stop))
         inter, intra = (blk.detach() for blk in self.blocks(direction))
         b = inter.size(1)
 
@@ -134,10 +168,13 @@ class Similarities:
         return self.s12.diagonal()
 
 
-def similarities(h1: Tensor, h2: Tensor, tau: float) -> Similarities:
+def similarities(h1: Tensor, h2: Tensor, tau: float, candidates: str = "both") -> Similarities:
     """The three B x B blocks the loss needs (s21 is s12 transposed), 1/tau folded in
-    (``unit_rows``: three B x B divisions fewer, forward and backward)."""
+    (``unit_rows``: three B x B divisions fewer, forward and backward); s12 alone with
+    ``candidates = "inter"`` (edgegcl.contrast.negatives.CANDIDATES)."""
     a, b = unit_rows(h1, h2, tau)
+    if candidate_views(candidates) == 1:
+        return Similarities(a @ b.t(), None, None, tau)
     return Similarities(a @ b.t(), a @ a.t(), b @ b.t(), tau)
 
 
@@ -154,11 +191,15 @@ def _anchor_loss(pos: Tensor, neg_exp_sum: Tensor) -> Tensor:
     return torch.log(torch.exp(pos) + neg_exp_sum) - pos
 
 
-def _dense_sums(sims: Similarities) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _dense_sums(sims: Similarities) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
     """Every negative active: per-anchor sums of exp over all candidates, both directions
-    (row and column sums of exp(s12) serve the two directions), plus exp(s12), exp(s11)."""
-    e12, e11, e22 = torch.exp(sims.s12), torch.exp(sims.s11), torch.exp(sims.s22)
+    (row and column sums of exp(s12) serve the two directions), plus exp(s12), exp(s11)
+    (None without the intra-view candidates)."""
+    e12 = torch.exp(sims.s12)
     d12 = e12.diagonal()
+    if not sims.intra:
+        return e12.sum(1) - d12, e12.sum(0) - d12, e12, None
+    e11, e22 = torch.exp(sims.s11), torch.exp(sims.s22)  # type: ignore[arg-type]
     neg_1 = e12.sum(1) - d12 + e11.sum(1) - e11.diagonal()
     neg_2 = e12.sum(0) - d12 + e22.sum(1) - e22.diagonal()
     return neg_1, neg_2, e12, e11
@@ -181,7 +222,7 @@ def scheduled_info_nce(sims: AnchorSimilarities,
         if active[0].grouped:  # hard and easy gathered, intermediate (the largest) by difference
             with torch.no_grad():
                 seg = active[0].segments()
-                cand = torch.cat([e12, e11], dim=1)
+                cand = e12 if e11 is None else torch.cat([e12, e11], dim=1)
                 hard = cand.gather(1, seg["hard"]).sum(1)
                 easy = cand.gather(1, seg["easy"]).sum(1)
                 sums = {"hard": hard, "inter": (neg_1 - hard - easy).clamp_min(0.0), "easy": easy}

@@ -5,8 +5,9 @@
 ``GraphSAGE``, ``GAT``, ...), two views and an optimiser; it keeps the negative selection
 between steps and feeds HANS the epoch's per-category losses when asked (``step()``, once per
 epoch, as ``torch.optim.lr_scheduler``). Nothing N x N is built: candidates are the batch's
-other anchors in both views (2B - 2 per anchor), stratified and scheduled as in
-``edgegcl train`` (edgegcl.training.step.contrast).
+other anchors in both views (2B - 2 per anchor; or in the other view only, B - 1, with
+``candidates="inter"``), stratified and scheduled as in ``edgegcl train``
+(edgegcl.training.step.contrast).
 """
 
 from __future__ import annotations
@@ -17,7 +18,13 @@ from torch import Tensor, nn
 
 from edgegcl.contrast.hans import HANS, HANSEvent
 from edgegcl.contrast.loss import LossOutput, scheduled_info_nce, similarities
-from edgegcl.contrast.negatives import CATEGORIES, SAMPLE_MIN, STRATIFY, num_candidates
+from edgegcl.contrast.negatives import (
+    CANDIDATES,
+    CATEGORIES,
+    SAMPLE_MIN,
+    STRATIFY,
+    num_candidates,
+)
 from edgegcl.contrast.pairs import LOGITS, choose_logits, pair_similarities
 from edgegcl.contrast.selection import NegativeSelector
 from edgegcl.phases import PhaseClock
@@ -30,11 +37,13 @@ def contrast(h1: Tensor, h2: Tensor, tau: float, logits: str, selector: Negative
     """The HANS-scheduled symmetric InfoNCE (Eq. 6) between the projected anchors of the two
     views at temperature ``tau``, over the dense similarity blocks or the scheduled pairs only
     (``logits``; ``auto`` picks per step from HANS's current state,
-    edgegcl.contrast.pairs.choose_logits). ``step`` numbers the selector's refreshes."""
+    edgegcl.contrast.pairs.choose_logits), among the candidates the selector is for
+    (``selector.candidates``). ``step`` numbers the selector's refreshes."""
     num_anchors = h1.size(0)
     path = choose_logits(logits, selector.stratify, selector.touched(num_anchors, hans),
-                         num_candidates(num_anchors))
-    sims = (pair_similarities if path == "pairs" else similarities)(h1, h2, tau)
+                         num_candidates(num_anchors, selector.candidates))
+    sims = (pair_similarities if path == "pairs" else similarities)(h1, h2, tau,
+                                                                     selector.candidates)
     if clock is not None:
         clock.mark("similarities")
     active = selector.get(sims, hans, step)
@@ -59,6 +68,8 @@ class HANSContrast(nn.Module):
         stratify_sample: least number of candidates an anchor ranks with sampled strata.
         logits: ``"auto"``, ``"dense"`` or ``"pairs"`` (edgegcl.contrast.pairs).
         seed: seed of the strata's random sample.
+        candidates: ``"both"`` (the other anchors of both views, 2B - 2) or ``"inter"``
+            (the other view's only, B - 1: Eq. 6 as printed); edgegcl.contrast.negatives.
 
     Example:
         >>> import torch
@@ -73,17 +84,19 @@ class HANSContrast(nn.Module):
 
     def __init__(self, hans: HANS | None = None, *, tau: float = 0.4, refresh_every: int = 1,
                  stratify: str = "sampled", stratify_sample: int = SAMPLE_MIN,
-                 logits: str = "auto", seed: int = 0) -> None:
+                 logits: str = "auto", seed: int = 0, candidates: str = "both") -> None:
         super().__init__()
         if tau <= 0 or refresh_every < 1:
             raise ValueError(f"need tau > 0 and refresh_every >= 1, got {tau=}, {refresh_every=}")
-        if stratify not in STRATIFY or logits not in LOGITS:
-            raise ValueError(f"stratify must be one of {STRATIFY} and logits one of {LOGITS}, "
-                             f"got {stratify!r}, {logits!r}")
+        if stratify not in STRATIFY or logits not in LOGITS or candidates not in CANDIDATES:
+            raise ValueError(f"stratify must be one of {STRATIFY}, logits one of {LOGITS} and "
+                             f"candidates one of {CANDIDATES}, got {stratify!r}, {logits!r}, "
+                             f"{candidates!r}")
         self.hans = hans if hans is not None else HANS()
         total = sum(self.hans.theta_cat.values())
         ratios = {c: self.hans.theta_cat[c] / total for c in CATEGORIES}
-        self.selector = NegativeSelector(ratios, refresh_every, stratify, stratify_sample, seed)
+        self.selector = NegativeSelector(ratios, refresh_every, stratify, stratify_sample, seed,
+                                         candidates=candidates)
         self.tau, self.logits = tau, logits
         self._calls = 0
         self._sums = dict.fromkeys(CATEGORIES, 0.0)

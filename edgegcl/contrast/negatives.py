@@ -1,9 +1,12 @@
 """Negative candidates of each anchor, their hardness strata, and the active subsets.
 
 For B anchors (all nodes in full-graph mode, the seed nodes of a mini-batch) the candidate
-negatives of anchor i are the other anchors in both views: column j < B is node j of the other
-view (inter-view), column B + j is node j of the anchor's own view (intra-view). Columns i
-(the positive) and B + i (the anchor itself) are excluded, so |N_i| = 2B - 2.
+negatives of anchor i are, by default (``candidates = "both"``, GRACE's), the other anchors in
+both views: column j < B is node j of the other view (inter-view), column B + j is node j of
+the anchor's own view (intra-view). Columns i (the positive) and B + i (the anchor itself) are
+excluded, so |N_i| = 2B - 2. With ``candidates = "inter"`` (Eq. 6 as the paper prints it) they
+are the other view's anchors only: columns 0 .. B - 1 and no intra-view block, column i (the
+positive) excluded, so |N_i| = B - 1. A column j < B means the same in both layouts.
 
 Stratification ranks each anchor's candidates by similarity, descending, and cuts the ranking
 into hard (top), intermediate (middle) and easy (bottom) pools whose sizes follow the category
@@ -22,11 +25,31 @@ from torch import Tensor
 CATEGORIES = ("hard", "inter", "easy")
 STRATIFY = ("sampled", "exact")
 """``--stratify``: rank a random sample of each anchor's candidates, or all of them."""
+CANDIDATES = ("both", "inter")
+"""``--candidates``: each anchor's candidate negatives are the other anchors in both views
+(2B - 2, GRACE's and the default) or in the other view only (B - 1, Eq. 6 as printed);
+docs/hans.md has the measurement."""
 
 
-def num_candidates(num_anchors: int) -> int:
-    """|N_i| = 2B - 2: the other B - 1 anchors in each of the two views."""
-    return 2 * num_anchors - 2
+def candidate_views(candidates: str) -> int:
+    """Views the candidates come from: 2 (``"both"``) or 1 (``"inter"``). It is also the
+    number of an anchor's own columns left out (the positive i, and itself B + i with both)."""
+    if candidates not in CANDIDATES:
+        raise ValueError(f"candidates must be one of {', '.join(CANDIDATES)}, got "
+                         f"{candidates!r}")
+    return 2 if candidates == "both" else 1
+
+
+def num_candidates(num_anchors: int, candidates: str = "both") -> int:
+    """|N_i|: the other B - 1 anchors in each of the two views (2B - 2), or in the other view
+    only (B - 1) with ``candidates = "inter"``."""
+    return candidate_views(candidates) * (num_anchors - 1)
+
+
+def _own_columns(anchors: Tensor, num_anchors: int, views: int) -> Tensor:
+    """[b, views] candidate columns of ``anchors`` that are not negatives: the positive (i), and
+    with both views the anchor itself (B + i)."""
+    return torch.stack([anchors + v * num_anchors for v in range(views)], dim=1)
 
 
 def pool_sizes(num_cand: int, ratios: Mapping[str, float]) -> dict[str, int]:
@@ -73,7 +96,8 @@ class Strata:
 
 CandidateRows = Callable[[int, int], Tensor]
 """``rows(start, stop)``: the [stop - start, 2B] candidate similarities of anchors
-``start .. stop - 1`` (inter-view block, then intra-view block), without gradient."""
+``start .. stop - 1`` (inter-view block, then intra-view block; [stop - start, B], the
+inter-view block alone, with ``candidates = "inter"``), without gradient."""
 
 STRATIFY_BLOCK_ELEMENTS = {"cpu": 1 << 18, "cuda": 1 << 22}
 """Candidate similarities per block of anchors in ``schedule_negatives``, by device type:
@@ -84,16 +108,18 @@ larger there: with the CPU's size, a large batch takes a hundred blocks per dire
 the waits dominate the epoch (measured in docs/performance.md, "Numbers behind constants")."""
 
 
-def anchors_per_block(num_anchors: int, device: torch.device) -> int:
-    """Anchors whose 2B candidates make one block of STRATIFY_BLOCK_ELEMENTS (at least 1)."""
+def anchors_per_block(num_anchors: int, device: torch.device, width: int | None = None) -> int:
+    """Anchors whose ``width`` candidate columns (default 2B) make one block of
+    STRATIFY_BLOCK_ELEMENTS (at least 1)."""
     elements = STRATIFY_BLOCK_ELEMENTS.get(device.type, STRATIFY_BLOCK_ELEMENTS["cuda"])
-    return max(1, elements // (2 * num_anchors))
+    return max(1, elements // (2 * num_anchors if width is None else width))
 
 
 def _cut_pools(sims: Tensor, excluded: Tensor, sizes: Mapping[str, int],
                hard_sorted: bool = False) -> tuple[Tensor, Tensor, Tensor]:
     """Each row of ``sims`` cut into hard (top ``sizes["hard"]``), easy (bottom) and
-    intermediate (the rest) positions, leaving out the two ``excluded`` positions of each row.
+    intermediate (the rest) positions, leaving out the ``excluded`` positions of each row
+    ([b, k]: the anchor's own columns).
 
     Only membership matters downstream (negatives are drawn uniformly inside a pool), so no
     full sort: two partial selections (``topk``, unsorted) and the remainder, equal to cutting
@@ -117,18 +143,20 @@ def _cut_pools(sims: Tensor, excluded: Tensor, sizes: Mapping[str, int],
 
 @torch.no_grad()
 def stratify(cand_sims: Tensor, ratios: Mapping[str, float], first_anchor: int = 0,
-             hard_sorted: bool = False) -> Strata:
+             hard_sorted: bool = False, candidates: str = "both") -> Strata:
     """S_i of the paper, cut into its pools: hard = the top of each anchor's ranking, easy =
     the bottom, intermediate = the rest, in the sizes the ratios give.
 
-    ``cand_sims`` is [b, 2B] (inter-view block, then intra-view block) for anchors
-    ``first_anchor`` .. ``first_anchor + b - 1`` of B (all of them by default); anchor i's
-    positive (column i) and the anchor itself (column B + i) belong to no pool.
+    ``cand_sims`` is [b, 2B] (inter-view block, then intra-view block; [b, B], the inter-view
+    block, with ``candidates = "inter"``) for anchors ``first_anchor`` .. ``first_anchor + b -
+    1`` of B (all of them by default); anchor i's positive (column i) and the anchor itself
+    (column B + i) belong to no pool.
     """
-    b, num_anchors = cand_sims.size(0), cand_sims.size(1) // 2
-    c = num_candidates(num_anchors)
+    views = candidate_views(candidates)
+    b, num_anchors = cand_sims.size(0), cand_sims.size(1) // views
+    c = num_candidates(num_anchors, candidates)
     anchors = torch.arange(first_anchor, first_anchor + b, device=cand_sims.device)
-    excluded = torch.stack([anchors, anchors + num_anchors], dim=1)
+    excluded = _own_columns(anchors, num_anchors, views)
     return Strata(_cut_pools(cand_sims, excluded, pool_sizes(c, ratios), hard_sorted), c)
 
 
@@ -136,10 +164,11 @@ def stratify(cand_sims: Tensor, ratios: Mapping[str, float], first_anchor: int =
 class CandidateSample:
     """Sampled strata: one random sample of candidate columns per block of anchors.
 
-    ``cols`` is [num_blocks, size + 2]: a uniform random subset of the 2B candidate columns,
-    in random order, shared by the ``block`` anchors of a block (anchors ``k * block`` ..
-    ``(k + 1) * block - 1`` use row k). Each anchor ranks ``size`` of them: its own two columns
-    (positive and itself) when the sample holds them, otherwise the last columns of the
+    ``cols`` is [num_blocks, size + own]: a uniform random subset of the 2B candidate columns
+    (own = 2; of the B inter-view ones, own = 1, with ``candidates = "inter"``), in random
+    order, shared by the ``block`` anchors of a block (anchors ``k * block`` .. ``(k + 1) *
+    block - 1`` use row k). Each anchor ranks ``size`` of them: its own columns (positive, and
+    itself with both views) when the sample holds them, otherwise the last columns of the
     sample, are left out, so every anchor's sample is a uniform random ``size``-subset of its
     candidates N_i. Sharing a sample within a block is what makes its similarities one dense
     product (edgegcl.contrast.pairs); anchors in different blocks draw independently.
@@ -148,6 +177,12 @@ class CandidateSample:
     cols: Tensor
     block: int
     size: int
+
+    @property
+    def own(self) -> int:
+        """Own columns each anchor leaves out of its block's sample: 2 with both views'
+        candidates (positive i and itself B + i), 1 with the other view's (the positive)."""
+        return self.cols.size(1) - self.size
 
     def chunks(self, num_anchors: int) -> list[tuple[int, int]]:
         """Anchor ranges [start, stop) of whole blocks, each at most SAMPLE_CHUNK_ELEMENTS
@@ -161,7 +196,7 @@ class CandidateSample:
         return self.cols[start // self.block: -(-stop // self.block)]
 
     def row_cols(self, start: int, stop: int) -> Tensor:
-        """[stop - start, size + 2]: each anchor's block sample (a copy, one row per anchor)."""
+        """[stop - start, size + own]: each anchor's block sample (a copy, one row per anchor)."""
         return self.blocks(start, stop).repeat_interleave(self.block, dim=0)[: stop - start]
 
     def by_block(self, rows: Tensor) -> Tensor:
@@ -274,7 +309,8 @@ def select_active(strata: Strata, counts: Mapping[str, int], draw: int) -> Activ
 @torch.no_grad()
 def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.device,
                        ratios: Mapping[str, float], counts: Mapping[str, int], draw: int, *,
-                       keep_values: bool = False, hard_pick: str = "random") -> ActiveNegatives:
+                       keep_values: bool = False, hard_pick: str = "random",
+                       candidates: str = "both") -> ActiveNegatives:
     """``select_active(stratify(candidates), counts, draw)``, anchors a block at a time.
 
     ``rows(start, stop)`` gives the candidate similarities of anchors ``start .. stop - 1``
@@ -284,17 +320,18 @@ def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.devi
     once: the memory a step spends here is a block's plus the B x K active columns, which is
     what lets a smaller theta_max need less (bench/results/budgets.md). ``keep_values`` also
     keeps each active column's similarity (``ActiveNegatives.values``). The result equals the
-    unblocked composition, draw for draw (tests/test_negatives.py).
+    unblocked composition, draw for draw (tests/test_negatives.py). ``candidates``: the
+    layout of ``rows`` (``CANDIDATES``).
     """
-    c = num_candidates(num_anchors)
+    c = num_candidates(num_anchors, candidates)
     plan = [(positions.to(device), offsets.to(device)) for positions, offsets
             in _draw_positions(tuple(pool_sizes(c, ratios).values()), counts, draw, num_anchors,
                                hard_pick)]
-    step = anchors_per_block(num_anchors, device)
+    step = anchors_per_block(num_anchors, device, candidate_views(candidates) * num_anchors)
     cols, values = [], []
     for start in range(0, num_anchors, step):
         block = rows(start, min(start + step, num_anchors))
-        picked = _pick(stratify(block, ratios, start, hard_pick == "top"),
+        picked = _pick(stratify(block, ratios, start, hard_pick == "top", candidates),
                        [(positions, offsets[start:start + step]) for positions, offsets in plan])
         cols.append(picked)
         if keep_values:
@@ -306,7 +343,7 @@ def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.devi
 # ---- sampled strata -----------------------------------------------------------------------
 
 CandidateValues = Callable[[int, int, "CandidateSample"], Tensor]
-"""``values(start, stop, sample)``: the [stop - start, sample.size + 2] similarities of anchors
+"""``values(start, stop, sample)``: the [stop - start, sample.size + own] similarities of anchors
 ``start .. stop - 1`` (whole blocks of ``sample``) with their blocks' sampled candidate
 columns (column layout as ``CandidateRows``), without gradient."""
 
@@ -344,41 +381,46 @@ def sample_size(num_cand: int, ratios: Mapping[str, float], counts: Mapping[str,
 
 
 def draw_sample(num_anchors: int, size: int, generator: torch.Generator, device: torch.device,
-                block: int = SAMPLE_BLOCK_ANCHORS) -> CandidateSample:
-    """A ``CandidateSample`` of ``size`` candidates per anchor (``size`` <= 2B - 2), drawn with
-    ``generator`` (CPU): one ``randperm`` prefix per block of anchors."""
+                block: int = SAMPLE_BLOCK_ANCHORS, candidates: str = "both") -> CandidateSample:
+    """A ``CandidateSample`` of ``size`` candidates per anchor (``size`` <= |N_i|, 2B - 2 or
+    B - 1 by ``candidates``), drawn with ``generator`` (CPU): one ``randperm`` prefix per
+    block of anchors."""
+    views = candidate_views(candidates)
     blocks = math.ceil(num_anchors / block)
-    cols = torch.stack([torch.randperm(2 * num_anchors, generator=generator)[:size + 2]
+    cols = torch.stack([torch.randperm(views * num_anchors, generator=generator)[:size + views]
                         for _ in range(blocks)])
     return CandidateSample(cols.to(device), block, size)
 
 
 def _sample_exclusions(sample: CandidateSample, start: int, stop: int, num_anchors: int
                        ) -> Tensor:
-    """[stop - start, 2] positions of each anchor's block sample left out of its sample: its
-    own columns (positive i, itself B + i) where the sample holds them, then the last other
-    positions. O(rows), by the inverse of each block's sample."""
+    """[stop - start, k] positions of each anchor's block sample left out of its sample (k =
+    ``sample.own``): its own columns (positive i, and itself B + i with both views) where the
+    sample holds them, then the last other positions. O(rows), by the inverse of each block's
+    sample."""
     cols = sample.blocks(start, stop)
     blocks, width = cols.shape
-    device = cols.device
-    where = torch.full((blocks, 2 * num_anchors), -1, dtype=torch.long, device=device)
+    k, device = sample.own, cols.device
+    where = torch.full((blocks, k * num_anchors), -1, dtype=torch.long, device=device)
     where.scatter_(1, cols, torch.arange(width, device=device).expand(blocks, width))
     anchors = torch.arange(start, stop, device=device)
     block = torch.div(anchors, sample.block, rounding_mode="floor") - start // sample.block
-    own = torch.stack([where[block, anchors], where[block, anchors + num_anchors]], dim=1)
-    spare = (width - 1 - torch.arange(4, device=device)).expand(own.size(0), 4)
-    spare_ok = (spare != own[:, :1]) & (spare != own[:, 1:])  # own ones may be among the last
+    own = where[block.unsqueeze(1), _own_columns(anchors, num_anchors, k)]
+    spare = (width - 1 - torch.arange(2 * k, device=device)).expand(own.size(0), 2 * k)
+    # own ones may be among the last
+    spare_ok = (spare.unsqueeze(2) != own.unsqueeze(1)).all(2)
     options = torch.cat([own, spare], dim=1)
     ok = torch.cat([own >= 0, spare_ok], dim=1)
-    return options[ok & (ok.cumsum(1) <= 2)].view(-1, 2)
+    return options[ok & (ok.cumsum(1) <= k)].view(-1, k)
 
 
 def _all_but_excluded(num_cols: int, excluded: Tensor) -> Tensor:
-    """[b, num_cols - 2] positions 0..num_cols-1 of each row without its two ``excluded``."""
-    lo, hi = excluded.min(1, keepdim=True).values, excluded.max(1, keepdim=True).values
-    j = torch.arange(num_cols - 2, device=excluded.device).unsqueeze(0)
-    j = j + (j >= lo).long()
-    return j + (j >= hi).long()
+    """[b, num_cols - k] positions 0..num_cols-1 of each row without its k ``excluded``
+    ([b, k], distinct in a row)."""
+    j = torch.arange(num_cols - excluded.size(1), device=excluded.device).unsqueeze(0)
+    for skip in excluded.sort(1).values.unbind(1):  # ascending: one pass per excluded column
+        j = j + (j >= skip.unsqueeze(1)).long()
+    return j
 
 
 @torch.no_grad()
@@ -402,7 +444,7 @@ def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.de
     caller that does not read the categories: the loss's second direction) not even ranked,
     since their union is the sample (``ActiveNegatives.grouped``).
     """
-    c = num_candidates(num_anchors)
+    c = sample.own * (num_anchors - 1)  # |N_i| of the sample's layout (num_candidates)
     sizes = pool_sizes(sample.size, ratios)
     whole = all(counts[cat] == sizes[cat] for cat in CATEGORIES)
     plan = [] if whole else [(positions.to(device), offsets.to(device)) for positions, offsets
@@ -414,7 +456,7 @@ def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.de
         excluded = _sample_exclusions(sample, start, stop, num_anchors)
         v = values(start, stop, sample) if keep_values or grouped or not whole else None
         if whole and not grouped:
-            picked = _all_but_excluded(sample.size + 2, excluded)
+            picked = _all_but_excluded(sample.cols.size(1), excluded)
         else:
             pools = _cut_pools(v, excluded, sizes, hard_pick == "top")
             picked = torch.cat(pools, dim=1) if whole else _pick(
@@ -436,11 +478,12 @@ def _join(parts: list[Tensor]) -> Tensor:
 
 
 @torch.no_grad()
-def stratum_purity(active: ActiveNegatives, cand_sims: Tensor, ratios: Mapping[str, float]
-                   ) -> dict[str, float]:
+def stratum_purity(active: ActiveNegatives, cand_sims: Tensor, ratios: Mapping[str, float],
+                   candidates: str = "both") -> dict[str, float]:
     """Per category, the share of the drawn negatives that lie in the anchor's exact pool
-    (``stratify`` over all of ``cand_sims``, [B, 2B]): 1.0 for the exact strata."""
-    exact = stratify(cand_sims, ratios)
+    (``stratify`` over all of ``cand_sims``, [B, 2B], or [B, B] with ``candidates =
+    "inter"``): 1.0 for the exact strata."""
+    exact = stratify(cand_sims, ratios, candidates=candidates)
     out = {}
     for (cat, seg), pool in zip(active.segments().items(), exact.pools):
         if seg.size(1) == 0:

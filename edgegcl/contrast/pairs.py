@@ -37,6 +37,7 @@ from edgegcl.contrast.negatives import (
     CandidateSample,
     CandidateValues,
     anchors_per_block,
+    candidate_views,
 )
 
 PATHS = ("dense", "pairs")
@@ -47,9 +48,10 @@ dense similarity blocks, or the scheduled pairs only (this module)."""
 
 PAIRS_UP_TO = {"sampled": 0.5, "exact": 0.1}
 """``--logits auto`` takes the pairs path while the candidates it touches per anchor are at
-most this fraction of 2B - 2: the sample (sampled strata; its products cost per element what
-the dense blocks do, docs/performance.md) or the active set (exact strata, whose per-pair
-backward is slower per element). Measured crossovers: docs/performance.md."""
+most this fraction of |N_i| (2B - 2; B - 1 with inter-view candidates): the sample (sampled
+strata; its products cost per element what the dense blocks do, docs/performance.md) or the
+active set (exact strata, whose per-pair backward is slower per element). Measured
+crossovers: docs/performance.md, with both views' candidates."""
 
 
 def choose_logits(logits: str, stratify: str, touched: int, num_cand: int) -> str:
@@ -98,7 +100,7 @@ class BlockSampledLogits(torch.autograd.Function):
     """s_ik = <u_i, z_j> for active pairs drawn from sampled strata (``CandidateSample``).
 
     Anchor i's active columns lie in its block's sample, so a block's gradient is dense over
-    that sample: with G the [block, M + 2] incoming gradient at the block's active positions,
+    that sample: with G the [block, M + own] incoming gradient at the block's active positions,
     dL/du_block = G z_sample and dL/dz_sample = G^T u_block: two matrix products per block
     (O(B M d), at matrix-product speed) instead of per-pair gathers. ``forward(u, z, sample,
     positions, values)`` returns ``values``, which must equal those products.
@@ -116,7 +118,7 @@ class BlockSampledLogits(torch.autograd.Function):
         u, z, positions = ctx.saved_tensors
         sample: CandidateSample = ctx.sample
         grad_u, grad_z = torch.empty_like(u), torch.zeros_like(z)
-        width = sample.size + 2
+        width = sample.cols.size(1)
         for start, stop in sample.chunks(u.size(0)):
             g = grad.new_zeros(stop - start, width).scatter_add_(
                 1, positions[start:stop], grad[start:stop])
@@ -148,7 +150,8 @@ class PairSimilarities:
     gradient). Direction 0 ranks view-1 anchors against [b; a] (inter-view, then intra-view),
     direction 1 view-2 anchors against [a; b], as ``Similarities.candidates`` does;
     ``candidates`` holds those two concatenations, built once per step by
-    ``pair_similarities``.
+    ``pair_similarities``: with inter-view candidates only (``candidates = "inter"``), b and
+    a themselves.
     """
 
     a: Tensor
@@ -164,6 +167,11 @@ class PairSimilarities:
     @property
     def device(self) -> torch.device:
         return self.a.device
+
+    @property
+    def intra(self) -> bool:
+        """Whether the candidates include the anchor's own view (both views' rows)."""
+        return self.candidates[0].size(0) > self.a.size(0)
 
     def _sides(self, direction: int) -> tuple[Tensor, Tensor]:
         """(anchors, candidates) of a direction."""
@@ -197,7 +205,7 @@ class PairSimilarities:
             return BlockSampledLogits.apply(u, z, active.sample, active.positions, values)
         if values is None:
             rows = self.candidate_rows(direction)
-            step = anchors_per_block(self.num_anchors, u.device)
+            step = anchors_per_block(self.num_anchors, u.device, z.size(0))
             with torch.no_grad():
                 values = torch.cat([rows(r, r + step).gather(1, active.cols[r:r + step])
                                     for r in range(0, self.num_anchors, step)])
@@ -207,7 +215,10 @@ class PairSimilarities:
         return (self.a * self.b).sum(1)
 
 
-def pair_similarities(h1: Tensor, h2: Tensor, tau: float) -> PairSimilarities:
+def pair_similarities(h1: Tensor, h2: Tensor, tau: float, candidates: str = "both"
+                      ) -> PairSimilarities:
     """The scheduled-pairs counterpart of ``edgegcl.contrast.loss.similarities``."""
     a, b = unit_rows(h1, h2, tau)
+    if candidate_views(candidates) == 1:
+        return PairSimilarities(a, b, (b, a), tau)
     return PairSimilarities(a, b, (torch.cat([b, a]), torch.cat([a, b])), tau)

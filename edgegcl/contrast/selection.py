@@ -16,6 +16,7 @@ import torch
 from edgegcl.contrast.hans import HANS
 from edgegcl.contrast.loss import AnchorSimilarities
 from edgegcl.contrast.negatives import (
+    CANDIDATES,
     HARD_PICKS,
     SAMPLE_MIN,
     ActiveNegatives,
@@ -41,23 +42,30 @@ class NegativeSelector:
     checkpoints), and every batch in mini-batch mode, where candidates change. ``stratify``
     is ``"sampled"`` (each anchor ranks a random sample of about as many candidates as it
     uses, at least ``sample_min``, drawn with this selector's own generator, seeded with
-    ``seed``: edgegcl.contrast.negatives.schedule_sampled) or ``"exact"`` (all 2B - 2); sampled strata
-    whose sample would be every candidate are exact. Once every candidate is active
+    ``seed``: edgegcl.contrast.negatives.schedule_sampled) or ``"exact"`` (all |N_i|); sampled
+    strata whose sample would be every candidate are exact. Once every candidate is active
     (theta_max = 1 at saturation) the loss no longer depends on the strata and a swap cannot
     change the active set, so the strata stay as they were; they then only label the
     per-category losses that are logged. On the scheduled-pairs path the drawn columns'
     similarities come along only in the step that drew them; a kept active set is handed out
     without them, and the loss recomputes them from that step's projections. ``hard_pick``:
     ``"random"`` members of the hard pool, or its ``"top"`` (most similar) ones, refreshed at
-    every step (edgegcl.contrast.negatives.HARD_PICKS).
+    every step (edgegcl.contrast.negatives.HARD_PICKS). ``candidates``: each anchor's
+    candidates are the other anchors of ``"both"`` views (2B - 2) or of the other view only,
+    ``"inter"`` (B - 1; edgegcl.contrast.negatives.CANDIDATES); the similarities handed to
+    ``get`` must have been built for the same (``similarities(..., candidates)``).
     """
 
     def __init__(self, ratios: dict[str, float], refresh_every: int, stratify: str = "sampled",
-                 sample_min: int = SAMPLE_MIN, seed: int = 0, hard_pick: str = "random") -> None:
+                 sample_min: int = SAMPLE_MIN, seed: int = 0, hard_pick: str = "random",
+                 candidates: str = "both") -> None:
         if hard_pick not in HARD_PICKS:
             raise ValueError(f"hard_pick must be one of {', '.join(HARD_PICKS)}, got "
                              f"{hard_pick!r}")
-        self.ratios, self.hard_pick = ratios, hard_pick
+        if candidates not in CANDIDATES:
+            raise ValueError(f"candidates must be one of {', '.join(CANDIDATES)}, got "
+                             f"{candidates!r}")
+        self.ratios, self.hard_pick, self.candidates = ratios, hard_pick, candidates
         # the most similar candidates change with the encoder: refreshed at every step
         self.refresh_every = 1 if hard_pick == "top" else refresh_every
         self.stratify, self.sample_min = stratify, sample_min
@@ -95,7 +103,7 @@ class NegativeSelector:
         candidates, each pool's share holding in expectation, with nothing ranked, and the
         per-category losses, which HANS no longer reads, are not computed (docs/hans.md).
         """
-        c = num_candidates(num_anchors)
+        c = num_candidates(num_anchors, self.candidates)
         counts = negative_counts(hans.fractions(), c, self.ratios)
         if self.stratify != "sampled":
             return counts, c, True
@@ -112,8 +120,11 @@ class NegativeSelector:
 
     def get(self, sims: AnchorSimilarities, hans: HANS, epoch: int
             ) -> tuple[ActiveNegatives, ActiveNegatives]:
+        if sims.intra != (self.candidates == "both"):
+            raise ValueError(f"similarities {'with' if sims.intra else 'without'} intra-view "
+                             f"candidates for a selector of candidates={self.candidates!r}")
         counts, size, labels = self.plan(sims.num_anchors, hans)
-        c = num_candidates(sims.num_anchors)
+        c = num_candidates(sims.num_anchors, self.candidates)
         if size == c and not labels and not sims.keeps_values:  # every candidate, no labels
             every = ActiveNegatives(torch.empty(sims.num_anchors, 0, dtype=torch.long,
                                                 device=sims.device),
@@ -134,16 +145,17 @@ class NegativeSelector:
 
     def _schedule(self, sims: AnchorSimilarities, direction: int, counts: dict[str, int],
                   size: int, labels: bool, draw: int) -> ActiveNegatives:
-        b, c = sims.num_anchors, num_candidates(sims.num_anchors)
+        b, c = sims.num_anchors, num_candidates(sims.num_anchors, self.candidates)
         if self.stratify == "sampled" and size < c:
-            sample = draw_sample(b, size, self.generator, sims.device)
+            sample = draw_sample(b, size, self.generator, sims.device,
+                                 candidates=self.candidates)
             return schedule_sampled(sims.candidate_values(direction), b, sims.device, self.ratios,
                                     counts, draw, sample, keep_values=sims.keeps_values,
                                     grouped=labels and direction == 0,  # the loss reads d 0's
                                     hard_pick=self.hard_pick)
         return schedule_negatives(sims.candidate_rows(direction), b, sims.device, self.ratios,
                                   counts, draw, keep_values=sims.keeps_values,
-                                  hard_pick=self.hard_pick)
+                                  hard_pick=self.hard_pick, candidates=self.candidates)
 
 
 def _active_to_dict(active: ActiveNegatives) -> dict[str, Any]:

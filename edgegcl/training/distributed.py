@@ -6,7 +6,8 @@ is wrapped in ``DistributedDataParallel``, and HANS makes one decision for all o
 per-category losses averaged over every rank's anchors. Negatives are ``local`` (each rank
 contrasts its B anchors with its own batch) or ``global`` (the projections are all-gathered
 with their gradient, so each anchor's candidates are the world's W x B anchors in both views,
-exactly as one process with a batch of W x B). Rank 0 alone probes and writes the run
+or in the other view only with ``--candidates inter``, exactly as one process with a batch of
+W x B). Rank 0 alone probes and writes the run
 directory. Without torchrun (``WORLD_SIZE`` unset or 1) none of this is used.
 """
 

@@ -79,11 +79,12 @@ def make_hans(cfg: TrainConfig) -> HANS:
 def make_selector(cfg: TrainConfig, mode: str, seed: int = 0) -> NegativeSelector:
     """The negative selection of a run in ``mode`` (full or minibatch): strata refreshed every
     T_int epochs on the full graph, every batch in mini-batches (new candidates each time).
-    Without a scheduler every candidate is active and nothing is ranked, whatever ``stratify``
-    says (sampled strata at a full, saturated budget take no sample)."""
+    Without a scheduler every candidate (of ``candidates``: both views' 2B - 2, or the other
+    view's B - 1) is active and nothing is ranked, whatever ``stratify`` says (sampled strata
+    at a full, saturated budget take no sample)."""
     stratify = "sampled" if cfg.scheduler == "none" else cfg.stratify
     return NegativeSelector(cfg.ratio_map(), cfg.T_int if mode == "full" else 1, stratify,
-                            cfg.stratify_sample, seed, cfg.hard_pick)
+                            cfg.stratify_sample, seed, cfg.hard_pick, cfg.candidates)
 
 
 def _unwrapped(model: torch.nn.Module) -> AdNGCL:
