@@ -150,7 +150,8 @@ class _Setup:
 
 def _setup(args: argparse.Namespace, graph: bool = True) -> _Setup:
     """Config (file, else the dataset's tuned defaults; then flags), device (the profile's,
-    when one is given) and, with ``graph``, the graph; the allocator set to reuse freed pages (edgegcl.memory.reuse_freed_memory)."""
+    when one is given) and, with ``graph``, the graph; the allocator set to reuse freed pages
+    (edgegcl.memory.reuse_freed_memory)."""
     from edgegcl.data import load_graph
     from edgegcl.memory import reuse_freed_memory
     from edgegcl.training.step import resolve_device

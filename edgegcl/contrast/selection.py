@@ -16,11 +16,11 @@ import torch
 from edgegcl.contrast.hans import HANS
 from edgegcl.contrast.loss import AnchorSimilarities
 from edgegcl.contrast.negatives import (
-    CANDIDATES,
     HARD_PICKS,
     SAMPLE_MIN,
     ActiveNegatives,
     CandidateSample,
+    candidate_views,
     draw_sample,
     negative_counts,
     num_candidates,
@@ -62,9 +62,7 @@ class NegativeSelector:
         if hard_pick not in HARD_PICKS:
             raise ValueError(f"hard_pick must be one of {', '.join(HARD_PICKS)}, got "
                              f"{hard_pick!r}")
-        if candidates not in CANDIDATES:
-            raise ValueError(f"candidates must be one of {', '.join(CANDIDATES)}, got "
-                             f"{candidates!r}")
+        candidate_views(candidates)  # validates it
         self.ratios, self.hard_pick, self.candidates = ratios, hard_pick, candidates
         # the most similar candidates change with the encoder: refreshed at every step
         self.refresh_every = 1 if hard_pick == "top" else refresh_every
