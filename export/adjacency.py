@@ -14,10 +14,18 @@ import numpy as np
 from scipy.sparse import csr_matrix
 
 
-
-def _index_dtype(*sizes: int) -> type[np.signedinteger]:
+def index_dtype(*sizes: int) -> type[np.signedinteger]:
     """int32 indices when every size fits (half the bytes to stream), int64 otherwise."""
     return np.int32 if max(sizes) < 2**31 - 1 else np.int64
+
+
+def csr_row_block(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, lo: int, hi: int,
+                  num_cols: int) -> csr_matrix:
+    """Rows lo..hi-1 of the CSR matrix (data, indices, indptr), sharing its data and indices:
+    a block costs O(hi - lo), where scipy's own row slicing copies the block's nonzeros."""
+    start, stop = int(indptr[lo]), int(indptr[hi])
+    return csr_matrix((data[start:stop], indices[start:stop], indptr[lo:hi + 1] - indptr[lo]),
+                      shape=(hi - lo, num_cols), copy=False)
 
 
 class NormalisedAdjacency:
@@ -30,7 +38,7 @@ class NormalisedAdjacency:
 
     def __init__(self, edge_index: np.ndarray, num_nodes: int,
                  deg: np.ndarray | None = None) -> None:
-        idx = _index_dtype(num_nodes, edge_index.shape[1] + num_nodes)
+        idx = index_dtype(num_nodes, edge_index.shape[1] + num_nodes)
         src, dst = edge_index.astype(idx)  # narrow first: every temporary below is half the size
         loops = src == dst
         if loops.any():
@@ -63,10 +71,7 @@ class NormalisedAdjacency:
 
     def rows(self, lo: int, hi: int) -> csr_matrix:
         """Rows lo..hi-1 of A_hat as a scipy matrix sharing this object's arrays."""
-        start, stop = int(self.indptr[lo]), int(self.indptr[hi])
-        return csr_matrix((self.data[start:stop], self.indices[start:stop],
-                           self.indptr[lo:hi + 1] - self.indptr[lo]),
-                          shape=(hi - lo, self.num_nodes), copy=False)
+        return csr_row_block(self.data, self.indices, self.indptr, lo, hi, self.num_nodes)
 
     def product(self, lo: int, hi: int, h: np.ndarray) -> np.ndarray:
         """(A_hat h)[lo:hi] for a C-contiguous float32 h [num_nodes, d]: float32 [hi - lo, d]."""

@@ -3,11 +3,11 @@
 The exporter (``edgegcl.onnx.export``) writes models to this contract and the runtime
 (``export.runtime``) reads them by it, so the two cannot drift apart.
 
-Interface 2 (``edgegcl.interface = 2``, written since issue 15): the file holds the encoder's
-*dense stages*, every one row-wise (a node's output row depends on its input row only); the
-sparse aggregation A_hat = D^-1/2 (A + I) D^-1/2 between them is left to the runtime, which
-multiplies by A_hat as a CSR matrix without [E, d] message buffers, on every core. With k
-layers:
+Interface 2 (``edgegcl.interface = 2``, written since issue 15, the base of interface 3):
+the file holds the encoder's *dense stages*, every one row-wise (a node's output row depends on
+its input row only); the sparse aggregation A_hat = D^-1/2 (A + I) D^-1/2 between them is left
+to the runtime, which multiplies by A_hat as a CSR matrix without [E, d] message buffers, on
+every core. With k layers:
 
 - ``z0 = stage0(x)`` when the model has an input ``x`` (layer 1 transforms first), else
   ``z0 = x`` (layer 1 aggregates first, at the input width);
@@ -18,6 +18,17 @@ Every input is float32 [rows, width] with a dynamic number of rows; a run may fe
 to the stages it does not need. A node's degree (1 + its in-edges that are not self-loops,
 input self-loops replaced by one loop per node, as PyG's ``gcn_norm`` does) is counted on the
 *whole* graph, which is what makes embedding a k-hop subgraph exact.
+
+Interface 3 (``edgegcl.interface = 3``, the current one) is interface 2 plus the matrix W1
+that stage 0 multiplies x by, as outputs, when the model has stage 0: a runtime given sparse
+features computes ``z0 = x W1`` itself as a sparse product over x's nonzeros instead of a
+dense MatMul. An fp32 file has the output ``w1`` float32 [in_dim, width]; an INT8 file has its
+int8 weight as ``w1_quantized`` int8 [in_dim, width], ``w1_scale`` float32 and
+``w1_zero_point`` int8, with W1 = (w1_quantized - w1_zero_point) * w1_scale in float32 (what
+ONNX's DequantizeLinear computes), so the runtime dequantises once instead of every run
+computing it. They depend on no input (Identity nodes of initializers, free to run): the
+runtime fetches them once when it opens the file. Interface-2 files work unchanged; they only
+lack this sparse fast path.
 
 Interface 1 (files written before issue 15, no ``edgegcl.interface`` key): one graph with
 inputs ``x`` float32 [num_nodes, in_dim], ``edge_index`` int64 [2, num_edges] (row 0 source,
@@ -30,10 +41,15 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, fields
 
-INTERFACE = 2
+INTERFACE = 3
 
 INPUT_X = "x"
 OUTPUT = "embeddings"
+
+# Interface 3 and later, models with stage 0 only: the matrix stage 0 multiplies x by, as
+# float32 (fp32 files), or as int8 weight, scale and zero point (INT8 files).
+STAGE0_WEIGHT = "w1"
+STAGE0_WEIGHT_INT8 = ("w1_quantized", "w1_scale", "w1_zero_point")
 
 # Interface 1 only.
 INPUT_EDGE_INDEX = "edge_index"

@@ -1,8 +1,10 @@
 """``edgegcl-embed MODEL.onnx --graph GRAPH.npz --out EMB.npy``: embeddings without torch.
 
-Needs numpy, scipy and onnxruntime. Bad input (model, graph, paths) prints one line
-``edgegcl-embed: error: ...`` and exits with code 2; nothing is written then. The embeddings
-are written through a memory-mapped .npy under a temporary name, renamed when complete.
+Needs numpy, scipy and onnxruntime. The graph file may hold a sparse x as CSR arrays
+(``graph.save_npz``), which an interface-3 model's first layer multiplies over its nonzeros
+only. Bad input (model, graph, paths) prints one line ``edgegcl-embed: error: ...`` and exits
+with code 2; nothing is written then. The embeddings are written through a memory-mapped .npy
+under a temporary name, renamed when complete.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
                                        "'edgegcl export' (numpy + onnxruntime only).")
     p.add_argument("model", metavar="MODEL.onnx", help="the exported encoder (fp32 or int8)")
     p.add_argument("--graph", required=True, metavar="GRAPH.npz",
-                   help="arrays x [num_nodes, in_dim] and edge_index [2, num_edges]")
+                   help="arrays x [num_nodes, in_dim] (or a sparse x as CSR arrays x_data, "
+                        "x_indices, x_indptr, x_shape) and edge_index [2, num_edges]")
     p.add_argument("--out", required=True, metavar="EMB.npy",
                    help="where to write the float32 embeddings [num_nodes, out_dim]")
     p.add_argument("--batch-size", type=int, default=0, metavar="B",

@@ -1,5 +1,6 @@
 """Embedding graphs with an exported encoder: onnxruntime for the dense stages, a CSR
-product for the aggregation, row blocks spread over every core; whole graph or k-hop batches."""
+product for the aggregation (and for the first layer of sparse features), row blocks spread
+over every core; whole graph or k-hop batches."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+from scipy.sparse import csr_matrix, issparse
 
 from .adjacency import NormalisedAdjacency
-from .contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, ModelMetadata,
-                       aggregate_input, stage_output)
+from .contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, STAGE0_WEIGHT,
+                       STAGE0_WEIGHT_INT8, ModelMetadata, aggregate_input, stage_output)
 from .errors import InputError
-from .graph import InNeighbourhoods, check_graph, gcn_degree
+from .features import dense_rows, sparse_product, use_sparse_product
+from .graph import Features, InNeighbourhoods, check_graph, gcn_degree
 
 # Rows per block of a stage: a block is one unit of work for one thread (its CSR rows, then
 # its dense stage). The block size depends on the graph only, never on the thread count, so
@@ -27,6 +30,11 @@ MIN_BLOCK_ROWS = 64
 BLOCKS_PER_STAGE = 16
 
 DEVICES = ("cpu", "cuda")
+
+# How stage 0 (x W1) runs: "auto" as a CSR product when that is cheaper for x's density and
+# the model's precision (export.features), "dense" always as the model's MatMul (a sparse x
+# densified block by block), "sparse" always as a CSR product (a dense x converted likewise).
+FIRST_LAYER_MODES = ("auto", "dense", "sparse")
 
 
 def available_cores() -> int:
@@ -55,11 +63,14 @@ class EncoderSession:
     splitting every small product, and keeps interface-1 files correct (their ScatterND loses
     updates with more than one onnxruntime thread, microsoft/onnxruntime#18048; such files run
     on one thread). ``device`` "cuda" runs the dense stages with onnxruntime's CUDA provider,
-    the whole graph as one block.
+    the whole graph as one block. ``first_layer`` (FIRST_LAYER_MODES): when a model that
+    exposes W1 (interface 3) takes stage 0 as a CSR product over x's nonzeros instead of its
+    MatMul; ``stage0_weight`` is that W1, None for models without it (interface 1 and 2 files,
+    models whose first layer aggregates first), which always densify a sparse x.
     """
 
     def __init__(self, path: str | Path, threads: int | None = None,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", first_layer: str = "auto") -> None:
         """Open ``path``; a missing, corrupt or foreign model file is a one-line InputError."""
         p = Path(path)
         if not p.is_file():
@@ -70,6 +81,9 @@ class EncoderSession:
                              "leave it out for every core")
         if device not in DEVICES:
             raise InputError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+        if first_layer not in FIRST_LAYER_MODES:
+            raise InputError(f"first_layer must be one of {', '.join(FIRST_LAYER_MODES)}, got "
+                             f"{first_layer!r}")
         providers = ["CPUExecutionProvider"]
         if device == "cuda":
             if "CUDAExecutionProvider" not in ort.get_available_providers():
@@ -109,10 +123,41 @@ class EncoderSession:
                              f"{', '.join(sorted(expected))} (edgegcl interface "
                              f"{self.metadata.interface}); re-export it with edgegcl export")
         self._has_stage0 = INPUT_X in inputs and self.metadata.interface != 1
-        self._widths = {o.name: o.shape[1] for o in self.session.get_outputs()}
+        self._widths = {o.name: o.shape[1] for o in self.session.get_outputs()
+                        if len(o.shape) == 2}  # the stages' outputs (and W1)
         # zero-row feeds for the stages a run does not compute
         self._idle = {} if self.metadata.interface == 1 else {
             name: np.zeros((0, shape[1]), dtype=np.float32) for name, shape in inputs.items()}
+        self.first_layer = first_layer
+        self.stage0_weight = self._fetch_stage0_weight(p) if self._has_stage0 else None
+        if first_layer == "sparse" and self.stage0_weight is None:
+            raise InputError(f"model file {p} does not expose W1 (edgegcl interface "
+                             f"{self.metadata.interface}, or layer 1 aggregates first), so its "
+                             "first layer cannot run sparse; re-export it with edgegcl export")
+
+    def _fetch_stage0_weight(self, path: Path) -> np.ndarray | None:
+        """W1 from the model's outputs (interface 3): ``w1``, or an INT8 file's int8 weight
+        dequantised as DequantizeLinear does; None when the model has neither."""
+        outputs = {o.name for o in self.session.get_outputs()}
+        if STAGE0_WEIGHT in outputs:
+            w1 = self.session.run([STAGE0_WEIGHT], self._idle)[0]
+        elif outputs.issuperset(STAGE0_WEIGHT_INT8):
+            q, scale, zero = self.session.run(list(STAGE0_WEIGHT_INT8), self._idle)
+            w1 = (q.astype(np.int32) - zero.astype(np.int32)).astype(np.float32) * scale
+        else:
+            return None
+        expected = (self.metadata.in_dim, self._widths[stage_output(0, self.metadata.num_layers)])
+        if w1.shape != expected or w1.dtype != np.float32:
+            raise InputError(f"model file {path} has a stage-0 weight of {w1.dtype} "
+                             f"{list(w1.shape)}, not float32 {list(expected)}; re-export it "
+                             "with edgegcl export")
+        return np.ascontiguousarray(w1)
+
+    def _sparse_first_layer(self, x: np.ndarray | csr_matrix) -> bool:
+        """Whether stage 0 runs as a CSR product on ``x`` (see FIRST_LAYER_MODES)."""
+        if self.stage0_weight is None or self.first_layer == "dense":
+            return False
+        return self.first_layer == "sparse" or use_sparse_product(x, self.metadata.precision)
 
     def _stage(self, j: int, h: np.ndarray) -> np.ndarray:
         """Stage j of the model on rows ``h`` (stage 0 takes x, stage j >= 1 takes A_hat z)."""
@@ -120,12 +165,13 @@ class EncoderSession:
         feeds = {**self._idle, name: h}
         return self.session.run([stage_output(j, self.metadata.num_layers)], feeds)[0]
 
-    def _forward(self, inputs: list[np.ndarray], adj: NormalisedAdjacency,
-                 out: np.ndarray | None) -> np.ndarray:
+    def _forward(self, inputs: list[np.ndarray | csr_matrix], adj: NormalisedAdjacency,
+                 out: np.ndarray | None, sparse0: bool) -> np.ndarray:
         """The encoder on a checked graph with its adjacency; writes into ``out`` if given.
 
         ``inputs`` is [x]; it is emptied, so when the caller held no other reference x is
-        freed as soon as the first layer no longer needs it.
+        freed as soon as the first layer no longer needs it. ``sparse0``: stage 0 as a CSR
+        product with ``stage0_weight`` (x CSR, or dense and converted per block).
         """
         h = inputs.pop()
         n, k = h.shape[0], self.metadata.num_layers
@@ -138,7 +184,10 @@ class EncoderSession:
                 dest = np.empty((n, width), dtype=np.float32)
 
             def block(lo: int, hi: int) -> None:
-                rows = source[lo:hi] if j == 0 else adj.product(lo, hi, source)
+                if j == 0 and sparse0:
+                    dest[lo:hi] = sparse_product(source, lo, hi, self.stage0_weight)
+                    return
+                rows = dense_rows(source, lo, hi) if j == 0 else adj.product(lo, hi, source)
                 dest[lo:hi] = self._stage(j, rows)
 
             if pool is None:
@@ -165,10 +214,13 @@ class EncoderSession:
         return self.session.run([OUTPUT], {INPUT_X: x, INPUT_EDGE_INDEX: edge_index,
                                            INPUT_DEG: deg})[0]
 
-    def embed(self, x: np.ndarray, edge_index: np.ndarray, batch_size: int = 0,
+    def embed(self, x: Features, edge_index: np.ndarray, batch_size: int = 0,
               progress: Callable[[int, int], None] | None = None,
               out: np.ndarray | None = None) -> np.ndarray:
         """Embeddings [num_nodes, out_dim] of every node of the graph (x, edge_index).
+
+        ``x``: dense, or a scipy sparse matrix, which the first layer multiplies over its
+        nonzeros when the model exposes W1 (``first_layer``); the numbers agree either way.
 
         ``batch_size`` 0: the whole graph at once (memory O(N d + E)); B > 0: B target nodes
         per run, each over its k-hop in-neighbourhood with full-graph degrees, which gives the
@@ -179,7 +231,7 @@ class EncoderSession:
         """
         return self.embed_owned([x, edge_index], batch_size, progress, out)
 
-    def embed_owned(self, graph: list[np.ndarray], batch_size: int = 0,
+    def embed_owned(self, graph: list[Features], batch_size: int = 0,
                     progress: Callable[[int, int], None] | None = None,
                     out: np.ndarray | None = None) -> np.ndarray:
         """``embed`` for a caller that hands over ``graph`` = [x, edge_index] and keeps no other
@@ -194,6 +246,9 @@ class EncoderSession:
                                 or out.dtype != np.float32):
             raise InputError(f"out must be float32 [{n}, {self.metadata.out_dim}], got "
                              f"{out.dtype} {list(out.shape)}; allocate it for this graph")
+        sparse0 = self._sparse_first_layer(x)
+        if issparse(x) and not self._has_stage0:  # A_hat x needs any rows of x: densify it
+            x = x.toarray()
         if batch_size == 0 or batch_size >= n:
             if self.metadata.interface == 1:
                 z = self._run_interface1(x, edge_index, gcn_degree(edge_index, n))
@@ -205,12 +260,12 @@ class EncoderSession:
             del edge_index
             features = [x]
             del x
-            return self._forward(features, adj, out)
-        return self._embed_batches(x, edge_index, batch_size, progress, out)
+            return self._forward(features, adj, out, sparse0)
+        return self._embed_batches(x, edge_index, batch_size, progress, out, sparse0)
 
-    def _embed_batches(self, x: np.ndarray, edge_index: np.ndarray, batch_size: int,
-                       progress: Callable[[int, int], None] | None,
-                       out: np.ndarray | None) -> np.ndarray:
+    def _embed_batches(self, x: np.ndarray | csr_matrix, edge_index: np.ndarray,
+                       batch_size: int, progress: Callable[[int, int], None] | None,
+                       out: np.ndarray | None, sparse0: bool) -> np.ndarray:
         """``embed`` in batches of ``batch_size`` target nodes over their k-hop subgraphs."""
         n = x.shape[0]
         deg = gcn_degree(edge_index, n)
@@ -227,7 +282,7 @@ class EncoderSession:
                 z = self._run_interface1(x[nodes], sub_edges, deg[nodes])
             else:
                 z = self._forward([x[nodes]], NormalisedAdjacency(sub_edges, nodes.size,
-                                                                  deg[nodes]), None)
+                                                                  deg[nodes]), None, sparse0)
             out[targets] = z[:targets.size]
             if progress is not None:
                 progress(int(targets[-1]) + 1, n)

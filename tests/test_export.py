@@ -116,15 +116,16 @@ def test_metadata_read_back(tmp_path: Path) -> None:
     assert props["edgegcl.dataset"] == "synthetic" and props["edgegcl.precision"] == "fp32"
     assert config_digest(TrainConfig(**{**CFG.to_dict(), "tau": 0.5})) != config_digest(CFG)
     assert model.opset_import[0].version == 18
-    assert props["edgegcl.interface"] == "2"
+    assert props["edgegcl.interface"] == "3"
     dims = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
             for v in [*model.graph.input, *model.graph.output]}
-    # 12 -> 16 widens: aggregate x first (no stage 0); 16 -> 8 narrows: aggregate z1 = h W2
+    # 12 -> 16 widens: aggregate x first (no stage 0, no w1); 16 -> 8 narrows: aggregate
+    # z1 = h W2
     assert dims == {"a1": ["rows", 12], "a2": ["rows", 8], "z1": ["rows", 8],
                     "embeddings": ["rows", 8]}
     meta = EncoderSession(path).metadata
     assert (meta.in_dim, meta.out_dim, meta.num_layers, meta.precision, meta.interface) == (
-        12, 8, 2, "fp32", 2)
+        12, 8, 2, "fp32", 3)
     ops = {n.op_type for n in model.graph.node}
     assert "MatMul" in ops and not ops & {"ScatterND", "Gather", "ScatterElements"}
 
@@ -134,12 +135,20 @@ def test_stage_model_matches_torch_in_both_orders(tmp_path: Path, features: int)
     cfg = TrainConfig(**{**CFG.to_dict(), "features": features})
     encoder, path = _encoder(cfg), tmp_path / "m.onnx"
     export_encoder(Checkpoint(encoder, cfg, features, 0, 0), path)
-    names = {i.name for i in onnx.load(str(path)).graph.input}
-    assert names == ({"x", "a1", "a2"} if features > cfg.hidden_dim else {"a1", "a2"})
+    model = onnx.load(str(path))
+    names = {i.name for i in model.graph.input}
+    narrows = features > cfg.hidden_dim
+    assert names == ({"x", "a1", "a2"} if narrows else {"a1", "a2"})
+    outputs = {o.name for o in model.graph.output}
+    assert ("w1" in outputs) == narrows  # interface 3: W1 for the sparse first layer
+    session = EncoderSession(path, threads=2)
+    if narrows:
+        np.testing.assert_array_equal(session.stage0_weight,
+                                      encoder.conv1.lin.weight.detach().t().numpy())
     data = synthetic_graph(SyntheticSpec(300, 3, features, avg_degree=6.0, seed=5))
     with torch.no_grad():
         expected = encoder(data.x, data.edge_index).numpy()
-    got = EncoderSession(path, threads=2).embed(data.x.numpy(), data.edge_index.numpy())
+    got = session.embed(data.x.numpy(), data.edge_index.numpy())
     np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
 
 
@@ -173,6 +182,49 @@ def test_check_fails_loudly_with_the_number(tmp_path: Path) -> None:
         "training graph", "random subgraph"]
     with pytest.raises(ExportCheckError, match=r"max abs difference [0-9.e+-]+ > 0\.0001"):
         check_against_torch(path, _encoder(CFG, seed=1), x, edge_index)
+
+
+def test_check_covers_the_sparse_first_layer(tmp_path: Path) -> None:
+    """A model exposing W1 is checked through the runtime's sparse first layer too, so a wrong
+    w1 fails the export even when the model's own stages are right."""
+    cfg = TrainConfig(**{**CFG.to_dict(), "features": 40})
+    encoder, path = _encoder(cfg), tmp_path / "m.onnx"
+    export_encoder(Checkpoint(encoder, cfg, 40, 0, 0), path)
+    data = synthetic_graph(SyntheticSpec(150, 3, 40, avg_degree=6.0, seed=0))
+    checks = check_against_torch(path, encoder, data.x, data.edge_index)
+    assert [c.graph for c in checks] == ["training graph", "random subgraph",
+                                         "training graph, sparse first layer"]
+    model = onnx.load(str(path))
+    node = next(n for n in model.graph.node if n.output[0] == "w1")
+    node.input[0] = "weight1_scaled"
+    model.graph.node.append(onnx.helper.make_node("Mul", ["weight1", "two"], ["weight1_scaled"]))
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.float32(2.0), "two"))
+    onnx.save(model, str(path))
+    with pytest.raises(ExportCheckError, match="sparse first layer"):
+        check_against_torch(path, encoder, data.x, data.edge_index)
+
+
+def test_int8_exposes_its_int8_w1(tmp_path: Path) -> None:
+    """The INT8 file exposes what its stage 0 multiplies by, the int8 weight with its scale
+    and zero point (the runtime dequantises it once); the fp32 W1 does not stay in the file."""
+    from edgegcl.onnx.quantize import quantize_int8
+
+    cfg = TrainConfig(**{**CFG.to_dict(), "features": 40})
+    encoder, fp32, int8 = _encoder(cfg), tmp_path / "m.onnx", tmp_path / "m.int8.onnx"
+    export_encoder(Checkpoint(encoder, cfg, 40, 0, 0), fp32)
+    quantize_int8(fp32, int8)
+    model = onnx.load(str(int8))
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    assert "weight1" not in inits and inits["weight1_quantized"].dtype == np.int8
+    assert {o.name for o in model.graph.output} == {"z0", "z1", "embeddings", "w1_quantized",
+                                                    "w1_scale", "w1_zero_point"}
+    expected = ((inits["weight1_quantized"].astype(np.float32)
+                 - inits["weight1_zero_point"].astype(np.float32)) * inits["weight1_scale"])
+    session = EncoderSession(int8)
+    assert session.metadata.interface == 3 and session.metadata.precision == "int8"
+    np.testing.assert_array_equal(session.stage0_weight, expected)
+    w1 = encoder.conv1.lin.weight.detach().t().numpy()
+    assert np.abs(session.stage0_weight - w1).max() <= inits["weight1_scale"]  # within a step
 
 
 # --------------------------------------------------------------------------- command line

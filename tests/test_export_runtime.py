@@ -1,5 +1,5 @@
-"""The torch-free runtime (export/): input validation, k-hop batching, threads, running
-without torch."""
+"""The torch-free runtime (export/): input validation, k-hop batching, threads, the sparse
+first layer, running without torch."""
 
 from __future__ import annotations
 
@@ -12,21 +12,26 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+import scipy.sparse
 import torch
 from helpers import capture
 
 from edgegcl.training.checkpoint import Checkpoint
 from edgegcl.config import TrainConfig
+from edgegcl.nn.augment import as_features
 from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.export import export_encoder
 from edgegcl.onnx.quantize import quantize_int8
 from edgegcl_embed.adjacency import NormalisedAdjacency
 from edgegcl_embed.embed import main as embed_main
-from edgegcl_embed.graph import InNeighbourhoods, gcn_degree
+from edgegcl_embed.errors import InputError
+from edgegcl_embed.features import dense_rows_to_csr, use_sparse_product
+from edgegcl_embed.graph import InNeighbourhoods, gcn_degree, save_npz
 from edgegcl_embed.runtime import EncoderSession, default_block_rows
 
 REPO = Path(__file__).resolve().parents[1]
 IN_DIM = 12
+SPARSE_IN_DIM = 60  # 60 -> 16 narrows: stage 0 computes x W1, which a sparse x can skip
 
 
 def _graph(n: int, e: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -56,6 +61,43 @@ def model_path(tmp_path_factory: pytest.TempPathFactory, encoder: GCNEncoder) ->
 def int8_path(model_path: Path) -> Path:
     path = model_path.with_name("model.int8.onnx")
     quantize_int8(model_path, path)
+    return path
+
+
+def _sparse_graph(n: int, e: int, seed: int, binary: bool = True,
+                  density: float = 0.05) -> tuple[scipy.sparse.csr_matrix, np.ndarray]:
+    """Bag-of-words-like features (binary, or real values) with some empty rows, and edges."""
+    rng = np.random.default_rng(seed)
+    x = (rng.random((n, SPARSE_IN_DIM)) < density).astype(np.float32)
+    if not binary:
+        x *= rng.standard_normal(x.shape).astype(np.float32)
+    x[:3] = 0  # nodes without features
+    return scipy.sparse.csr_matrix(x), _graph(n, e, seed)[1]
+
+
+@pytest.fixture(scope="module")
+def sparse_encoder() -> GCNEncoder:
+    torch.manual_seed(1)
+    cfg = TrainConfig(hidden_dim=16, out_dim=8).model_config()
+    return GCNEncoder(SPARSE_IN_DIM, cfg).eval()
+
+
+@pytest.fixture(scope="module")
+def sparse_paths(tmp_path_factory: pytest.TempPathFactory,
+                 sparse_encoder: GCNEncoder) -> dict[str, Path]:
+    """fp32 and int8 files of a model whose first layer transforms first (it exposes W1)."""
+    cfg = TrainConfig(hidden_dim=16, out_dim=8, features=SPARSE_IN_DIM)
+    folder = tmp_path_factory.mktemp("sparse-model")
+    paths = {"fp32": folder / "model.onnx", "int8": folder / "model.int8.onnx"}
+    export_encoder(Checkpoint(sparse_encoder, cfg, SPARSE_IN_DIM, 0, 0), paths["fp32"])
+    quantize_int8(paths["fp32"], paths["int8"])
+    return paths
+
+
+@pytest.fixture(scope="module")
+def sparse_graph_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sparse-graph") / "graph.npz"
+    save_npz(path, *_sparse_graph(90, 400, seed=11))
     return path
 
 
@@ -116,6 +158,121 @@ def test_thread_count_does_not_change_the_result(model_path: Path, int8_path: Pa
         np.testing.assert_allclose(many, one, atol=1e-5, rtol=0)
 
 
+# --------------------------------------------------------------------------- sparse first layer
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_sparse_x_gives_the_dense_x_embeddings(sparse_paths: dict[str, Path],
+                                               sparse_encoder: GCNEncoder,
+                                               precision: str) -> None:
+    """Binary features, a graph of many row blocks: the CSR product x W1 gives the embeddings
+    of the model's MatMul, and of torch. INT8 quantises binary x exactly, but the next stage
+    quantises its input per block too, and rounding-level float differences in it flip a few
+    roundings: those elements differ by a quantisation step, far below INT8's own error."""
+    x, edge_index = _sparse_graph(3000, 24000, seed=6)
+    assert 3000 // default_block_rows(3000) >= 8
+    path = sparse_paths[precision]
+    sparse = EncoderSession(path, first_layer="sparse")
+    assert sparse.stage0_weight is not None and sparse.stage0_weight.shape == (SPARSE_IN_DIM, 16)
+    dense = EncoderSession(path, first_layer="dense").embed(x.toarray(), edge_index)
+    got = sparse.embed(x, edge_index)
+    if precision == "fp32":
+        np.testing.assert_allclose(got, dense, atol=1e-5, rtol=0)
+    else:
+        fp32 = EncoderSession(sparse_paths["fp32"]).embed(x, edge_index)
+        diff = np.abs(got - dense)
+        assert (diff > 1e-5).mean() < 0.01
+        assert diff.max() <= 0.2 * np.abs(dense - fp32).max()
+    # the dense x converted block by block takes the same path
+    np.testing.assert_allclose(sparse.embed(x.toarray(), edge_index), got, atol=0, rtol=0)
+    # any scipy sparse format is accepted
+    np.testing.assert_allclose(sparse.embed(x.tocoo(), edge_index), got, atol=0, rtol=0)
+    if precision == "fp32":
+        with torch.no_grad():
+            xt, et = torch.from_numpy(x.toarray()), torch.from_numpy(edge_index)
+            for features in (xt, as_features(xt)):  # torch's dense and CSR first layer
+                np.testing.assert_allclose(got, sparse_encoder(features, et).numpy(), atol=1e-5,
+                                           rtol=0)
+
+
+def test_sparse_int8_skips_quantising_x(sparse_paths: dict[str, Path]) -> None:
+    """Real-valued features: INT8's sparse first layer multiplies the unquantised x by the
+    dequantised W1, so it is at least as close to fp32 as the INT8 MatMul, which quantises x."""
+    x, edge_index = _sparse_graph(500, 3000, seed=7, binary=False)
+    fp32 = EncoderSession(sparse_paths["fp32"]).embed(x, edge_index)
+    sparse = EncoderSession(sparse_paths["int8"], first_layer="sparse").embed(x, edge_index)
+    dense = EncoderSession(sparse_paths["int8"], first_layer="dense").embed(x, edge_index)
+    assert np.abs(sparse - fp32).mean() <= np.abs(dense - fp32).mean()
+    np.testing.assert_allclose(sparse, dense, atol=0.05 * np.abs(fp32).max(), rtol=0)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_sparse_first_layer_is_thread_count_invariant(sparse_paths: dict[str, Path],
+                                                      precision: str) -> None:
+    x, edge_index = _sparse_graph(3000, 24000, seed=8)
+    path = sparse_paths[precision]
+    one = EncoderSession(path, threads=1, first_layer="sparse").embed(x, edge_index)
+    for threads in (2, 4):
+        session = EncoderSession(path, threads=threads, first_layer="sparse")
+        np.testing.assert_allclose(session.embed(x, edge_index), one, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(session.embed(x.toarray(), edge_index), one, atol=1e-5,
+                                   rtol=0)
+    batched = EncoderSession(path, threads=2, first_layer="sparse").embed(x, edge_index, 1100)
+    if precision == "fp32":  # INT8 quantises per run: k-hop batches see other blocks
+        np.testing.assert_allclose(batched, one, atol=1e-5, rtol=0)
+
+
+def test_auto_first_layer_follows_density_and_precision(sparse_paths: dict[str, Path]) -> None:
+    """A CSR product where it is the cheaper way (export.features), the MatMul elsewhere."""
+    x, edge_index = _sparse_graph(300, 2000, seed=9, density=0.01)
+    dense_x = x.toarray()
+    assert use_sparse_product(x, "fp32") and use_sparse_product(dense_x, "fp32")
+    assert use_sparse_product(x, "int8") and not use_sparse_product(dense_x, "int8")
+    full = np.ones((300, SPARSE_IN_DIM), dtype=np.float32)
+    assert not use_sparse_product(full, "fp32")
+    assert not use_sparse_product(scipy.sparse.csr_matrix(full), "fp32")
+    for precision, path in sparse_paths.items():
+        auto = EncoderSession(path)
+        reference = EncoderSession(path, first_layer="dense").embed(dense_x, edge_index)
+        for features in (x, dense_x):
+            np.testing.assert_allclose(auto.embed(features, edge_index), reference, atol=1e-5,
+                                       rtol=0)
+
+
+def test_dense_rows_to_csr_round_trip() -> None:
+    rng = np.random.default_rng(0)
+    rows = (rng.random((7, 30)) < 0.2) * rng.standard_normal((7, 30)).astype(np.float32)
+    rows[2] = 0
+    csr = dense_rows_to_csr(rows.astype(np.float32))
+    assert csr.nnz == np.count_nonzero(rows)
+    np.testing.assert_array_equal(csr.toarray(), rows)
+
+
+def test_models_without_w1_densify_a_sparse_x(tmp_path: Path, sparse_encoder: GCNEncoder,
+                                              model_path: Path, encoder: GCNEncoder) -> None:
+    """Interface-2 files (no w1) and models whose layer 1 aggregates first take a sparse x
+    too, through the model's MatMul; only the sparse first layer is missing."""
+    cfg = TrainConfig(hidden_dim=16, out_dim=8, features=SPARSE_IN_DIM)
+    old = tmp_path / "interface2.onnx"
+    export_encoder(Checkpoint(sparse_encoder, cfg, SPARSE_IN_DIM, 0, 0), old, interface=2)
+    session = EncoderSession(old, threads=2)
+    assert session.metadata.interface == 2 and session.stage0_weight is None
+    x, edge_index = _sparse_graph(400, 2000, seed=10)
+    with torch.no_grad():
+        expected = sparse_encoder(torch.from_numpy(x.toarray()),
+                                  torch.from_numpy(edge_index)).numpy()
+    for batch_size in (0, 150):
+        np.testing.assert_allclose(session.embed(x, edge_index, batch_size), expected,
+                                   atol=1e-5, rtol=0)
+    with pytest.raises(InputError, match="does not expose W1"):
+        EncoderSession(old, first_layer="sparse")
+    widening = EncoderSession(model_path)  # 12 -> 16: no stage 0
+    assert widening.stage0_weight is None
+    xw, ew = _graph(50, 200, seed=3)
+    xw = scipy.sparse.csr_matrix(xw * (xw > 0.5))
+    np.testing.assert_allclose(widening.embed(xw, ew), widening.embed(xw.toarray(), ew),
+                               atol=1e-6, rtol=0)
+
+
 def test_adjacency_is_the_gcn_normalisation() -> None:
     edge_index = np.array([[0, 1, 1, 0, 1, 2], [1, 1, 2, 2, 2, 0]])  # loop 1 -> 1, 1 -> 2 twice
     adj = NormalisedAdjacency(edge_index, 4).rows(0, 4).toarray()
@@ -161,6 +318,18 @@ def test_cli_writes_embeddings(model_path: Path, graph_file: Path, tmp_path: Pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["emb.npy"]  # no temporary left
 
 
+def test_cli_reads_a_sparse_x(sparse_paths: dict[str, Path], sparse_graph_file: Path,
+                              tmp_path: Path) -> None:
+    out = tmp_path / "emb.npy"
+    for precision, path in sparse_paths.items():
+        code, _, err = _embed([str(path), "--graph", str(sparse_graph_file), "--out", str(out),
+                               "--force"])
+        assert code == 0, err
+        x, edge_index = _sparse_graph(90, 400, seed=11)
+        dense = EncoderSession(path, first_layer="dense").embed(x.toarray(), edge_index)
+        np.testing.assert_allclose(np.load(out), dense, atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize("flag, value, needle", [("--threads", "0", "threads must be >= 1"),
                                                  ("--batch-size", "-1", "--batch-size must be")])
 def test_bad_option_exit_2(model_path: Path, graph_file: Path, tmp_path: Path, flag: str,
@@ -183,6 +352,17 @@ def _bad_graph(tmp_path: Path, kind: str) -> Path:
         edge_index = edge_index.astype(np.float32)
     elif kind == "nan":
         x[3, 1] = np.nan
+    if kind.startswith("sparse"):
+        csr = scipy.sparse.csr_matrix(x)
+        if kind == "sparse_nan":
+            csr.data[csr.indptr[4] + 1] = np.inf
+        indices = csr.indices.copy()
+        if kind == "sparse_index":
+            indices[7] = IN_DIM + 3
+        np.savez(path, x_data=csr.data, x_indices=indices, x_indptr=csr.indptr,
+                 x_shape=np.array([10, IN_DIM]) if kind != "sparse_shape" else np.array([10]),
+                 edge_index=edge_index)
+        return path
     np.savez(path, **({"x": x} if kind == "no_edges" else {"x": x, "edge_index": edge_index}))
     return path
 
@@ -193,6 +373,9 @@ def _bad_graph(tmp_path: Path, kind: str) -> Path:
     ("edge_dtype", "must hold integers"),
     ("nan", "row 3"),
     ("no_edges", "no edge_index"),
+    ("sparse_nan", "row 4"),
+    ("sparse_index", "malformed CSR"),
+    ("sparse_shape", "not [num_nodes, in_dim]"),
 ])
 def test_bad_graph_exit_2(model_path: Path, tmp_path: Path, kind: str, needle: str) -> None:
     out = tmp_path / "emb.npy"
@@ -233,7 +416,8 @@ _NO_TORCH = (
 
 
 def test_runtime_runs_with_torch_unimportable(model_path: Path, graph_file: Path,
-                                              tmp_path: Path) -> None:
+                                              sparse_paths: dict[str, Path],
+                                              sparse_graph_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "emb.npy"
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-c", _NO_TORCH, str(model_path), "--graph",
@@ -243,6 +427,16 @@ def test_runtime_runs_with_torch_unimportable(model_path: Path, graph_file: Path
     with np.load(graph_file) as g:
         full = EncoderSession(model_path).embed(g["x"], g["edge_index"], batch_size=0)
     np.testing.assert_allclose(np.load(out), full, atol=1e-5, rtol=0)
+    # a sparse x through the sparse first layer of an interface-3 model, fp32 and INT8
+    x, edge_index = _sparse_graph(90, 400, seed=11)
+    for path in sparse_paths.values():
+        proc = subprocess.run([sys.executable, "-c", _NO_TORCH, str(path), "--graph",
+                               str(sparse_graph_file), "--out", str(out), "--force",
+                               "--threads", "2"],
+                              capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        dense = EncoderSession(path, first_layer="dense").embed(x.toarray(), edge_index)
+        np.testing.assert_allclose(np.load(out), dense, atol=1e-5, rtol=0)
     # and a bad input is still one line, exit 2, without torch
     proc = subprocess.run([sys.executable, "-c", _NO_TORCH, str(model_path), "--graph",
                            str(_bad_graph(tmp_path, "edge_range")),

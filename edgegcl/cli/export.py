@@ -29,7 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Export a run's encoder (not the projection head) to ONNX with a dynamic "
                     "number of nodes (its dense stages; the runtime aggregates between them), "
                     "then check onnxruntime against torch on the "
-                    "training graph and a random subgraph (max abs difference <= 1e-4).")
+                    "training graph and a random subgraph, and through the runtime's sparse "
+                    "first layer when the model has one (max abs difference <= 1e-4).")
     p.add_argument("out", metavar="OUT.onnx", help="the model file to write")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--run", metavar="RUN_DIR",

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import scipy.sparse
 import torch
 from torch import Tensor
 from torch_geometric.utils import subgraph
@@ -29,12 +30,13 @@ from edgegcl.config import TrainConfig
 from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.module import ScatterGCN, StageGCN
 from edgegcl_embed.contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, INTERFACE, OUTPUT,
-                                    PREFIX, ModelMetadata, aggregate_input, stage_output)
+                                    PREFIX, STAGE0_WEIGHT, ModelMetadata, aggregate_input,
+                                    stage_output)
 from edgegcl_embed.runtime import EncoderSession
 
-# The dense stages (interface 2) use MatMul, Add and the activations' ops, all in opset 13;
-# 20 is the TorchScript exporter's newest. 17 is the default: supported by every onnxruntime
-# since 1.11 (2022), mobile builds included. Interface 1's ScatterND(reduction="add") needs 16.
+# The dense stages (interfaces 2, 3) use MatMul, Add, Identity and the activations' ops, all
+# in opset 13; 20 is the TorchScript exporter's newest. 17 is the default: supported by every
+# onnxruntime since 1.11 (2022), mobile builds included. Interface 1's ScatterND(reduction="add") needs 16.
 MIN_OPSET, MAX_OPSET, DEFAULT_OPSET = 13, 20, 17
 INTERFACE1_MIN_OPSET = 16
 
@@ -52,6 +54,8 @@ _INPUT_DOCS = {
 }
 _AGGREGATE_DOC = ("float32 [rows, width]: rows of D^-1/2 (A + I) D^-1/2 times the previous "
                   "stage's output (degrees counted on the whole graph)")
+STAGE0_WEIGHT_DOC = ("the matrix W1 that stage 0 multiplies x by (export.contract), for a "
+                     "sparse x W1 outside the model")
 
 
 class ExportCheckError(Exception):
@@ -96,19 +100,44 @@ def _interface1(ckpt: Checkpoint) -> tuple[ScatterGCN, tuple[Tensor, ...], dict]
     return module, example, names
 
 
+def expose_initializer(model: onnx.ModelProto, name: str, output: str) -> None:
+    """Add the graph output ``output``: an Identity of ``model``'s initializer ``name``.
+
+    onnxruntime serves it without a copy, so every run stays as cheap as before; a runtime
+    fetches it once (the stage-0 weight of interface 3, export.contract).
+    """
+    init = next((t for t in model.graph.initializer if t.name == name), None)
+    if init is None:
+        raise RuntimeError(f"the model has no initializer {name!r} to expose as {output}")
+    model.graph.node.append(onnx.helper.make_node("Identity", [name], [output],
+                                                  name=f"expose_{output}"))
+    info = onnx.helper.make_tensor_value_info(output, init.data_type, list(init.dims))
+    info.doc_string = STAGE0_WEIGHT_DOC
+    model.graph.output.append(info)
+
+
+def _stage0_matmul_weight(model: onnx.ModelProto) -> str:
+    """The initializer that stage 0's MatMul multiplies ``x`` by."""
+    for node in model.graph.node:
+        if node.op_type == "MatMul" and node.input[0] == INPUT_X:
+            return node.input[1]
+    raise RuntimeError("the exported stage model has no MatMul of x: cannot expose W1")
+
+
 def export_encoder(ckpt: Checkpoint, path: Path, opset: int = DEFAULT_OPSET,
                    interface: int = INTERFACE) -> ModelMetadata:
     """Write ``ckpt``'s encoder (not the projection head) to ``path`` as an fp32 ONNX model.
 
-    ``interface`` 2 (default) writes the dense stages (export.contract), 1 the older
-    whole-graph ScatterND model (for tests and benchmarks of old files). The number of nodes
-    is dynamic. Returns the metadata stored in the file.
+    ``interface`` 3 (default) writes the dense stages and, when layer 1 transforms first, W1
+    as the output ``w1`` (export.contract); 2 the same stages without ``w1``; 1 the older
+    whole-graph ScatterND model (2 and 1 for tests and benchmarks of old files). The number
+    of nodes is dynamic. Returns the metadata stored in the file.
     """
-    if interface not in (1, 2):
-        raise ValueError(f"interface must be 1 or 2, got {interface}")
+    if interface not in (1, 2, 3):
+        raise ValueError(f"interface must be 1, 2 or 3, got {interface}")
     if interface == 1 and opset < INTERFACE1_MIN_OPSET:
         raise ValueError(f"interface 1 needs opset >= {INTERFACE1_MIN_OPSET}, got {opset}")
-    module, example, names = (_interface2 if interface == 2 else _interface1)(ckpt)
+    module, example, names = (_interface1 if interface == 1 else _interface2)(ckpt)
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -116,9 +145,11 @@ def export_encoder(ckpt: Checkpoint, path: Path, opset: int = DEFAULT_OPSET,
     model = onnx.load_from_string(buffer.getvalue())
     for value in model.graph.input:
         value.doc_string = _INPUT_DOCS.get(value.name, _AGGREGATE_DOC)
-    model.doc_string = ("edgegcl GCN encoder, interface 2: the dense stages; the runtime "
-                        "multiplies by the normalised adjacency between them"
-                        if interface == 2 else
+    if interface >= 3 and INPUT_X in names["input_names"]:
+        expose_initializer(model, _stage0_matmul_weight(model), STAGE0_WEIGHT)
+    model.doc_string = (f"edgegcl GCN encoder, interface {interface}: the dense stages; the "
+                        "runtime multiplies by the normalised adjacency between them"
+                        if interface > 1 else
                         "edgegcl GCN encoder: (x, edge_index, deg) -> embeddings")
     meta = ModelMetadata(version=__version__, in_dim=module.in_dim, out_dim=module.out_dim,
                          num_layers=module.num_layers, activation=ckpt.config.activation,
@@ -155,15 +186,23 @@ def check_against_torch(path: Path, encoder: GCNEncoder, x: Tensor, edge_index: 
     """Compare the ONNX model at ``path`` (onnxruntime) with ``encoder(x, edge_index)``.
 
     Runs on the given graph and on a random induced subgraph of another size, so a shape
-    frozen at export time or a mis-lowered scatter shows up. Raises ExportCheckError, with the
+    frozen at export time or a mis-lowered scatter shows up, both through the model's own
+    first layer; when the model exposes W1 (interface 3), the training graph once more with x
+    as scipy CSR through the runtime's sparse first layer. Raises ExportCheckError, with the
     number, when a difference exceeds ``tolerance``; returns the checks otherwise.
     """
-    session = EncoderSession(path)
+    session = EncoderSession(path, first_layer="dense")
+    graphs = [("training graph", x, edge_index, session),
+              ("random subgraph", *random_subgraph(x, edge_index, seed), session)]
+    if session.stage0_weight is not None:
+        graphs.append(("training graph, sparse first layer", x, edge_index,
+                       EncoderSession(path, first_layer="sparse")))
     checks = []
-    for name, gx, gei in (("training graph", x, edge_index),
-                          ("random subgraph", *random_subgraph(x, edge_index, seed))):
+    for name, gx, gei, sess in graphs:
         expected = encoder(gx, gei).numpy()
-        got = session.embed(gx.numpy(), gei.numpy(), batch_size=0)
+        features = (scipy.sparse.csr_matrix(gx.numpy()) if sess.first_layer == "sparse"
+                    else gx.numpy())
+        got = sess.embed(features, gei.numpy(), batch_size=0)
         diff = float(np.abs(expected - got).max())
         check = GraphCheck(name, gx.size(0), gei.size(1), diff)
         if not diff <= tolerance:  # NaN fails too

@@ -6,8 +6,10 @@ Z^(l+1) = sigma(D^-1/2 (A + I) D^-1/2 Z^(l) W^(l) + b^(l)) from the trained stat
 (keys ``convL.lin.weight``, ``convL.bias``, ``actL.*``), each layer's product in the cheaper
 order (A_hat (Z W) or (A_hat Z) W: aggregate at the narrower width):
 
-- ``StageGCN`` (interface 2, what ``edgegcl export`` writes): only the dense, row-wise stages
-  between aggregations; the runtime multiplies by A_hat as a CSR matrix (export.contract).
+- ``StageGCN`` (interfaces 2 and 3, what ``edgegcl export`` writes): only the dense, row-wise
+  stages between aggregations; the runtime multiplies by A_hat as a CSR matrix
+  (export.contract). Interface 3's W1 outputs are added to the exported graph afterwards
+  (``edgegcl.onnx.export.expose_initializer``).
 - ``ScatterGCN`` (interface 1, files written before issue 15): the whole encoder, aggregating
   with one ``ScatterND(reduction="add")`` per layer over [E, d] messages. Kept so that old
   files can be reproduced in tests and measured beside the new design (bench.embed_speed).
@@ -101,7 +103,7 @@ class _Layers(nn.Module):
 
 
 class StageGCN(_Layers):
-    """The encoder's dense stages (interface 2): forward(*stage inputs) -> stage outputs.
+    """The encoder's dense stages (interfaces 2, 3): forward(*stage inputs) -> stage outputs.
 
     Stage 0 (only when layer 1 transforms first) maps x to x W1; stage j >= 1 takes A_hat
     times stage j-1's output and finishes layer j (its W when it aggregated first, the bias,
