@@ -21,15 +21,17 @@ only a dense x. The synthetic graph's Gaussian x is dense for all. Backends:
   (inside the timed call, as the runtime builds its own), ``torch.sparse.mm``, every layer in
   the cheaper order;
 - ``onnxruntime-fp32`` / ``-int8``: ``EncoderSession.embed`` (interface 3: ONNX dense stages,
-  CSR aggregation in between, stage 0 as a CSR product for a sparse x), at 1, 2, 4, ... and
-  all threads;
+  CSR aggregation in between, stage 0 as a CSR product for a sparse x; the default kernel,
+  numba's when installed), at 1, 2, 4, ... and all threads; ``onnxruntime-fp32-scipy``: the
+  same with scipy's CSR kernel (what a device without numba runs), all threads;
 - ``onnxruntime-fp32-scatternd``: the interface-1 model (ScatterND over [E, d] messages, one
   thread), the design this replaced;
 - ``edgegcl-embed``: the command itself (npz in, memory-mapped .npy out), for its peak RSS
   against the libraries' footprint (a process that only imports them and opens the model).
 
 The aggregation designs are also timed side by side in one process (A_hat times the widths
-the encoder aggregates at): scipy CSR, onnxruntime's SparseToDenseMatMul, numpy degree buckets.
+the encoder aggregates at): scipy's and numba's CSR kernels (export/kernels.py), onnxruntime's
+SparseToDenseMatMul, numpy degree buckets; and the two builds of A_hat.
 
     python3 -m bench.embed_speed --root /work/shared/datasets
     python3 -m bench.embed_speed --root DATASETS --device cuda --out $OUT   # GPU machine
@@ -59,7 +61,8 @@ WORK = HERE / "runs" / "embedding"
 PROG = "bench.embed_speed"
 
 # Backends that take a sparse x as CSR (the interface-1 model needs it dense).
-SPARSE_X_BACKENDS = ("torch-eager", "torch-csr", "onnxruntime-fp32", "onnxruntime-int8")
+SPARSE_X_BACKENDS = ("torch-eager", "torch-csr", "onnxruntime-fp32", "onnxruntime-int8",
+                     "onnxruntime-fp32-scipy")
 
 
 def _runtime_importable() -> None:
@@ -152,10 +155,12 @@ def child(backend: str, graph: Path, model: Path, repeats: int, threads: int,
         from edgegcl_embed.runtime import EncoderSession
 
         try:
-            session = EncoderSession(model, threads=threads or None, device=device)
+            session = EncoderSession(model, threads=threads or None, device=device,
+                                     kernel="scipy" if backend.endswith("-scipy") else "auto")
         except InputError as exc:
             return {"backend": backend, "skipped": str(exc)}
         threads = session.threads
+        extra["kernel"] = session.kernel
         if sparse_x:
             import scipy.sparse
 
@@ -256,13 +261,21 @@ def child_designs(graph: Path, widths: list[int], threads: int) -> dict[str, Any
     import onnxruntime as ort
 
     from edgegcl_embed.adjacency import NormalisedAdjacency
+    from edgegcl_embed.kernels import numba_installed, resolve_kernel, warm_up
     from edgegcl_embed.runtime import block_bounds, default_block_rows
 
+    kernels = ["scipy", *(["numba"] if numba_installed() else [])]
     with np.load(graph) as g:
         edge_index, n = g["edge_index"], g["x"].shape[0]
-    start = time.perf_counter()
-    adj = NormalisedAdjacency(edge_index, n)
-    build_s = time.perf_counter() - start
+    build_s = {}
+    for kernel in kernels:
+        warm_up(resolve_kernel(kernel))
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            adj = NormalisedAdjacency(edge_index, n, kernel=kernel)
+            times.append(time.perf_counter() - start)
+        build_s[kernel] = statistics.median(times)
     bounds = block_bounds(n, default_block_rows(n))
     buckets = _degree_buckets(adj.indptr, adj.indices, adj.data)
     csr = ort.SparseTensor.sparse_csr_from_numpy(
@@ -280,16 +293,17 @@ def child_designs(graph: Path, widths: list[int], threads: int) -> dict[str, Any
 
             out = np.empty_like(reference)
 
-            def block(b: tuple[int, int]) -> None:
-                out[b[0]:b[1]] = adj.product(*b, h)
-
-            def blocks() -> Any:  # as the runtime does: each block written into one output
-                list(pool.map(block, bounds))
+            def blocks(kernel: str) -> Any:  # as the runtime does: blocks into one output
+                list(pool.map(lambda b: adj.product(*b, h, kernel, out[b[0]:b[1]]), bounds))
                 return out
 
-            designs = {"scipy CSR (runtime), 1 thread": lambda: adj.rows(0, n) @ h,
-                       f"scipy CSR row blocks, {threads} threads": blocks,
-                       "numpy degree buckets, 1 thread": lambda: buckets(h)}
+            designs = {}
+            for kernel in kernels:
+                designs[f"{kernel} CSR, 1 thread"] = (
+                    lambda kernel=kernel: adj.product(0, n, h, kernel))
+                designs[f"{kernel} CSR row blocks, {threads} threads"] = (
+                    lambda kernel=kernel: blocks(kernel))
+            designs["numpy degree buckets, 1 thread"] = lambda: buckets(h)
             for t, sess in s2d.items():
                 designs[f"onnxruntime SparseToDenseMatMul, {t} thread{'s' * (t > 1)}"] = (
                     lambda sess=sess: sess.run_with_ort_values(
@@ -415,6 +429,7 @@ def _jobs(graphs: list[dict[str, Any]], repeats: int, device: str,
         for t in thread_counts(cores):
             jobs += [(g, "onnxruntime-fp32", g["fp32"], r, t, "cpu"),
                      (g, "onnxruntime-int8", g["int8"], r, t, "cpu")]
+        jobs.append((g, "onnxruntime-fp32-scipy", g["fp32"], r, cores, "cpu"))
     return jobs
 
 
@@ -570,7 +585,8 @@ def _markdown(rows: list[dict[str, Any]], cli: list[dict[str, Any]],
         "`torch.sparse.mm`, cheaper order per layer); onnxruntime-* is "
         "`EncoderSession.embed` (interface 3: ONNX dense stages + CSR aggregation, stage 0 as "
         "a CSR product for a sparse x; degree and adjacency construction and input checks "
-        "included); -scatternd is the interface-1 model this replaced. Column x: how the "
+        "included; the kernel numba's, -scipy with scipy's); -scatternd is the interface-1 "
+        "model this replaced. Column x: how the "
         "features reach the backend, as they would in practice: Cora's (1.3 % nonzero) as CSR "
         "(torch: edgegcl's as_features; onnxruntime: scipy CSR), built before the timed call; "
         "the interface-1 model takes only dense x. Threads 0 in the command means torch's "
@@ -606,8 +622,8 @@ def _markdown(rows: list[dict[str, Any]], cli: list[dict[str, Any]],
             lines += [f"| {name} | {d['nnz']} | {r['width']} | {r['design']} | "
                       f"{r['median_s']:.3f} | {r['min_s']:.3f} | {r['max_abs_diff']:.1g} |"
                       for r in d["rows"]]
-            lines.append(f"| {name} | {d['nnz']} | - | building A_hat (CSR) from edge_index | "
-                         f"{d['build_s']:.3f} | | |")
+            lines += [f"| {name} | {d['nnz']} | - | building A_hat (CSR) from edge_index, "
+                      f"{kernel} | {t:.3f} | | |" for kernel, t in d["build_s"].items()]
         lines.append("")
     lines += ["## INT8 (dynamic quantisation of the MatMul weights)", "",
               "| graph | fp32 bytes | int8 bytes | size ratio | mean cosine to fp32 | min cosine "

@@ -19,6 +19,7 @@ from typing import NoReturn
 from .errors import InputError
 from .files import npy_writer
 from .graph import check_graph, load_npz
+from .kernels import KERNELS
 from .runtime import EncoderSession, available_cores
 
 PROG = "edgegcl-embed"
@@ -57,6 +58,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help=f"worker threads (default: every core, {available_cores()} here); the "
                         "result does not depend on N")
+    p.add_argument("--kernel", choices=KERNELS, default="auto",
+                   help="the CSR product: numba's compiled loop (auto, when numba is "
+                        "installed) or scipy's; the numbers agree to float32 rounding")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     return p.parse_args(argv)
 
@@ -70,7 +74,7 @@ def _embed(args: argparse.Namespace) -> None:
                          "another --out")
     if args.batch_size < 0:
         raise InputError(f"--batch-size must be >= 0 (0: whole graph), got {args.batch_size}")
-    session = EncoderSession(args.model, threads=args.threads)
+    session = EncoderSession(args.model, threads=args.threads, kernel=args.kernel)
     graph = list(check_graph(*load_npz(args.graph), session.metadata.in_dim))
     shape = (graph[0].shape[0], session.metadata.out_dim)
     start = time.perf_counter()
@@ -79,7 +83,8 @@ def _embed(args: argparse.Namespace) -> None:
         session.embed_owned(graph, args.batch_size, _progress_printer(), out=emb)
     print(f"{PROG}: wrote {shape[0]} x {shape[1]} embeddings to {out} "
           f"({time.perf_counter() - start:.2f} s, {session.metadata.precision}, "
-          f"{session.threads} thread{'s' if session.threads > 1 else ''})", file=sys.stderr)
+          f"{session.threads} thread{'s' if session.threads > 1 else ''}, "
+          f"{session.kernel} kernel)", file=sys.stderr)
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``edgegcl-embed`` and ``python -m export.embed``."""

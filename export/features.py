@@ -2,8 +2,8 @@
 
 Bag-of-words features are mostly zeros, so the dense MatMul of stage 0 spends almost all its
 multiply-adds on them; a CSR product costs one row of W1 per nonzero instead. A model that
-exposes W1 (interface 3, ``export.contract``) lets the runtime take that product with scipy,
-block by block on its worker threads like the other stages: x handed over as a scipy sparse
+exposes W1 (interface 3, ``export.contract``) lets the runtime take that product with its CSR
+kernel (``export.kernels``), block by block on its worker threads like the other stages: x handed over as a scipy sparse
 matrix is used as it is, and a dense x that is mostly zeros is converted one block at a time
 inside the workers; which way is cheaper depends on x's density and the model's precision
 (``use_sparse_product``). The blocks are the runtime's, so the result does not depend on the
@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse import csr_matrix, issparse
 
-from .adjacency import csr_row_block, index_dtype
+from .adjacency import index_dtype
+from .kernels import csr_block, csr_rows_product
 
 # Stage 0 runs as a CSR product when x's density (nonzeros / entries) is below these limits,
 # by the model's precision; else as the model's MatMul, a CSR x densified one block at a time.
@@ -23,7 +24,8 @@ from .adjacency import csr_row_block, index_dtype
 # "Sparse first layer"): the CSR product costs the same per nonzero at either precision, while
 # onnxruntime's INT8 MatMul is two to three times faster than its fp32 one; converting a dense
 # block to CSR costs about a fifth of the fp32 MatMul, as much as the whole INT8 one, so a
-# dense x is never converted for INT8.
+# dense x is never converted for INT8. Measured with scipy's kernel; numba's is no slower, so
+# the limits stay on the safe side with it.
 SPARSE_DENSITY = {"fp32": 0.05, "int8": 0.015}  # x given as a scipy sparse matrix
 CONVERT_DENSITY = {"fp32": 0.03, "int8": 0.0}  # x given dense, converted block by block
 
@@ -48,7 +50,7 @@ def use_sparse_product(x: np.ndarray | csr_matrix, precision: str) -> bool:
 def dense_rows(x: np.ndarray | csr_matrix, lo: int, hi: int) -> np.ndarray:
     """Rows lo..hi-1 of x as a dense float32 array (a CSR x densified one block at a time)."""
     if issparse(x):
-        return csr_row_block(x.data, x.indices, x.indptr, lo, hi, x.shape[1]).toarray()
+        return csr_block(x.data, x.indices, x.indptr, lo, hi, x.shape[1]).toarray()
     return x[lo:hi]
 
 
@@ -63,10 +65,11 @@ def dense_rows_to_csr(rows: np.ndarray) -> csr_matrix:
                       shape=rows.shape, copy=False)
 
 
-def sparse_product(x: np.ndarray | csr_matrix, lo: int, hi: int, w1: np.ndarray) -> np.ndarray:
-    """(x W1)[lo:hi] over the nonzeros of rows lo..hi-1 of x (CSR, or dense and converted)."""
+def sparse_product(x: np.ndarray | csr_matrix, lo: int, hi: int, w1: np.ndarray,
+                   kernel: str = "scipy", out: np.ndarray | None = None) -> np.ndarray:
+    """(x W1)[lo:hi] over the nonzeros of rows lo..hi-1 of x (CSR, or dense and converted),
+    with ``kernel`` (export.kernels), into ``out`` when given."""
     if issparse(x):
-        block = csr_row_block(x.data, x.indices, x.indptr, lo, hi, x.shape[1])
-    else:
-        block = dense_rows_to_csr(x[lo:hi])
-    return block @ w1
+        return csr_rows_product(kernel, x.data, x.indices, x.indptr, lo, hi, w1, out)
+    block = dense_rows_to_csr(x[lo:hi])
+    return csr_rows_product(kernel, block.data, block.indices, block.indptr, 0, hi - lo, w1, out)

@@ -19,6 +19,7 @@ from .contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, STAGE0_WEIG
 from .errors import InputError
 from .features import dense_rows, sparse_product, use_sparse_product
 from .graph import Features, InNeighbourhoods, check_graph, gcn_degree
+from .kernels import resolve_kernel, warm_up
 
 # Rows per block of a stage: a block is one unit of work for one thread (its CSR rows, then
 # its dense stage). The block size depends on the graph only, never on the thread count, so
@@ -66,11 +67,18 @@ class EncoderSession:
     the whole graph as one block. ``first_layer`` (FIRST_LAYER_MODES): when a model that
     exposes W1 (interface 3) takes stage 0 as a CSR product over x's nonzeros instead of its
     MatMul; ``stage0_weight`` is that W1, None for models without it (interface 1 and 2 files,
-    models whose first layer aggregates first), which always densify a sparse x.
+    models whose first layer aggregates first), which always densify a sparse x. ``kernel``
+    (export.kernels.KERNELS): the CSR product for the aggregation and the sparse first layer,
+    numba's when installed ("auto"); ``self.kernel`` is the one chosen. Results do not depend
+    on ``threads``; they agree across kernels to float32 rounding.
+
+    Example:
+        >>> session = EncoderSession("model.onnx", threads=4)  # doctest: +SKIP
+        >>> z = session.embed(x, edge_index)                    # doctest: +SKIP
     """
 
     def __init__(self, path: str | Path, threads: int | None = None,
-                 device: str = "cpu", first_layer: str = "auto") -> None:
+                 device: str = "cpu", first_layer: str = "auto", kernel: str = "auto") -> None:
         """Open ``path``; a missing, corrupt or foreign model file is a one-line InputError."""
         p = Path(path)
         if not p.is_file():
@@ -84,6 +92,8 @@ class EncoderSession:
         if first_layer not in FIRST_LAYER_MODES:
             raise InputError(f"first_layer must be one of {', '.join(FIRST_LAYER_MODES)}, got "
                              f"{first_layer!r}")
+        self.kernel = resolve_kernel(kernel)
+        self._pool: ThreadPoolExecutor | None = None
         providers = ["CPUExecutionProvider"]
         if device == "cuda":
             if "CUDAExecutionProvider" not in ort.get_available_providers():
@@ -134,6 +144,8 @@ class EncoderSession:
             raise InputError(f"model file {p} does not expose W1 (edgegcl interface "
                              f"{self.metadata.interface}, or layer 1 aggregates first), so its "
                              "first layer cannot run sparse; re-export it with edgegcl export")
+        if self.metadata.interface != 1:
+            warm_up(self.kernel)  # numba's one-time load, charged to opening, not to embed
 
     def _fetch_stage0_weight(self, path: Path) -> np.ndarray | None:
         """W1 from the model's outputs (interface 3): ``w1``, or an INT8 file's int8 weight
@@ -176,7 +188,7 @@ class EncoderSession:
         h = inputs.pop()
         n, k = h.shape[0], self.metadata.num_layers
         bounds = block_bounds(n, n if self.device == "cuda" else default_block_rows(n))
-        pool = ThreadPoolExecutor(self.threads) if self.threads > 1 and len(bounds) > 1 else None
+        pool = self._workers() if self.threads > 1 and len(bounds) > 1 else None
 
         def run_stage(j: int, source: np.ndarray, dest: np.ndarray | None) -> np.ndarray:
             if dest is None:
@@ -185,9 +197,10 @@ class EncoderSession:
 
             def block(lo: int, hi: int) -> None:
                 if j == 0 and sparse0:
-                    dest[lo:hi] = sparse_product(source, lo, hi, self.stage0_weight)
+                    sparse_product(source, lo, hi, self.stage0_weight, self.kernel, dest[lo:hi])
                     return
-                rows = dense_rows(source, lo, hi) if j == 0 else adj.product(lo, hi, source)
+                rows = (dense_rows(source, lo, hi) if j == 0
+                        else adj.product(lo, hi, source, self.kernel))
                 dest[lo:hi] = self._stage(j, rows)
 
             if pool is None:
@@ -198,15 +211,29 @@ class EncoderSession:
                     future.result()
             return dest
 
-        try:
-            if self._has_stage0:
-                h = run_stage(0, h, None)
-            for j in range(1, k + 1):
-                h = run_stage(j, h, out if j == k else None)
-        finally:
-            if pool is not None:
-                pool.shutdown()
+        if self._has_stage0:
+            h = run_stage(0, h, None)
+        for j in range(1, k + 1):
+            h = run_stage(j, h, out if j == k else None)
         return h
+
+    def _workers(self) -> ThreadPoolExecutor:
+        """The session's worker threads, started on first use and kept until ``close``."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="edgegcl-embed")
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the worker threads (a later embed starts them again)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def __enter__(self) -> EncoderSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _run_interface1(self, x: np.ndarray, edge_index: np.ndarray,
                         deg: np.ndarray) -> np.ndarray:
@@ -256,7 +283,7 @@ class EncoderSession:
                     return z
                 out[:] = z
                 return out
-            adj = NormalisedAdjacency(edge_index, n)
+            adj = NormalisedAdjacency(edge_index, n, kernel=self.kernel)
             del edge_index
             features = [x]
             del x
@@ -281,8 +308,8 @@ class EncoderSession:
             if self.metadata.interface == 1:
                 z = self._run_interface1(x[nodes], sub_edges, deg[nodes])
             else:
-                z = self._forward([x[nodes]], NormalisedAdjacency(sub_edges, nodes.size,
-                                                                  deg[nodes]), None, sparse0)
+                z = self._forward([x[nodes]], NormalisedAdjacency(
+                    sub_edges, nodes.size, deg[nodes], self.kernel), None, sparse0)
             out[targets] = z[:targets.size]
             if progress is not None:
                 progress(int(targets[-1]) + 1, n)

@@ -1,0 +1,138 @@
+"""The runtime's one sparse kernel: rows lo..hi-1 of a CSR matrix times a dense matrix.
+
+It serves both sparse products of the encoder, the aggregation A_hat Z and the sparse first
+layer x W1. Two implementations, chosen per session (``KERNELS``):
+
+- ``scipy``: scipy's compiled CSR product. Always available; it releases the GIL, but its inner
+  loop is not vectorised for wide rows and it allocates a fresh output per call.
+- ``numba``: the same loop compiled by numba (an optional dependency, ``pip install numba``),
+  vectorised for the machine it runs on, writing into the caller's buffer, GIL released. It is
+  several times faster (docs/export.md, "Kernels"), at a one-time cost per process: importing
+  numba and loading the compiled kernel, which numba caches on disk after the first compile.
+
+Both sum each row's nonzeros in their stored order, starting from zero, with no fused
+multiply-add, so the two agree to the last bit where the compiler does not contract (tested;
+on any machine they agree to float32 rounding). ``auto`` takes numba when it is installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from scipy.sparse import csr_matrix
+
+from .errors import InputError
+
+KERNELS = ("auto", "numba", "scipy")
+
+_compiled: dict[str, Callable[..., Any]] = {}
+
+
+def numba_installed() -> bool:
+    """Whether numba can be imported here (without importing it)."""
+    return importlib.util.find_spec("numba") is not None
+
+
+def resolve_kernel(kernel: str) -> str:
+    """``kernel`` as the implementation it names: "auto" -> "numba" when installed, else "scipy".
+
+    A kernel that is not in KERNELS, or "numba" without numba, is a one-line InputError.
+    """
+    if kernel not in KERNELS:
+        raise InputError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    if kernel == "auto":
+        return "numba" if numba_installed() else "scipy"
+    if kernel == "numba" and not numba_installed():
+        raise InputError("kernel 'numba' needs numba, which is not installed here; "
+                         "pip install numba, or use kernel 'scipy'")
+    return kernel
+
+
+def _numba_kernels() -> dict[str, Callable[..., Any]]:
+    """The compiled kernels, built (or loaded from numba's disk cache) on first use."""
+    if not _compiled:
+        import numba
+
+        @numba.njit(nogil=True, cache=True)
+        def csr_rows_times_dense(data: Any, indices: Any, indptr: Any, lo: int, hi: int,
+                                 h: Any, out: Any) -> None:
+            for i in range(lo, hi):
+                row = out[i - lo]
+                row[:] = 0
+                for jj in range(indptr[i], indptr[i + 1]):
+                    a = data[jj]
+                    src = h[indices[jj]]
+                    for k in range(src.shape[0]):
+                        row[k] += a * src[k]
+
+        @numba.njit(nogil=True, cache=True)
+        def normalised_adjacency(src: Any, dst: Any, dinv: Any, indptr: Any, indices: Any,
+                                 data: Any) -> None:
+            n = indptr.shape[0] - 1
+            cursor = indptr[:-1] + 1
+            for i in range(n):  # each row starts with its self-loop
+                indices[indptr[i]] = i
+            for e in range(src.shape[0]):  # a counting sort by target, in edge order
+                s, d = src[e], dst[e]
+                if s != d:
+                    indices[cursor[d]] = s
+                    cursor[d] += 1
+            for i in range(n):
+                for p in range(indptr[i], indptr[i + 1]):
+                    data[p] = dinv[i] * dinv[indices[p]]
+
+        _compiled.update(product=csr_rows_times_dense, adjacency=normalised_adjacency)
+    return _compiled
+
+
+def fill_adjacency(src: np.ndarray, dst: np.ndarray, dinv: np.ndarray, indptr: np.ndarray,
+                   indices: np.ndarray, data: np.ndarray) -> None:
+    """numba's A_hat rows (Eq. of ``export.adjacency``): given indptr (one self-loop per row
+    plus its in-edges that are not loops), write each row's loop, then its sources in edge
+    order, and the values dinv[target] * dinv[source]; one pass over the edges, no sort."""
+    _numba_kernels()["adjacency"](src, dst, dinv, indptr, indices, data)
+
+
+def csr_block(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, lo: int, hi: int,
+              num_cols: int) -> csr_matrix:
+    """Rows lo..hi-1 of the CSR matrix (data, indices, indptr), sharing its data and indices:
+    a block costs O(hi - lo), where scipy's own row slicing copies the block's nonzeros."""
+    start, stop = int(indptr[lo]), int(indptr[hi])
+    return csr_matrix((data[start:stop], indices[start:stop], indptr[lo:hi + 1] - indptr[lo]),
+                      shape=(hi - lo, num_cols), copy=False)
+
+
+def csr_rows_product(kernel: str, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
+                     lo: int, hi: int, h: np.ndarray,
+                     out: np.ndarray | None = None) -> np.ndarray:
+    """(M h)[lo:hi] for the CSR matrix M = (data, indices, indptr) with h.shape[0] columns.
+
+    ``kernel`` is "numba" or "scipy" (``resolve_kernel``); h is C-contiguous float32, as is
+    ``out`` ([hi - lo, h.shape[1]], written in place and returned; allocated when None).
+    """
+    if kernel == "numba":
+        if out is None:
+            out = np.empty((hi - lo, h.shape[1]), dtype=np.float32)
+        _numba_kernels()["product"](data, indices, indptr, lo, hi, h, out)
+        return out
+    product = csr_block(data, indices, indptr, lo, hi, h.shape[0]) @ h
+    if out is None:
+        return product
+    out[...] = product
+    return out
+
+
+def warm_up(kernel: str) -> None:
+    """Compile or load ``kernel``'s loops now (a no-op for scipy), for int32 and int64 indices,
+    so that the one-time cost is not charged to the first embedding."""
+    if kernel != "numba":
+        return
+    h = np.ones((1, 1), dtype=np.float32)
+    one = np.ones(1, dtype=np.float32)
+    for dtype in (np.int32, np.int64):
+        csr_rows_product(kernel, one, np.zeros(1, dtype), np.array([0, 1], dtype), 0, 1, h)
+        fill_adjacency(np.zeros(1, dtype), np.zeros(1, dtype), one, np.array([0, 1], dtype),
+                       np.empty(1, dtype), np.empty(1, np.float32))
