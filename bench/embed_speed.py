@@ -190,11 +190,13 @@ def child_cli(graph: Path, model: Path, out: Path) -> dict[str, Any]:
     start = time.perf_counter()
     code = embed_main([str(model), "--graph", str(graph), "--out", str(out), "--force"])
     return {"code": code, "wall_s": time.perf_counter() - start,
-            "peak_MiB": _status_mib("VmHWM"), "torch_imported": "torch" in sys.modules}
+            "peak_MiB": _status_mib("VmHWM"), "torch_imported": "torch" in sys.modules,
+            "kernel": "numba" if "numba" in sys.modules else "scipy"}
 
 
-def child_footprint(model: Path) -> dict[str, Any]:
-    """Peak RSS of a process that imports the runtime's libraries and opens the model."""
+def child_footprint(model: Path, kernel: str) -> dict[str, Any]:
+    """Peak RSS of a process that imports the runtime's libraries and opens the model with
+    ``kernel`` (the one the command chose: numba's adds numba and its loops)."""
     import numpy  # noqa: F401
     import onnxruntime  # noqa: F401
     import scipy.sparse  # noqa: F401
@@ -202,7 +204,7 @@ def child_footprint(model: Path) -> dict[str, Any]:
     from edgegcl_embed.embed import main  # noqa: F401
     from edgegcl_embed.runtime import EncoderSession
 
-    EncoderSession(model)
+    EncoderSession(model, kernel=kernel)
     return {"peak_MiB": _status_mib("VmHWM")}
 
 
@@ -468,18 +470,18 @@ def _cli_memory(graphs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The embed command's peak RSS on each graph, and the libraries' footprint."""
     out = []
     for g in graphs:
-        foot = _run_child(["--child-footprint", str(g["fp32"])])
         cli = _run_child(["--child-cli", str(g["npz"]), str(g["fp32"]),
                           str(WORK / f"{g['name']}.emb.npy")])
         if cli["code"] != 0:
             raise RuntimeError(f"edgegcl-embed failed on {g['name']}")
+        foot = _run_child(["--child-footprint", str(g["fp32"]), "--kernel", cli["kernel"]])
         data_mib = (g["nodes"] * g["in_dim"] * 4 + g["edges"] * 16
                     + g["nodes"] * g["out_dim"] * 4) / 2**20
         out.append({"graph": g["name"], "footprint_MiB": foot["peak_MiB"],
                     "cli_peak_MiB": cli["peak_MiB"], "cli_wall_s": cli["wall_s"],
                     "inputs_outputs_MiB": data_mib,
                     "above_footprint_MiB": cli["peak_MiB"] - foot["peak_MiB"],
-                    "torch_imported": cli["torch_imported"]})
+                    "torch_imported": cli["torch_imported"], "kernel": cli["kernel"]})
     return out
 
 
@@ -601,12 +603,14 @@ def _markdown(rows: list[dict[str, Any]], cli: list[dict[str, Any]],
                   "`edgegcl-embed MODEL --graph GRAPH.npz --out EMB.npy --force` (fp32, all "
                   "threads; the .npz holds x dense, which the runtime converts to CSR block by "
                   "block where x is mostly zeros) run in-process by a child that never imports "
-                  "torch; the footprint "
-                  "is the peak RSS of a process that imports numpy, scipy, onnxruntime and the "
-                  "runtime and opens the model.", "",
-                  "| graph | footprint MiB | command peak MiB | above footprint MiB | x + "
-                  "edge_index + embeddings MiB | wall s |", "|---|---|---|---|---|---|"]
-        lines += [f"| {c['graph']} | {c['footprint_MiB']:.0f} | {c['cli_peak_MiB']:.0f} | "
+                  "torch; kernel: the one its `--kernel auto` chose for the graph (numba's only "
+                  "where the graph repays numba's start-up); the footprint is the peak RSS of a "
+                  "process that imports numpy, scipy, onnxruntime and the runtime and opens the "
+                  "model with that kernel (numba's adds numba and its compiled loops).", "",
+                  "| graph | kernel | footprint MiB | command peak MiB | above footprint MiB | "
+                  "x + edge_index + embeddings MiB | wall s |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {c['graph']} | {c['kernel']} | {c['footprint_MiB']:.0f} | "
+                  f"{c['cli_peak_MiB']:.0f} | "
                   f"{c['above_footprint_MiB']:.0f} | {c['inputs_outputs_MiB']:.0f} | "
                   f"{c['cli_wall_s']:.2f} |" for c in cli]
         lines.append("")
@@ -671,6 +675,7 @@ def main() -> None:
                    help=argparse.SUPPRESS)
     p.add_argument("--child-cli", nargs=3, help=argparse.SUPPRESS)
     p.add_argument("--child-footprint", help=argparse.SUPPRESS)
+    p.add_argument("--kernel", default="auto", help=argparse.SUPPRESS)
     p.add_argument("--child-designs", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -680,7 +685,7 @@ def main() -> None:
     elif args.child_cli:
         result = child_cli(*map(Path, args.child_cli))
     elif args.child_footprint:
-        result = child_footprint(Path(args.child_footprint))
+        result = child_footprint(Path(args.child_footprint), args.kernel)
     elif args.child_designs:
         graph, widths = args.child_designs
         result = child_designs(Path(graph), [int(w) for w in widths.split(",")], args.threads)

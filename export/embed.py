@@ -19,7 +19,7 @@ from typing import NoReturn
 from .errors import InputError
 from .files import npy_writer
 from .graph import check_graph, load_npz
-from .kernels import KERNELS
+from .kernels import KERNELS, one_shot_kernel
 from .runtime import EncoderSession, available_cores
 
 PROG = "edgegcl-embed"
@@ -59,8 +59,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
                    help=f"worker threads (default: every core, {available_cores()} here); the "
                         "result does not depend on N")
     p.add_argument("--kernel", choices=KERNELS, default="auto",
-                   help="the CSR product: numba's compiled loop (auto, when numba is "
-                        "installed) or scipy's; the numbers agree to float32 rounding")
+                   help="the CSR product: numba's compiled loop or scipy's; auto: numba's when "
+                        "it is installed and the graph is large enough to repay its start-up "
+                        "(about 0.5 s); the numbers agree to float32 rounding")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     return p.parse_args(argv)
 
@@ -74,8 +75,11 @@ def _embed(args: argparse.Namespace) -> None:
                          "another --out")
     if args.batch_size < 0:
         raise InputError(f"--batch-size must be >= 0 (0: whole graph), got {args.batch_size}")
-    session = EncoderSession(args.model, threads=args.threads, kernel=args.kernel)
+    # one embedding per process: numba's start is paid only where the graph repays it
+    session = EncoderSession(args.model, threads=args.threads,
+                             kernel="scipy" if args.kernel == "auto" else args.kernel)
     graph = list(check_graph(*load_npz(args.graph), session.metadata.in_dim))
+    session.kernel = one_shot_kernel(args.kernel, session.sparse_work(*graph))
     shape = (graph[0].shape[0], session.metadata.out_dim)
     start = time.perf_counter()
     with npy_writer(out, shape) as emb:

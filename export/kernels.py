@@ -12,7 +12,9 @@ layer x W1. Two implementations, chosen per session (``KERNELS``):
 
 Both sum each row's nonzeros in their stored order, starting from zero, with no fused
 multiply-add, so the two agree to the last bit where the compiler does not contract (tested;
-on any machine they agree to float32 rounding). ``auto`` takes numba when it is installed.
+on any machine they agree to float32 rounding). ``auto`` takes numba when it is installed; for
+a process that embeds once (the ``edgegcl-embed`` command), ``one_shot_kernel`` takes it only
+where the graph repays numba's start-up.
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ from scipy.sparse import csr_matrix
 from .errors import InputError
 
 KERNELS = ("auto", "numba", "scipy")
+
+# For a process that embeds once (the edgegcl-embed command), numba's one-time start (importing
+# numba and loading its cached loops: 0.5-0.7 s on the 2-core Xeon) pays off only when the
+# sparse work is large: there its loops saved about 0.1 s per 4e8 multiply-adds at 2 threads
+# (docs/export.md, "Kernels"), so "auto" takes numba from this many multiply-adds on.
+ONE_SHOT_NUMBA_MIN_WORK = 2_500_000_000
 
 _compiled: dict[str, Callable[..., Any]] = {}
 
@@ -49,6 +57,15 @@ def resolve_kernel(kernel: str) -> str:
         raise InputError("kernel 'numba' needs numba, which is not installed here; "
                          "pip install numba, or use kernel 'scipy'")
     return kernel
+
+
+def one_shot_kernel(kernel: str, work: int) -> str:
+    """``resolve_kernel`` for a single embedding of ``work`` sparse multiply-adds
+    (``EncoderSession.sparse_work``): "auto" takes numba only from ONE_SHOT_NUMBA_MIN_WORK on."""
+    resolved = resolve_kernel(kernel)
+    if kernel == "auto" and work < ONE_SHOT_NUMBA_MIN_WORK:
+        return "scipy"
+    return resolved
 
 
 def _numba_kernels() -> dict[str, Callable[..., Any]]:

@@ -17,7 +17,7 @@ from .adjacency import NormalisedAdjacency
 from .contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, STAGE0_WEIGHT,
                        STAGE0_WEIGHT_INT8, ModelMetadata, aggregate_input, stage_output)
 from .errors import InputError
-from .features import dense_rows, sparse_product, use_sparse_product
+from .features import dense_rows, density, sparse_product, use_sparse_product
 from .graph import Features, InNeighbourhoods, check_graph, gcn_degree
 from .kernels import resolve_kernel, warm_up
 
@@ -69,8 +69,9 @@ class EncoderSession:
     MatMul; ``stage0_weight`` is that W1, None for models without it (interface 1 and 2 files,
     models whose first layer aggregates first), which always densify a sparse x. ``kernel``
     (export.kernels.KERNELS): the CSR product for the aggregation and the sparse first layer,
-    numba's when installed ("auto"); ``self.kernel`` is the one chosen. Results do not depend
-    on ``threads``; they agree across kernels to float32 rounding.
+    numba's when installed ("auto"); ``self.kernel`` is the one chosen, and assigning it
+    switches (``sparse_work`` and ``kernels.one_shot_kernel`` choose for a single embedding).
+    Results do not depend on ``threads``; they agree across kernels to float32 rounding.
 
     Example:
         >>> session = EncoderSession("model.onnx", threads=4)  # doctest: +SKIP
@@ -92,7 +93,7 @@ class EncoderSession:
         if first_layer not in FIRST_LAYER_MODES:
             raise InputError(f"first_layer must be one of {', '.join(FIRST_LAYER_MODES)}, got "
                              f"{first_layer!r}")
-        self.kernel = resolve_kernel(kernel)
+        self._kernel = resolve_kernel(kernel)
         self._pool: ThreadPoolExecutor | None = None
         providers = ["CPUExecutionProvider"]
         if device == "cuda":
@@ -145,7 +146,32 @@ class EncoderSession:
                              f"{self.metadata.interface}, or layer 1 aggregates first), so its "
                              "first layer cannot run sparse; re-export it with edgegcl export")
         if self.metadata.interface != 1:
-            warm_up(self.kernel)  # numba's one-time load, charged to opening, not to embed
+            warm_up(self._kernel)  # numba's one-time load, charged to opening, not to embed
+
+    @property
+    def kernel(self) -> str:
+        """The CSR kernel in use, "numba" or "scipy" (export.kernels)."""
+        return self._kernel
+
+    @kernel.setter
+    def kernel(self, kernel: str) -> None:
+        self._kernel = resolve_kernel(kernel)
+        if self.metadata.interface != 1:
+            warm_up(self._kernel)
+
+    def sparse_work(self, x: Features, edge_index: np.ndarray) -> int:
+        """Multiply-adds of the CSR products of one whole-graph embedding of (x, edge_index):
+        A_hat (at most E + N nonzeros) times each aggregated width, and x's nonzeros times W1's
+        width when the first layer runs sparse. Dense stages are not counted."""
+        if self.metadata.interface == 1:
+            return 0
+        widths = sum(self._idle[aggregate_input(j)].shape[1]
+                     for j in range(1, self.metadata.num_layers + 1))
+        work = (edge_index.shape[1] + x.shape[0]) * widths
+        if self._sparse_first_layer(x):
+            nonzeros = x.nnz if issparse(x) else density(x) * x.size
+            work += int(nonzeros) * self.stage0_weight.shape[1]
+        return int(work)
 
     def _fetch_stage0_weight(self, path: Path) -> np.ndarray | None:
         """W1 from the model's outputs (interface 3): ``w1``, or an INT8 file's int8 weight

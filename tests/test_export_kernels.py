@@ -19,7 +19,8 @@ from edgegcl_embed import kernels
 from edgegcl_embed.adjacency import NormalisedAdjacency
 from edgegcl_embed.embed import main as embed_main
 from edgegcl_embed.errors import InputError
-from edgegcl_embed.kernels import csr_rows_product, resolve_kernel
+from edgegcl_embed.kernels import (ONE_SHOT_NUMBA_MIN_WORK, csr_rows_product, one_shot_kernel,
+                                   resolve_kernel)
 from edgegcl_embed.runtime import EncoderSession
 
 needs_numba = pytest.mark.skipif(not kernels.numba_installed(), reason="numba is not installed")
@@ -67,13 +68,21 @@ def test_numba_adjacency_matches_numpy(given_degrees: bool) -> None:
     assert (b.indices[b.indptr[:-1]] == np.arange(n)).all()  # each row starts with its loop
 
 
-@needs_numba
-def test_session_kernels_agree_with_torch_and_across_threads(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def encoder_and_path(tmp_path_factory: pytest.TempPathFactory) -> tuple[GCNEncoder, Path]:
+    """12 features -> 32 -> 8: layer 1 aggregates x (width 12), layer 2 x W2 (width 8)."""
     torch.manual_seed(0)
     cfg = TrainConfig(hidden_dim=32, out_dim=8, features=12)
     encoder = GCNEncoder(12, cfg.model_config()).eval()
-    path = tmp_path / "model.onnx"
+    path = tmp_path_factory.mktemp("kernels") / "model.onnx"
     export_encoder(Checkpoint(encoder, cfg, 12, 0, 0), path)
+    return encoder, path
+
+
+@needs_numba
+def test_session_kernels_agree_with_torch_and_across_threads(
+        encoder_and_path: tuple[GCNEncoder, Path]) -> None:
+    encoder, path = encoder_and_path
     n, edge_index = 3000, _edges(3000, 24000, seed=4)
     x = np.random.default_rng(4).standard_normal((n, 12)).astype(np.float32)
     with torch.no_grad():
@@ -89,6 +98,27 @@ def test_session_kernels_agree_with_torch_and_across_threads(tmp_path: Path) -> 
     # fixed blocks, each row summed in a fixed order: identical across thread counts
     np.testing.assert_array_equal(results["numba", 1], results["numba", 3])
     np.testing.assert_array_equal(results["scipy", 1], results["scipy", 3])
+
+
+def test_sparse_work_and_the_one_shot_choice(encoder_and_path: tuple[GCNEncoder, Path],
+                                             tmp_path: Path) -> None:
+    _, path = encoder_and_path
+    n, edge_index = 300, _edges(300, 2000, seed=5)
+    x = np.zeros((n, 12), dtype=np.float32)
+    session = EncoderSession(path, kernel="scipy")
+    assert session.sparse_work(x, edge_index) == (2000 + n) * (12 + 8)
+    assert one_shot_kernel("auto", ONE_SHOT_NUMBA_MIN_WORK - 1) == "scipy"
+    assert one_shot_kernel("scipy", 10 * ONE_SHOT_NUMBA_MIN_WORK) == "scipy"
+    assert one_shot_kernel("auto", ONE_SHOT_NUMBA_MIN_WORK) == resolve_kernel("auto")
+    # the command embeds once: on a small graph auto keeps scipy's kernel, numba installed or not
+    graph = tmp_path / "g.npz"
+    np.savez(graph, x=x, edge_index=edge_index)
+    code, _, err = capture(embed_main, [str(path), "--graph", str(graph), "--out",
+                                        str(tmp_path / "emb.npy")])
+    assert code == 0 and "scipy kernel" in err, err
+    with pytest.raises(InputError, match="kernel must be one of"):
+        session.kernel = "fast"
+    assert session.kernel == "scipy"
 
 
 def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
