@@ -5,8 +5,8 @@ multiply-adds on them; a CSR product costs one row of W1 per nonzero instead. A 
 exposes W1 (interface 3, ``export.contract``) lets the runtime take that product with its CSR
 kernel (``export.kernels``), block by block on its worker threads like the other stages: x
 handed over as a scipy sparse matrix is used as it is, and a dense x that is mostly zeros is
-converted one block at a time inside the workers; which way is cheaper depends on x's density and the model's precision
-(``use_sparse_product``). The blocks are the runtime's, so the result does not depend on the
+converted one block at a time inside the workers; which way is cheaper depends on x's density
+and the model's precision (``use_sparse_product``). The blocks are the runtime's, so the result does not depend on the
 thread count; each row is summed in its stored column order.
 """
 
