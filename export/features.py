@@ -6,8 +6,8 @@ exposes W1 (interface 3, ``export.contract``) lets the runtime take that product
 kernel (``export.kernels``), block by block on its worker threads like the other stages: x
 handed over as a scipy sparse matrix is used as it is, and a dense x that is mostly zeros is
 converted one block at a time inside the workers; which way is cheaper depends on x's density
-and the model's precision (``use_sparse_product``). The blocks are the runtime's, so the result does not depend on the
-thread count; each row is summed in its stored column order.
+and the model's precision (``use_sparse_product``). The blocks are the runtime's, so the
+result does not depend on the thread count; each row is summed in its stored column order.
 """
 
 from __future__ import annotations
