@@ -263,10 +263,10 @@ def child_designs(graph: Path, widths: list[int], threads: int) -> dict[str, Any
     import onnxruntime as ort
 
     from edgegcl_embed.adjacency import NormalisedAdjacency
-    from edgegcl_embed.kernels import numba_installed, resolve_kernel, warm_up
+    from edgegcl_embed.kernels import numba_problem, resolve_kernel, warm_up
     from edgegcl_embed.runtime import block_bounds, default_block_rows
 
-    kernels = ["scipy", *(["numba"] if numba_installed() else [])]
+    kernels = ["scipy", *(["numba"] if numba_problem() is None else [])]
     with np.load(graph) as g:
         edge_index, n = g["edge_index"], g["x"].shape[0]
     build_s = {}

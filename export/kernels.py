@@ -1,14 +1,15 @@
-"""The runtime's one sparse kernel: rows lo..hi-1 of a CSR matrix times a dense matrix.
+"""The runtime's compiled loops: rows lo..hi-1 of a CSR matrix times a dense matrix, and A_hat.
 
-It serves both sparse products of the encoder, the aggregation A_hat Z and the sparse first
-layer x W1. Two implementations, chosen per session (``KERNELS``):
+The product serves both sparse products of the encoder, the aggregation A_hat Z and the sparse
+first layer x W1. Two implementations, chosen per session (``KERNELS``):
 
 - ``scipy``: scipy's compiled CSR product. Always available; it releases the GIL, but its inner
   loop is not vectorised for wide rows and it allocates a fresh output per call.
-- ``numba``: the same loop compiled by numba (an optional dependency, ``pip install numba``),
-  vectorised for the machine it runs on, writing into the caller's buffer, GIL released. It is
+- ``numba``: the same loop compiled by numba (a dependency of edgegcl; optional for the
+  export/ folder copied alone, which then uses scipy's), vectorised for the machine it runs
+  on, writing into the caller's buffer, GIL released, and a one-pass build of A_hat. It is
   several times faster (docs/export.md, "Kernels"), at a one-time cost per process: importing
-  numba and loading the compiled kernel, which numba caches on disk after the first compile.
+  numba and loading the compiled loops, which numba caches on disk after the first compile.
 
 Both sum each row's nonzeros in their stored order, starting from zero, with no fused
 multiply-add, so the two agree to the last bit where the compiler does not contract (tested;
@@ -19,6 +20,7 @@ where the graph repays numba's start-up.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 from collections.abc import Callable
 from typing import Any
@@ -37,35 +39,55 @@ KERNELS = ("auto", "numba", "scipy")
 ONE_SHOT_NUMBA_MIN_WORK = 2_500_000_000
 
 _compiled: dict[str, Callable[..., Any]] = {}
+_numba_problem: list[str | None] = []  # the answer of numba_problem, once known
 
 
-def numba_installed() -> bool:
-    """Whether numba can be imported here (without importing it)."""
-    return importlib.util.find_spec("numba") is not None
+def numba_problem() -> str | None:
+    """Why numba's loops cannot run here, or None when they can. Imports numba (once): an
+    installed numba can still fail to import, for instance against a newer numpy."""
+    if not _numba_problem:
+        problem = None
+        if importlib.util.find_spec("numba") is None:
+            problem = "numba is not installed here"
+        else:
+            try:
+                importlib.import_module("numba")
+            except Exception as exc:  # numba raises ImportError, or others from llvmlite
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                problem = f"numba does not import here ({first[:160]})"
+        _numba_problem.append(problem)
+    return _numba_problem[0]
+
+
+def _check_name(kernel: str) -> None:
+    if kernel not in KERNELS:
+        raise InputError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
 
 
 def resolve_kernel(kernel: str) -> str:
-    """``kernel`` as the implementation it names: "auto" -> "numba" when installed, else "scipy".
-
-    A kernel that is not in KERNELS, or "numba" without numba, is a one-line InputError.
-    """
-    if kernel not in KERNELS:
-        raise InputError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
+    """``kernel`` as the implementation it names: "auto" -> "numba" where numba's loops can
+    run, else "scipy". A kernel not in KERNELS, or "numba" where it cannot run, is a one-line
+    InputError."""
+    _check_name(kernel)
+    if kernel == "scipy":
+        return kernel
+    problem = numba_problem()
     if kernel == "auto":
-        return "numba" if numba_installed() else "scipy"
-    if kernel == "numba" and not numba_installed():
-        raise InputError("kernel 'numba' needs numba, which is not installed here; "
-                         "pip install numba, or use kernel 'scipy'")
+        return "scipy" if problem else "numba"
+    if problem:
+        raise InputError(f"kernel 'numba' cannot run: {problem}; pip install numba (a version "
+                         "that supports this numpy), or use kernel 'scipy'")
     return kernel
 
 
 def one_shot_kernel(kernel: str, work: int) -> str:
     """``resolve_kernel`` for a single embedding of ``work`` sparse multiply-adds
-    (``EncoderSession.sparse_work``): "auto" takes numba only from ONE_SHOT_NUMBA_MIN_WORK on."""
-    resolved = resolve_kernel(kernel)
+    (``EncoderSession.sparse_work``): "auto" takes numba only from ONE_SHOT_NUMBA_MIN_WORK on,
+    and below it never imports numba."""
+    _check_name(kernel)
     if kernel == "auto" and work < ONE_SHOT_NUMBA_MIN_WORK:
         return "scipy"
-    return resolved
+    return resolve_kernel(kernel)
 
 
 def _numba_kernels() -> dict[str, Callable[..., Any]]:

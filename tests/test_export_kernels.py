@@ -23,7 +23,8 @@ from edgegcl_embed.kernels import (ONE_SHOT_NUMBA_MIN_WORK, csr_rows_product, on
                                    resolve_kernel)
 from edgegcl_embed.runtime import EncoderSession
 
-needs_numba = pytest.mark.skipif(not kernels.numba_installed(), reason="numba is not installed")
+needs_numba = pytest.mark.skipif(kernels.numba_problem() is not None,
+                                 reason=str(kernels.numba_problem()))
 
 
 def _edges(n: int, e: int, seed: int) -> np.ndarray:
@@ -125,16 +126,18 @@ def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(InputError, match="kernel must be one of auto, numba, scipy"):
         resolve_kernel("fast")
     assert resolve_kernel("scipy") == "scipy"
-    assert resolve_kernel("auto") == ("numba" if kernels.numba_installed() else "scipy")
-    monkeypatch.setattr(kernels, "numba_installed", lambda: False)
-    assert resolve_kernel("auto") == "scipy"
-    with pytest.raises(InputError, match="needs numba, which is not installed here"):
-        resolve_kernel("numba")
+    assert resolve_kernel("auto") == ("scipy" if kernels.numba_problem() else "numba")
+    for problem in ("numba is not installed here", "numba does not import here (Numba needs "
+                                                   "NumPy 2.3 or less)"):
+        monkeypatch.setattr(kernels, "numba_problem", lambda problem=problem: problem)
+        assert resolve_kernel("auto") == "scipy"
+        with pytest.raises(InputError, match=r"kernel 'numba' cannot run: numba (is not|does)"):
+            resolve_kernel("numba")
 
 
 def test_cli_kernel_without_numba_is_one_line(monkeypatch: pytest.MonkeyPatch,
                                               tmp_path: Path) -> None:
-    monkeypatch.setattr(kernels, "numba_installed", lambda: False)
+    monkeypatch.setattr(kernels, "numba_problem", lambda: "numba is not installed here")
     model = tmp_path / "model.onnx"
     model.write_bytes(b"")  # never opened: the kernel is checked first
     out = tmp_path / "emb.npy"
