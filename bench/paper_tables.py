@@ -26,11 +26,7 @@ import argparse
 import json
 import os
 import statistics
-import sys
-import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -117,50 +113,23 @@ def paper_figure(dataset: str, cell: str, preset_theta: float, preset_ratios: st
 def one_run(root: str, dataset: str, cell: str, seed: int, threads: int,
             epochs: int | None, device: str = "cpu") -> dict[str, Any]:
     """One seed of one cell, in a worker process: the record the JSON keeps."""
-    import torch
+    from bench.sweep import train_record
+    from edgegcl.config import build, load_toml
 
-    from edgegcl.evaluation.authors import authors_figure
-    from edgegcl.config import build, format_ratios, load_toml
-    from edgegcl.data import load_graph
-    from edgegcl.memory import reuse_freed_memory
-    from edgegcl.training.run import train_seed
-
-    torch.set_num_threads(threads)
-    reuse_freed_memory()
-    flags: dict[str, Any] = {"root": root, **cell_overrides(dataset, cell)}
+    flags: dict[str, Any] = dict(cell_overrides(dataset, cell))
     if epochs is not None:
         flags["epochs"] = epochs
-    cfg = build(load_toml(f"paper-{dataset}"), flags)
-    data = load_graph(dataset, root)
-    t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        r = train_seed(data, cfg, seed, torch.device(device), Path(tmp),
-                       f"{dataset} {cell} {seed}")
-    wall = time.perf_counter() - t0
-    assert r.selection is not None and r.authors
-    a_epoch, a = authors_figure(r.authors)
-    used = sum(r.final_eta[c] * cfg.ratio_map()[c] for c in r.final_eta) * \
-        (1.0 if cfg.scheduler == "none" else cfg.theta_max)
-    return {
-        "dataset": dataset, "cell": cell, "seed": seed, "epochs": cfg.epochs,
-        "theta_max": cfg.theta_max, "ratios": format_ratios(cfg.ratios), "scheduler": cfg.scheduler,
-        "honest_test_micro_f1": r.selection.scores.test_micro,
-        "honest_val_micro_f1": r.selection.scores.val_micro,
-        "honest_epoch": r.selection.epoch,
-        "authors_test_micro_f1": a.test_micro, "authors_epoch": a_epoch,
-        "authors_mean_over_checkpoints": statistics.fmean(s.test_micro for _, s in r.authors),
-        "epoch_s_mean": statistics.fmean(r.epoch_times),
-        "final_eta": r.final_eta, "final_used_fraction": used,
-        "saturated_at_epoch": r.saturated_at, "wall_s": wall, "threads": threads,
-        "device": device,
-    }
+    rec = train_record(root, dataset, f"paper-{dataset}", flags, seed, threads, device)
+    cfg = build(load_toml(f"paper-{dataset}"), {**flags, "root": root})
+    used = sum(rec["final_eta"][c] * cfg.ratio_map()[c] for c in rec["final_eta"]) * \
+        (1.0 if cfg.scheduler == "none" else (cfg.theta_max or 1.0))
+    return {**rec, "cell": cell, "final_used_fraction": used}
 
 
 def _ms(runs: list[dict], key: str) -> str:
-    if not runs:
-        return "—"
-    values = [r[key] for r in runs]
-    return f"{statistics.fmean(values):.2f} ± {statistics.pstdev(values):.2f}"
+    from bench.sweep import mean_std
+
+    return mean_std([r[key] for r in runs])
 
 
 def _epoch_ms(runs: list[dict]) -> str:
@@ -301,7 +270,7 @@ def main() -> None:
                    help="run nothing: rewrite NAME.md / NAME.png from NAME.json")
     args = p.parse_args()
 
-    from bench.machine import describe
+    from bench.sweep import invocation, run_tasks
     from edgegcl.training.state import write_atomic
 
     datasets = args.datasets.split(",")
@@ -334,18 +303,14 @@ def main() -> None:
                            for r in records)
                 if not done and not args.report_only and (ds, canon, seed) not in tasks:
                     tasks.append((ds, canon, seed))
-    threads = max(1, (os.cpu_count() or 1) // args.jobs)
-    header = {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "machine": describe().replace(f"({__import__('torch').get_num_threads()} threads)",
-                                            f"({threads} threads per run)"),
-              "jobs": args.jobs, "runs": len(tasks), "wall_min": 0.0,
-              "command": "python -m bench.paper_tables " + " ".join(
-                  a if not a.startswith("/") else "ROOT" for a in sys.argv[1:])}
+    header = invocation("paper_tables", len(tasks), args.jobs)
     if tasks:
         invocations.append(header)
     start = time.perf_counter()
 
-    def save() -> None:
+    def save(rec: dict | None = None) -> None:
+        if rec is not None:
+            records.append(rec)
         header["wall_min"] = (time.perf_counter() - start) / 60
         write_atomic(out_json, json.dumps({"invocations": invocations, "runs": records},
                                           indent=1) + "\n")
@@ -353,24 +318,9 @@ def main() -> None:
                      report(records, invocations, args.name, all_datasets, all_cells, wanted))
         plot(records, all_datasets, HERE / "results" / f"{args.name}.png")
 
-    print(f"paper_tables: {len(tasks)} runs to do, {args.jobs} at a time", flush=True)
-    done_walls: list[float] = []
-    with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(one_run, args.root, ds, cell, seed, threads, args.epochs,
-                               args.device):
-                   (ds, cell, seed) for ds, cell, seed in tasks}
-        for i, fut in enumerate(as_completed(futures), start=1):
-            rec = fut.result()
-            records.append(rec)
-            done_walls.append(rec["wall_s"])
-            save()
-            left = len(tasks) - i
-            eta_min = statistics.fmean(done_walls) * left / args.jobs / 60
-            print(f"paper_tables: {i}/{len(tasks)} {rec['dataset']} {rec['cell']} seed "
-                  f"{rec['seed']}: honest {rec['honest_test_micro_f1']:.2f}, authors "
-                  f"{rec['authors_test_micro_f1']:.2f}, {rec['wall_s'] / 60:.1f} min; "
-                  f"elapsed {(time.perf_counter() - start) / 60:.1f} min, ETA "
-                  f"{eta_min:.0f} min", flush=True)
+    run_tasks(tasks, lambda task, threads: (one_run, (args.root, *task, threads, args.epochs,
+                                                      args.device)),
+              args.jobs, save, "paper_tables")
     save()
 
 

@@ -22,7 +22,8 @@ from typing import Any
 
 from edgegcl.errors import UsageError, first_line
 from edgegcl.nn.model import ACTIVATIONS, ModelConfig
-from edgegcl.contrast.negatives import CANDIDATES, HARD_PICKS, SAMPLE_MIN, STRATIFY
+from edgegcl.contrast.hans import CATEGORY_LOSSES, GATES
+from edgegcl.contrast.negatives import CANDIDATES, PICKS, SAMPLE_MIN, STRATIFY
 from edgegcl.contrast.pairs import LOGITS
 from edgegcl.data.sampling import SAMPLERS
 from edgegcl.data.synthetic import SyntheticSpec
@@ -37,8 +38,16 @@ _SYNTHETIC = SyntheticSpec()
 MODES = ("auto", "full", "minibatch")
 PROTOCOLS = ("honest", "both")
 """``protocol``: the honest evaluation alone, or with the authors' (edgegcl.evaluation.authors)."""
-SCHEDULERS = ("hans", "none")
-"""``scheduler``: HANS, or none (every candidate a negative from epoch 1: GRACE's contrast)."""
+SCHEDULERS = ("hans", "random", "none")
+"""``scheduler``: HANS; random (as many negatives as HANS's schedule with every gate open,
+drawn uniformly from all candidates: the random-subset baseline); or none (every candidate a
+negative from epoch 1: GRACE's contrast)."""
+PACES = ("deadline", "fixed")
+"""``pace``: b and c_cat rescaled so that theta_max is in use by ``reach`` x the epochs, or
+used as given (the paper's fixed pace; edgegcl.contrast.hans)."""
+STRATIFY_CHOICES = ("auto", *STRATIFY)
+"""``stratify``: ``auto`` is exact with ``pick = hardest`` (the top of a ranking needs every
+candidate) and sampled with ``pick = random``."""
 DEVICES = ("auto", "cpu", "cuda")
 NEGATIVES = ("local", "global")
 """``negatives`` under torchrun: each rank's own batch, or the world's (all-gathered)."""
@@ -118,20 +127,37 @@ class TrainConfig:
                               "the unfixed half of the columns (Eq. 3)")
     fixed_half: str = _opt("augment", "step", "view 2's kept half of the columns (Eq. 3): "
                            "step (redrawn at every step) or run (drawn once per run and seed)")
-    scheduler: str = _opt("hans", "hans", "hans, or none: the all-negatives baseline (every "
-                          "candidate, 2B - 2 or B - 1 by --candidates, from epoch 1; the HANS "
-                          "settings are ignored)")
+    scheduler: str = _opt("hans", "hans", "hans; random: the random-subset baseline (as many "
+                          "negatives as HANS's pace with every gate open, a uniform random "
+                          "subset of all candidates); or none: the all-negatives baseline "
+                          "(every candidate, 2B - 2 or B - 1 by --candidates, from epoch 1; "
+                          "the HANS settings are ignored)")
     theta_max: float = _opt("hans", 1.0, "global negative budget theta_max: the largest "
                             "fraction of each anchor's candidates used (of 2B - 2, or B - 1 "
-                            "with --candidates inter), in (0, 1]")
+                            "with --candidates inter), in [0, 1]; 0: the bootstrap share "
+                            "eta_0 only, never grown")
     ratios: dict[str, float] = _opt("hans", {"easy": 20.0, "hard": 30.0, "inter": 50.0},
                                     "category shares in percent, summing to 100 (flag: "
                                     "EASY,HARD,INTER); theta_cat = share x theta_max")
-    T_init: int = _opt("hans", 60, "bootstrap epochs at eta_0 before the first decision")
-    T_int: int = _opt("hans", 20, "epochs between HANS decisions")
-    e: int = _opt("hans", 10, "loss-gate window: the last e epochs against the e before (Eq. 7)")
-    gamma: float = _opt("hans", 0.99, "loss-gate factor: grow when a category's loss fell by "
-                        "less than 1 - gamma (Eq. 7)")
+    pace: str = _opt("hans", "deadline", "how fast eta grows: deadline (b and c_cat rescaled "
+                     "at every decision so that theta_max is in use by --reach x --epochs; the "
+                     "last decision before then fills every category) or fixed (b and c_cat as "
+                     "given, the paper's: a short run may never reach theta_max)")
+    reach: float = _opt("hans", 0.4, "deadline pace: the fraction of --epochs by which "
+                        "theta_max is in use, in (0, 1]")
+    T_init: int = _opt("hans", 20, "bootstrap epochs at eta_0 before the first decision")
+    T_int: int = _opt("hans", 10, "epochs between HANS decisions")
+    e: int = _opt("hans", 5, "loss-gate window: the last e epochs against the e before (Eq. 7)")
+    gamma: float = _opt("hans", 0.99, "loss-gate factor: grow when the loss fell by less "
+                        "than 1 - gamma (Eq. 7)")
+    gate: str = _opt("hans", "total", "what the loss gate (Eq. 7) reads: total (the sum of "
+                     "the category losses, one signal) or any (opens when any category "
+                     "stalled, Algorithm 1 as printed)")
+    category_loss: str = _opt("hans", "mean", "the per-category losses the gate and the step "
+                              "sizes read: mean (InfoNCE against the category's mean "
+                              "exp-similarity: more negatives of the same hardness leave it "
+                              "unchanged) or sum (InfoNCE over its active negatives, the "
+                              "paper's: it grows as negatives are added)")
     b: float = _opt("hans", 0.05, "base step size of eta (Eq. 9)")
     c_cat: dict[str, float] = _opt("hans", {"hard": 0.05, "inter": 0.05, "easy": 0.025},
                                    "per-step caps c_cat on eta's growth (flag: HARD,INTER,EASY)")
@@ -144,11 +170,14 @@ class TrainConfig:
                            "other anchors of both views, 2B - 2, as GRACE) or inter (the other "
                            "view's only, B - 1, as Eq. 6 prints); the loss is symmetric either "
                            "way")
-    hard_pick: str = _opt("contrast", "random", "active hard negatives: random (a uniform "
-                          "subset of the hard pool, kept between refreshes) or top (the most "
-                          "similar, refreshed every step)")
-    stratify: str = _opt("contrast", "sampled", "sampled (each anchor ranks a random sample of "
-                         "its candidates, about as many as it uses) or exact (ranks them all)")
+    pick: str = _opt("contrast", "hardest", "which candidates each category's count takes: "
+                     "hardest (hard the most similar, inter the next, easy the least similar, "
+                     "among every candidate) or random (a uniform subset of a pool cut by "
+                     "--ratios, Algorithm 1's RandomSample)")
+    stratify: str = _opt("contrast", "auto", "how the ranking is found: exact (every "
+                         "candidate), sampled (each anchor ranks a random sample of its "
+                         "candidates, about as many as it uses; --pick random only), or auto "
+                         "(exact with --pick hardest, sampled with --pick random)")
     stratify_sample: int = _opt("contrast", SAMPLE_MIN, "sampled strata: least number of "
                                 "candidates each anchor ranks")
     logits: str = _opt("contrast", "auto", "auto (the cheaper of the two for HANS's current "
@@ -314,19 +343,48 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     for key, value in raw.items():
         if key in SECTIONS and isinstance(value, dict):
             for name, v in value.items():
-                home = FIELDS[name].metadata["section"] if name in FIELDS else None
+                home = FIELDS[name].metadata["section"] if name in FIELDS else \
+                    LEGACY_FIELDS.get(name)
                 if home != key:
                     raise UsageError(f"config file {p}: [{key}] has no key {name!r}"
                                      + (f"; it belongs in [{home}]" if home else
                                         f"; its keys are {', '.join(_section_fields(key))}"))
                 values[name] = v
-        elif key in FIELDS:
+        elif key in FIELDS or key in LEGACY_FIELDS:
             values[key] = value
         else:
             raise UsageError(f"config file {p} has unknown key {key!r}; the tables are "
                              f"{', '.join('[' + s + ']' for s in SECTIONS)}, their keys the "
                              "flag names with underscores (e.g. theta_max in [hans])")
-    return {k: coerce(k, v) for k, v in values.items()}
+    return {k: coerce(k, v) for k, v in _legacy(values).items()}
+
+
+LEGACY_FIELDS = {"hard_pick": "contrast"}
+"""Keys of older files that load into newer fields (``_legacy``), by the table they were in."""
+LEGACY_PICK = {"random": "random", "top": "hardest"}
+"""A file's ``hard_pick`` (before ``pick``) as a ``pick``: its top-k hard members become the
+hardest counts of every category."""
+
+
+def _legacy(values: dict[str, Any]) -> dict[str, Any]:
+    """A file written before ``pick`` (it names ``hard_pick``, as every config.toml of that
+    version does) keeps that version's behaviour where it names nothing newer: the pick it
+    named, the fixed pace and the paper's per-category losses, so a run directory of that
+    version resumes as it started."""
+    if "hard_pick" not in values:
+        return values
+    old = dict(values)
+    pick = old.pop("hard_pick")
+    if pick not in LEGACY_PICK:
+        raise UsageError(f"config field 'hard_pick' must be one of {', '.join(LEGACY_PICK)}, "
+                         f"got {pick!r}; newer files use pick = hardest | random")
+    old.setdefault("pick", LEGACY_PICK[pick])
+    if old["pick"] == "hardest" and old.get("stratify", "sampled") == "sampled":
+        old["stratify"] = "exact"  # the top of a sample is no longer offered
+    old.setdefault("pace", "fixed")
+    old.setdefault("category_loss", "sum")
+    old.setdefault("gate", "any")
+    return old
 
 
 def tuned_defaults(dataset: str) -> tuple[Path | None, dict[str, Any]]:
@@ -380,8 +438,13 @@ def validate(cfg: TrainConfig) -> None:
          f"--protocol must be one of {', '.join(PROTOCOLS)}, got {cfg.protocol!r}")
     need(cfg.scheduler in SCHEDULERS,
          f"--scheduler must be one of {', '.join(SCHEDULERS)}, got {cfg.scheduler!r}")
-    need(cfg.hard_pick in HARD_PICKS,
-         f"--hard-pick must be one of {', '.join(HARD_PICKS)}, got {cfg.hard_pick!r}")
+    need(cfg.pick in PICKS, f"--pick must be one of {', '.join(PICKS)}, got {cfg.pick!r}")
+    need(cfg.pace in PACES, f"--pace must be one of {', '.join(PACES)}, got {cfg.pace!r}")
+    need(0.0 < cfg.reach <= 1.0, f"--reach must be a fraction of the epochs in (0, 1], got "
+                                 f"{cfg.reach}")
+    need(cfg.gate in GATES, f"--gate must be one of {', '.join(GATES)}, got {cfg.gate!r}")
+    need(cfg.category_loss in CATEGORY_LOSSES, f"--category-loss must be one of "
+         f"{', '.join(CATEGORY_LOSSES)}, got {cfg.category_loss!r}")
     need(cfg.candidates in CANDIDATES,
          f"--candidates must be one of {', '.join(CANDIDATES)}, got {cfg.candidates!r}")
     need(cfg.fixed_half in FIXED_HALF,
@@ -392,8 +455,12 @@ def validate(cfg: TrainConfig) -> None:
          f"--dist-backend must be one of {', '.join(BACKENDS)}, got {cfg.dist_backend!r}")
     need(cfg.dist_timeout > 0, f"--dist-timeout must be > 0 seconds, got {cfg.dist_timeout}")
     need(cfg.logits in LOGITS, f"--logits must be one of {', '.join(LOGITS)}, got {cfg.logits!r}")
-    need(cfg.stratify in STRATIFY,
-         f"--stratify must be one of {', '.join(STRATIFY)}, got {cfg.stratify!r}")
+    need(cfg.stratify in STRATIFY_CHOICES,
+         f"--stratify must be one of {', '.join(STRATIFY_CHOICES)}, got {cfg.stratify!r}")
+    need(not (cfg.pick == "hardest" and cfg.stratify == "sampled" and cfg.scheduler == "hans"),
+         "--pick hardest needs every candidate ranked (the top of a sample is not the top of "
+         "the ranking: docs/hans.md, 'Hard means hardest'); use --stratify exact (or auto), "
+         "or --pick random with sampled strata")
     need(cfg.stratify_sample >= 16,
          f"--stratify-sample must be at least 16 candidates, got {cfg.stratify_sample}")
     need(cfg.activation in ACTIVATIONS,
@@ -405,7 +472,7 @@ def validate(cfg: TrainConfig) -> None:
     need(cfg.T_init >= 0 and cfg.swap_every >= 0, "T_init and swap_every must be >= 0")
     need(cfg.checkpoint_every >= 0,
          f"--checkpoint-every must be >= 0 (0: every probe), got {cfg.checkpoint_every}")
-    need(0.0 < cfg.theta_max <= 1.0, f"--theta-max must be in (0, 1], got {cfg.theta_max}")
+    need(0.0 <= cfg.theta_max <= 1.0, f"--theta-max must be in [0, 1], got {cfg.theta_max}")
     need(cfg.lr > 0 and cfg.weight_decay >= 0, "--lr must be > 0 and --weight-decay >= 0")
     need(cfg.tau >= 0.05, f"--tau must be >= 0.05 (exp(-2/tau) underflows below), got {cfg.tau}")
     for name in ("p_edge_1", "p_edge_2", "p_feature_1", "p_feature_2", "homophily"):

@@ -59,11 +59,22 @@ def test_pace_line_says_what_share_of_theta_max_a_run_can_reach() -> None:
         return (float(line.split("about ")[1].split(" %")[0]),
                 float(line.split("at most ")[1].split(" %")[0]))
 
-    line = pace_line(TrainConfig(epochs=300))
+    paper = dict(pace="fixed", T_init=60, T_int=20, e=10)
+    line = pace_line(TrainConfig(epochs=300, **paper))
     assert line is not None and "theta_max = 1" in line
     typical, most = shares(line)
     assert 0 < typical <= most < 100
-    longer = pace_line(TrainConfig(epochs=900))
+    longer = pace_line(TrainConfig(epochs=900, **paper))
     assert longer is not None and shares(longer)[0] > typical
-    assert pace_line(TrainConfig(epochs=2000, b=1.0)) is None
+    reached = pace_line(TrainConfig(epochs=2000, b=1.0, **paper))
+    assert reached is not None and "in use from epoch" in reached
     assert pace_line(TrainConfig(epochs=10, scheduler="none")) is None
+
+
+def test_pace_line_of_the_deadline_pace_names_the_epoch_and_the_share() -> None:
+    line = pace_line(TrainConfig(epochs=300, reach=0.4, T_init=20, T_int=10))
+    assert line is not None
+    assert "in use from epoch 121 of 300 (60 % of the epochs" in line, line
+    assert "--reach 0.4" in line
+    zero = pace_line(TrainConfig(theta_max=0.0))
+    assert zero is not None and "bootstrap share" in zero

@@ -82,11 +82,10 @@ def test_inter_candidates_are_the_other_views_b_minus_1():
         assert torch.allclose(rows, sims.candidate_rows(d)(0, 12), atol=1e-12)
 
 
-@pytest.mark.parametrize("hard_sorted", [False, True])
-def test_exact_strata_cover_the_other_views_anchors_but_the_positive(hard_sorted):
+def test_exact_strata_cover_the_other_views_anchors_but_the_positive():
     b = 37
     sims = torch.randn(b, b, generator=torch.Generator().manual_seed(0))
-    strata = stratify(sims, RATIOS, hard_sorted=hard_sorted, candidates="inter")
+    strata = stratify(sims, RATIOS, candidates="inter")
     assert strata.num_cand == b - 1
     for pool, (cat, size) in zip(strata.pools, pool_sizes(b - 1, RATIOS).items()):
         assert pool.shape == (b, size), cat
@@ -164,13 +163,18 @@ def test_sampled_strata_sample_and_draw_inter_view_columns_only(size, grouped):
 PATHS = [(s, lg) for s in ("sampled", "exact") for lg in ("dense", "pairs")]
 
 
+def pick_for(stratify_: str) -> str:
+    """Sampled strata draw random pool members; exact strata take the hardest counts."""
+    return "random" if stratify_ == "sampled" else "hardest"
+
+
 @pytest.mark.parametrize("stratify_, logits", PATHS)
 @pytest.mark.parametrize("eta", [0.05, 0.5, 1.0])  # 1.0: saturated at theta_max = 0.5
 def test_active_negatives_are_never_intra_view(stratify_, logits, eta):
     b = 300  # two sample blocks
     h1, h2 = views(b=b, d=8, seed=4)
     cfg = TrainConfig(candidates="inter", stratify=stratify_, logits=logits, tau=TAU,
-                      stratify_sample=32, theta_max=0.5)
+                      stratify_sample=32, theta_max=0.5, pick=pick_for(stratify_))
     hans, selector = make_hans(cfg), make_selector(cfg, "full")
     hans.eta = {c: eta for c in CATEGORIES}
     assert hans.saturated == (eta == 1.0)
@@ -230,7 +234,7 @@ def test_a_full_budget_and_the_baseline_contrast_every_inter_view_candidate(
     torch.manual_seed(0)
     h1, h2 = torch.randn(50, 8), torch.randn(50, 8)
     cfg = TrainConfig(candidates="inter", scheduler=scheduler, stratify=stratify_,
-                      logits=logits, tau=TAU)
+                      logits=logits, tau=TAU, pick=pick_for(stratify_))
     hans = make_hans(cfg)
     hans.eta = dict.fromkeys(CATEGORIES, 1.0)
     out = contrast(h1, h2, cfg.tau, cfg.logits, make_selector(cfg, "full"), hans, step=1)

@@ -209,10 +209,13 @@ def test_hans_event_logs(two_seed_run, metrics: dict) -> None:
             assert isinstance(ev, dict)
             assert set(ev) == {"epoch", "category", "delta_eta", "eta", "reason"}
             assert isinstance(ev["epoch"], int) and 0 <= ev["epoch"] <= 6
-            assert ev["category"] in {"hard", "inter", "easy"}
+            # "all": a decision about every category (gate, saturation, swap), whose eta is
+            # the share of theta_max in use
+            assert ev["category"] in {"hard", "inter", "easy", "all"}
             assert isinstance(ev["reason"], str) and ev["reason"]
             assert 0.0 <= ev["eta"] <= 1.0 and math.isfinite(ev["delta_eta"])
-            last_eta[ev["category"]] = ev["eta"]
+            if ev["category"] != "all":
+                last_eta[ev["category"]] = ev["eta"]
         epochs = [ev["epoch"] for ev in events]
         assert epochs == sorted(epochs)
         assert {ev["category"] for ev in events if ev["epoch"] == 0} == {"hard", "inter", "easy"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import stat
 import urllib.error
@@ -123,10 +124,21 @@ def test_dataset_names() -> None:
 
 
 @pytest.mark.skipif(not (SHARED_DATASETS / "Cora" / "raw").is_dir(), reason="shared Cora copy absent")
-def test_cora_from_read_only_shared_root(cache: Path) -> None:
-    before = _snapshot(SHARED_DATASETS)
-    data = load_graph("cora", SHARED_DATASETS)
-    assert _snapshot(SHARED_DATASETS) == before
+def test_cora_from_read_only_shared_root(cache: Path, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # The shared copy's raw files in a root this process may not write (as a user without
+    # write access to a shared folder sees it; root bypasses file modes, so it is simulated),
+    # whatever else the shared folder holds.
+    import edgegcl.data.datasets as datasets
+
+    readonly = tmp_path / "readonly"
+    shutil.copytree(SHARED_DATASETS / "Cora" / "raw", readonly / "Cora" / "raw")
+    writable = datasets._is_writable
+    monkeypatch.setattr(datasets, "_is_writable",
+                        lambda p: not Path(p).is_relative_to(readonly) and writable(p))
+    before = _snapshot(readonly)
+    data = load_graph("cora", readonly)
+    assert _snapshot(readonly) == before
     _check_contract(data)
     assert data.name == "Cora"
     assert data.x.shape == (2708, 1433)
@@ -134,10 +146,10 @@ def test_cora_from_read_only_shared_root(cache: Path) -> None:
     assert data.edge_index.size(1) == 10556
     processed = next((cache / "Cora" / "processed").glob("data.pt"))
     stamp = processed.stat().st_mtime_ns
-    again = load_graph("Cora", SHARED_DATASETS)  # served from the cache, not reprocessed
+    again = load_graph("Cora", readonly)  # served from the cache, not reprocessed
     assert processed.stat().st_mtime_ns == stamp
     assert torch.equal(again.edge_index, data.edge_index)
-    assert _snapshot(SHARED_DATASETS) == before
+    assert _snapshot(readonly) == before
 
 
 def _fake_amazon_photo(root: Path) -> None:

@@ -183,7 +183,95 @@ def test_state_dict_round_trips_and_resumes_identically():
 
 def test_invalid_budgets_are_rejected():
     with pytest.raises(ValueError):
-        HANS(0.0)
+        HANS(-0.1)
+    with pytest.raises(ValueError):
+        HANS(1.5)
+    with pytest.raises(ValueError, match="category_loss"):
+        HANS(0.5, category_loss="max")
     with pytest.raises(ValueError):
         HANS(0.9, {"hard": 0.1, "inter": 0.1, "easy": 0.1})
     assert sum(pool_sizes(10, {"hard": .3, "inter": .5, "easy": .2}).values()) == 10
+
+
+# ---- the deadline pace (T_reach), theta_max = 0 ---------------------------------------------
+
+def _share_by_epoch(h: HANS, losses, epochs: int) -> list[float]:
+    """sum eta theta_cat / theta_max in effect at each epoch 1..epochs (HANS steps at an
+    epoch's end, so epoch t trains with the state after t - 1 steps)."""
+    shares = []
+    for t in range(epochs):
+        shares.append(h.budget_share())
+        h.step(losses(t))
+    return shares
+
+
+@pytest.mark.parametrize("losses", [
+    lambda t: FLAT,  # every gate opens
+    lambda t: dict.fromkeys(CATEGORIES, 10.0 * 0.9 ** t),  # always improving: gates close
+    lambda t: {"hard": 5.0, "inter": 0.1, "easy": 0.01},  # one category holds the loss
+])
+def test_the_deadline_pace_has_theta_max_in_use_by_T_reach(losses) -> None:
+    h = HANS(0.5, T_init=20, T_int=10, e=5, T_reach=120)
+    shares = _share_by_epoch(h, losses, 300)
+    assert h.saturated_at == 120 and all(eta == pytest.approx(1.0) for eta in h.eta.values())
+    assert shares[120] == pytest.approx(1.0) and shares[119] < 1.0  # epoch 121 on
+    assert sum(s >= 0.9 for s in shares) >= 150  # the issue's bar: half the epochs at 90 %
+
+
+def test_deadline_steps_spread_the_budget_over_the_decisions_left() -> None:
+    h = HANS(1.0, T_init=20, T_int=10, e=5, T_reach=120)
+    _share_by_epoch(h, lambda t: FLAT, 31)  # one decision, at epoch 30
+    grown = [ev for ev in h.events if ev.epoch == 30 and ev.delta_eta > 0]
+    assert [ev.category for ev in grown] == ["hard"]
+    # decisions 30..120: 10, the last fills everything; hard's even share of 9 + 3 turns
+    even = 0.95 * 3 / (10 - 1 + 3)
+    w = FLAT["hard"] / sum(FLAT.values())  # 0.5 against a mean share of 1/3: 1.5 x even
+    assert grown[0].delta_eta == pytest.approx(even * w * 3)
+    assert "u1" in grown[0].reason
+
+
+def test_a_closed_gate_only_delays_the_deadline_pace() -> None:
+    improving = lambda t: dict.fromkeys(CATEGORIES, 10.0 * 0.9 ** t)  # noqa: E731
+    h = HANS(0.6, T_init=20, T_int=10, e=5, T_reach=100)
+    _share_by_epoch(h, improving, 101)
+    assert any("gate closed" in ev.reason for ev in h.events)
+    assert not any(ev.delta_eta > 0 for ev in h.events if 0 < ev.epoch < 100)
+    assert all("deadline" in ev.reason for ev in h.events if ev.epoch == 100 and ev.delta_eta)
+    assert h.saturated_at == 100
+
+
+def test_a_deadline_before_the_bootstrap_ends_saturates_at_the_first_decision() -> None:
+    h = HANS(0.3, T_init=60, T_int=20, e=10, T_reach=40)
+    _share_by_epoch(h, lambda t: FLAT, 100)
+    assert h.saturated_at == 80
+
+
+def test_the_fixed_pace_is_the_paper_step_unchanged() -> None:
+    a, b = HANS(0.6), HANS(0.6, T_reach=None)
+    for _ in range(300):
+        a.step(FLAT), b.step(FLAT)
+    assert a.eta == b.eta and not a.saturated
+
+
+def test_theta_max_zero_holds_the_bootstrap_share_and_never_moves() -> None:
+    h = HANS(0.0, T_init=2, T_int=2, e=1, T_reach=10)
+    for t in range(40):
+        assert h.step(FLAT) == []
+    assert h.eta == dict.fromkeys(CATEGORIES, 0.05) and h.saturated and h.draw == 0
+    assert h.theta_cat == pytest.approx({"hard": 0.3, "inter": 0.5, "easy": 0.2})
+    assert h.counts(1000) == {"hard": 15, "inter": 25, "easy": 10}  # 5 % of the candidates
+    assert h.budget_share() == 1.0 and "theta_max = 0" in h.events[-1].reason
+
+
+def test_the_deadline_survives_a_state_dict_round_trip() -> None:
+    rng = random.Random(3)
+    a = HANS(0.5, T_init=4, T_int=2, e=1, T_reach=30, category_loss="mean")
+    for _ in range(11):
+        a.step({c: rng.uniform(0.5, 2) for c in CATEGORIES})
+    b = HANS(0.5)
+    b.load_state_dict(json.loads(json.dumps(a.state_dict())))
+    assert b.T_reach == 30 and b.category_loss == "mean"
+    for _ in range(30):
+        losses = {c: rng.uniform(0.5, 2) for c in CATEGORIES}
+        a.step(losses), b.step(losses)
+    assert a.events == b.events and a.saturated_at == b.saturated_at == 30

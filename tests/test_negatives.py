@@ -249,21 +249,51 @@ def test_a_full_budget_takes_whole_pools_despite_rounding():
     assert part == {"hard": 61, "inter": 102, "easy": 40}  # floor(eta theta_cat |N_i|)
 
 
-def test_hard_pick_top_takes_the_most_similar_candidates() -> None:
+def _ranking(sims: torch.Tensor, i: int, views: int = 2) -> list[int]:
+    """Anchor i's candidates by a brute-force sort, most similar first."""
+    b = sims.size(0)
+    own = {i, b + i} if views == 2 else {i}
+    return sorted((j for j in range(views * b) if j not in own), key=lambda j: -float(sims[i, j]))
+
+
+@pytest.mark.parametrize("b,counts", [(30, {"hard": 4, "inter": 3, "easy": 2}),
+                                      (23, {"hard": 13, "inter": 22, "easy": 9}),  # every one
+                                      (17, {"hard": 1, "inter": 0, "easy": 0})])
+def test_hardest_pick_is_the_top_and_bottom_of_the_exact_ranking(b, counts) -> None:
+    """``pick = "hardest"``: hard the most similar, inter the next, easy the least, per
+    anchor, equal to a brute-force sort of its candidates; blocks of anchors change nothing."""
     from edgegcl.contrast.negatives import schedule_negatives
+
+    sims = torch.randn(b, 2 * b, generator=torch.Generator().manual_seed(b))
+    rows = lambda s, e: sims[s:e]  # noqa: E731
+    out = schedule_negatives(rows, b, torch.device("cpu"), RATIOS, counts, 0, pick="hardest",
+                             keep_values=True)
+    assert out.sizes == tuple(counts.values())
+    seg = out.segments()
+    kh, ki, ke = counts["hard"], counts["inter"], counts["easy"]
+    for i in range(b):
+        ranking = _ranking(sims, i)
+        assert seg["hard"][i].tolist() == ranking[:kh]  # in order, hardest first
+        assert set(seg["inter"][i].tolist()) == set(ranking[kh:kh + ki])
+        assert set(seg["easy"][i].tolist()) == set(ranking[len(ranking) - ke:])
+    assert torch.equal(out.values, sims.gather(1, out.cols))
+    import edgegcl.contrast.negatives as negatives
+
+    small = dict(negatives.STRATIFY_BLOCK_ELEMENTS, cpu=4 * b)  # two anchors per block
+    try:
+        negatives.STRATIFY_BLOCK_ELEMENTS, old = small, negatives.STRATIFY_BLOCK_ELEMENTS
+        blocked = schedule_negatives(rows, b, torch.device("cpu"), RATIOS, counts, 5,
+                                     pick="hardest")
+    finally:
+        negatives.STRATIFY_BLOCK_ELEMENTS = old
+    assert torch.equal(blocked.cols, out.cols)  # deterministic: no draw, no block effect
+
+
+def test_hardest_pick_needs_exact_strata() -> None:
     from edgegcl.contrast.selection import NegativeSelector
 
-    b = 30
-    sims = torch.randn(b, 2 * b, generator=torch.Generator().manual_seed(0))
-    ratios = {"hard": 0.3, "inter": 0.5, "easy": 0.2}
-    counts = {"hard": 4, "inter": 3, "easy": 2}
-    top = schedule_negatives(lambda s, e: sims[s:e], b, torch.device("cpu"), ratios, counts, 0,
-                             hard_pick="top")
-    masked = sims.clone()
-    anchors = torch.arange(b)
-    masked[anchors, anchors] = masked[anchors, anchors + b] = -float("inf")
-    assert torch.equal(top.cols[:, :4].sort(1).values, masked.topk(4, 1).indices.sort(1).values)
-    rand = schedule_negatives(lambda s, e: sims[s:e], b, torch.device("cpu"), ratios, counts, 0)
-    assert not torch.equal(rand.cols[:, :4].sort(1).values, top.cols[:, :4].sort(1).values)
-    assert torch.equal(rand.cols[:, 4:], top.cols[:, 4:])  # the other pools draw alike
-    assert NegativeSelector(ratios, 20, hard_pick="top").refresh_every == 1
+    with pytest.raises(ValueError, match="stratify='exact'"):
+        NegativeSelector(RATIOS, 20, "sampled", pick="hardest")
+    assert NegativeSelector(RATIOS, 20, "exact", pick="hardest").pick == "hardest"
+    with pytest.raises(ValueError, match="pick must be one of"):
+        NegativeSelector(RATIOS, 20, "exact", pick="top")

@@ -209,8 +209,8 @@ def test_a_plain_run_takes_the_pairs_path_while_few_negatives_are_active(monkeyp
         return real(*args)
     monkeypatch.setattr(train, "pair_similarities", spy)
     h1, h2 = views(b=600, d=8)
-    cfg = TrainConfig()
-    assert cfg.logits == "auto" and cfg.stratify == "sampled"
+    cfg = TrainConfig(pick="random")
+    assert cfg.logits == "auto" and cfg.stratify == "auto"  # sampled with random members
     hans = make_hans(cfg)  # bootstrap: eta_0 = 0.05
     selector = NegativeSelector(cfg.ratio_map(), 1)
     contrast(h1, h2, cfg.tau, cfg.logits, selector, hans, 1)
@@ -232,7 +232,7 @@ def test_exact_strata_remain_available():
 
 
 def test_stratify_options_are_validated():
-    with pytest.raises(UsageError, match="--stratify must be one of sampled, exact"):
+    with pytest.raises(UsageError, match="--stratify must be one of auto, sampled, exact"):
         validate(TrainConfig(stratify="approx"))
     with pytest.raises(UsageError, match="--stratify-sample must be at least 16"):
         validate(TrainConfig(stratify_sample=4))

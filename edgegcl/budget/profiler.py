@@ -55,7 +55,7 @@ from edgegcl.budget.search import (
     to_json,
 )
 from edgegcl.config import TrainConfig
-from edgegcl.contrast.hans import CATEGORIES
+from edgegcl.contrast.hans import CATEGORIES, HANS
 from edgegcl.memory import PeakMemory, release_cpu_memory
 from edgegcl.contrast.pairs import PATHS
 from edgegcl.phases import PhaseClock
@@ -120,32 +120,49 @@ def reachable_eta(cfg: TrainConfig) -> dict[str, float]:
 def _equal_loss_eta(cfg: TrainConfig) -> dict[str, float]:
     """The eta of the last epoch when every category's loss is the same constant: the gate
     (Eq. 7) opens at every checkpoint and each step is min(b / 3, c_cat, budget left)."""
+    return dict(_equal_loss_run(cfg).eta)
+
+
+def _equal_loss_run(cfg: TrainConfig) -> HANS:
+    """The run's scheduler after ``epochs - 1`` epochs of equal, constant category losses."""
     hans = make_hans(cfg)
     for _ in range(cfg.epochs - 1):
         hans.step(dict.fromkeys(CATEGORIES, 1.0))
-    return dict(hans.eta)
+    return hans
 
 
 def pace_line(cfg: TrainConfig) -> str | None:
-    """One line for the start of a run whose epochs cannot bring HANS to theta_max: the share
-    of theta_max it reaches with equal category losses, and at most (``reachable_eta``), and
-    what sets the pace; None when theta_max is reachable at that pace or there is no schedule.
+    """One line for the start of a HANS run: when it has theta_max in use (with equal
+    category losses; with the deadline pace a closed gate delays the growth but not the
+    epoch), for how many of its epochs, and what sets the pace; or, when its epochs cannot
+    bring it there (the fixed pace), the share of theta_max it reaches, and at most
+    (``reachable_eta``). None without a schedule (``--scheduler none``).
     """
-    if cfg.scheduler != "hans":
+    if cfg.scheduler == "none":
         return None
+    if cfg.theta_max == 0:
+        return (f"theta_max = 0: every category stays at its bootstrap share eta_0 = "
+                f"{cfg.eta_0:g} of its ratio for all {cfg.epochs} epochs")
     ratios = cfg.ratio_map()
 
     def share(eta: dict[str, float]) -> float:  # sum eta theta_cat / theta_max
         return sum(eta[c] * ratios[c] for c in CATEGORIES)
 
-    typical = share(_equal_loss_eta(cfg))
-    if typical >= 1.0 - 1e-9:
-        return None
+    hans = _equal_loss_run(cfg)
+    if hans.saturated_at is not None:
+        at = hans.saturated_at
+        why = (f"--pace deadline, --reach {cfg.reach:g}" if cfg.pace == "deadline" else
+               f"--pace fixed, b = {cfg.b:g}")
+        return (f"HANS has theta_max = {cfg.theta_max:g} in use from epoch {at + 1} of "
+                f"{cfg.epochs} ({100 * (cfg.epochs - at) / cfg.epochs:.0f} % of the epochs; "
+                f"{why}, T_init = {cfg.T_init}, T_int = {cfg.T_int})")
+    typical = share(hans.eta)
     return (f"with {cfg.epochs} epochs HANS reaches about {100 * typical:.0f} % of theta_max = "
             f"{cfg.theta_max:g} (equal category losses; at most "
-            f"{100 * share(reachable_eta(cfg)):.0f} %): after T_init = {cfg.T_init} it grows one "
-            f"category in turn every T_int = {cfg.T_int} epochs by min(b w_cat, c_cat), b = "
-            f"{cfg.b:g}; more --epochs, a shorter --T-int or a larger --b reach it sooner")
+            f"{100 * share(reachable_eta(cfg)):.0f} %): with --pace fixed, after T_init = "
+            f"{cfg.T_init} it grows one category in turn every T_int = {cfg.T_int} epochs by "
+            f"min(b w_cat, c_cat), b = {cfg.b:g}; --pace deadline reaches it by --reach x "
+            f"--epochs")
 
 
 def _measure(data: Data, cfg: TrainConfig, device: torch.device,

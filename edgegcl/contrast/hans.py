@@ -6,9 +6,15 @@ every anchor uses, and ``draw`` for which random subset (it changes when HANS sw
 ``state_dict()`` / ``load_state_dict()`` save and restore everything. HANS knows nothing of
 tensors or autograd: its inputs and outputs are plain numbers.
 
+The class's defaults are the paper's printed values (T_init 60, T_int 20, e 10, b 0.05, a
+fixed pace); ``edgegcl train``'s own defaults are chosen by measurement (edgegcl.config).
+
 Choices where the paper leaves room (also in docs/hans.md):
-- The gate (Eq. 7) is evaluated per category on window sums of e epochs; it opens when any
-  category's loss failed to improve by 1 - gamma (Algorithm 1, line 10).
+- The gate (Eq. 7) compares window sums of e epochs. ``gate="any"`` (Algorithm 1, line 10)
+  opens when any category's loss failed to improve by 1 - gamma; ``gate="total"`` reads the
+  sum of the three categories' losses (one signal, as the authors' NegAmplify gates on its
+  total loss), so the category that changes least (easy, whose negatives barely move) does
+  not hold the gate open on its own.
 - One category moves per open gate: round-robin hard -> inter -> easy over categories below
   their cap, with hard preference: easy's turn goes to hard whenever easy's step would bring it
   level with or past hard while hard is below its cap. So hard always fills before easy.
@@ -17,6 +23,18 @@ Choices where the paper leaves room (also in docs/hans.md):
 - Per-category floors (default 0.05, the bootstrap eta_0) are enforced before every update.
 - After saturation (sum eta theta_cat >= theta_max) eta no longer moves; every ``swap_every``
   epochs the active subsets are redrawn (stochastic swapping): ``draw`` increments.
+- The pace: with ``T_reach`` set, b and c_cat of Eq. 9 are rescaled at every decision so that
+  the budget left fills over the decisions left before epoch ``T_reach`` (a category with an
+  average loss share takes the even step; a larger share a larger one, up to c_cat / b times
+  it), and the last decision at or before ``T_reach`` fills every category whatever the gate
+  says. Without it (the paper's fixed pace) b and c_cat are used as given, and a short run
+  may never reach theta_max.
+- theta_max = 0 is the bootstrap share only: every category keeps eta_0 of its full share
+  (ratio x |N_i|) and nothing ever grows or swaps (the paper's theta_max = 0 table row).
+- ``category_loss`` says which per-category loss the trainer should hand to ``step``
+  (edgegcl.contrast.loss): ``"sum"``, InfoNCE over the category's active negatives (the
+  paper's; it grows with their number), or ``"mean"``, InfoNCE against their mean
+  exp-similarity, which more negatives of the same hardness leave unchanged.
 """
 
 from __future__ import annotations
@@ -30,6 +48,12 @@ CATEGORIES = ("hard", "inter", "easy")
 NOMINAL_WEIGHTS = {"hard": 1.0, "inter": 1.0, "easy": 0.5}
 DEFAULT_RATIOS = {"hard": 0.30, "inter": 0.50, "easy": 0.20}
 DEFAULT_STEP_CAPS = {"hard": 0.05, "inter": 0.05, "easy": 0.025}
+GATES = ("total", "any")
+"""What the gate (Eq. 7) reads: the sum of the category losses, or each category (opening
+when any one has stalled: Algorithm 1, line 10, the paper's)."""
+CATEGORY_LOSSES = ("mean", "sum")
+"""What the per-category losses HANS reads are: InfoNCE against the category's mean
+exp-similarity (``mean``), or over its active negatives (``sum``, the paper's)."""
 _EPS = 1e-9
 
 
@@ -48,9 +72,11 @@ class HANS:
     """The scheduler of eta_t^cat, the used fraction of each category's budget theta_cat.
 
     Args (Algorithm 1's names):
-        theta_max: global budget, a fraction of each anchor's |N_i| candidates, in (0, 1].
+        theta_max: global budget, a fraction of each anchor's |N_i| candidates, in [0, 1];
+            0 holds every category at its bootstrap share for the whole run.
         theta_cat: per-category caps, fractions of |N_i| keyed hard / inter / easy (default
-            ratios 30 / 50 / 20 x theta_max); they must be able to fill theta_max.
+            ratios 30 / 50 / 20 x theta_max; with theta_max = 0, the ratios themselves); they
+            must be able to fill theta_max.
         T_init: bootstrap epochs at ``eta_0``.
         T_int: epochs between decisions.
         e: loss-gate window (Eq. 7): the last e epochs against the e before.
@@ -60,24 +86,36 @@ class HANS:
         eta_0: every category's eta during the bootstrap.
         floor: least eta of a category.
         swap_every: epochs between stochastic swaps after saturation (default T_int).
+        T_reach: the epoch by which theta_max is in use (the pace follows it; see the module);
+            None: the paper's fixed pace, b and c_cat as given.
+        category_loss: ``"mean"`` or ``"sum"``: what the losses given to ``step`` are
+            (CATEGORY_LOSSES); HANS only records the choice for whoever computes them.
+        gate: ``"any"`` (a category that stalled opens it) or ``"total"`` (the categories'
+            summed loss stalled) (GATES).
 
     Example:
-        >>> hans = HANS(theta_max=0.6, T_init=2, T_int=2, e=1)
-        >>> for epoch in range(6):  # once per epoch, with that epoch's per-category losses
+        >>> hans = HANS(theta_max=0.6, T_init=2, T_int=2, e=1, T_reach=8)
+        >>> for epoch in range(8):  # once per epoch, with that epoch's per-category losses
         ...     events = hans.step({"hard": 2.0, "inter": 1.5, "easy": 1.0})
-        >>> hans.eta["hard"] > hans.eta_0
-        True
+        >>> hans.saturated, round(hans.used(), 2)
+        (True, 0.6)
     """
 
     def __init__(self, theta_max: float = 1.0, theta_cat: Mapping[str, float] | None = None, *,
                  T_init: int = 60, T_int: int = 20, e: int = 10, gamma: float = 0.99,
                  b: float = 0.05, c_cat: Mapping[str, float] | None = None,
-                 eta_0: float = 0.05, floor: float = 0.05, swap_every: int | None = None
+                 eta_0: float = 0.05, floor: float = 0.05, swap_every: int | None = None,
+                 T_reach: int | None = None, category_loss: str = "sum", gate: str = "any"
                  ) -> None:
-        if not 0.0 < theta_max <= 1.0:
-            raise ValueError(f"theta_max must be in (0, 1], got {theta_max}")
+        if not 0.0 <= theta_max <= 1.0:
+            raise ValueError(f"theta_max must be in [0, 1], got {theta_max}")
+        if gate not in GATES:
+            raise ValueError(f"gate must be one of {', '.join(GATES)}, got {gate!r}")
+        if category_loss not in CATEGORY_LOSSES:
+            raise ValueError(f"category_loss must be one of {', '.join(CATEGORY_LOSSES)}, got "
+                             f"{category_loss!r}")
         caps = dict(theta_cat) if theta_cat is not None else {
-            c: r * theta_max for c, r in DEFAULT_RATIOS.items()}
+            c: r * (theta_max or 1.0) for c, r in DEFAULT_RATIOS.items()}
         if set(caps) != set(CATEGORIES) or not all(0.0 < caps[c] <= 1.0 for c in CATEGORIES):
             raise ValueError(f"theta_cat needs hard, inter and easy in (0, 1], got {caps}")
         if sum(caps.values()) < theta_max - _EPS:
@@ -91,6 +129,7 @@ class HANS:
         self.c_cat = dict(c_cat) if c_cat is not None else dict(DEFAULT_STEP_CAPS)
         self.eta_0, self.floor = eta_0, floor
         self.swap_every = swap_every if swap_every is not None else T_int
+        self.T_reach, self.category_loss, self.gate = T_reach, category_loss, gate
         self.eta = {c: eta_0 for c in CATEGORIES}
         self.epoch = 0
         self.draw = 0
@@ -99,6 +138,8 @@ class HANS:
                                         for c in CATEGORIES]
         self.saturated_at: int | None = None
         self._next = 0
+        if theta_max == 0.0:
+            self._log(0, "all", 0.0, "theta_max = 0: the bootstrap share only, never grown")
 
     # ---- what the training loop reads -------------------------------------------------
     def used(self) -> float:
@@ -107,8 +148,14 @@ class HANS:
 
     @property
     def saturated(self) -> bool:
-        """The global budget is used up: sum eta theta_cat >= theta_max."""
+        """The global budget is used up: sum eta theta_cat >= theta_max (always with
+        theta_max = 0: nothing grows)."""
         return self.used() >= self.theta_max - _EPS
+
+    def budget_share(self) -> float:
+        """sum eta theta_cat / theta_max: the share of the global budget in use (1 once
+        saturated; with theta_max = 0, the bootstrap share counts as all of it)."""
+        return 1.0 if self.theta_max == 0.0 else min(1.0, self.used() / self.theta_max)
 
     def fractions(self) -> dict[str, float]:
         """eta^cat theta^cat: the fraction of |N_i| each category uses now."""
@@ -130,7 +177,7 @@ class HANS:
         for c in CATEGORIES:
             self.history[c].append(float(losses[c]))
         before = len(self.events)
-        if t <= self.T_init:
+        if t <= self.T_init or self.theta_max == 0.0:
             return []
         if self.saturated:
             if self.saturated_at is not None and (t - self.saturated_at) % self.swap_every == 0:
@@ -150,27 +197,52 @@ class HANS:
         prev = {c: sum(self.history[c][-2 * e:-e]) for c in CATEGORIES}
         return curr, prev
 
+    def decisions_left(self, t: int) -> int | None:
+        """Decision epochs from ``t`` (a decision epoch) to ``T_reach``, both included; None
+        with the fixed pace."""
+        if self.T_reach is None:
+            return None
+        return max(0, self.T_reach // self.T_int - t // self.T_int + 1)
+
     def _update(self, t: int) -> None:
+        left = self.decisions_left(t)
+        if left is not None and left <= 1:  # the pace's deadline: fill whatever is left
+            for c in CATEGORIES:
+                if self.eta[c] < 1.0 - _EPS:
+                    self._apply(t, c, 1.0 - self.eta[c],
+                                f"deadline: theta_max in use by T_reach = {self.T_reach}")
+            self._saturate(t)
+            return
         windows = self._windows()
         if windows is None:
             self._log(t, "all", 0.0, f"gate skipped: fewer than 2e = {2 * self.e} epochs of losses")
             return
         curr, prev = windows
-        stalled = [c for c in CATEGORIES if curr[c] >= self.gamma * prev[c]]  # Eq. 7
+        if self.gate == "total":
+            now, before = sum(curr.values()), sum(prev.values())
+            stalled = ["total"] if now >= self.gamma * before else []  # Eq. 7 on the sum
+        else:
+            stalled = [c for c in CATEGORIES if curr[c] >= self.gamma * prev[c]]  # Eq. 7
         if not stalled:
-            self._log(t, "all", 0.0, f"gate closed: every category improved by >= {1 - self.gamma:.0%}")
+            change = ", ".join(f"{c} {curr[c] / prev[c] - 1:+.1%}" if prev[c] else c
+                               for c in CATEGORIES)
+            self._log(t, "all", 0.0, f"gate closed: {'the total' if self.gate == 'total' else 'every category'} "
+                                     f"improved by >= {1 - self.gamma:.0%} ({change})")
             return
         for c in CATEGORIES:
             if self.eta[c] < self.floor:
                 self._apply(t, c, self.floor - self.eta[c], "floor")
         weights = self.loss_weights(curr)
-        cat, delta, bound = self._choose(weights)
+        cat, delta, bound = self._choose(weights, left)
         if delta <= 0.0:
             self._log(t, cat, 0.0, "gate open but no budget left to grow")
             return
         self._apply(t, cat, delta, f"gate open ({', '.join(stalled)} not improved by "
                                    f">= {1 - self.gamma:.0%}); step bound by {bound}")
-        if self.saturated:
+        self._saturate(t)
+
+    def _saturate(self, t: int) -> None:
+        if self.saturated and self.saturated_at is None:
             self.saturated_at = t
             self._log(t, "all", 0.0, "saturated: global budget theta_max in use; swapping from now on")
 
@@ -183,30 +255,48 @@ class HANS:
         total = sum(NOMINAL_WEIGHTS.values())
         return {c: NOMINAL_WEIGHTS[c] / total for c in CATEGORIES}
 
-    def step_size(self, cat: str, weights: Mapping[str, float]) -> tuple[float, str]:
-        """Delta eta^cat = min(b w_cat, c_cat, 1 - eta^cat, global budget left / theta_cat) (Eq. 9).
+    def pace_scale(self, cat: str, weights: Mapping[str, float], left: int | None) -> float:
+        """The factor b and c_cat are multiplied by at this decision: 1 with the fixed pace;
+        with ``T_reach``, the one that makes a category of average loss share among those
+        still growing step (1 - eta^cat) n / (left - 1 + n): its budget left spread evenly
+        over its turns (n categories grow in turn over the ``left - 1`` decisions before the
+        last, which fills every category)."""
+        if left is None:
+            return 1.0
+        growing = [c for c in CATEGORIES if self.eta[c] < 1.0 - _EPS]
+        n = len(growing)
+        even = (1.0 - self.eta[cat]) * n / (left - 1 + n)
+        mean_w = sum(weights[c] for c in growing) / n
+        return even / (self.b * mean_w) if mean_w > 0 else even / self.b
+
+    def step_size(self, cat: str, weights: Mapping[str, float], left: int | None = None
+                  ) -> tuple[float, str]:
+        """Delta eta^cat = min(b w_cat, c_cat, 1 - eta^cat, global budget left / theta_cat)
+        (Eq. 9), b and c_cat scaled by ``pace_scale`` (``left``: decisions left to T_reach).
 
         Returns the step and the name of the binding term (u1..u4).
         """
+        scale = self.pace_scale(cat, weights, left)
         terms = {
-            "u1 (loss-proportional b*w)": self.b * weights[cat],
-            "u2 (per-step cap c_cat)": self.c_cat[cat],
+            "u1 (loss-proportional b*w)": scale * self.b * weights[cat],
+            "u2 (per-step cap c_cat)": scale * self.c_cat[cat],
             "u3 (category budget left)": 1.0 - self.eta[cat],
             "u4 (global budget left)": (self.theta_max - self.used()) / self.theta_cat[cat],
         }
         bound = min(terms, key=terms.__getitem__)
         return max(terms[bound], 0.0), bound
 
-    def _choose(self, weights: Mapping[str, float]) -> tuple[str, float, str]:
+    def _choose(self, weights: Mapping[str, float], left: int | None = None
+                ) -> tuple[str, float, str]:
         """Round-robin hard -> inter -> easy over categories below cap, with hard preference."""
         open_cats = [CATEGORIES[(self._next + k) % 3] for k in range(3)]
         open_cats = [c for c in open_cats if self.eta[c] < 1.0 - _EPS]
         cat = open_cats[0]
-        delta, bound = self.step_size(cat, weights)
+        delta, bound = self.step_size(cat, weights, left)
         if cat == "easy" and self.eta["hard"] < 1.0 - _EPS and \
                 self.eta["easy"] + delta >= self.eta["hard"] - _EPS:
             cat = "hard"
-            delta, bound = self.step_size(cat, weights)
+            delta, bound = self.step_size(cat, weights, left)
         self._next = (CATEGORIES.index(cat) + 1) % 3
         return cat, delta, bound
 
@@ -215,7 +305,7 @@ class HANS:
         self._log(t, cat, delta, reason)
 
     def _log(self, t: int, cat: str, delta: float, reason: str) -> None:
-        eta = self.eta[cat] if cat in self.eta else self.used() / self.theta_max
+        eta = self.eta[cat] if cat in self.eta else self.budget_share()
         self.events.append(HANSEvent(t, cat, delta, eta, reason))
 
     # ---- persistence, as torch.optim.lr_scheduler ----------------------------------------

@@ -15,8 +15,11 @@ the default) or of the other view only (``candidates = "inter"``: Eq. 6 as print
 intra-view terms absent from every denominator; edgegcl.contrast.negatives).
 
 Per-category losses l_hard, l_inter, l_easy (fed to HANS) are the same expression over the
-view-1 anchors with A_i restricted to that category's active negatives, computed without
-gradient; a category with no active negative has loss 0 by definition. Active negatives drawn
+view-1 anchors with A_i restricted to that category's active negatives (``category_loss =
+"sum"``, the paper's), or with the sum over A_i replaced by its mean (``"mean"``: InfoNCE
+against the category's average negative, which does not grow with the number of active
+negatives), computed without gradient; a category with no active negative has loss 0 by
+definition. Active negatives drawn
 without categories (sampled strata once HANS is saturated, when nothing reads these losses)
 give NaN.
 
@@ -206,14 +209,16 @@ def _dense_sums(sims: Similarities) -> tuple[Tensor, Tensor, Tensor, Tensor | No
 
 
 def scheduled_info_nce(sims: AnchorSimilarities,
-                       active: tuple[ActiveNegatives, ActiveNegatives]) -> LossOutput:
+                       active: tuple[ActiveNegatives, ActiveNegatives],
+                       category_loss: str = "sum") -> LossOutput:
     """Eq. 6, symmetrised, over the active negatives of each direction.
 
     With the dense blocks and every candidate active (theta_max = 1 at saturation) the
     denominators are plain row and column sums of exp(similarity) (the GRACE computation, no
     gather); otherwise they sum the active logits, ``sims.logits``. The per-category losses
     are taken over the view-1 anchors h_i^1, the anchors of the paper's Eq. 6 and of its
-    stratification; NaN when those were drawn without categories (``ActiveNegatives.grouped``).
+    stratification, as ``category_loss`` says (``"sum"`` or ``"mean"``, see the module); NaN
+    when those were drawn without categories (``ActiveNegatives.grouped``).
     """
     pos = sims.positives()
     sums: dict[str, Tensor] | None = None
@@ -237,6 +242,7 @@ def scheduled_info_nce(sims: AnchorSimilarities,
     if sums is None:  # drawn without categories (sampled strata after saturation)
         return LossOutput(loss, dict.fromkeys(CATEGORIES, math.nan))
     with torch.no_grad():
-        category = {c: float(_anchor_loss(pos, sums[c]).mean()) if size else 0.0
+        category = {c: float(_anchor_loss(pos, sums[c] / (size if category_loss == "mean"
+                                                          else 1)).mean()) if size else 0.0
                     for c, size in zip(CATEGORIES, active[0].sizes)}
     return LossOutput(loss, category)

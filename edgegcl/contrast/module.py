@@ -49,7 +49,7 @@ def contrast(h1: Tensor, h2: Tensor, tau: float, logits: str, selector: Negative
     active = selector.get(sims, hans, step)
     if clock is not None:
         clock.mark("strata")
-    out = scheduled_info_nce(sims, active)
+    out = scheduled_info_nce(sims, active, hans.category_loss)
     if clock is not None:
         clock.mark("loss forward")
     return out
@@ -65,6 +65,8 @@ class HANSContrast(nn.Module):
         refresh_every: forward calls between re-stratifications: 1 where every call brings
             new anchors (mini-batches), T_int for one graph contrasted every epoch.
         stratify: ``"sampled"`` or ``"exact"`` strata (edgegcl.contrast.negatives).
+        pick: each category's ``"hardest"`` candidates (needs exact strata) or a ``"random"``
+            subset of its pool (edgegcl.contrast.negatives.PICKS).
         stratify_sample: least number of candidates an anchor ranks with sampled strata.
         logits: ``"auto"``, ``"dense"`` or ``"pairs"`` (edgegcl.contrast.pairs).
         seed: seed of the strata's random sample.
@@ -84,7 +86,8 @@ class HANSContrast(nn.Module):
 
     def __init__(self, hans: HANS | None = None, *, tau: float = 0.4, refresh_every: int = 1,
                  stratify: str = "sampled", stratify_sample: int = SAMPLE_MIN,
-                 logits: str = "auto", seed: int = 0, candidates: str = "both") -> None:
+                 logits: str = "auto", seed: int = 0, candidates: str = "both",
+                 pick: str = "random") -> None:
         super().__init__()
         if tau <= 0 or refresh_every < 1:
             raise ValueError(f"need tau > 0 and refresh_every >= 1, got {tau=}, {refresh_every=}")
@@ -96,7 +99,7 @@ class HANSContrast(nn.Module):
         total = sum(self.hans.theta_cat.values())
         ratios = {c: self.hans.theta_cat[c] / total for c in CATEGORIES}
         self.selector = NegativeSelector(ratios, refresh_every, stratify, stratify_sample, seed,
-                                         candidates=candidates)
+                                         pick, candidates)
         self.tau, self.logits = tau, logits
         self._calls = 0
         self._sums = dict.fromkeys(CATEGORIES, 0.0)

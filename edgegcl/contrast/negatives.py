@@ -115,22 +115,21 @@ def anchors_per_block(num_anchors: int, device: torch.device, width: int | None 
     return max(1, elements // (2 * num_anchors if width is None else width))
 
 
-def _cut_pools(sims: Tensor, excluded: Tensor, sizes: Mapping[str, int],
-               hard_sorted: bool = False) -> tuple[Tensor, Tensor, Tensor]:
+def _cut_pools(sims: Tensor, excluded: Tensor, sizes: Mapping[str, int]
+               ) -> tuple[Tensor, Tensor, Tensor]:
     """Each row of ``sims`` cut into hard (top ``sizes["hard"]``), easy (bottom) and
     intermediate (the rest) positions, leaving out the ``excluded`` positions of each row
     ([b, k]: the anchor's own columns).
 
     Only membership matters downstream (negatives are drawn uniformly inside a pool), so no
     full sort: two partial selections (``topk``, unsorted) and the remainder, equal to cutting
-    the sorted row up to ties (docs/performance.md has the timings). ``hard_sorted``: the hard
-    pool in descending similarity, for ``hard_pick = "top"``.
+    the sorted row up to ties (docs/performance.md has the timings).
     """
     b = sims.size(0)
     s = sims.detach().clone()
     rows = torch.arange(b, device=s.device).unsqueeze(1)
     s[rows, excluded] = -math.inf
-    hard = s.topk(sizes["hard"], dim=1, sorted=hard_sorted).indices
+    hard = s.topk(sizes["hard"], dim=1, sorted=False).indices
     # The easy pool is taken from what is left, so the pools stay disjoint even under ties.
     s[rows, excluded] = math.inf
     s.scatter_(1, hard, math.inf)
@@ -141,9 +140,30 @@ def _cut_pools(sims: Tensor, excluded: Tensor, sizes: Mapping[str, int],
     return hard, inter, easy
 
 
+def _cut_hardest(sims: Tensor, excluded: Tensor, counts: Mapping[str, int]
+                 ) -> tuple[Tensor, Tensor, Tensor]:
+    """"Pool = count" (``pick = "hardest"``): each row's ``counts["hard"]`` most similar
+    positions, the ``counts["inter"]`` next most similar, and the ``counts["easy"]`` least
+    similar, leaving out the ``excluded`` positions ([b, k]). One sorted partial selection
+    for the top and one for the bottom; deterministic (ties broken by the selection).
+    """
+    b = sims.size(0)
+    s = sims.detach().clone()
+    rows = torch.arange(b, device=s.device).unsqueeze(1)
+    s[rows, excluded] = -math.inf
+    top = s.topk(counts["hard"] + counts["inter"], dim=1, sorted=True).indices
+    hard, inter = top[:, :counts["hard"]], top[:, counts["hard"]:]
+    if counts["easy"] == 0:
+        return hard, inter, top[:, :0]
+    s[rows, excluded] = math.inf
+    s.scatter_(1, top, math.inf)  # the bottom is taken from what the top left
+    easy = s.topk(counts["easy"], dim=1, largest=False, sorted=False).indices
+    return hard, inter, easy
+
+
 @torch.no_grad()
 def stratify(cand_sims: Tensor, ratios: Mapping[str, float], first_anchor: int = 0,
-             hard_sorted: bool = False, candidates: str = "both") -> Strata:
+             candidates: str = "both") -> Strata:
     """S_i of the paper, cut into its pools: hard = the top of each anchor's ranking, easy =
     the bottom, intermediate = the rest, in the sizes the ratios give.
 
@@ -157,7 +177,7 @@ def stratify(cand_sims: Tensor, ratios: Mapping[str, float], first_anchor: int =
     c = num_candidates(num_anchors, candidates)
     anchors = torch.arange(first_anchor, first_anchor + b, device=cand_sims.device)
     excluded = _own_columns(anchors, num_anchors, views)
-    return Strata(_cut_pools(cand_sims, excluded, pool_sizes(c, ratios), hard_sorted), c)
+    return Strata(_cut_pools(cand_sims, excluded, pool_sizes(c, ratios)), c)
 
 
 @dataclass(frozen=True)
@@ -254,24 +274,21 @@ def _generator(draw: int, category: int) -> torch.Generator:
     return torch.Generator().manual_seed((draw * 1_000_003 + category) % (2**63 - 1))
 
 
-HARD_PICKS = ("random", "top")
-"""``hard_pick``: which members of the hard pool are active: a uniform random subset (kept
-between refreshes), or the most similar ones (NegAmplify's deterministic top-k, refreshed
-every step). docs/hans.md has the measurement."""
+PICKS = ("hardest", "random")
+"""``pick``: which candidates a category's count takes. ``hardest`` ("pool = count"): hard
+the anchor's most similar candidates, intermediate the next most similar, easy the least
+similar, found among every candidate and deterministic (the authors' NegAmplify takes top-k
+and bottom-k so). ``random``: pools cut by the ratios, members drawn uniformly at random
+inside each (Algorithm 1's RandomSample). docs/hans.md has the measurements."""
 
 
 def _draw_positions(pool_size: tuple[int, ...], counts: Mapping[str, int], draw: int,
-                    num_anchors: int, hard_pick: str = "random") -> list[tuple[Tensor, Tensor]]:
+                    num_anchors: int) -> list[tuple[Tensor, Tensor]]:
     """Per category: the pool positions every anchor takes (a ``randperm`` prefix of
-    ``counts[cat]``) and each anchor's rotation of them ([B, 1]); with ``hard_pick = "top"``
-    the hard pool's first positions unrotated (the pool is then sorted, hardest first)."""
+    ``counts[cat]``) and each anchor's rotation of them ([B, 1])."""
     plan = []
     for k, (cat, size) in enumerate(zip(CATEGORIES, pool_size)):
         g = _generator(draw, k)
-        if cat == "hard" and hard_pick == "top":
-            plan.append((torch.arange(min(counts[cat], size)),
-                         torch.zeros(num_anchors, 1, dtype=torch.long)))
-            continue
         positions = torch.randperm(size, generator=g)[:min(counts[cat], size)]
         plan.append((positions, torch.randint(max(size, 1), (num_anchors, 1), generator=g)))
     return plan
@@ -309,9 +326,10 @@ def select_active(strata: Strata, counts: Mapping[str, int], draw: int) -> Activ
 @torch.no_grad()
 def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.device,
                        ratios: Mapping[str, float], counts: Mapping[str, int], draw: int, *,
-                       keep_values: bool = False, hard_pick: str = "random",
+                       keep_values: bool = False, pick: str = "random",
                        candidates: str = "both") -> ActiveNegatives:
-    """``select_active(stratify(candidates), counts, draw)``, anchors a block at a time.
+    """``select_active(stratify(candidates), counts, draw)`` (``pick = "random"``) or the
+    hardest ``counts`` (``pick = "hardest"``, ``_cut_hardest``), anchors a block at a time.
 
     ``rows(start, stop)`` gives the candidate similarities of anchors ``start .. stop - 1``
     (edgegcl.contrast.loss: slices of the dense blocks, or a product computed on demand). Blocks of
@@ -323,20 +341,30 @@ def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.devi
     unblocked composition, draw for draw (tests/test_negatives.py). ``candidates``: the
     layout of ``rows`` (``CANDIDATES``).
     """
+    if pick not in PICKS:
+        raise ValueError(f"pick must be one of {', '.join(PICKS)}, got {pick!r}")
     c = num_candidates(num_anchors, candidates)
-    plan = [(positions.to(device), offsets.to(device)) for positions, offsets
-            in _draw_positions(tuple(pool_sizes(c, ratios).values()), counts, draw, num_anchors,
-                               hard_pick)]
-    step = anchors_per_block(num_anchors, device, candidate_views(candidates) * num_anchors)
+    views = candidate_views(candidates)
+    hardest = pick == "hardest"
+    plan = [] if hardest else [
+        (positions.to(device), offsets.to(device)) for positions, offsets
+        in _draw_positions(tuple(pool_sizes(c, ratios).values()), counts, draw, num_anchors)]
+    sizes = tuple(counts[cat] for cat in CATEGORIES) if hardest else _active_sizes(plan)
+    step = anchors_per_block(num_anchors, device, views * num_anchors)
     cols, values = [], []
     for start in range(0, num_anchors, step):
-        block = rows(start, min(start + step, num_anchors))
-        picked = _pick(stratify(block, ratios, start, hard_pick == "top", candidates),
-                       [(positions, offsets[start:start + step]) for positions, offsets in plan])
+        stop = min(start + step, num_anchors)
+        block = rows(start, stop)
+        if hardest:
+            own = _own_columns(torch.arange(start, stop, device=block.device), num_anchors, views)
+            picked = torch.cat(_cut_hardest(block, own, counts), dim=1)
+        else:
+            picked = _pick(stratify(block, ratios, start, candidates),
+                           [(positions, offsets[start:stop]) for positions, offsets in plan])
         cols.append(picked)
         if keep_values:
             values.append(block.gather(1, picked))
-    return ActiveNegatives(torch.cat(cols, dim=0), _active_sizes(plan), c,
+    return ActiveNegatives(torch.cat(cols, dim=0), sizes, c,  # type: ignore[arg-type]
                            torch.cat(values, dim=0) if keep_values else None)
 
 
@@ -427,7 +455,7 @@ def _all_but_excluded(num_cols: int, excluded: Tensor) -> Tensor:
 def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.device,
                      ratios: Mapping[str, float], counts: Mapping[str, int], draw: int,
                      sample: CandidateSample, *, keep_values: bool = False,
-                     grouped: bool = True, hard_pick: str = "random") -> ActiveNegatives:
+                     grouped: bool = True) -> ActiveNegatives:
     """Sampled strata: each anchor's pools cut from its block's sample, then drawn from.
 
     Anchor i ranks the M = ``sample.size`` candidates of its sample (a uniform random subset
@@ -448,8 +476,7 @@ def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.de
     sizes = pool_sizes(sample.size, ratios)
     whole = all(counts[cat] == sizes[cat] for cat in CATEGORIES)
     plan = [] if whole else [(positions.to(device), offsets.to(device)) for positions, offsets
-                             in _draw_positions(tuple(sizes.values()), counts, draw, num_anchors,
-                                                hard_pick)]
+                             in _draw_positions(tuple(sizes.values()), counts, draw, num_anchors)]
     active_sizes = tuple(sizes.values()) if whole else _active_sizes(plan)
     positions, cols, kept = [], [], []
     for start, stop in sample.chunks(num_anchors):
@@ -458,7 +485,7 @@ def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.de
         if whole and not grouped:
             picked = _all_but_excluded(sample.cols.size(1), excluded)
         else:
-            pools = _cut_pools(v, excluded, sizes, hard_pick == "top")
+            pools = _cut_pools(v, excluded, sizes)
             picked = torch.cat(pools, dim=1) if whole else _pick(
                 Strata(pools, sample.size), [(pos, offsets[start:stop]) for pos, offsets in plan])
         cols.append(sample.row_cols(start, stop).gather(1, picked))

@@ -16,7 +16,7 @@ import torch
 from edgegcl.contrast.hans import HANS
 from edgegcl.contrast.loss import AnchorSimilarities
 from edgegcl.contrast.negatives import (
-    HARD_PICKS,
+    PICKS,
     SAMPLE_MIN,
     ActiveNegatives,
     CandidateSample,
@@ -48,25 +48,31 @@ class NegativeSelector:
     change the active set, so the strata stay as they were; they then only label the
     per-category losses that are logged. On the scheduled-pairs path the drawn columns'
     similarities come along only in the step that drew them; a kept active set is handed out
-    without them, and the loss recomputes them from that step's projections. ``hard_pick``:
-    ``"random"`` members of the hard pool, or its ``"top"`` (most similar) ones, refreshed at
-    every step (edgegcl.contrast.negatives.HARD_PICKS). ``candidates``: each anchor's
-    candidates are the other anchors of ``"both"`` views (2B - 2) or of the other view only,
-    ``"inter"`` (B - 1; edgegcl.contrast.negatives.CANDIDATES); the similarities handed to
-    ``get`` must have been built for the same (``similarities(..., candidates)``).
+    without them, and the loss recomputes them from that step's projections. ``pick``: each
+    category's count is its ``"hardest"`` candidates (hard the most similar, easy the least;
+    ranked among every candidate, so ``stratify`` must be ``"exact"``) or a ``"random"``
+    subset of a pool cut by the ratios (edgegcl.contrast.negatives.PICKS). ``uniform``: no
+    strata at all: each anchor's active set is a uniform random subset of its candidates, as
+    many as HANS's counts add up to (the random-subset baseline, ``--scheduler random``).
+    ``candidates``: each anchor's candidates are the other anchors of ``"both"`` views
+    (2B - 2) or of the other view only, ``"inter"`` (B - 1;
+    edgegcl.contrast.negatives.CANDIDATES); the similarities handed to ``get`` must have been
+    built for the same (``similarities(..., candidates)``).
     """
 
     def __init__(self, ratios: dict[str, float], refresh_every: int, stratify: str = "sampled",
-                 sample_min: int = SAMPLE_MIN, seed: int = 0, hard_pick: str = "random",
-                 candidates: str = "both") -> None:
-        if hard_pick not in HARD_PICKS:
-            raise ValueError(f"hard_pick must be one of {', '.join(HARD_PICKS)}, got "
-                             f"{hard_pick!r}")
+                 sample_min: int = SAMPLE_MIN, seed: int = 0, pick: str = "random",
+                 candidates: str = "both", uniform: bool = False) -> None:
+        if pick not in PICKS:
+            raise ValueError(f"pick must be one of {', '.join(PICKS)}, got {pick!r}")
+        if pick == "hardest" and stratify != "exact" and not uniform:
+            raise ValueError("pick='hardest' ranks every candidate (the top of a sample is not "
+                             "the top of the ranking); use stratify='exact'")
         candidate_views(candidates)  # validates it
-        self.ratios, self.hard_pick, self.candidates = ratios, hard_pick, candidates
-        # the most similar candidates change with the encoder: refreshed at every step
-        self.refresh_every = 1 if hard_pick == "top" else refresh_every
-        self.stratify, self.sample_min = stratify, sample_min
+        self.ratios, self.pick, self.candidates = ratios, pick, candidates
+        self.refresh_every, self.uniform = refresh_every, uniform
+        self.stratify = "sampled" if uniform else stratify
+        self.sample_min = sample_min
         self.generator = torch.Generator().manual_seed(seed)
         self._key: tuple[Any, ...] | None = None
         self._active: tuple[ActiveNegatives, ActiveNegatives] | None = None
@@ -105,7 +111,7 @@ class NegativeSelector:
         counts = negative_counts(hans.fractions(), c, self.ratios)
         if self.stratify != "sampled":
             return counts, c, True
-        if hans.saturated:
+        if hans.saturated or self.uniform:
             size = sum(counts.values())
             return (pool_sizes(size, self.ratios) if size < c else counts), size, False
         return counts, sample_size(c, self.ratios, counts, self.sample_min), True
@@ -149,11 +155,10 @@ class NegativeSelector:
                                  candidates=self.candidates)
             return schedule_sampled(sims.candidate_values(direction), b, sims.device, self.ratios,
                                     counts, draw, sample, keep_values=sims.keeps_values,
-                                    grouped=labels and direction == 0,  # the loss reads d 0's
-                                    hard_pick=self.hard_pick)
+                                    grouped=labels and direction == 0)  # the loss reads d 0's
         return schedule_negatives(sims.candidate_rows(direction), b, sims.device, self.ratios,
-                                  counts, draw, keep_values=sims.keeps_values,
-                                  hard_pick=self.hard_pick, candidates=self.candidates)
+                                  counts, draw, keep_values=sims.keeps_values, pick=self.pick,
+                                  candidates=self.candidates)
 
 
 def _active_to_dict(active: ActiveNegatives) -> dict[str, Any]:

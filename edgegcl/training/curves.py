@@ -18,9 +18,11 @@ from pathlib import Path
 from edgegcl.errors import UsageError
 
 FIELDS = ("epoch", "loss", "loss_hard", "loss_inter", "loss_easy", "eta_hard", "eta_inter",
-          "eta_easy", "active_per_anchor", "epoch_s", "peak_memory_bytes", "val_micro_f1",
-          "test_micro_f1", "authors_test_micro_f1")
+          "eta_easy", "active_per_anchor", "budget_used", "epoch_s", "peak_memory_bytes",
+          "val_micro_f1", "test_micro_f1", "authors_test_micro_f1")
 """Columns of ``epochs.csv``; the F1 columns are empty on epochs without a probe."""
+ADDED = ("budget_used",)
+"""Columns newer than some files: read as NaN where a file lacks them."""
 
 
 def csv_text(rows: list[dict[str, object]], header: bool = True) -> str:
@@ -36,11 +38,14 @@ def csv_text(rows: list[dict[str, object]], header: bool = True) -> str:
 def _read(path: Path) -> dict[str, list[float]]:
     columns: dict[str, list[float]] = {f: [] for f in FIELDS}
     with path.open(newline="") as fh:
-        for row in csv.DictReader(fh):
-            if any(row.get(f) is None for f in FIELDS):
+        reader = csv.DictReader(fh)
+        present = [f for f in FIELDS if f in (reader.fieldnames or ()) or f not in ADDED]
+        for row in reader:
+            if any(row.get(f) is None for f in present):
                 continue  # a partial last line of a killed run
             for f in FIELDS:
-                columns[f].append(float(row[f]) if row[f] not in ("", "nan") else math.nan)
+                value = row.get(f) if f in present else ""
+                columns[f].append(float(value) if value not in ("", "nan") else math.nan)
     return columns
 
 

@@ -27,6 +27,7 @@ from edgegcl.contrast.negatives import CATEGORIES
 from edgegcl.phases import PhaseClock
 from edgegcl.training.distributed import World
 from edgegcl.training.step import (
+    EQUAL_LOSSES,
     NegativeSelector,
     batch_inputs,
     make_hans,
@@ -125,9 +126,10 @@ class Trainer:
                              self.unfixed)
 
     def end_epoch(self, category: dict[str, float]) -> list[HANSEvent]:
-        """Hand the epoch's per-category losses to HANS (Algorithm 1) and count the epoch."""
+        """Hand the epoch's per-category losses to HANS (Algorithm 1) and count the epoch; the
+        random-subset baseline hands it equal losses (``EQUAL_LOSSES``)."""
         self.epoch += 1
-        return self.hans.step(category)
+        return self.hans.step(category if self.cfg.scheduler == "hans" else EQUAL_LOSSES)
 
     def fit_epoch(self, x: Tensor, edge_index: Tensor | None = None,
                   loader: NodeLoader | None = None,

@@ -222,6 +222,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                 **{f"loss_{c}": result.category[c] for c in CATEGORIES},
                 **{f"eta_{c}": hans.eta[c] for c in CATEGORIES},
                 "active_per_anchor": sum(trainer.selector.plan(anchors, hans)[0].values()),
+                "budget_used": hans.budget_share(),
                 "epoch_s": times[-1], "peak_memory_bytes": memory.peak_bytes,
                 "val_micro_f1": "", "test_micro_f1": "", "authors_test_micro_f1": ""}
             if not main:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import math
+
 import psutil
 import torch
 from torch import Tensor
@@ -18,7 +20,7 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
 from edgegcl.config import TrainConfig
-from edgegcl.contrast.hans import HANS
+from edgegcl.contrast.hans import CATEGORIES, HANS
 from edgegcl.contrast.loss import LossOutput
 from edgegcl.contrast.module import contrast
 from edgegcl.contrast.selection import NegativeSelector
@@ -36,8 +38,8 @@ from edgegcl.phases import PhaseClock
 if TYPE_CHECKING:
     from edgegcl.training.distributed import World
 
-__all__ = ["NegativeSelector", "contrast", "contrastive_step", "make_hans", "make_selector",
-           "project_views", "training_step"]
+__all__ = ["EQUAL_LOSSES", "NegativeSelector", "contrast", "contrastive_step", "make_hans",
+           "make_selector", "project_views", "reach_epoch", "training_step"]
 
 FULL_GRAPH_MAX_NODES = 10_000
 """``--mode auto`` trains full-graph up to this many nodes (Cora, CiteSeer, Amazon-Photo,
@@ -60,20 +62,45 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def reach_epoch(cfg: TrainConfig) -> int | None:
+    """T_reach: the epoch by which the deadline pace has theta_max in use (ceil(reach x
+    epochs)); None with the fixed pace."""
+    return math.ceil(cfg.reach * cfg.epochs - 1e-9) if cfg.pace == "deadline" else None
+
+
 def make_hans(cfg: TrainConfig) -> HANS:
-    """The scheduler of a run: caps theta_cat = ratio x theta_max, paper names throughout.
+    """The scheduler of a run: caps theta_cat = ratio x theta_max, paper names throughout;
+    with theta_max = 0 the caps of a full budget, held at eta_0 (edgegcl.contrast.hans).
 
     ``scheduler = "none"`` is the all-negatives baseline (GRACE's contrast): theta_max = 1 and
     every eta = 1 from the first epoch, so HANS starts saturated and never changes the set.
+    ``scheduler = "random"`` schedules as HANS does; the trainer hands it equal losses
+    (``equal_losses``), so it follows the pace with every gate open.
     """
     ratios = cfg.ratio_map()
     if cfg.scheduler == "none":
         return HANS(1.0, ratios, T_init=cfg.T_init, T_int=cfg.T_int, e=cfg.e, gamma=cfg.gamma,
                     b=cfg.b, c_cat=cfg.c_cat_map(), eta_0=1.0, floor=cfg.floor)
-    return HANS(cfg.theta_max, {c: r * cfg.theta_max for c, r in ratios.items()},
+    return HANS(cfg.theta_max, {c: r * (cfg.theta_max or 1.0) for c, r in ratios.items()},
                 T_init=cfg.T_init, T_int=cfg.T_int, e=cfg.e, gamma=cfg.gamma, b=cfg.b,
                 c_cat=cfg.c_cat_map(), eta_0=cfg.eta_0, floor=cfg.floor,
-                swap_every=cfg.swap_every or None)
+                swap_every=cfg.swap_every or None, T_reach=reach_epoch(cfg),
+                category_loss=cfg.category_loss, gate=cfg.gate)
+
+
+EQUAL_LOSSES = dict.fromkeys(CATEGORIES, 1.0)
+"""What the random-subset baseline's HANS reads every epoch: its gate always opens (Eq. 7)
+and every category has the same loss share (Eq. 8), so its counts follow the pace alone."""
+
+
+def resolved_stratify(cfg: TrainConfig) -> str:
+    """``stratify`` with ``auto`` resolved: exact for ``pick = hardest``, sampled otherwise;
+    sampled (nothing ranked) for the baselines, whatever it says."""
+    if cfg.scheduler != "hans":
+        return "sampled"
+    if cfg.stratify == "auto":
+        return "exact" if cfg.pick == "hardest" else "sampled"
+    return cfg.stratify
 
 
 def make_selector(cfg: TrainConfig, mode: str, seed: int = 0) -> NegativeSelector:
@@ -81,10 +108,12 @@ def make_selector(cfg: TrainConfig, mode: str, seed: int = 0) -> NegativeSelecto
     T_int epochs on the full graph, every batch in mini-batches (new candidates each time).
     Without a scheduler every candidate (of ``candidates``: both views' 2B - 2, or the other
     view's B - 1) is active and nothing is ranked, whatever ``stratify`` says (sampled strata
-    at a full, saturated budget take no sample)."""
-    stratify = "sampled" if cfg.scheduler == "none" else cfg.stratify
-    return NegativeSelector(cfg.ratio_map(), cfg.T_int if mode == "full" else 1, stratify,
-                            cfg.stratify_sample, seed, cfg.hard_pick, cfg.candidates)
+    at a full, saturated budget take no sample); the random-subset baseline draws a uniform
+    random subset of the candidates, nothing ranked either."""
+    return NegativeSelector(cfg.ratio_map(), cfg.T_int if mode == "full" else 1,
+                            resolved_stratify(cfg), cfg.stratify_sample, seed,
+                            cfg.pick if cfg.scheduler == "hans" else "random", cfg.candidates,
+                            uniform=cfg.scheduler == "random")
 
 
 def _unwrapped(model: torch.nn.Module) -> AdNGCL:
