@@ -125,8 +125,9 @@ def report(records: list[dict], invocations: list[dict], name: str, datasets: li
         for t in sorted({c.split("@")[1] for c in cells if c.startswith("hans@")}):
             h, r = f"hans@{t}", f"random@{t}"
             if h in cells and r in cells:
-                lines.append(f"- theta_max {t}: val {_paired(records, ds, h, r, 'honest_val_micro_f1')}"
-                             f", test {_paired(records, ds, h, r, 'honest_test_micro_f1')}")
+                val = _paired(records, ds, h, r, "honest_val_micro_f1")
+                test = _paired(records, ds, h, r, "honest_test_micro_f1")
+                lines.append(f"- theta_max {t}: val {val}, test {test}")
         lines.append("")
     lines += [f"Raw runs: {name}.json; plot: {name}.png."]
     return "\n".join(lines) + "\n"

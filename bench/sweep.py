@@ -104,8 +104,12 @@ def invocation(name: str, tasks: int, jobs: int) -> dict[str, Any]:
                 a if not a.startswith("/") else "ROOT" for a in sys.argv[1:])}
 
 
-def run_tasks(tasks: Sequence[Task], submit: Callable[[Task, int], tuple[Callable[..., dict], tuple]],
-              jobs: int, on_record: Callable[[dict], None], label: str) -> None:
+Submit = Callable[[Task, int], tuple[Callable[..., dict], tuple]]
+"""``submit(task, threads)``: the function a worker runs for ``task`` and its arguments."""
+
+
+def run_tasks(tasks: Sequence[Task], submit: Submit, jobs: int,
+              on_record: Callable[[dict], None], label: str) -> None:
     """Run every task, ``jobs`` at a time with cores / jobs threads each; ``submit(task,
     threads)`` gives the function and arguments of a task, ``on_record`` receives each record
     as it finishes (the caller saves). Prints progress with an ETA."""

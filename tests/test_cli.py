@@ -445,3 +445,11 @@ def test_a_named_dataset_starts_from_its_tuned_defaults(tmp_path: Path,
                               "--config", "plain.toml"])
     assert code == 0 and "tuned defaults" not in err, err
     assert load_toml(tmp_path / "plain" / "config.toml")["tau"] == TrainConfig().tau
+
+
+def test_hardest_pick_with_sampled_strata_is_one_line(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "edgegcl", "train", "--pick", "hardest",
+                           "--stratify", "sampled", "--out", str(tmp_path / "r")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "--stratify exact" in proc.stderr and not (tmp_path / "r").exists()

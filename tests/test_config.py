@@ -316,3 +316,19 @@ def test_tuned_defaults_are_the_preset_named_after_the_dataset() -> None:
     assert tuned_defaults("synthetic") == (None, {})
     assert tuned_defaults("graph.pt") == (None, {})
     assert tuned_defaults("PubMed") == (None, {})  # no tuned file: the global defaults
+
+
+def test_a_file_from_before_pick_keeps_its_readings(tmp_path: Path) -> None:
+    """A config.toml of the version before ``pick`` (it names ``hard_pick``) resumes with that
+    version's behaviour: its pick, the fixed pace, the paper's category losses and gate."""
+    path = _write(tmp_path, '[hans]\ntheta_max = 0.5\n[contrast]\nhard_pick = "random"\n'
+                            'stratify = "sampled"\n')
+    cfg = build(load_toml(path), {})
+    assert (cfg.pick, cfg.stratify, cfg.pace, cfg.category_loss, cfg.gate) == \
+        ("random", "sampled", "fixed", "sum", "any")
+    top = build(load_toml(_write(tmp_path, 'hard_pick = "top"\n', "flat.toml")), {})
+    assert top.pick == "hardest" and top.stratify == "exact"
+    newer = build(load_toml(_write(tmp_path, '[contrast]\npick = "random"\n', "new.toml")), {})
+    assert (newer.pace, newer.gate, newer.category_loss) == ("deadline", "total", "mean")
+    message = _usage_error(load_toml, _write(tmp_path, 'hard_pick = "best"\n', "bad.toml"))
+    assert "hard_pick" in message and "pick = hardest" in message

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 import torch
@@ -77,3 +78,58 @@ def test_bad_arguments_are_value_errors(kwargs: dict) -> None:
 def test_mismatched_views_are_a_value_error() -> None:
     with pytest.raises(ValueError, match="equal shape"):
         HANSContrast()(torch.randn(4, 8), torch.randn(5, 8))
+
+
+def test_the_random_subset_baseline_draws_uniformly_as_many_as_hans_would() -> None:
+    """``--scheduler random``: HANS's counts at its pace, each anchor's active set a uniform
+    random subset of its candidates (no strata), its gate fed equal losses."""
+    from edgegcl.config import TrainConfig
+    from edgegcl.training.step import EQUAL_LOSSES, make_hans, make_selector
+    from edgegcl.training.step import contrast as engine_contrast
+
+    cfg = TrainConfig(scheduler="random", theta_max=0.3, T_init=2, T_int=2, e=1, epochs=20)
+    hans, selector = make_hans(cfg), make_selector(cfg, "full")
+    assert selector.uniform and selector.stratify == "sampled"
+    b = 400
+    h1, h2 = torch.randn(b, 8), torch.randn(b, 8)
+    from edgegcl.contrast.loss import similarities
+
+    cand = similarities(h1, h2, cfg.tau).candidates(0)
+    rows = torch.arange(b)
+    cand[rows, rows] = cand[rows, rows + b] = -torch.inf
+    top = torch.zeros_like(cand, dtype=torch.bool).scatter_(
+        1, cand.topk(int(0.3 * (2 * b - 2)), 1).indices, True)  # each anchor's hardest 30 %
+    shares = []
+    for step in range(1, 9):
+        hans.eta = dict.fromkeys(("hard", "inter", "easy"), 1.0)
+        out = engine_contrast(h1, h2, cfg.tau, cfg.logits, selector, hans, step)
+        assert torch.isfinite(out.loss)
+        active = selector._active[0]
+        assert active.cols.size(1) == sum(hans.counts(2 * b - 2).values())
+        own = torch.stack([rows, rows + b], 1)
+        assert not (active.cols.unsqueeze(2) == own.unsqueeze(1)).any()
+        shares.append(float(top.gather(1, active.cols).float().mean()))
+        selector.reset()
+        hans.draw += 1
+    # uniform over the candidates: as many in the hardest 30 % as anywhere (HANS's hardest
+    # picks would put every hard and inter negative there)
+    assert abs(sum(shares) / len(shares) - 0.3) < 0.02, shares
+    trainer_losses = make_hans(cfg)
+    for _ in range(19):
+        trainer_losses.step(EQUAL_LOSSES)
+    assert trainer_losses.saturated  # the pace alone brings it to theta_max
+
+
+def test_trainer_feeds_the_random_baseline_equal_losses() -> None:
+    from edgegcl.config import TrainConfig
+    from edgegcl.data import SyntheticSpec, synthetic_graph
+    from edgegcl.training.engine import Trainer
+
+    data = synthetic_graph(SyntheticSpec(num_nodes=120, num_features=8))
+    cfg = TrainConfig(scheduler="random", theta_max=0.4, hidden_dim=16, out_dim=8, proj_dim=8,
+                      T_init=2, T_int=2, e=1, epochs=12)
+    trainer = Trainer(cfg, 8)
+    for _ in range(12):
+        result = trainer.fit_epoch(data.x, data.edge_index)
+        assert all(math.isnan(v) for v in result.category.values())  # nothing labelled
+    assert trainer.hans.saturated and trainer.hans.history["hard"] == [1.0] * 12

@@ -105,3 +105,34 @@ def test_more_negatives_never_lower_the_loss():
     few = scheduled_info_nce(*select(h1, h2, {"hard": 1, "inter": 1, "easy": 1})).loss
     many = scheduled_info_nce(*select(h1, h2, {"hard": 4, "inter": 6, "easy": 2})).loss
     assert many.item() > few.item() > math.log(2) - 1  # strictly more terms in the denominator
+
+
+def test_mean_category_losses_are_infonce_against_the_average_negative() -> None:
+    """``category_loss="mean"``: per category, -log(e^p / (e^p + mean_j e^{s_j})) over the
+    view-1 anchors; the loss itself (and its gradient) is the same as with ``"sum"``."""
+    h1, h2 = views(b=30, d=6, seed=3)
+    sims = similarities(h1, h2, TAU)
+    strata = stratify(sims.candidates(0).detach(), RATIOS)
+    counts = {"hard": 5, "inter": 7, "easy": 3}
+    active = (select_active(strata, counts, 0), select_active(strata, counts, 1))
+    summed = scheduled_info_nce(sims, active, "sum")
+    mean = scheduled_info_nce(sims, active, "mean")
+    assert mean.loss.item() == summed.loss.item()
+    cand = sims.candidates(0).detach()
+    pos = sims.positives().detach()
+    for cat, seg in active[0].segments().items():
+        avg = torch.exp(cand.gather(1, seg)).mean(1)
+        expected = (torch.log(torch.exp(pos) + avg) - pos).mean()
+        assert mean.category[cat] == pytest.approx(expected.item(), rel=1e-5)
+    # twice the negatives of the same similarity: the sum's loss grows, the mean's does not
+    doubled = torch.cat([active[0].cols, active[0].cols], dim=1)
+    from edgegcl.contrast.negatives import ActiveNegatives
+
+    twice = ActiveNegatives(doubled[:, [*range(5), *range(15, 20), *range(5, 12),
+                                       *range(20, 27), *range(12, 15), *range(27, 30)]],
+                            (10, 14, 6), active[0].num_cand)
+    again = scheduled_info_nce(sims, (twice, active[1]), "mean")
+    grown = scheduled_info_nce(sims, (twice, active[1]), "sum")
+    for cat in CATEGORIES:
+        assert again.category[cat] == pytest.approx(mean.category[cat], rel=1e-5)
+        assert grown.category[cat] > summed.category[cat]

@@ -226,8 +226,9 @@ class HANS:
         if not stalled:
             change = ", ".join(f"{c} {curr[c] / prev[c] - 1:+.1%}" if prev[c] else c
                                for c in CATEGORIES)
-            self._log(t, "all", 0.0, f"gate closed: {'the total' if self.gate == 'total' else 'every category'} "
-                                     f"improved by >= {1 - self.gamma:.0%} ({change})")
+            what = "the total" if self.gate == "total" else "every category"
+            self._log(t, "all", 0.0, f"gate closed: {what} improved by >= "
+                                     f"{1 - self.gamma:.0%} ({change})")
             return
         for c in CATEGORIES:
             if self.eta[c] < self.floor:
@@ -244,7 +245,8 @@ class HANS:
     def _saturate(self, t: int) -> None:
         if self.saturated and self.saturated_at is None:
             self.saturated_at = t
-            self._log(t, "all", 0.0, "saturated: global budget theta_max in use; swapping from now on")
+            self._log(t, "all", 0.0, "saturated: global budget theta_max in use; swapping from "
+                                     "now on")
 
     @staticmethod
     def loss_weights(window: Mapping[str, float]) -> dict[str, float]:

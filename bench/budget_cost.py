@@ -1,0 +1,236 @@
+"""What theta_max costs on a full graph: epochs held at a budget, and whole runs, side by side.
+
+Two measurements in one process, nothing else running (issue 22, item 5):
+
+1. **Held budgets.** One trainer per (scheduler, theta_max), HANS held saturated (every eta =
+   1: the state the deadline pace keeps for most of a run), stepped in interleaved blocks of
+   T_int epochs, so the strata's refresh every T_int epochs is counted and a background load
+   does not favour one of them; the step split into phases (edgegcl.phases). This is also the
+   time axis of the accuracy-cost curve (bench.hardness).
+2. **Whole runs.** ``edgegcl train``'s epochs for the whole run at ``--theta-max`` (the
+   deadline pace brings it to its budget early) against ``--scheduler none`` (every negative
+   from epoch 1), the two trainers stepped in alternating blocks of 10 epochs from epoch 1 to
+   the last; the ratio of their mean epochs.
+
+The encoder's share is the floor any budget leaves: its multiply-adds are counted from the
+graph and the layer sizes and set against the machine's measured dense-product rate.
+
+    python -m bench.budget_cost --root ../shared/datasets --dataset Cora --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch_geometric.data import Data
+
+from bench.machine import describe
+from edgegcl.config import TrainConfig, build
+from edgegcl.contrast.hans import CATEGORIES
+from edgegcl.nn.augment import as_features
+from edgegcl.phases import CONTRAST_PHASES, PhaseClock
+from edgegcl.training.engine import Trainer
+
+HERE = Path(__file__).resolve().parent
+THETAS = (0.1, 0.3, 0.6, 1.0)
+
+
+def encoder_gflop(data: Data, cfg: TrainConfig) -> float:
+    """Multiply-adds x 2 of one step's encoder and head, both views, forward and backward.
+
+    Per view: the first layer's sparse product (nonzeros of x x hidden) and aggregation
+    ((E + N) x width, each layer), the second layer's dense product, the head's two; backward
+    twice the forward for dense products (input and weight gradients), once for the first
+    layer (no gradient to x) and the aggregations.
+    """
+    n, e = data.num_nodes, data.edge_index.size(1)
+    nnz = int((data.x != 0).sum())
+    m = cfg.model_config()
+    h, o, p = m.hidden_dim, m.out_dim, m.proj_dim
+    agg = (e + n) * (h + o)
+    dense = n * h * o + n * o * p + n * p * o
+    forward = nnz * h + agg + dense
+    backward = nnz * h + agg + 2 * dense
+    return 2 * 2 * (forward + backward) / 1e9
+
+
+def dense_rate_gflops(n: int, width: int, out: int) -> float:
+    """Measured GFLOP/s of an [n, width] x [width, out] float32 product (median of 5)."""
+    a, b = torch.randn(n, width), torch.randn(width, out)
+    a @ b
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - t0)
+    return 2 * n * width * out / statistics.median(times) / 1e9
+
+
+Step = Callable[[PhaseClock | None], None]
+
+
+def held(cfg: TrainConfig, data: Data, x: torch.Tensor) -> Step:
+    """A trainer with HANS held saturated at ``cfg``'s budget; each call one epoch."""
+    trainer = Trainer(cfg, x.size(1), seed=0)
+    trainer.hans.eta = dict.fromkeys(CATEGORIES, 1.0)
+    trainer.hans.saturated_at = 0
+    count = [0]
+
+    def step(clock: PhaseClock | None) -> None:
+        count[0] += 1
+        trainer.step(x, data.edge_index, step=count[0], clock=clock)
+    return step
+
+
+def held_budgets(base: TrainConfig, data: Data, x: torch.Tensor, rounds: int
+                 ) -> dict[str, dict[str, Any]]:
+    """Mean epoch seconds and phases of every (scheduler, theta_max), interleaved."""
+    variants = {f"{kind}@{t:g}": replace(base, theta_max=t, scheduler=kind)
+                for kind in ("hans", "random") for t in THETAS}
+    variants["all"] = replace(base, scheduler="none")
+    steps = {name: held(cfg, data, x) for name, cfg in variants.items()}
+    clocks = {name: PhaseClock(torch.device("cpu")) for name in steps}
+    seconds = {name: 0.0 for name in steps}
+    block = base.T_int
+    for r in range(rounds + 1):  # round 0 warms up every variant
+        for name, step in steps.items():
+            t0 = time.perf_counter()
+            for _ in range(block):
+                clock = clocks[name] if r else None
+                if clock is not None:
+                    clock.start()
+                step(clock)
+                if clock is not None:
+                    clock.steps += 1
+            if r:
+                seconds[name] += time.perf_counter() - t0
+        print(f"budget_cost: held round {r}/{rounds}", flush=True)
+    return {name: {"epoch_s": seconds[name] / (rounds * block),
+                   "phases_s": clocks[name].mean()} for name in steps}
+
+
+def whole_runs(base: TrainConfig, data: Data, x: torch.Tensor, theta: float
+               ) -> dict[str, float]:
+    """Mean epoch seconds over whole runs: ``--theta-max theta`` against ``--scheduler
+    none``, the same epochs, in alternating blocks of 10 epochs."""
+    runs = {f"hans@{theta:g}": Trainer(replace(base, theta_max=theta), x.size(1), seed=0),
+            "all": Trainer(replace(base, scheduler="none"), x.size(1), seed=0)}
+    seconds = dict.fromkeys(runs, 0.0)
+    for start in range(0, base.epochs, 10):
+        for name, trainer in runs.items():
+            t0 = time.perf_counter()
+            for _ in range(min(10, base.epochs - start)):
+                trainer.fit_epoch(x, data.edge_index)
+            seconds[name] += time.perf_counter() - t0
+        print(f"budget_cost: whole runs, epoch {min(start + 10, base.epochs)}/{base.epochs}",
+              flush=True)
+    hans = runs[f"hans@{theta:g}"].hans
+    return {**{name: s / base.epochs for name, s in seconds.items()},
+            "saturated_at": float(hans.saturated_at or 0)}  # 0: never
+
+
+def _ms(s: float) -> str:
+    return f"{1000 * s:.0f}"
+
+
+def report(res: dict[str, Any]) -> str:
+    heldr, whole = res["held"], res["whole"]
+    full = heldr["hans@1"]["epoch_s"]
+    at_1 = heldr["hans@1"]["phases_s"]
+    encoder = at_1["encoder forward"] + at_1["encoder backward"]
+    lines = [f"# What theta_max costs on {res['dataset']}'s full graph (issue 22, item 5)", "",
+             f"Measured {res['started']} on: {res['machine']}; {res['wall_min']:.1f} min wall, "
+             "nothing else running.", "", f"    {res['command']}", "",
+             (__doc__ or "").split("\n\n")[1].replace("\n", " "), "",
+             f"Configuration: `edgegcl train --dataset {res['dataset']}`'s (its tuned defaults); "
+             f"pick {res['pick']}, strata {res['stratify']}, logits {res['logits']}.", "",
+             "## Held at a saturated budget", "",
+             "| variant | epoch ms | / hans@1 | encoder fwd+bwd | contrast | optimiser |",
+             "|---|---|---|---|---|---|"]
+    for name, row in heldr.items():
+        ph = row["phases_s"]
+        enc = ph["encoder forward"] + ph["encoder backward"]
+        con = sum(ph[p] for p in CONTRAST_PHASES)
+        lines.append(f"| {name} | {_ms(row['epoch_s'])} | {row['epoch_s'] / full:.2f} | "
+                     f"{_ms(enc)} | {_ms(con)} | {_ms(ph['optimiser'])} |")
+    lines += ["", "Phases of each step (ms): " + "; ".join(
+        f"{name}: " + ", ".join(f"{p} {_ms(v)}" for p, v in row["phases_s"].items() if v > 5e-4)
+        for name, row in heldr.items()), ""]
+    theta = res["whole_theta"]
+    ratio = whole[f"hans@{theta:g}"] / whole["all"]
+    held_ratio = heldr[f"hans@{theta:g}"]["epoch_s"] / full
+    lines += ["## Whole runs", "",
+              f"{res['epochs']} epochs each, side by side: `--theta-max {theta:g}` ("
+              + (f"saturated from epoch {int(whole['saturated_at']) + 1}"
+                 if whole["saturated_at"] else "never saturated") + ") mean epoch "
+              f"{_ms(whole[f'hans@{theta:g}'])} ms, `--scheduler none` {_ms(whole['all'])} ms: "
+              f"**{ratio:.2f}** (target 0.40).", "",
+              f"Held at theta_max {theta:g} against 1: **{held_ratio:.2f}** (target 0.40).", "",
+              "## The floor", "",
+              f"The encoder and head, both views, forward and backward: "
+              f"{res['encoder_gflop']:.1f} GFLOP per step; this machine's dense product "
+              f"({res['rate_shape']}) runs at {res['rate_gflops']:.0f} GFLOP/s, so its "
+              f"multiply-adds alone take {_ms(res['encoder_gflop'] / res['rate_gflops'])} ms; "
+              f"measured {_ms(encoder)} ms (with the elementwise work and the sparse products, "
+              f"which run below that rate). Held at theta_max 1 the epoch is {_ms(full)} ms, "
+              f"so a budget whose contrast cost nothing would still be "
+              f"{(encoder + at_1['optimiser']) / full:.2f} of it.", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--root", required=True)
+    p.add_argument("--dataset", default="Cora")
+    p.add_argument("--rounds", type=int, default=3, help="timed blocks of T_int epochs")
+    p.add_argument("--theta", type=float, default=0.1, help="the whole runs' theta_max")
+    p.add_argument("--epochs", type=int, default=None, help="whole runs' epochs (default: "
+                   "the dataset's)")
+    p.add_argument("--flags", default="", help="config changes for every variant, as "
+                   "key=value,key=value (e.g. pick=random)")
+    p.add_argument("--name", default=None)
+    args = p.parse_args()
+
+    from edgegcl.config import tuned_defaults
+    from edgegcl.data import load_graph
+    from edgegcl.memory import reuse_freed_memory
+    from edgegcl.training.state import write_atomic
+    from edgegcl.training.step import resolved_stratify
+
+    reuse_freed_memory()
+    flags = dict(kv.split("=", 1) for kv in args.flags.split(",") if kv)
+    if args.epochs:
+        flags["epochs"] = args.epochs
+    base = build({"dataset": args.dataset, **tuned_defaults(args.dataset)[1]}, flags)
+    data = load_graph(args.dataset, args.root)
+    x = as_features(data.x)
+    t0 = time.perf_counter()
+    m = base.model_config()
+    res: dict[str, Any] = {
+        "dataset": args.dataset, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": describe(), "command": "python -m bench.budget_cost " + " ".join(
+            a if not a.startswith("/") else "ROOT" for a in __import__("sys").argv[1:]),
+        "pick": base.pick, "stratify": resolved_stratify(base), "logits": base.logits,
+        "epochs": base.epochs, "whole_theta": args.theta,
+        "encoder_gflop": encoder_gflop(data, base),
+        "rate_gflops": dense_rate_gflops(data.num_nodes, m.hidden_dim, m.out_dim),
+        "rate_shape": f"[{data.num_nodes}, {m.hidden_dim}] x [{m.hidden_dim}, {m.out_dim}]"}
+    res["held"] = held_budgets(base, data, x, args.rounds)
+    res["whole"] = whole_runs(base, data, x, args.theta)
+    res["wall_min"] = (time.perf_counter() - t0) / 60
+    name = args.name or f"budget-cost-{args.dataset.lower()}"
+    write_atomic(HERE / "results" / f"{name}.json", json.dumps(res, indent=1) + "\n")
+    write_atomic(HERE / "results" / f"{name}.md", report(res))
+    print(report(res))
+
+
+if __name__ == "__main__":
+    main()
