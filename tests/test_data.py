@@ -124,32 +124,83 @@ def test_dataset_names() -> None:
 
 
 @pytest.mark.skipif(not (SHARED_DATASETS / "Cora" / "raw").is_dir(), reason="shared Cora copy absent")
-def test_cora_from_read_only_shared_root(cache: Path, tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    # The shared copy's raw files in a root this process may not write (as a user without
-    # write access to a shared folder sees it; root bypasses file modes, so it is simulated),
-    # whatever else the shared folder holds.
-    import edgegcl.data.datasets as datasets
-
-    readonly = tmp_path / "readonly"
-    shutil.copytree(SHARED_DATASETS / "Cora" / "raw", readonly / "Cora" / "raw")
-    writable = datasets._is_writable
-    monkeypatch.setattr(datasets, "_is_writable",
-                        lambda p: not Path(p).is_relative_to(readonly) and writable(p))
-    before = _snapshot(readonly)
-    data = load_graph("cora", readonly)
-    assert _snapshot(readonly) == before
+def test_cora_from_the_shared_root_writes_nothing_anywhere(cache: Path) -> None:
+    """The raw files are parsed in memory: the root (whatever else it holds, e.g. PyG's own
+    processed/ folder) and the cache stay as they were."""
+    before = _snapshot(SHARED_DATASETS)
+    data = load_graph("cora", SHARED_DATASETS)
+    assert _snapshot(SHARED_DATASETS) == before and not cache.exists()
     _check_contract(data)
     assert data.name == "Cora"
     assert data.x.shape == (2708, 1433)
     assert int(data.y.max()) + 1 == 7
     assert data.edge_index.size(1) == 10556
-    processed = next((cache / "Cora" / "processed").glob("data.pt"))
-    stamp = processed.stat().st_mtime_ns
-    again = load_graph("Cora", readonly)  # served from the cache, not reprocessed
-    assert processed.stat().st_mtime_ns == stamp
-    assert torch.equal(again.edge_index, data.edge_index)
-    assert _snapshot(readonly) == before
+    again = load_graph("Cora", SHARED_DATASETS)
+    assert torch.equal(again.edge_index, data.edge_index) and torch.equal(again.x, data.x)
+
+
+class _Payload:
+    """Unpickling this runs code: it creates the file named in its argument."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # noqa: D105
+        return (Path.touch, (self.marker,))
+
+
+def _hostile_cora(root: Path, marker: Path, where: str) -> None:
+    """Cora's raw files under ``root``, with a pickle that would create ``marker`` either as
+    PyG's processed files (``processed``) or in place of a raw file (``raw``)."""
+    shutil.copytree(SHARED_DATASETS / "Cora" / "raw", root / "Cora" / "raw")
+    if where == "processed":
+        processed = root / "Cora" / "processed"
+        processed.mkdir()
+        for name in ("data.pt", "pre_transform.pt", "pre_filter.pt"):
+            torch.save(_Payload(marker), processed / name)
+    else:
+        import pickle
+
+        (root / "Cora" / "raw" / "ind.cora.x").write_bytes(pickle.dumps(_Payload(marker)))
+
+
+@pytest.mark.skipif(not (SHARED_DATASETS / "Cora" / "raw").is_dir(), reason="shared Cora copy absent")
+def test_a_hostile_processed_folder_is_never_read(tmp_path: Path, cache: Path) -> None:
+    marker = tmp_path / "owned"
+    _hostile_cora(tmp_path / "root", marker, "processed")
+    data = load_graph("Cora", tmp_path / "root")
+    assert data.x.shape == (2708, 1433) and not marker.exists()
+
+
+@pytest.mark.skipif(not (SHARED_DATASETS / "Cora" / "raw").is_dir(), reason="shared Cora copy absent")
+def test_a_hostile_raw_pickle_is_one_line_and_runs_nothing(tmp_path: Path, cache: Path) -> None:
+    marker = tmp_path / "owned"
+    _hostile_cora(tmp_path / "root", marker, "raw")
+    message = _usage_error(load_graph, "Cora", tmp_path / "root")
+    assert "ind.cora" in message or "raw files" in message
+    assert "pathlib" in message and "replace them" in message
+    assert not marker.exists()
+
+
+@pytest.mark.skipif(not (SHARED_DATASETS / "Cora" / "raw").is_dir(), reason="shared Cora copy absent")
+@pytest.mark.parametrize("where", ["processed", "raw"])
+def test_a_hostile_root_runs_no_code_through_the_command(tmp_path: Path, where: str) -> None:
+    import subprocess
+    import sys
+
+    marker = tmp_path / "owned"
+    _hostile_cora(tmp_path / "root", marker, where)
+    proc = subprocess.run([sys.executable, "-m", "edgegcl", "train", "--dataset", "Cora",
+                           "--root", str(tmp_path / "root"), "--epochs", "1", "--eval-every",
+                           "1", "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, env={**os.environ,
+                                                               "EDGEGCL_DATA": str(tmp_path / "c")})
+    assert not marker.exists()
+    if where == "processed":  # never read: the raw files train
+        assert proc.returncode == 0, proc.stderr
+    else:
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "Traceback" not in proc.stderr
 
 
 def _fake_amazon_photo(root: Path) -> None:
@@ -179,7 +230,7 @@ def _make_writable(root: Path) -> None:
         os.chmod(dirpath, stat.S_IRWXU)
 
 
-def test_read_only_root_is_mirrored_into_cache(tmp_path: Path, cache: Path) -> None:
+def test_read_only_root_is_read_in_place(tmp_path: Path, cache: Path) -> None:
     root = tmp_path / "ro"
     _fake_amazon_photo(root)
     _make_read_only(root)
@@ -192,15 +243,15 @@ def test_read_only_root_is_mirrored_into_cache(tmp_path: Path, cache: Path) -> N
     _check_contract(data)
     assert data.name == "Amazon-Photo" and data.x.shape == (6, 3)
     assert data.edge_index.size(1) == 10  # 5 directed edges made undirected by PyG
-    assert (cache / "Photo" / "processed" / "data.pt").is_file()
+    assert not cache.exists()
 
 
-def test_writable_root_is_processed_in_place(tmp_path: Path, cache: Path) -> None:
+def test_writable_root_is_not_written_either(tmp_path: Path, cache: Path) -> None:
     _fake_amazon_photo(tmp_path / "rw")
+    before = _snapshot(tmp_path / "rw")
     data = load_graph("amazon-photo", tmp_path / "rw")
     assert data.x.shape == (6, 3)
-    assert (tmp_path / "rw" / "Photo" / "processed" / "data.pt").is_file()
-    assert not cache.exists()
+    assert _snapshot(tmp_path / "rw") == before and not cache.exists()
 
 
 def test_missing_dataset_names_raw_dir(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:

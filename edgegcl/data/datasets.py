@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
+import pickle
 import socket
 import stat
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -45,10 +46,7 @@ _DOWNLOAD_TIMEOUT_S = 20.0
 
 
 def default_data_root() -> Path:
-    """Where datasets are stored when no root is given: ``$EDGEGCL_DATA`` or ``~/.cache/edgegcl/datasets``.
-
-    The same directory is the writable cache that read-only roots are mirrored into.
-    """
+    """Where datasets are stored when no root is given: ``$EDGEGCL_DATA`` or ``~/.cache/edgegcl/datasets``."""
     env = os.environ.get("EDGEGCL_DATA")
     if env:
         return Path(env).expanduser()
@@ -164,21 +162,21 @@ def _probe_class(cls: type[InMemoryDataset]) -> type[InMemoryDataset]:
 
 
 def _load_pyg(name: str, root: Path) -> Data:
-    """Load benchmark ``name`` from ``root``, without ever writing into a read-only root.
+    """Load benchmark ``name`` from its raw files under ``root``, parsed in memory.
 
-    Raw files under ``root`` are used as they are. If PyG still has to process them and
-    ``root`` is read-only, the raw files are mirrored into :func:`default_data_root` and
-    processed there. If raw files are missing, PyG's download is tried (bounded by a
-    timeout); when that fails the error says which files to put where.
+    Nothing under ``root/.../processed`` is read and nothing is written there: PyG would
+    unpickle its processed files with ``weights_only=False`` when the safe load fails
+    (``torch_geometric.io.fs.torch_load``) and its ``pre_transform.pt`` always, so a dataset
+    folder could run code. The raw files are parsed by the dataset class's own ``process``
+    (its ``save`` captured), Planetoid's pickled raw arrays through an unpickler that admits
+    only the numpy / scipy / builtin types those files hold (``_RawUnpickler``). If raw files
+    are missing and the root is writable, PyG's download is tried (bounded by a timeout);
+    otherwise, or when it fails, the error says which files to put where.
     """
     source = _PYG_SOURCES[name]
     probe = source.build(root, probe=True)
-    raw_ok = _all_exist(probe.raw_paths)
-    processed_ok = _all_exist(probe.processed_paths)
-    writable = _is_writable(Path(probe.raw_dir)) and _is_writable(Path(probe.processed_dir))
-
-    if not raw_ok:
-        if not writable:
+    if not _all_exist(probe.raw_paths):
+        if not _is_writable(Path(probe.raw_dir)):
             raise UsageError(_missing_message(name, probe, root, "the root is read-only"))
         os.makedirs(probe.raw_dir, exist_ok=True)
         try:
@@ -188,54 +186,75 @@ def _load_pyg(name: str, root: Path) -> Data:
             raise UsageError(_missing_message(name, probe, root, f"download failed: {first_line(exc)}")) from exc
         if not _all_exist(probe.raw_paths):
             raise UsageError(_missing_message(name, probe, root, "download incomplete"))
-        dataset = source.build(root)
-    elif processed_ok or writable:
-        dataset = source.build(root)
-    else:
-        dataset = _build_in_cache(name, source, probe)
-
-    graph = dataset[0]
+    graph = _parse_raw(name, probe)
     edge_index, _ = remove_self_loops(graph.edge_index)
     edge_index = coalesce(edge_index, num_nodes=graph.num_nodes)
     return validate_graph(Data(x=graph.x, edge_index=edge_index, y=graph.y, name=name))
 
 
-def _build_in_cache(name: str, source: _PygSource, probe: InMemoryDataset) -> InMemoryDataset:
-    """Mirror the raw files of a read-only root into the writable cache and process them there.
-
-    Files already mirrored (same size and mtime) are not copied again; if any file had
-    to be copied, PyG is told to reprocess so stale processed data is never reused.
-    """
-    cache = default_data_root()
-    cache_probe = source.build(cache, probe=True)
-    if Path(cache_probe.raw_dir).resolve() == Path(probe.raw_dir).resolve() or not _is_writable(
-        Path(cache_probe.processed_dir)
-    ):
-        raise UsageError(
-            f"dataset {name} needs processing but neither {probe.root} nor the cache {cache} is writable; "
-            "set EDGEGCL_DATA to a writable directory"
-        )
-    copied = False
-    for src, dst in zip(probe.raw_paths, cache_probe.raw_paths):
-        copied |= _mirror_file(Path(src), Path(dst))
-    return source.build(cache, force_reload=copied)
+_RAW_GLOBALS = frozenset({
+    ("__builtin__", "list"), ("builtins", "list"), ("collections", "defaultdict"),
+    ("numpy", "dtype"), ("numpy", "ndarray"), ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"), ("scipy.sparse.csr", "csr_matrix"),
+    ("scipy.sparse._csr", "csr_matrix"), ("scipy.sparse", "csr_matrix"),
+})
+"""Every global the Planetoid raw files (``ind.<name>.x``, ``.graph``, ...) reference: arrays,
+sparse matrices and the graph's dict of lists. Nothing that can run code."""
 
 
-def _mirror_file(src: Path, dst: Path) -> bool:
-    """Copy ``src`` to ``dst`` atomically unless an identical-looking copy is there; True if copied."""
-    src_stat = src.stat()
-    if dst.exists():
-        dst_stat = dst.stat()
-        if dst_stat.st_size == src_stat.st_size and dst_stat.st_mtime_ns == src_stat.st_mtime_ns:
-            return False
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-    shutil.copy2(src, tmp)
-    # Sources are often mode r--r--r--; the cache copy must stay replaceable by us.
-    tmp.chmod(stat.S_IMODE(tmp.stat().st_mode) | stat.S_IWUSR)
-    os.utime(tmp, ns=(src_stat.st_atime_ns, src_stat.st_mtime_ns))
-    os.replace(tmp, dst)
-    return True
+class _RawUnpickler(pickle.Unpickler):
+    """An unpickler that builds only ``_RAW_GLOBALS``; any other global is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in _RAW_GLOBALS:
+            raise pickle.UnpicklingError(f"it references {module}.{name}, which a dataset file "
+                                         "has no reason to")
+        with warnings.catch_warnings():  # scipy's and numpy's deprecated module paths
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return super().find_class(module, name)
+
+
+class _RawPickle:
+    """Stands in for the ``pickle`` module inside PyG's Planetoid reader, whose ``read_file``
+    calls ``pickle.load(f, encoding="latin1")``."""
+
+    UnpicklingError = pickle.UnpicklingError
+
+    @staticmethod
+    def load(file: Any, **kwargs: Any) -> Any:
+        return _RawUnpickler(file, **kwargs).load()
+
+
+@contextmanager
+def _restricted_raw_pickles() -> Iterator[None]:
+    """PyG's Planetoid reader unpickles with ``_RawPickle`` instead of ``pickle``."""
+    import torch_geometric.io.planetoid as planetoid
+
+    real = planetoid.pickle
+    planetoid.pickle = _RawPickle  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        planetoid.pickle = real
+
+
+def _parse_raw(name: str, probe: InMemoryDataset) -> Data:
+    """The dataset's graph from its raw files, by the class's own ``process``, kept in memory."""
+    captured: list[Data] = []
+    probe.save = lambda data_list, path: captured.extend(data_list)  # type: ignore[method-assign]
+    try:
+        with _restricted_raw_pickles(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            probe.process()
+    except (pickle.UnpicklingError, EOFError, OSError, ValueError, KeyError, IndexError,
+            TypeError, AttributeError, RuntimeError, MemoryError, UnicodeDecodeError) as exc:
+        raise UsageError(f"dataset {name}: the raw files in {probe.raw_dir} cannot be read "
+                         f"({type(exc).__name__}: {first_line(exc)}); replace them with the "
+                         "dataset's original files") from None
+    if len(captured) != 1:
+        raise UsageError(f"dataset {name}: the raw files in {probe.raw_dir} did not give one "
+                         "graph; replace them with the dataset's original files")
+    return captured[0]
 
 
 def _all_exist(paths: list[str]) -> bool:
