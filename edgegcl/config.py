@@ -469,6 +469,8 @@ def validate(cfg: TrainConfig) -> None:
                  "T_int", "e", "nodes", "classes", "features"):
         need(getattr(cfg, name) >= 1, f"{name} must be a positive integer, got {getattr(cfg, name)}")
     need(cfg.nodes >= 2, f"--nodes must be at least 2, got {cfg.nodes}")
+    need(cfg.batch_size >= 2, f"--batch-size must be at least 2 (one anchor has no negatives: "
+                              f"its loss is 0), got {cfg.batch_size}")
     need(cfg.T_init >= 0 and cfg.swap_every >= 0, "T_init and swap_every must be >= 0")
     need(cfg.checkpoint_every >= 0,
          f"--checkpoint-every must be >= 0 (0: every probe), got {cfg.checkpoint_every}")

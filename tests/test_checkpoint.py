@@ -42,3 +42,31 @@ def test_bad_files_are_usage_errors(tmp_path, content, capsys):
     assert "\n" not in str(err.value) and "executed" not in capsys.readouterr().out
     with pytest.raises(UsageError, match="does not exist"):
         load_checkpoint(tmp_path / "missing.pt")
+
+
+def test_a_checkpoint_names_its_configuration(tmp_path):
+    from edgegcl.training.state import config_hash
+
+    cfg = TrainConfig(hidden_dim=16, out_dim=8, proj_dim=8, tau=0.3)
+    enc = GCNEncoder(5, ModelConfig(16, 8, 8))
+    save_checkpoint(tmp_path / "c.pt", enc.state_dict(), cfg, 5, seed=0, epoch=1)
+    raw = torch.load(tmp_path / "c.pt", weights_only=True)
+    assert raw["config_hash"] == config_hash(cfg) != config_hash(TrainConfig(tau=0.4))
+
+
+def test_weights_that_do_not_fit_their_config_are_one_line(tmp_path):
+    """A checkpoint whose config says 32 hidden units but whose weights have 16: one line
+    naming the tensor, not load_state_dict's traceback."""
+    enc = GCNEncoder(5, ModelConfig(16, 8, 8))
+    save_checkpoint(tmp_path / "c.pt", enc.state_dict(),
+                    TrainConfig(hidden_dim=32, out_dim=8, proj_dim=8), 5, seed=0, epoch=1)
+    with pytest.raises(UsageError, match=r"does not fit .*conv1\.bias is \[16\], the model's "
+                                         r"\[32\]") as err:
+        load_checkpoint(tmp_path / "c.pt")
+    assert "\n" not in str(err.value)
+    raw = torch.load(tmp_path / "c.pt", weights_only=True)
+    del raw["seed"]
+    torch.save(raw, tmp_path / "c.pt")
+    with pytest.raises(UsageError, match="incomplete") as err:
+        load_checkpoint(tmp_path / "c.pt")
+    assert "\n" not in str(err.value)

@@ -204,3 +204,185 @@ def test_a_full_disk_is_one_line_and_the_last_state_stays(tmp_path: Path, monkey
     state = read_state(run_dir / "seed-0" / "state.pt")  # the first state, whole
     assert state["epoch"] == states[0] == 2
     assert not list(run_dir.rglob("*.tmp"))
+
+
+# --------------------------------------------------------------------------- what resume refuses
+
+SMALL = [*_with_epochs(4), *MODES["full"], "--seeds", "1"]
+
+
+@pytest.fixture
+def in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys):
+    """``edgegcl ARGS`` in this process: (exit code, stderr lines)."""
+    from edgegcl.cli.main import main
+
+    monkeypatch.setenv("EDGEGCL_DATA", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+
+    def call(*args: str) -> tuple[int, list[str]]:
+        capsys.readouterr()
+        code = main(["train", *args])
+        return code, capsys.readouterr().err.strip().splitlines()
+    return call
+
+
+def _refused(result: tuple[int, list[str]], *needles: str) -> str:
+    code, err = result
+    assert code == 2 and len(err) == 1 and "Traceback" not in err[0], err
+    assert all(n in err[0] for n in needles), err[0]
+    return err[0]
+
+
+def _stopped_run(call, run_dir: Path, *args: str) -> None:
+    """A finished 4-epoch run made resumable again: metrics and results gone, states kept."""
+    assert call(*SMALL, *args, "--out", str(run_dir))[0] == 0
+    (run_dir / "metrics.json").unlink()
+    for result in run_dir.glob("seed-*/result.pt"):
+        result.unlink()
+
+
+def _without_hash(path: Path) -> None:
+    """A seed file as this project wrote it before files named their configuration."""
+    raw = torch.load(path, weights_only=True)
+    assert "config_hash" in raw
+    del raw["config_hash"]
+    torch.save(raw, path)
+
+
+@pytest.mark.parametrize("flag, value", [("--tau", "0.5"), ("--theta-max", "0.3"),
+                                         ("--graph-seed", "7")])
+def test_a_seed_file_from_another_configuration_is_refused(tmp_path: Path, in_process, flag,
+                                                            value) -> None:
+    run_dir, other = tmp_path / "run", tmp_path / "other"
+    _stopped_run(in_process, run_dir)
+    assert in_process(*SMALL, flag, value, "--out", str(other))[0] == 0
+    config = (run_dir / "config.toml").read_bytes()
+    state = run_dir / "seed-0" / "state.pt"
+    state.write_bytes((other / "seed-0" / "state.pt").read_bytes())
+    line = _refused(in_process("--resume", str(run_dir)), str(state),
+                    "another configuration", flag[2:].replace("-", "_"))
+    assert "remove it" in line
+    state.unlink()  # a copied result.pt (no state to name the fields) is refused as well
+    (run_dir / "seed-0" / "result.pt").write_bytes((other / "seed-0" / "result.pt").read_bytes())
+    _refused(in_process("--resume", str(run_dir), "--epochs", "6"), "result.pt",
+             "another configuration")
+    assert (run_dir / "config.toml").read_bytes() == config  # nothing rewritten
+
+
+def test_files_from_before_hashes_resume_and_a_misfit_is_one_line(tmp_path: Path,
+                                                                  in_process) -> None:
+    run_dir, wide = tmp_path / "run", tmp_path / "wide"
+    _stopped_run(in_process, run_dir)
+    state = run_dir / "seed-0" / "state.pt"
+    _without_hash(state)
+    code, err = in_process("--resume", str(run_dir), "--epochs", "6")
+    assert code == 0, err
+    assert json.loads((run_dir / "metrics.json").read_text())["seeds"][0]["history"]
+    (run_dir / "metrics.json").unlink()
+    (run_dir / "seed-0" / "result.pt").unlink()
+    assert in_process(*SMALL, "--hidden-dim", "24", "--out", str(wide))[0] == 0
+    state.write_bytes((wide / "seed-0" / "state.pt").read_bytes())
+    _without_hash(state)  # an older file: only its tensors can tell
+    _refused(in_process("--resume", str(run_dir), "--epochs", "8"), str(state),
+             "does not fit this run's model", "is [24], the model's [16]")
+
+
+def test_a_truncated_config_toml_is_refused_and_an_older_one_loads(tmp_path: Path,
+                                                                   in_process) -> None:
+    run_dir = tmp_path / "run"
+    _stopped_run(in_process, run_dir)
+    config = run_dir / "config.toml"
+    whole = config.read_text()
+    config.write_text(whole[:whole.index("[hans]")])  # valid TOML, cut at a table
+    _refused(in_process("--resume", str(run_dir)), str(config), "lacks", "theta_max",
+             "truncated")
+    # the version before `pick` wrote hard_pick and none of the later fields; its seed files
+    # have no hash
+    later = ("pick", "pace", "reach", "gate", "category_loss", "candidates")
+    older = [line for line in whole.splitlines() if line.split(" = ")[0] not in later]
+    older.insert(older.index("[contrast]  # " + whole.split("[contrast]  # ")[1].split("\n")[0])
+                 + 1, 'hard_pick = "top"')
+    config.write_text("\n".join(older) + "\n")
+    _without_hash(run_dir / "seed-0" / "state.pt")
+    code, err = in_process("--resume", str(run_dir))
+    assert code == 0, err
+    text = config.read_text()
+    assert 'pick = "hardest"' in text and 'pace = "fixed"' in text and "hard_pick" not in text
+
+
+def test_resume_refuses_flags_it_cannot_honour(tmp_path: Path, in_process) -> None:
+    run_dir = tmp_path / "run"
+    _stopped_run(in_process, run_dir)
+    config = (run_dir / "config.toml").read_bytes()
+    elsewhere = tmp_path / "elsewhere"
+    _refused(in_process("--resume", str(run_dir), "--out", str(elsewhere)),
+             "drop --out", "--epochs, --device may change")
+    assert not elsewhere.exists()
+    _refused(in_process("--resume", str(run_dir), "--epochs", "3"),
+             "--epochs 3 is below the 4 epochs seed 0", "may only grow")
+    assert (run_dir / "config.toml").read_bytes() == config
+    assert in_process("--resume", str(run_dir), "--out", str(run_dir))[0] == 0  # the same place
+
+
+def test_a_second_writer_of_a_run_directory_exits_2_at_once(tmp_path: Path, in_process) -> None:
+    """A resume of a run that is training, and a new run into a directory another process
+    holds, stop at once with one line; after the holder is killed, resume goes on."""
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "edgegcl", "train", *_with_epochs(2000),
+                             *MODES["full"], "--out", str(run_dir)], env=_env(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(run_dir / "seed-0" / "state.pt", proc)
+        start = time.monotonic()
+        _refused(in_process("--resume", str(run_dir)), str(run_dir),
+                 f"another edgegcl process (pid {proc.pid})")
+        assert time.monotonic() - start < 30
+        empty = tmp_path / "empty"
+        empty.mkdir()
+        holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                                   "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+                                   "fcntl.flock(fd, fcntl.LOCK_EX)\nprint(flush=True)\n"
+                                   "time.sleep(120)", str(empty / ".edgegcl.lock")],
+                                  stdout=subprocess.PIPE, text=True)
+        holder.stdout.readline()
+        _refused(in_process(*SMALL, "--out", str(empty)), str(empty), "another edgegcl process")
+        holder.kill()
+        holder.wait(timeout=30)
+        assert not (empty / "config.toml").exists()
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+    reached = torch.load(run_dir / "seed-0" / "state.pt", weights_only=True)["epoch"]
+    code, err = in_process("--resume", str(run_dir), "--epochs", str(reached + 2))
+    assert code == 0, err  # the lock died with its holder
+    assert not (run_dir / ".edgegcl.lock").exists()
+
+
+def test_a_refused_append_is_one_line(tmp_path: Path, in_process, monkeypatch) -> None:
+    """epochs.csv is appended to between saved states: a full disk there is one line too."""
+    import errno
+
+    real_open = Path.open
+
+    class Full:
+        def __init__(self, fh) -> None:
+            self.fh = fh
+
+        def write(self, text: str) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self) -> None:
+            self.fh.flush()
+
+        def close(self) -> None:
+            self.fh.close()
+
+    def opening(self, mode="r", *args, **kwargs):
+        fh = real_open(self, mode, *args, **kwargs)
+        return Full(fh) if self.name == "epochs.csv" and mode == "a" else fh
+
+    monkeypatch.setattr(Path, "open", opening)
+    code, err = in_process(*SMALL, "--out", "run")
+    errors = [line for line in err if "error" in line.lower() or "Traceback" in line]
+    assert code == 2 and errors == [err[-1]], err
+    assert "cannot write" in err[-1] and "epochs.csv (No space left on device)" in err[-1]

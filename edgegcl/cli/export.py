@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +14,7 @@ if TYPE_CHECKING:
     from torch_geometric.data import Data
 
     from edgegcl.config import TrainConfig
+    from edgegcl.training.checkpoint import Checkpoint
 
 RUNS_DIR = Path("runs")  # where ``edgegcl train`` puts runs without --out (run.prepare_run_dir)
 
@@ -106,33 +105,22 @@ def _training_graph(args: argparse.Namespace, cfg: TrainConfig) -> Data:
                          "pass it with --graph") from None
 
 
-def _cmd_export(args: argparse.Namespace) -> int:
-    from edgegcl.training.checkpoint import load_checkpoint
-    from edgegcl.onnx.export import (MAX_OPSET, MIN_OPSET, ExportCheckError, check_against_torch,
-                                     export_encoder)
+def _write(args: argparse.Namespace, paths: dict[str, Path], ckpt_path: Path,
+           ckpt: Checkpoint, data: Data) -> list[str]:
+    """Export, check and (``--quantize``) quantise into temporaries beside the outputs, which
+    replace the outputs only once every check passed (edgegcl_embed.files.replacing: a full
+    or read-only disk is one line, and no temporary is left); the lines to print."""
+    from edgegcl.onnx.export import check_against_torch, export_encoder
+    from edgegcl_embed.files import replacing
 
-    if not MIN_OPSET <= args.opset <= MAX_OPSET:
-        raise UsageError(f"--opset must be in {MIN_OPSET}..{MAX_OPSET} (the encoder's ops need "
-                         f"{MIN_OPSET}, torch exports up to {MAX_OPSET}), got {args.opset}")
-    paths = _outputs(args)
-    ckpt_path = _checkpoint_path(args)
-    ckpt = load_checkpoint(ckpt_path)
-    data = _training_graph(args, ckpt.config)
-    if data.x.size(1) != ckpt.in_dim:
-        raise UsageError(f"graph {data.name} has {data.x.size(1)} features but the encoder "
-                         f"expects {ckpt.in_dim}; pass the training graph with --graph")
-    with tempfile.TemporaryDirectory(dir=paths["fp32"].parent, prefix=".edgegcl-export-") as tmp:
-        staged = {key: Path(tmp) / path.name for key, path in paths.items()}
+    with replacing(list(paths.values()), UsageError, "free space or choose another output "
+                   "path (nothing was replaced)") as temps:
+        staged = dict(zip(paths, temps))
         _log(f"exporting {ckpt_path} (opset {args.opset})")
         export_encoder(ckpt, staged["fp32"], args.opset)
         _log(f"checking onnxruntime against torch on {data.name} ({data.num_nodes} nodes) "
-            "and a random subgraph")
-        try:
-            checks = check_against_torch(staged["fp32"], ckpt.encoder, data.x, data.edge_index)
-        except ExportCheckError as exc:
-            print(f"edgegcl: error: export check failed: {exc}; nothing was written",
-                  file=sys.stderr)
-            return 1
+             "and a random subgraph")
+        checks = check_against_torch(staged["fp32"], ckpt.encoder, data.x, data.edge_index)
         summary = "; ".join(f"{c.graph} ({c.nodes} nodes): max abs diff {c.max_abs_diff:.2g}"
                             for c in checks)
         lines = [f"wrote {paths['fp32']} (fp32): onnxruntime vs torch {summary}"]
@@ -151,7 +139,28 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 + (f", micro-F1 {f1['fp32']:.2f} -> {f1['int8']:.2f} ({f1['change']:+.2f})"
                    if f1 else " (no labels: micro-F1 not compared)")
                 + f"; report {paths['report']}")
-        for key, path in paths.items():
-            os.replace(staged[key], path)
+    return lines
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from edgegcl.training.checkpoint import load_checkpoint
+    from edgegcl.onnx.export import MAX_OPSET, MIN_OPSET, ExportCheckError
+
+    if not MIN_OPSET <= args.opset <= MAX_OPSET:
+        raise UsageError(f"--opset must be in {MIN_OPSET}..{MAX_OPSET} (the encoder's ops need "
+                         f"{MIN_OPSET}, torch exports up to {MAX_OPSET}), got {args.opset}")
+    paths = _outputs(args)
+    ckpt_path = _checkpoint_path(args)
+    ckpt = load_checkpoint(ckpt_path)
+    data = _training_graph(args, ckpt.config)
+    if data.x.size(1) != ckpt.in_dim:
+        raise UsageError(f"graph {data.name} has {data.x.size(1)} features but the encoder "
+                         f"expects {ckpt.in_dim}; pass the training graph with --graph")
+    try:
+        lines = _write(args, paths, ckpt_path, ckpt, data)
+    except ExportCheckError as exc:
+        print(f"edgegcl: error: export check failed: {exc}; nothing was written",
+              file=sys.stderr)
+        return 1
     print("\n".join(lines))
     return 0

@@ -1,45 +1,33 @@
-"""The ``edgegcl`` command line. Usage errors print one line and exit with code 2."""
+"""The ``edgegcl`` command line. Usage errors print one line and exit with code 2.
+
+Importing this module loads the standard library alone; torch and the rest load inside
+``main``, so that Ctrl-C while they load is one line and exit code 130 too.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import torch
-from torch_geometric.data import Data
-
 from edgegcl import __version__
-from edgegcl.evaluation.authors import AUTHORS_LABEL
-from edgegcl.budget.search import format_table
-from edgegcl.config import (SECTIONS, TrainConfig, build, coerce, format_ratios, load_toml,
-                            to_toml, tuned_defaults)
 from edgegcl.errors import UsageError
-from edgegcl.cli.export import add_parser as add_export_parser
-from edgegcl.budget.profiles import (
-    DeviceProfile,
-    add_profiles_parser,
-    check_device_present,
-    load_profile,
-)
-from edgegcl.training.distributed import (
-    QuietUsageError,
-    RankLost,
-    launched,
-    on_main,
-    share_graph,
-    start,
-)
-from edgegcl.training.distributed import stop as stop_world
 
 if TYPE_CHECKING:
+    import torch
+    from torch_geometric.data import Data
+
     from edgegcl.budget.profiler import Calibration
+    from edgegcl.budget.profiles import DeviceProfile
+    from edgegcl.config import TrainConfig
     from edgegcl.training.run import SeedResult
 
 class _Parser(argparse.ArgumentParser):
@@ -51,6 +39,8 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_config_flags(p: argparse.ArgumentParser) -> None:
     """``--config`` and one flag per TrainConfig field (flags win over the file)."""
+    from edgegcl.config import SECTIONS, TrainConfig
+
     p.add_argument("--config", metavar="FILE.toml|PRESET",
                    help="TOML file setting any of the options below (flags win), or a shipped "
                         "preset: paper-Cora, paper-CiteSeer (the paper's settings, presets/)")
@@ -66,6 +56,8 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
 
 def _flag_form(name: str, cfg: TrainConfig) -> str:
     """A field's value as its flag is written (``20,30,50`` for the ratios)."""
+    from edgegcl.config import format_ratios
+
     value = getattr(cfg, name)
     if name == "ratios":
         return format_ratios(value)
@@ -77,6 +69,8 @@ def _flag_form(name: str, cfg: TrainConfig) -> str:
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
+    from edgegcl.training.state import RESUMABLE
+
     p = sub.add_parser("train", help="train AdNGCL with HANS and evaluate it",
                        description="Train AdNGCL with HANS; writes config, metrics, the HANS "
                                    "event log and checkpoints into a run directory.")
@@ -103,39 +97,64 @@ def _add_profile(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_profile)
 
 
-RESUMABLE = ("epochs", "device")
-"""Fields a resumed run may change: more (or as many) epochs, another device."""
+_NEWER_THAN_HARD_PICK = ("pick", "pace", "reach", "gate", "category_loss", "candidates")
+"""Fields a config.toml that names ``hard_pick`` may lack: that older version wrote every
+field but these, which came later (edgegcl.config._legacy loads it as it ran)."""
 
 
-def _resume_values(args: argparse.Namespace, flags: dict[str, object]) -> dict[str, object]:
+def _saved_config(run_dir: Path) -> dict[str, Any]:
+    """RUN_DIR/config.toml's values, refused in one line when fields are missing (a
+    truncated file; defaults in their place would train another configuration)."""
+    from edgegcl.config import FIELDS, load_toml, read_toml
+
+    path = run_dir / "config.toml"
+    saved = load_toml(path)
+    raw = read_toml(path, f"config file {path}", "restore it")  # load_toml has read it
+    named = set(raw) | {k for v in raw.values() if isinstance(v, dict) for k in v}
+    newer = _NEWER_THAN_HARD_PICK if "hard_pick" in named else ()
+    missing = [name for name in FIELDS if name not in saved and name not in newer]
+    if missing:
+        more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""
+        raise UsageError(f"{path} lacks {', '.join(missing[:4])}{more}: it is truncated or "
+                         "not edgegcl's; restore it from a copy, or start a new run (nothing "
+                         "was written)")
+    return saved
+
+
+def _resume_values(args: argparse.Namespace, flags: dict[str, object],
+                   hold: ExitStack) -> dict[str, object]:
     """The saved configuration of ``--resume RUN_DIR``, after checking that the flags agree
-    with it (only RESUMABLE fields may change) and that the run has something left to do."""
+    with it (only RESUMABLE fields may change) and that the run has something left to do.
+    The run directory is locked (``hold`` keeps the lock) before its files are read."""
+    from edgegcl.config import TrainConfig, coerce
+    from edgegcl.training.state import RESUMABLE, RunLock
+
     run_dir = Path(args.resume)
+    may_change = f"on --resume only {', '.join('--' + f for f in RESUMABLE)} may change"
     if not (run_dir / "config.toml").is_file():
         raise UsageError(f"{run_dir} is not an edgegcl run directory (no config.toml); pass "
                          "the --out of an earlier edgegcl train")
     if args.config or args.profile or args.auto_budget:
         raise UsageError("--resume takes the run's saved configuration: drop --config, "
                          "--profile and --auto-budget")
-    saved = load_toml(run_dir / "config.toml")
+    if "out" in flags and Path(str(flags["out"])).resolve() != run_dir.resolve():
+        raise UsageError(f"--resume continues {run_dir} where it is: drop --out "
+                         f"{flags['out']} ({may_change}; copy the directory to move it)")
+    if os.environ.get("RANK", "0") == "0":  # under torchrun rank 0 alone writes
+        hold.enter_context(RunLock(run_dir))
+    saved = _saved_config(run_dir)
     defaults = TrainConfig()
     for name, value in flags.items():
         before = saved.get(name, getattr(defaults, name))
         if name not in RESUMABLE and name != "out" and coerce(name, value) != before:
             raise UsageError(f"--{name.replace('_', '-')} {value} contradicts the run in "
                              f"{run_dir} ({_flag_form(name, replace(defaults, **{name: before}))}"
-                             f"); on --resume only "
-                             f"{', '.join('--' + f for f in RESUMABLE)} may change")
+                             f"); {may_change}")
     values = {**saved, **{k: v for k, v in flags.items() if k in RESUMABLE}}
     epochs = int(values.get("epochs", defaults.epochs))  # type: ignore[arg-type]
     if (run_dir / "metrics.json").exists() and epochs <= int(saved.get("epochs", defaults.epochs)):
         raise UsageError(f"{run_dir} is a finished run (metrics.json is written); pass a larger "
                          "--epochs to train on, or start a new run")
-    from edgegcl.training.state import read_state
-
-    for state in sorted(run_dir.glob("seed-*/state.pt")):  # unreadable state: say so first
-        if not (state.parent / "result.pt").exists():
-            read_state(state)
     return {**values, "out": str(run_dir)}
 
 
@@ -148,12 +167,16 @@ class _Setup:
     tuned: Path | None = None  # the dataset's tuned defaults the config started from
 
 
-def _setup(args: argparse.Namespace, graph: bool = True) -> _Setup:
+def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Setup:
     """Config (file, else the dataset's tuned defaults; then flags), device (the profile's,
     when one is given) and, with ``graph``, the graph; the allocator set to reuse freed pages
-    (edgegcl.memory.reuse_freed_memory)."""
+    (edgegcl.memory.reuse_freed_memory). A resumed run is locked (in ``hold``) before its
+    files are read, and refused if they cannot continue (edgegcl.training.run.check_resume)."""
+    from edgegcl.budget.profiles import check_device_present, load_profile
+    from edgegcl.config import TrainConfig, build, load_toml, tuned_defaults
     from edgegcl.data import load_graph
     from edgegcl.memory import reuse_freed_memory
+    from edgegcl.training.run import check_resume
     from edgegcl.training.step import resolve_device
 
     reuse_freed_memory()
@@ -162,7 +185,7 @@ def _setup(args: argparse.Namespace, graph: bool = True) -> _Setup:
              if getattr(args, f.name) is not None}
     tuned = None
     if getattr(args, "resume", None):
-        cfg = build(_resume_values(args, flags), {})
+        cfg = build(_resume_values(args, flags, hold), {})
     elif args.config:
         cfg = build(load_toml(args.config), flags)
     else:
@@ -178,12 +201,16 @@ def _setup(args: argparse.Namespace, graph: bool = True) -> _Setup:
             cfg = replace(cfg, device=profile.device)
     device = resolve_device(cfg.device)
     data = load_graph(cfg.dataset, cfg.root or None, cfg.synthetic_spec()) if graph else None
+    if getattr(args, "resume", None):  # refused here, before the run is announced
+        check_resume(Path(args.resume), cfg, None if data is None else data.x.size(1),
+                     int(os.environ.get("WORLD_SIZE", "1")))
     return _Setup(cfg, data, device, profile, tuned)
 
 
 def _calibrate(s: _Setup, run_dir: Path) -> Calibration:
     """Run the profiler, print its table and choice, and keep it as RUN_DIR/profile.json."""
     from edgegcl.budget.profiler import calibrate
+    from edgegcl.budget.search import format_table
     from edgegcl.training.state import write_atomic
 
     assert s.profile is not None
@@ -202,13 +229,16 @@ def _calibrate(s: _Setup, run_dir: Path) -> Calibration:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
+    from edgegcl.config import to_toml
     from edgegcl.training.run import prepare_run_dir
     from edgegcl.training.state import write_atomic
 
-    s = _setup(args)
-    run_dir = prepare_run_dir(s.cfg.out, f"profile-{Path(s.cfg.dataset).stem}")
-    write_atomic(run_dir / "config.toml", to_toml(s.cfg))
-    _calibrate(s, run_dir)
+    with ExitStack() as hold:
+        s = _setup(args, hold)
+        run_dir = hold.enter_context(prepare_run_dir(s.cfg.out,
+                                                     f"profile-{Path(s.cfg.dataset).stem}"))
+        write_atomic(run_dir / "config.toml", to_toml(s.cfg))
+        _calibrate(s, run_dir)
     return 0
 
 
@@ -222,7 +252,15 @@ def _auto_budget_report(cal: Calibration, profile: DeviceProfile | None
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    with ExitStack() as hold:  # the run directory's lock, released however training ends
+        return _train(args, hold)
+
+
+def _train(args: argparse.Namespace, hold: ExitStack) -> int:
     from edgegcl.budget.profiler import pace_line
+    from edgegcl.evaluation.authors import AUTHORS_LABEL
+    from edgegcl.training.distributed import RankLost, launched, on_main, share_graph, start
+    from edgegcl.training.distributed import stop as stop_world
     from edgegcl.training.run import Stopped, prepare_run_dir, run
     from edgegcl.training.step import check_full_graph_memory, resolve_mode
 
@@ -230,7 +268,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise UsageError("--auto-budget needs a device profile: add --profile NAME "
                          "(see 'edgegcl profiles')")
     # under torchrun only each machine's local rank 0 loads the graph; it is then shared
-    s = _setup(args, graph=not launched() or os.environ.get("LOCAL_RANK", "0") == "0")
+    s = _setup(args, hold, graph=not launched() or os.environ.get("LOCAL_RANK", "0") == "0")
     cfg, world = s.cfg, None
     if launched():
         full = "under torchrun edgegcl trains mini-batches, each rank a shard of every " \
@@ -247,7 +285,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if resolve_mode(cfg.mode, data.num_nodes) == "full":
         check_full_graph_memory(data.num_nodes, s.device)
     run_dir = on_main(world, lambda: Path(args.resume) if args.resume
-                       else prepare_run_dir(cfg.out, cfg.dataset))
+                       else hold.enter_context(prepare_run_dir(cfg.out, cfg.dataset)))
     cal = None
     if args.auto_budget:  # measured on rank 0's device, its choice used by every rank
         cal = on_main(world, lambda: _calibrate(s, run_dir))
@@ -269,6 +307,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(f"edgegcl: training on {data.name} ({data.num_nodes} nodes, "
               f"{data.edge_index.size(1)} edges), {cfg.seeds} seed(s){ranks}; run directory "
               f"{run_dir}", file=sys.stderr)
+    if _INTERRUPTED:  # a Ctrl-C while starting up that a library swallowed
+        raise KeyboardInterrupt
     signals: list[int] = []
 
     def stop_after_epoch(signum: int, frame: object) -> None:
@@ -339,7 +379,30 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+_NEGATIVE_VALUE = re.compile(r"-\d[\d.,]*")
+"""A value that starts with a minus: a number or a list (``--fanout -1,5``)."""
+
+
+def _negative_values(argv: Sequence[str]) -> list[str]:
+    """``--opt -1,5`` as ``--opt=-1,5``: argparse takes a value that starts with a minus and
+    is not a plain number for an option, and refuses the flag before it."""
+    out: list[str] = []
+    for arg in argv:
+        if "--" in out:
+            out.append(arg)
+        elif (out and out[-1].startswith("--") and "=" not in out[-1] and out[-1] != "--"
+              and _NEGATIVE_VALUE.fullmatch(arg)):
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
+def _parser() -> _Parser:
+    """The whole command line (this imports torch and the subcommands' modules)."""
+    from edgegcl.budget.profiles import add_profiles_parser
+    from edgegcl.cli.export import add_parser as add_export_parser
+
     parser = _Parser(prog="edgegcl", description="Graph contrastive learning with HANS.")
     parser.add_argument("--version", action="version", version=f"edgegcl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -348,17 +411,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_export_parser(sub)
     _add_plot(sub)
     add_profiles_parser(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+_INTERRUPTED: list[int] = []
+"""SIGINTs received before training took Ctrl-C over (``_interrupt``)."""
+
+
+def _interrupt(signum: int, frame: object) -> NoReturn:
+    """Ctrl-C while starting up: remembered, then raised. A module being imported when it
+    lands may swallow the KeyboardInterrupt or fail otherwise as it unwinds; ``main`` reads
+    any exception after it as the interruption."""
+    _INTERRUPTED.append(signum)
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line (``argv``, else ``sys.argv``); returns the exit code: 2 with one
+    line for a usage error, 130 with one line for Ctrl-C outside training's own handling."""
+    _INTERRUPTED.clear()
+    previous = signal.signal(signal.SIGINT, _interrupt)
     try:
+        args = _parser().parse_args(_negative_values(sys.argv[1:] if argv is None else argv))
         return int(args.func(args))
-    except UsageError as exc:
+    except BaseException as exc:
+        # Ctrl-C while starting up (whatever it broke), or a second one while training
+        if isinstance(exc, KeyboardInterrupt) or (_INTERRUPTED and isinstance(exc, Exception)):
+            print("edgegcl: interrupted", file=sys.stderr)
+            return 130
+        if not isinstance(exc, UsageError):
+            raise
+        from edgegcl.training.distributed import QuietUsageError
+
         # under torchrun rank 0 speaks for all: every rank meets the same bad input
         if not isinstance(exc, QuietUsageError) and os.environ.get("RANK", "0") == "0":
             print(f"edgegcl: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("edgegcl: interrupted", file=sys.stderr)
-        return 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,13 +1,15 @@
 """Checkpoints: the trained encoder's weights and the configuration that produced it.
 
 A checkpoint holds only tensors and plain Python values, so it loads with
-``torch.load(weights_only=True)``: opening one never executes pickled code.
+``torch.load(weights_only=True)``: opening one never executes pickled code. It names its
+configuration's hash (edgegcl.training.state.config_hash), as the run's seed files do.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -23,11 +25,26 @@ FORMAT = "edgegcl-checkpoint-1"
 def save_checkpoint(path: Path, encoder_state: dict[str, Tensor], cfg: TrainConfig, in_dim: int,
                     seed: int, epoch: int) -> None:
     """Write encoder weights + config (+ provenance) to ``path`` (atomically)."""
-    from edgegcl.training.state import save_atomic
+    from edgegcl.training.state import config_hash, save_atomic
 
     save_atomic({"format": FORMAT, "edgegcl_version": __version__, "config": cfg.to_dict(),
-                "in_dim": in_dim, "seed": seed, "epoch": epoch,
+                "config_hash": config_hash(cfg), "in_dim": in_dim, "seed": seed, "epoch": epoch,
                 "encoder": {k: v.detach().cpu() for k, v in encoder_state.items()}}, Path(path))
+
+
+def misfit(weights: Any, expected: dict[str, Tensor]) -> str | None:
+    """How saved weights differ from a model's ``state_dict()`` (a missing, extra or
+    reshaped tensor), or None: a one-line reason instead of load_state_dict's traceback."""
+    if not isinstance(weights, dict):
+        return "it holds no weights"
+    for name, want in expected.items():
+        got = weights.get(name)
+        if not isinstance(got, Tensor):
+            return f"{name} is missing"
+        if got.shape != want.shape:
+            return f"{name} is {list(got.shape)}, the model's {list(want.shape)}"
+    extra = sorted(repr(k) for k in set(weights) - set(expected))  # repr: one line whatever
+    return f"{extra[0]} is not the model's" if extra else None
 
 
 @dataclass(frozen=True)
@@ -55,8 +72,18 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         raise UsageError(f"{p} is not an edgegcl checkpoint (format {FORMAT!r} expected); "
                          "pass a checkpoint.pt written by edgegcl train")
     known = {f.name for f in fields(TrainConfig)}
-    cfg = TrainConfig(**{k: v for k, v in raw["config"].items() if k in known})
-    encoder = GCNEncoder(raw["in_dim"], cfg.model_config())
-    encoder.load_state_dict(raw["encoder"])
+    try:
+        cfg = TrainConfig(**{k: v for k, v in raw["config"].items() if k in known})
+        encoder = GCNEncoder(raw["in_dim"], cfg.model_config())
+        seed, epoch, weights = int(raw["seed"]), int(raw["epoch"]), raw["encoder"]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UsageError(f"{p} is an incomplete edgegcl checkpoint ({type(exc).__name__}: "
+                         f"{first_line(exc)[:160]}); pass a checkpoint.pt written by edgegcl "
+                         "train") from None
+    why = misfit(weights, encoder.state_dict())
+    if why is not None:
+        raise UsageError(f"{p} does not fit the encoder its configuration describes ({why}); "
+                         "pass a checkpoint.pt written by edgegcl train")
+    encoder.load_state_dict(weights)
     encoder.eval()
-    return Checkpoint(encoder, cfg, raw["in_dim"], raw["seed"], raw["epoch"])
+    return Checkpoint(encoder, cfg, raw["in_dim"], seed, epoch)

@@ -24,11 +24,11 @@ from torch_geometric.data import Data
 from edgegcl import __version__
 from edgegcl.nn.augment import as_features
 from edgegcl.evaluation.authors import AUTHORS_LABEL, AuthorsScore, authors_figure, authors_probe
-from edgegcl.training.checkpoint import save_checkpoint
+from edgegcl.training.checkpoint import misfit, save_checkpoint
 from edgegcl.config import TrainConfig, to_toml
 from edgegcl.training.curves import csv_text
 from edgegcl.training.engine import Trainer
-from edgegcl.errors import UsageError
+from edgegcl.errors import UsageError, first_line
 from edgegcl.evaluation.probe import (
     ProbeScores,
     Selection,
@@ -40,8 +40,14 @@ from edgegcl.evaluation.probe import (
 from edgegcl.memory import PeakMemory, current_bytes
 from edgegcl.contrast.negatives import CATEGORIES
 from edgegcl.progress import Progress
+from edgegcl.nn.model import AdNGCL
 from edgegcl.training.state import (
+    LOCK_NAME,
     STATE_FORMAT,
+    RunLock,
+    check_config,
+    config_hash,
+    guard_writes,
     load_loader_state,
     loader_state,
     read_state,
@@ -160,7 +166,8 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
         if not main:
             return
         save_atomic({
-            "format": STATE_FORMAT, "config": cfg.to_dict(), "seed": seed,
+            "format": STATE_FORMAT, "config": cfg.to_dict(), "config_hash": config_hash(cfg),
+            "seed": seed,
             "epoch": trainer.epoch, "trainer": trainer.state_dict(),
             "loader": loader_state(loader),
             "global_rng": torch.get_rng_state(),
@@ -173,9 +180,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     state = None
     if resume and main and (run_dir / "state.pt").exists():
         state = read_state(run_dir / "state.pt")
-        if state["seed"] != seed:
-            raise UsageError(f"{run_dir / 'state.pt'} belongs to seed {state['seed']}, not "
-                             f"{seed}; remove it to restart this seed")
+        _seed_file(run_dir / "state.pt", state, seed, cfg, {}, _state_parts)
         _check_world(run_dir, 1 if world is None else world.size, state)
     if world is not None and resume:
         state = world.broadcast(state)
@@ -275,41 +280,45 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                       cfg.T_int, authors)
 
 
-def _check_world(run_dir: Path, size: int, state: dict[str, Any] | None = None) -> None:
-    """A seed state (``state``, else every ``seed-*/state.pt`` under ``run_dir``) resumes only
-    with as many processes as wrote it: each rank's random streams are in it."""
-    states = [state] if state is not None else [
-        read_state(p) for p in sorted(run_dir.glob("seed-*/state.pt"))
-        if not (p.parent / "result.pt").exists()]
-    for st in states:
-        saved = len(st.get("ranks") or [None])
-        if saved != size:
-            raise UsageError(f"{run_dir} was trained by {saved} process(es), not {size}; resume "
-                             f"it with the same number (torchrun --nproc-per-node {saved})"
-                             if saved > 1 else f"{run_dir} was trained by one process; resume "
-                             "it without torchrun")
+def _check_world(run_dir: Path, size: int, state: dict[str, Any]) -> None:
+    """A seed state resumes only with as many processes as wrote it: each rank's random
+    streams are in it."""
+    saved = len(state.get("ranks") or [None])
+    if saved != size:
+        raise UsageError(f"{run_dir} was trained by {saved} process(es), not {size}; resume "
+                         f"it with the same number (torchrun --nproc-per-node {saved})"
+                         if saved > 1 else f"{run_dir} was trained by one process; resume "
+                         "it without torchrun")
 
 
 class _appending:
-    """A file opened for appending on the writing rank; elsewhere a sink that writes nothing."""
+    """A file opened for appending on the writing rank; elsewhere a sink that writes nothing.
+    A disk that refuses an append is one line (the saved state, which a resume rewrites the
+    file from, is intact)."""
 
     def __init__(self, path: Path, enabled: bool) -> None:
-        self.fh = path.open("a") if enabled else None
+        self.path, self.fh = path, None
+        if enabled:
+            with guard_writes(path):
+                self.fh = path.open("a")
 
     def __enter__(self) -> _appending:
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self.fh is not None:
-            self.fh.close()
+            with guard_writes(self.path):
+                self.fh.close()
 
     def write(self, text: str) -> None:
         if self.fh is not None:
-            self.fh.write(text)
+            with guard_writes(self.path):
+                self.fh.write(text)
 
     def flush(self) -> None:
         if self.fh is not None:
-            self.fh.flush()
+            with guard_writes(self.path):
+                self.fh.flush()
 
 
 def _mean_std(values: list[float]) -> dict[str, float]:
@@ -386,18 +395,41 @@ def summarise(results: list[SeedResult]) -> dict[str, Any]:
     return summary
 
 
-def prepare_run_dir(out: str, dataset: str) -> Path:
-    """A new, empty run directory; an existing non-empty one is never overwritten."""
+def prepare_run_dir(out: str, dataset: str) -> RunLock:
+    """A new, empty run directory, locked for this process (``with prepare_run_dir(...) as
+    run_dir``); an existing non-empty one is never written, nor one another process holds."""
     path = Path(out) if out else Path("runs") / f"{Path(dataset).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise UsageError(f"run directory {path} already exists and is not empty; "
-                         "pass a new --out (nothing was written)")
+
+    def refuse_if_used() -> None:
+        if path.exists() and (not path.is_dir() or any(p.name != LOCK_NAME
+                                                       for p in path.iterdir())):
+            raise UsageError(f"run directory {path} already exists and is not empty; "
+                             "pass a new --out (nothing was written)")
+
+    refuse_if_used()
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create run directory {path} ({exc.strerror}); "
                          "pass a writable --out") from None
-    return path
+    lock = RunLock(path)
+    try:
+        refuse_if_used()  # written by another process between the first look and the lock
+    except UsageError:
+        lock.release()
+        raise
+    return lock
+
+
+def _read_result(path: Path) -> dict[str, Any]:
+    """A finished seed's ``result.pt`` as saved, or one line naming the problem."""
+    try:
+        raw = torch.load(path, map_location="cpu", weights_only=True)
+        _result_from_dict(raw)
+    except Exception:  # torch raises many types for truncated or foreign files
+        raise UsageError(f"{path} cannot be read; remove it (and keep state.pt) to finish that "
+                         "seed again") from None
+    return raw
 
 
 def _finished(seed_dir: Path, epochs: int) -> SeedResult | None:
@@ -405,12 +437,74 @@ def _finished(seed_dir: Path, epochs: int) -> SeedResult | None:
     path = seed_dir / "result.pt"
     if not path.exists():
         return None
-    try:
-        result = _result_from_dict(torch.load(path, map_location="cpu", weights_only=True))
-    except Exception:  # torch raises many types for truncated or foreign files
-        raise UsageError(f"{path} cannot be read; remove it (and keep state.pt) to finish that "
-                         "seed again") from None
+    result = _result_from_dict(_read_result(path))
     return result if len(result.epoch_times) >= epochs else None
+
+
+def check_resume(run_dir: Path, cfg: TrainConfig, in_dim: int | None = None,
+                 world_size: int | None = None) -> None:
+    """Refuse, in one line and before anything is written, a run directory that ``--resume``
+    cannot continue under ``cfg`` (its config.toml with the flags a resume may change).
+
+    Each seed's result.pt and state.pt must be readable, trained under ``cfg``
+    (``config_hash``; files from before hashes pass), the seed's own, and not past
+    ``cfg.epochs``; a state that will train on must come from ``world_size`` processes;
+    with ``in_dim`` (the graph's features) their weights must fit the model.
+    """
+    shapes: dict[str, dict[str, Tensor]] = {}
+    if in_dim is not None:
+        with torch.device("meta"):  # shapes only, nothing allocated
+            net = AdNGCL(in_dim, cfg.model_config())
+        shapes = {"model": net.state_dict(), "encoder": net.encoder.state_dict()}
+    for seed in range(cfg.seeds):
+        seed_dir = run_dir / f"seed-{seed}"
+        result, state = seed_dir / "result.pt", seed_dir / "state.pt"
+        done = reached = 0
+        if result.exists():
+            raw = _read_result(result)
+            done = reached = _seed_file(result, raw, seed, cfg, shapes, _result_parts)
+        if state.exists():
+            raw = read_state(state)
+            reached = max(reached, _seed_file(state, raw, seed, cfg, shapes, _state_parts))
+            if world_size is not None and done < cfg.epochs:  # it trains on
+                _check_world(run_dir, world_size, raw)
+        if reached > cfg.epochs:
+            raise UsageError(f"--epochs {cfg.epochs} is below the {reached} epochs seed {seed} "
+                             f"has trained in {run_dir}; on --resume --epochs may only grow "
+                             f"(pass {reached} or more) and --device change")
+
+
+def _result_parts(raw: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """A result.pt's epochs and weights (the chosen encoder)."""
+    return len(raw["epoch_times"]), {"encoder": raw["encoder_state"]}
+
+
+def _state_parts(raw: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """A state.pt's epoch and weights (the model, and the best encoder so far)."""
+    return int(raw["epoch"]), {"model": raw["trainer"]["model"], "encoder": raw["best"]["state"]}
+
+
+def _seed_file(path: Path, raw: dict[str, Any], seed: int, cfg: TrainConfig,
+               shapes: dict[str, dict[str, Tensor]],
+               parts: Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]) -> int:
+    """Check one seed file (``check_resume``; ``parts``: its epoch and its weights by the
+    model they belong to, checked against ``shapes``); returns the epoch it reached."""
+    check_config(path, raw, cfg)
+    try:
+        epoch, weights = parts(raw)
+        owner = raw["seed"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"{path} is incomplete ({type(exc).__name__}: {first_line(exc)}); "
+                         "remove it to train that seed afresh") from None
+    if owner != seed:
+        raise UsageError(f"{path} belongs to seed {owner!r}, not {seed}; remove it to train "
+                         "this seed afresh")
+    for kind, expected in shapes.items():
+        why = None if weights.get(kind) is None else misfit(weights[kind], expected)
+        if why is not None:
+            raise UsageError(f"{path} does not fit this run's model ({why}): it was trained on "
+                             "another graph or model; remove it to train that seed afresh")
+    return epoch
 
 
 def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
@@ -428,14 +522,16 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
     """
     main = world is None or world.is_main
     if resume:
-        on_main(world, lambda: _check_world(run_dir, 1 if world is None else world.size))
+        on_main(world, lambda: check_resume(run_dir, cfg, data.x.size(1),
+                                            1 if world is None else world.size))
     if main:
         write_atomic(run_dir / "config.toml", to_toml(cfg))
     results = []
     for seed in range(cfg.seeds):
         seed_dir = run_dir / f"seed-{seed}"
         if main:
-            seed_dir.mkdir(exist_ok=resume)
+            with guard_writes(seed_dir):
+                seed_dir.mkdir(exist_ok=resume)
         done = _finished(seed_dir, cfg.epochs) if resume and main else None
         if world is not None and world.broadcast(done is not None):
             if done is not None:
@@ -450,7 +546,8 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
             continue
         save_checkpoint(seed_dir / "checkpoint.pt", result.encoder_state, cfg, data.x.size(1),
                         seed, result.selected_epoch)
-        save_atomic(_result_to_dict(result), seed_dir / "result.pt")
+        save_atomic({**_result_to_dict(result), "config_hash": config_hash(cfg)},
+                    seed_dir / "result.pt")
         results.append(result)
     if not main:
         return {}

@@ -1,8 +1,12 @@
-"""Crash-safe files: atomic writes, and a seed's complete training state for ``--resume``.
+"""Crash-safe files: atomic writes, a run directory's lock and configuration hash, and a seed's
+complete training state for ``--resume``.
 
-Every file a run writes goes through ``write_atomic`` / ``save_atomic``: a temporary file in
-the same directory, flushed and fsynced, then renamed over the target, so a kill at any
-instant leaves either the previous complete file or the new one. A seed's state
+Every file a run writes goes through ``write_atomic`` / ``save_atomic`` (edgegcl_embed.files
+``replacing``: a temporary file of this process's beside the target, fsynced, then renamed
+over it), so a kill at any instant leaves either the previous complete file or the new one,
+and a full or read-only disk is one line. One process at a time writes a run directory: it
+holds ``RunLock``. Every seed file names the configuration it was trained under
+(``config_hash``), so ``--resume`` refuses one copied from another run. A seed's state
 (``seed-K/state.pt``) holds everything its next epoch depends on (the engine's state, the
 selector's kept strata, the loader's random streams, the probes so far and the best
 checkpoint), as plain tensors and Python values: ``torch.load(weights_only=True)`` reads it.
@@ -10,48 +14,145 @@ checkpoint), as plain tensors and Python values: ``torch.load(weights_only=True)
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import hashlib
 import os
+from contextlib import AbstractContextManager
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from torch_geometric.loader import NodeLoader
 
+from edgegcl.config import TrainConfig, to_toml
 from edgegcl.errors import UsageError
+from edgegcl_embed.files import refusals, replacing
+
+if TYPE_CHECKING:
+    from torch_geometric.loader import NodeLoader
 
 STATE_FORMAT = "edgegcl-seed-state-1"
 
+RESUMABLE = ("epochs", "device")
+"""Fields a resumed run may change: more (or as many) epochs, another device."""
+UNHASHED = (*RESUMABLE, "out")
+"""Fields ``config_hash`` leaves out: what a resume may change, and where the run lives."""
+LOCK_NAME = ".edgegcl.lock"
+"""The file in a run directory that its writing process holds locked (``RunLock``)."""
 
-def _replace_atomically(path: Path, write: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with tmp.open("wb") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"cannot write {path} ({exc.strerror or exc}); free space or pick a "
-                         "writable --out (the previous files are intact)") from None
-    try:  # make the rename itself durable
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
+_WRITE_HINT = "free space or pick a writable --out (the previous files are intact)"
+
+
+def config_hash(cfg: TrainConfig) -> str:
+    """SHA-256 of the canonical configuration (``to_toml``) without ``UNHASHED``: the identity
+    of the training a seed file belongs to, stored in state.pt, result.pt and checkpoint.pt."""
+    defaults = {f.name: f.default for f in fields(TrainConfig) if f.name in UNHASHED}
+    return hashlib.sha256(to_toml(replace(cfg, **defaults)).encode()).hexdigest()
+
+
+def check_config(path: Path, saved: dict[str, Any], cfg: TrainConfig) -> None:
+    """Refuse, in one line, a seed file trained under another configuration than ``cfg``.
+
+    Files written before hashes carry none and pass; a state names the fields that differ
+    (it keeps its configuration)."""
+    stored = saved.get("config_hash")
+    if stored is None or stored == config_hash(cfg):
+        return
+    theirs, ours = saved.get("config"), cfg.to_dict()
+    differ = [f"{k} {theirs[k]!r} there, {ours[k]!r} here" for k in ours
+              if isinstance(theirs, dict) and k not in UNHASHED and k in theirs
+              and theirs[k] != ours[k]]
+    raise UsageError(f"{path} was trained under another configuration than this run's "
+                     f"config.toml{' (' + '; '.join(differ[:3]) + ')' if differ else ''}: it "
+                     "comes from another run; remove it to train that seed afresh")
+
+
+class RunLock:
+    """This process's hold on a run directory, so that no second process writes it.
+
+    An exclusive ``fcntl.flock`` on RUN_DIR/.edgegcl.lock, taken without waiting (another
+    holder is one UsageError line), kept until ``release()`` or the end of the ``with``
+    block; the OS drops it when the process ends, by a crash or kill -9 too, and a lock file
+    left behind is simply taken again. The file names the holder's pid; ``release()``
+    removes it.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir, self.path = Path(run_dir), Path(run_dir) / LOCK_NAME
+        self._fd: int | None = self._acquire()
+
+    def _acquire(self) -> int:
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise UsageError(f"cannot lock {self.run_dir} ({exc.strerror}); pick a "
+                                 "writable run directory") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    raise UsageError(f"cannot lock {self.run_dir} ({exc.strerror}); pick a run "
+                                     "directory on a local disk") from None
+                raise UsageError(f"{self.run_dir} is being written by another edgegcl process"
+                                 f"{self._holder()}; wait for it to end (or stop it), or use "
+                                 "another run directory") from None
+            try:  # the holder may have released (and removed) it as we opened it
+                if os.path.samestat(os.fstat(fd), os.stat(self.path)):
+                    break
+            except FileNotFoundError:
+                pass
             os.close(fd)
-    except OSError:
-        pass
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError:
+            pass  # the pid only makes the refusal's message nicer
+        return fd
+
+    def _holder(self) -> str:
+        try:
+            pid = self.path.read_text().strip()
+        except OSError:
+            return ""
+        return f" (pid {pid})" if pid.isdigit() else ""
+
+    def release(self) -> None:
+        """Give the run directory up (removing the lock file first, while still held)."""
+        if self._fd is None:
+            return
+        try:
+            self.path.unlink(missing_ok=True)
+        except OSError:
+            pass
+        os.close(self._fd)
+        self._fd = None
+
+    def __enter__(self) -> Path:
+        return self.run_dir
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def guard_writes(path: Path) -> AbstractContextManager[None]:
+    """For the writes to ``path`` that are not replacements (an append, a new directory): a
+    disk that refuses them is one line, as with ``write_atomic``."""
+    return refusals([path], UsageError, _WRITE_HINT)
 
 
 def write_atomic(path: Path, text: str) -> None:
     """Replace ``path`` by ``text`` (UTF-8) atomically."""
-    _replace_atomically(path, lambda fh: fh.write(text.encode()))
+    with replacing([path], UsageError, _WRITE_HINT) as (tmp,):
+        tmp.write_bytes(text.encode())
 
 
 def save_atomic(obj: Any, path: Path) -> None:
     """``torch.save(obj)`` to ``path`` atomically."""
-    _replace_atomically(path, lambda fh: torch.save(obj, fh))
+    with replacing([path], UsageError, _WRITE_HINT) as (tmp,), tmp.open("wb") as fh:
+        torch.save(obj, fh)
 
 
 def loader_state(loader: NodeLoader | None) -> dict[str, Any]:
