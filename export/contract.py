@@ -41,6 +41,8 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, fields
 
+from .errors import shown
+
 INTERFACE = 3
 
 INPUT_X = "x"
@@ -108,5 +110,65 @@ class ModelMetadata:
             try:
                 values[f.name] = int(props[key]) if f.type == "int" else props[key]
             except ValueError:
-                raise ValueError(f"{key}={props[key]!r} is not an integer") from None
+                raise ValueError(f"{key}={props[key][:40]!r} is not an integer") from None
         return cls(**values)  # type: ignore[arg-type]
+
+    def graph_problem(self, inputs: dict[str, list], outputs: dict[str, list],
+                      file_bytes: int) -> str | None:
+        """What in a model's graph contradicts this metadata, or None when nothing does.
+
+        ``inputs`` and ``outputs`` map the model's tensor names to their shapes as onnxruntime
+        reports them (inferred from the weights, so they cannot be forged apart from them);
+        ``file_bytes`` is the model file's size. Every number is checked before the runtime
+        sizes anything by it: the interface is one this runtime reads, the layers are the
+        stages the graph has, in_dim and out_dim are the widths of its first input and of the
+        embeddings, consecutive stages agree on their widths, and no width exceeds the file's
+        bytes (every width is the length of a weight or bias stored in the file).
+        """
+        if not 1 <= self.interface <= INTERFACE:
+            return f"{PREFIX}interface={self.interface} is not 1..{INTERFACE}"
+
+        def width(name: str, table: dict[str, list]) -> int | str:
+            shape = table.get(name)
+            if shape is None:
+                return f"it has no tensor {name}"
+            if (len(shape) != 2 or not isinstance(shape[1], int)
+                    or not 1 <= shape[1] <= file_bytes):
+                return (f"{name} has shape {shown(str(shape))}, not [rows, width] with a width "
+                        f"of at most the file's {file_bytes} bytes")
+            return shape[1]
+
+        k, has_x = self.num_layers, INPUT_X in inputs
+        stages = len(inputs) - has_x  # aggregated inputs a1..ak (interface 2 and later)
+        names = ({INPUT_X, INPUT_EDGE_INDEX, INPUT_DEG} if self.interface == 1 else
+                 {aggregate_input(j) for j in range(1, stages + 1)} | ({INPUT_X} & inputs.keys()))
+        if set(inputs) != names:
+            found = ", ".join(shown(name) for name in sorted(inputs)[:10]) or "none"
+            return (f"its inputs are {found}, not {', '.join(sorted(names))} (edgegcl "
+                    f"interface {self.interface})")
+        if self.interface == 1:  # its layers are inside one graph: each stores >= 4 bytes
+            if not 1 <= k <= file_bytes // 4:
+                return (f"{PREFIX}num_layers={k} but a {file_bytes}-byte file holds 1.."
+                        f"{file_bytes // 4} layers")
+            first = INPUT_X
+            chain: list[tuple[str, str]] = []
+        else:
+            if k != stages:
+                return f"{PREFIX}num_layers={k} but the graph has {stages} aggregated inputs"
+            first = INPUT_X if has_x else aggregate_input(1)
+            # stage j >= 1 takes A_hat z_{j-1}: its input is as wide as stage j-1's output
+            chain = [(aggregate_input(j), stage_output(j - 1, k))
+                     for j in range(1 if has_x else 2, k + 1)]
+        for name, declared in ((first, self.in_dim), (OUTPUT, self.out_dim)):
+            found = width(name, inputs if name == first else outputs)
+            if found != declared:
+                return found if isinstance(found, str) else (
+                    f"{name} is {found} wide but the metadata says {declared}")
+        for into, source in chain:
+            a, z = width(into, inputs), width(source, outputs)
+            for found in (a, z):
+                if isinstance(found, str):
+                    return found
+            if a != z:
+                return f"{into} is {a} wide but {source}, which it aggregates, is {z}"
+        return None

@@ -3,3 +3,17 @@
 
 class InputError(Exception):
     """Bad input: the message names the problem and the fix in one line; the CLI exits with 2."""
+
+
+def first_line(exc: BaseException, limit: int = 200) -> str:
+    """The first line of an exception's message (its type's name when it has none), cut at
+    ``limit`` characters, for embedding in a one-line InputError."""
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:limit]
+
+
+def shown(name: str, limit: int = 60) -> str:
+    """A name from a file as a message shows it: control characters escaped (a newline would
+    split the one-line error), cut at ``limit`` characters."""
+    text = name if name.isprintable() else repr(name)
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import errno
+import math
+import os
+import stat
 import zipfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 from scipy.sparse import csr_matrix, issparse, spmatrix
 
-from .errors import InputError
+from .errors import InputError, first_line, shown
 
 # A sparse x in a graph file: scipy.sparse.save_npz's arrays for a CSR matrix, prefixed "x_".
 SPARSE_X_KEYS = ("x_data", "x_indices", "x_indptr", "x_shape")
@@ -28,44 +35,163 @@ def save_npz(path: str | Path, x: Features, edge_index: np.ndarray) -> None:
         np.savez(path, x=x, edge_index=edge_index)
 
 
-def _sparse_x(npz: np.lib.npyio.NpzFile, p: Path) -> csr_matrix:
+# The .npy format versions numpy writes for plain arrays, and their header readers.
+_NPY_HEADER_READERS = {(1, 0): np.lib.format.read_array_header_1_0,
+                       (2, 0): np.lib.format.read_array_header_2_0}
+_NPY_MAGIC = b"\x93NUMPY"
+
+# deflate's largest expansion, bytes out per byte in (zlib's technical notes): a deflated
+# member that declares more than this many bytes per stored byte is forged.
+DEFLATE_MAX_RATIO = 1032
+
+# What can go wrong reading a zip member: bad CRC or local header, a broken deflate stream,
+# a short read, a malformed .npy header or dtype, an encrypted or exotically compressed member.
+_MEMBER_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, TypeError,
+                  OverflowError, OSError, RuntimeError, NotImplementedError)
+
+
+def check_file(path: Path, what: str, fix: str) -> None:
+    """Raise a one-line InputError unless ``path`` is a regular file, saying what it is instead:
+    missing, a directory, a symlink loop or a dangling symlink, or a FIFO or device (which a
+    reader would block on or read forever)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            problem = "is a symlink loop"
+        elif exc.errno == errno.ENOENT and path.is_symlink():
+            problem = "is a symlink to a file that does not exist"
+        elif exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            problem = "does not exist"
+        else:
+            problem = f"cannot be accessed ({exc.strerror or exc})"
+    else:
+        if stat.S_ISDIR(mode):
+            problem = "is a directory, not a file"
+        elif not stat.S_ISREG(mode):
+            problem = "is not a regular file (a FIFO, socket or device)"
+        else:
+            return
+    raise InputError(f"{what} {path} {problem}; {fix}")
+
+
+class NpzArchive:
+    """An open .npz whose members are read only after their .npy header has been checked
+    against the member's size, so a forged header fails in one line instead of allocating
+    what it declares; Python objects (pickles) are never loaded. Use ``open_npz``."""
+
+    def __init__(self, path: Path, archive: zipfile.ZipFile, size: int, fix: str) -> None:
+        self.path, self._zip, self._size, self._fix = path, archive, size, fix
+        self._members = {info.filename.removesuffix(".npy"): info for info in archive.infolist()}
+
+    @property
+    def names(self) -> list[str]:
+        """The arrays the archive holds (member names without ".npy", as numpy lists them)."""
+        return list(self._members)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._members
+
+    def _fail(self, info: zipfile.ZipInfo, problem: str) -> InputError:
+        return InputError(f"graph file {self.path}: member {shown(info.filename)} {problem}; "
+                          f"{self._fix}")
+
+    def _check_member(self, info: zipfile.ZipInfo) -> None:
+        """The member's .npy header against the bytes the member really holds."""
+        if info.compress_type == zipfile.ZIP_STORED:
+            stored_max = info.compress_size
+        elif info.compress_type == zipfile.ZIP_DEFLATED:
+            stored_max = info.compress_size * DEFLATE_MAX_RATIO
+        else:
+            raise self._fail(info, f"uses zip compression method {info.compress_type}, which "
+                                   "numpy never writes")
+        if info.header_offset + info.compress_size > self._size:
+            raise self._fail(info, f"claims {info.compress_size} bytes beyond the end of the "
+                                   f"{self._size}-byte file (truncated)")
+        if info.file_size > stored_max:
+            raise self._fail(info, f"claims {info.file_size} bytes but stores "
+                                   f"{info.compress_size} (a forged zip entry)")
+        with self._zip.open(info) as fh:
+            version = np.lib.format.read_magic(fh)
+            if version not in _NPY_HEADER_READERS:
+                raise self._fail(info, f"is .npy format {version[0]}.{version[1]}, which holds "
+                                       "no plain array")
+            shape, _, dtype = _NPY_HEADER_READERS[version](fh)
+            data_bytes = info.file_size - fh.tell()
+        if dtype.hasobject:
+            raise self._fail(info, "holds Python objects (pickled data, never unpickled here)")
+        if any(d < 0 for d in shape):
+            raise self._fail(info, f"declares the negative shape {shape}")
+        declared = math.prod(shape) * dtype.itemsize
+        if declared != data_bytes:
+            raise self._fail(info, f"declares shape {shape} of {dtype} ({declared} bytes) but "
+                                   f"holds {data_bytes} bytes (truncated or forged)")
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        """The array ``name``, read after ``_check_member``; any failure is one InputError."""
+        info = self._members[name]
+        try:
+            self._check_member(info)
+            with self._zip.open(info) as fh:
+                return np.lib.format.read_array(fh, allow_pickle=False)
+        except _MEMBER_ERRORS as exc:
+            raise self._fail(info, f"cannot be read ({first_line(exc)})") from None
+
+
+@contextmanager
+def open_npz(path: str | Path, fix: str) -> Iterator[NpzArchive]:
+    """``path`` opened as an .npz archive of plain arrays; anything else (a missing file, a
+    directory, a bare .npy, bytes that are no zip) is a one-line InputError ending in ``fix``."""
+    p = Path(path)
+    check_file(p, "graph file", fix)
+    try:
+        fh = p.open("rb")
+    except OSError as exc:
+        raise InputError(f"graph file {p} cannot be read ({exc.strerror or exc}); {fix}"
+                         ) from None
+    with fh:
+        if fh.read(len(_NPY_MAGIC)) == _NPY_MAGIC:
+            raise InputError(f"graph file {p} holds a single array (.npy), not an .npz archive "
+                             f"of named arrays; {fix}")
+        try:
+            archive = zipfile.ZipFile(fh)
+        except (zipfile.BadZipFile, ValueError, EOFError, OSError):
+            raise InputError(f"graph file {p} is not a valid .npz (zip) file; {fix}") from None
+        with archive:
+            yield NpzArchive(p, archive, os.fstat(fh.fileno()).st_size, fix)
+
+
+def _sparse_x(npz: NpzArchive, p: Path) -> csr_matrix:
     """The CSR x stored as SPARSE_X_KEYS (validated later by check_graph)."""
     data, indices, indptr, shape = (npz[k] for k in SPARSE_X_KEYS)
     if shape.shape != (2,) or shape.dtype.kind not in "iu":
-        raise InputError(f"graph file {p} has x_shape {shape.tolist()}, not [num_nodes, in_dim]; "
-                         "write x with edgegcl_embed.graph.save_npz")
+        raise InputError(f"graph file {p} has an x_shape of shape {shape.shape} "
+                         f"({shape.dtype}), not [num_nodes, in_dim] as two integers; write x with "
+                         "edgegcl_embed.graph.save_npz")
     try:
         return csr_matrix((data, indices, indptr), shape=(int(shape[0]), int(shape[1])))
-    except (ValueError, TypeError) as exc:
-        raise InputError(f"graph file {p} holds a malformed CSR x ({exc}); write x with "
-                         "edgegcl_embed.graph.save_npz") from None
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InputError(f"graph file {p} holds a malformed CSR x ({first_line(exc)}); write x "
+                         "with edgegcl_embed.graph.save_npz") from None
 
 
 def load_npz(path: str | Path) -> tuple[Features, np.ndarray]:
-    """``x`` and ``edge_index`` from an ``.npz`` file (read without unpickling anything).
+    """``x`` and ``edge_index`` from an ``.npz`` file (read without unpickling anything, every
+    member's declared size checked before it is allocated; see ``open_npz``).
 
     x is a dense array ``x`` or a CSR matrix stored as SPARSE_X_KEYS (see ``save_npz``).
     """
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"graph file {p} does not exist; pass an .npz holding x and edge_index")
     fix = "write it with numpy.savez(path, x=..., edge_index=...)"
-    try:
-        npz = np.load(p, allow_pickle=False)
-        if not isinstance(npz, np.lib.npyio.NpzFile):
-            raise InputError(f"graph file {p} holds a single array, not x and edge_index; {fix}")
-        with npz:
-            sparse = "x" not in npz.files and all(k in npz.files for k in SPARSE_X_KEYS)
-            missing = [k for k in ("x", "edge_index") if k not in npz.files
-                       and not (k == "x" and sparse)]
-            if missing:
-                raise InputError(f"graph file {p} has no {' or '.join(missing)} (it holds "
-                                 f"{', '.join(npz.files) or 'nothing'}); store arrays named x "
-                                 "[num_nodes, in_dim] (or a CSR x as "
-                                 f"{', '.join(SPARSE_X_KEYS)}) and edge_index [2, num_edges]")
-            return (_sparse_x(npz, p) if sparse else npz["x"]), npz["edge_index"]
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise InputError(f"graph file {p} cannot be read as .npz ({exc}); {fix}") from None
+    with open_npz(p, fix) as npz:
+        sparse = "x" not in npz and all(k in npz for k in SPARSE_X_KEYS)
+        missing = [k for k in ("x", "edge_index") if k not in npz and not (k == "x" and sparse)]
+        if missing:
+            raise InputError(f"graph file {p} has no {' or '.join(missing)} (it holds "
+                             f"{', '.join(map(shown, npz.names[:10])) or 'nothing'}); store "
+                             "arrays named x [num_nodes, in_dim] (or a CSR x as "
+                             f"{', '.join(SPARSE_X_KEYS)}) and edge_index [2, num_edges]")
+        return (_sparse_x(npz, p) if sparse else npz["x"]), npz["edge_index"]
 
 
 def _check_sparse_x(x: spmatrix) -> csr_matrix:
@@ -163,6 +289,8 @@ class InNeighbourhoods:
         self._seen[targets] = True
         frontier = targets
         for _ in range(hops):
+            if frontier.size == 0:  # nothing further away: more hops add nothing
+                break
             into = self._edges_into(frontier)
             edges.append(into)
             sources = self.src[into]

@@ -16,9 +16,9 @@ from scipy.sparse import csr_matrix, issparse
 from .adjacency import NormalisedAdjacency
 from .contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, STAGE0_WEIGHT,
                        STAGE0_WEIGHT_INT8, ModelMetadata, aggregate_input, stage_output)
-from .errors import InputError
+from .errors import InputError, first_line
 from .features import dense_rows, density, sparse_product, use_sparse_product
-from .graph import Features, InNeighbourhoods, check_graph, gcn_degree
+from .graph import Features, InNeighbourhoods, check_file, check_graph, gcn_degree
 from .kernels import resolve_kernel, warm_up
 
 # Rows per block of a stage: a block is one unit of work for one thread (its CSR rows, then
@@ -82,9 +82,7 @@ class EncoderSession:
                  device: str = "cpu", first_layer: str = "auto", kernel: str = "auto") -> None:
         """Open ``path``; a missing, corrupt or foreign model file is a one-line InputError."""
         p = Path(path)
-        if not p.is_file():
-            raise InputError(f"model file {p} does not exist; pass a .onnx written by "
-                             "edgegcl export")
+        check_file(p, "model file", "pass a .onnx written by edgegcl export")
         if threads is not None and threads < 1:
             raise InputError(f"threads must be >= 1, got {threads}; pass a positive number or "
                              "leave it out for every core")
@@ -106,11 +104,11 @@ class EncoderSession:
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
+        options.log_severity_level = 3  # errors only: a bad model is reported in one line below
         try:
             self.session = ort.InferenceSession(str(p), options, providers=providers)
         except Exception as exc:  # onnxruntime raises its own types for unreadable models
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise InputError(f"model file {p} cannot be loaded by onnxruntime ({first[:200]}); "
+            raise InputError(f"model file {p} cannot be loaded by onnxruntime ({first_line(exc)}); "
                              "re-export it with edgegcl export") from None
         if device == "cuda" and "CUDAExecutionProvider" not in self.session.get_providers():
             raise InputError("onnxruntime could not start its CUDA provider (CUDA or cuDNN "
@@ -122,17 +120,13 @@ class EncoderSession:
             raise InputError(f"model file {p} is not an edgegcl encoder (metadata: {exc}); "
                              "export it with edgegcl export") from None
         inputs = {i.name: i.shape for i in self.session.get_inputs()}
-        k = self.metadata.num_layers
+        problem = self.metadata.graph_problem(
+            inputs, {o.name: o.shape for o in self.session.get_outputs()}, p.stat().st_size)
+        if problem is not None:
+            raise InputError(f"model file {p} does not match its edgegcl metadata ({problem}); "
+                             "re-export it with edgegcl export")
         if self.metadata.interface == 1:
-            expected = {INPUT_X, INPUT_EDGE_INDEX, INPUT_DEG}
             self.threads = 1
-        else:
-            expected = {aggregate_input(j) for j in range(1, k + 1)} | (
-                {INPUT_X} if INPUT_X in inputs else set())
-        if set(inputs) != expected:
-            raise InputError(f"model file {p} has inputs {sorted(inputs)}, not "
-                             f"{', '.join(sorted(expected))} (edgegcl interface "
-                             f"{self.metadata.interface}); re-export it with edgegcl export")
         self._has_stage0 = INPUT_X in inputs and self.metadata.interface != 1
         self._widths = {o.name: o.shape[1] for o in self.session.get_outputs()
                         if len(o.shape) == 2}  # the stages' outputs (and W1)

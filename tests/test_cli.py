@@ -453,3 +453,68 @@ def test_hardest_pick_with_sampled_strata_is_one_line(tmp_path: Path) -> None:
                           capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "--stratify exact" in proc.stderr and not (tmp_path / "r").exists()
+
+
+# --------------------------------------------------------------------------- start-up and flags
+
+def test_ctrl_c_while_starting_up_is_one_line_and_130(tmp_path: Path) -> None:
+    """SIGINT while torch and the rest load (before the first epoch): no traceback."""
+    import signal
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "EDGEGCL_DATA": str(tmp_path / "cache")}
+    proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "edgegcl", "train",
+                             *TINY, "--out", str(tmp_path / "run")], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:  # importtime reports each module as its import ends
+        if line.rstrip().endswith("| edgegcl.cli.main"):
+            break
+    time.sleep(0.2)  # main() is importing torch now
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    lines = [line for line in err.splitlines() if not line.startswith("import time:")]
+    assert proc.returncode == 130 and lines == ["edgegcl: interrupted"], err[-3000:]
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("form", [["--fanout", "-1,5"], ["--fanout=-1,5"]])
+def test_a_negative_fanout_is_a_value(tmp_path: Path, form: list[str]) -> None:
+    code, _, err = _run_main(["train", *TINY, "--epochs", "2", "--mode", "minibatch",
+                              "--batch-size", "32", *form, "--out", "run"])
+    assert code == 0, err
+    assert load_toml(tmp_path / "run" / "config.toml")["fanout"] == [-1, 5]
+
+
+def test_a_batch_of_one_anchor_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    line = _expect_usage_error(["train", *TINY, "--mode", "minibatch", "--batch-size", "1",
+                                "--out", "run"], capsys)
+    assert "--batch-size must be at least 2" in line and "no negatives" in line
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("code", ["ENOSPC", "EROFS", "EDQUOT"])
+@pytest.mark.parametrize("as_torch", [False, True])
+def test_export_onto_a_refusing_disk_is_one_line_and_keeps_the_previous_file(
+        two_seed_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str,
+        as_torch: bool) -> None:
+    import errno
+
+    import onnx
+
+    run_dir = two_seed_run[0]
+    number = getattr(errno, code)
+    target = tmp_path / "model.onnx"
+    target.write_bytes(b"previous model")
+
+    def refused(model, path, *args, **kwargs):
+        Path(path).write_bytes(b"partial")
+        if as_torch:
+            raise RuntimeError(f"file write failed: [Errno {number}] {os.strerror(number)}")
+        raise OSError(number, os.strerror(number))
+
+    monkeypatch.setattr(onnx, "save", refused)
+    exit_code, out, err = _run_main(["export", str(target), "--run", str(run_dir), "--force"])
+    errors = [line for line in err.splitlines() if "error" in line or "Traceback" in line]
+    assert exit_code == 2 and out == "" and len(errors) == 1, err
+    assert f"cannot write {target} ({os.strerror(number)})" in errors[0]
+    assert target.read_bytes() == b"previous model"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary

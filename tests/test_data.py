@@ -395,3 +395,78 @@ def test_npy_renamed_to_npz_is_rejected(tmp_path: Path) -> None:
     np.save(tmp_path / "arr.npy", np.ones((3, 2)))
     (tmp_path / "arr.npy").rename(tmp_path / "arr.npz")
     assert "single array" in _usage_error(load_graph, str(tmp_path / "arr.npz"), None)
+
+
+# --------------------------------------------------------------------------- hostile values (issue 23)
+
+
+@pytest.mark.parametrize("label", [5, 10**9 - 3, 2**62])
+def test_labels_beyond_the_node_count_are_one_line(tmp_path: Path, label: int) -> None:
+    """max(y) + 1 classes size the probes' one-hot targets: a label near 1e9 used to allocate
+    64 GB after training. More classes than nodes is refused when the graph is loaded."""
+    np.savez(tmp_path / "g.npz", **{**_GOOD, "y": np.array([0, 1, label, 1, 0])})
+    message = _usage_error(load_graph, str(tmp_path / "g.npz"), None)
+    assert f"label {label}" in message and "5 nodes" in message and "g.npz" in message
+
+
+def test_as_many_classes_as_nodes_is_accepted() -> None:
+    data = validate_graph(Data(x=torch.ones(5, 2), edge_index=torch.zeros(2, 0, dtype=torch.long),
+                               y=torch.arange(5)))
+    assert data.y.tolist() == [0, 1, 2, 3, 4]
+
+
+def test_overflow_bound_is_where_float32_squared_norms_overflow() -> None:
+    from edgegcl.data.validation import overflow_bound
+
+    for f in (1, 16, 1433):
+        row = np.full(f, overflow_bound(f), dtype=np.float64)
+        with np.errstate(over="ignore"):
+            below = np.sum(np.square((row * 0.99).astype(np.float32)), dtype=np.float32)
+            above = np.sum(np.square((row * 1.01).astype(np.float32)), dtype=np.float32)
+        assert np.isfinite(below) and np.isinf(above)
+
+
+def test_features_whose_products_overflow_warn_in_one_line(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture) -> None:
+    """Features near 1e37 used to train at a constant loss without a word."""
+    from edgegcl.data.validation import overflow_bound
+
+    x = np.ones((5, 2), dtype=np.float32)
+    x[3, 1] = 1e37
+    np.savez(tmp_path / "big.npz", **{**_GOOD, "x": x})
+    assert load_graph(str(tmp_path / "big.npz"), None).x[3, 1] == np.float32(1e37)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "warning" in lines[0] and "big.npz" in lines[0]
+    assert "1e+37" in lines[0] and f"{overflow_bound(2):.3g}" in lines[0]
+    x[3, 1] = -0.5 * overflow_bound(2)  # large, but its products stay finite
+    np.savez(tmp_path / "fine.npz", **{**_GOOD, "x": x})
+    load_graph(str(tmp_path / "fine.npz"), None)
+    assert capsys.readouterr().err == ""
+
+
+def test_float64_features_beyond_float32_are_named(tmp_path: Path) -> None:
+    x = np.ones((5, 2))
+    x[2, 0] = 1e300
+    np.savez(tmp_path / "wide.npz", **{**_GOOD, "x": x})
+    message = _usage_error(load_graph, str(tmp_path / "wide.npz"), None)
+    assert "row 2" in message and "as float32" in message
+
+
+@pytest.mark.parametrize("kind, expected", [("directory", "is a directory"),
+                                            ("loop", "is a symlink loop"),
+                                            ("dangling", "symlink to a file that does not exist")])
+def test_a_path_that_is_no_file_says_what_it_is(tmp_path: Path, kind: str, expected: str) -> None:
+    """A directory or a symlink loop used to be reported as "does not exist"."""
+    path = tmp_path / "g.npz"
+    if kind == "directory":
+        path.mkdir()
+    else:
+        path.symlink_to(path if kind == "loop" else tmp_path / "gone.npz")
+    assert expected in _usage_error(load_graph, str(path), None)
+
+
+def test_big_endian_arrays_load(tmp_path: Path) -> None:
+    """torch holds native byte order only; a big-endian file used to raise a ValueError."""
+    np.savez(tmp_path / "be.npz", x=np.ones((5, 2), ">f4"), edge_index=np.array([[0, 1], [1, 2]], ">i8"))
+    data = load_graph(str(tmp_path / "be.npz"), None)
+    assert data.x.tolist() == [[1.0, 1.0]] * 5 and data.edge_index.tolist() == [[0, 1], [1, 2]]

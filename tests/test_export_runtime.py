@@ -443,3 +443,62 @@ def test_runtime_runs_with_torch_unimportable(model_path: Path, graph_file: Path
                            "--out", str(tmp_path / "x.npy")],
                           capture_output=True, text=True, env=env, timeout=120)
     _one_line_error(proc.returncode, proc.stderr)
+
+
+# --------------------------------------------------------------------------- hostile models (issue 23)
+
+def _forged(model_path: Path, tmp_path: Path, props: dict[str, str],
+            width: str | None = None) -> Path:
+    """model_path with its edgegcl.* metadata overridden, and optionally its first input's
+    width made symbolic (``width``)."""
+    proto = onnx.load(str(model_path))
+    for prop in proto.metadata_props:
+        prop.value = props.get(prop.key.removeprefix("edgegcl."), prop.value)
+    if width is not None:
+        proto.graph.input[0].type.tensor_type.shape.dim[1].dim_param = width
+    path = tmp_path / "forged.onnx"
+    onnx.save(proto, str(path))
+    return path
+
+
+@pytest.mark.parametrize("props, width, needle", [
+    ({"num_layers": "99999999999"}, None, "num_layers=99999999999 but the graph has 2"),
+    ({"num_layers": "0"}, None, "num_layers=0"),
+    ({"num_layers": "3"}, None, "num_layers=3"),
+    ({"interface": "7"}, None, "interface=7 is not 1..3"),
+    ({"interface": "-1"}, None, "interface=-1"),
+    ({"interface": "1"}, None, "its inputs are a1, a2"),
+    ({"in_dim": "13"}, None, f"a1 is {IN_DIM} wide but the metadata says 13"),
+    ({"out_dim": "99999999999"}, None, "embeddings is 8 wide but the metadata says 99999999999"),
+    ({}, "w", "a1 has shape ['rows', 'w'], not [rows, width]"),
+])
+def test_metadata_numbers_are_bounded_by_the_graph(model_path: Path, graph_file: Path,
+                                                   tmp_path: Path, props: dict[str, str],
+                                                   width: str | None, needle: str) -> None:
+    """Every metadata number is checked against the model's inputs and outputs before the
+    runtime sizes anything by it (num_layers = 99999999999 used to hang, growing to 21 GB)."""
+    bad = _forged(model_path, tmp_path, props, width)
+    out = tmp_path / "emb.npy"
+    code, _, err = _embed([str(bad), "--graph", str(graph_file), "--out", str(out)])
+    line = _one_line_error(code, err)
+    assert needle in line and "forged.onnx" in line and "re-export" in line
+    assert not out.exists()
+
+
+def test_a_model_path_that_is_no_file_says_what_it_is(tmp_path: Path) -> None:
+    (tmp_path / "dir.onnx").mkdir()
+    (tmp_path / "loop.onnx").symlink_to("loop.onnx")
+    for name, expected in (("dir.onnx", "is a directory"), ("loop.onnx", "is a symlink loop")):
+        with pytest.raises(InputError, match=expected):
+            EncoderSession(tmp_path / name)
+
+
+def test_khop_stops_when_nothing_is_further_away() -> None:
+    """An interface-1 file's num_layers cannot be checked against stages, so khop must not
+    cost one step per declared hop once the neighbourhood is complete."""
+    x, edge_index = _graph(30, 60, seed=4)
+    hoods = InNeighbourhoods(edge_index, 30)
+    targets = np.arange(3)
+    far_nodes, far_edges = hoods.khop(targets, 10**12)
+    nodes, edges = hoods.khop(targets, 30)  # 30 hops reach every node that can be reached
+    assert np.array_equal(far_nodes, nodes) and np.array_equal(far_edges, edges)

@@ -16,6 +16,8 @@ from torch_geometric.data.storage import GlobalStorage
 
 from edgegcl.data.validation import validate_graph
 from edgegcl.errors import UsageError, first_line
+from edgegcl_embed.errors import InputError, shown
+from edgegcl_embed.graph import check_file, open_npz
 
 
 # The classes a pickled homogeneous ``Data`` references; nothing else may be unpickled.
@@ -29,12 +31,11 @@ _SAFE_PT_GLOBALS: list[Any] = [Data, DataEdgeAttr, DataTensorAttr, GlobalStorage
 
 def _load_file(path: Path) -> Data:
     """Load a user graph from ``.pt`` (a pickled ``Data``) or ``.npz`` (plain arrays)."""
-    if not path.is_file():
-        raise UsageError(f"graph file {path} does not exist; check the path")
-    if path.suffix.lower() == ".pt":
-        data = _load_pt(path)
-    else:
-        data = _load_npz(path)
+    try:  # the runtime's checks of paths and .npz files, raised as edgegcl's error type
+        check_file(path, "graph file", "check the path")
+        data = _load_pt(path) if path.suffix.lower() == ".pt" else _load_npz(path)
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
     data.name = path.name
     return validate_graph(data)
 
@@ -49,8 +50,12 @@ def _load_pt(path: Path) -> Data:
         with torch.serialization.safe_globals(_SAFE_PT_GLOBALS):
             obj = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
+        refused = _disallowed_globals(path)
+        if refused is None:  # no class to name: the pickle itself is broken or not torch's
+            raise UsageError(f"{path} cannot be read as a torch file (a corrupt pickle, or not "
+                             "written by torch.save); re-save it with torch.save") from exc
         raise UsageError(
-            f"{path} is not a plain torch_geometric Data file (it references {_disallowed_globals(path)}, "
+            f"{path} is not a plain torch_geometric Data file (it references {refused}, "
             "refused unexecuted); save it with torch.save(Data(x=..., edge_index=..., y=...), path) or use .npz"
         ) from exc
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
@@ -65,31 +70,24 @@ def _load_pt(path: Path) -> Data:
     return Data(x=obj.x, edge_index=obj.edge_index, y=obj.y)
 
 
-def _disallowed_globals(path: Path) -> str:
-    """Name the classes/functions in a rejected pickle, read statically (nothing is executed)."""
+def _disallowed_globals(path: Path) -> str | None:
+    """Name the classes/functions in a rejected pickle, read statically (nothing is executed);
+    None when it names none that are refused (a corrupt pickle, or not a torch checkpoint)."""
     allowed = {f"{obj.__module__}.{obj.__qualname__}" for obj in _SAFE_PT_GLOBALS}
     try:
         names = torch.serialization.get_unsafe_globals_in_checkpoint(path)
     except (RuntimeError, ValueError, pickle.UnpicklingError):
-        return "objects other than tensors and Data"
-    return ", ".join(name for name in names if name not in allowed) or "objects other than tensors and Data"
+        return None
+    return ", ".join(shown(name) for name in names if name not in allowed) or None
 
 
 def _load_npz(path: Path) -> Data:
-    """Read ``x``, ``edge_index`` and optional ``y`` arrays from an ``.npz`` file without pickle."""
-    unreadable = (ValueError, OSError, EOFError, zipfile.BadZipFile)
+    """Read ``x``, ``edge_index`` and optional ``y`` arrays from an ``.npz`` file without pickle,
+    each member's declared size checked before it is allocated (``edgegcl_embed.graph``,
+    whose InputError the caller turns into a UsageError)."""
     fix = "save it with np.savez(path, x=..., edge_index=..., y=...)"
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except unreadable as exc:
-        raise UsageError(f"{path} cannot be read as an .npz archive of plain arrays ({first_line(exc)}); {fix}") from exc
-    if not isinstance(loaded, np.lib.npyio.NpzFile):  # a bare .npy array renamed to .npz
-        raise UsageError(f"{path} is a single array, not an .npz archive; {fix}")
-    with loaded:
-        try:
-            arrays = {key: loaded[key] for key in ("x", "edge_index", "y") if key in loaded.files}
-        except unreadable as exc:  # e.g. an object array, which would need pickle
-            raise UsageError(f"{path} holds an array that is not plain numbers ({first_line(exc)}); {fix}") from exc
+    with open_npz(path, fix) as npz:
+        arrays = {key: npz[key] for key in ("x", "edge_index", "y") if key in npz}
     missing = [key for key in ("x", "edge_index") if key not in arrays]
     if missing:
         raise UsageError(f"{path} lacks array(s) {', '.join(missing)}; {fix}")
@@ -97,5 +95,6 @@ def _load_npz(path: Path) -> Data:
     for key, array in arrays.items():
         if array.dtype.kind not in "biuf":
             raise UsageError(f"{path}: {key} has non-numeric dtype {array.dtype}; store it as numbers")
-        tensors[key] = torch.from_numpy(np.ascontiguousarray(array))
+        # torch holds native byte order only: a big-endian file's arrays are swapped on loading
+        tensors[key] = torch.from_numpy(np.ascontiguousarray(array, array.dtype.newbyteorder("=")))
     return Data(**tensors)

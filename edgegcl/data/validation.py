@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import torch
 from torch_geometric.data import Data
 
 from edgegcl.errors import UsageError
+
+FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 
 
 def validate_graph(data: Data) -> Data:
@@ -15,7 +18,8 @@ def validate_graph(data: Data) -> Data:
 
     Returns a new ``Data`` holding only ``x`` (float32), ``edge_index`` (int64),
     ``y`` (int64 or ``None``) and ``name``; extra attributes are dropped so that
-    downstream code never depends on dataset-specific fields.
+    downstream code never depends on dataset-specific fields. Features large enough for
+    float32 products to overflow are kept, with a one-line warning on stderr.
     """
     name = str(getattr(data, "name", None) or "graph")
     x = _tensor_attr(data, "x", name)
@@ -30,12 +34,15 @@ def validate_graph(data: Data) -> Data:
         raise UsageError(f"{name}: the graph has {n} node(s) (x has {n} rows); a graph needs at least two nodes")
     if x.size(1) < 1:
         raise UsageError(f"{name}: x has no feature columns; give every node at least one feature")
+    wider = x.dtype.is_floating_point and torch.finfo(x.dtype).max > FLOAT32_MAX
     x = x.to(torch.float32)
     # The sum is non-finite whenever an entry is, so the exact (memory-hungry) scan only
     # runs when something may be wrong; it also clears sums that merely overflowed.
     if not math.isfinite(float(x.sum())) and not bool(torch.isfinite(x).all()):
         bad_row = int((~torch.isfinite(x)).any(dim=1).nonzero()[0, 0])
-        raise UsageError(f"{name}: x holds NaN or inf (first in row {bad_row}); replace non-finite features")
+        beyond = f" as float32 (values beyond +-{FLOAT32_MAX:.3g} become inf)" if wider else ""
+        raise UsageError(f"{name}: x holds NaN or inf (first in row {bad_row}){beyond}; replace "
+                         "non-finite features")
 
     edge_index = _tensor_attr(data, "edge_index", name)
     if edge_index is None:
@@ -69,8 +76,32 @@ def validate_graph(data: Data) -> Data:
         y = y.to(torch.int64)
         if y.numel() > 0 and int(y.min()) < 0:
             raise UsageError(f"{name}: y holds negative label {int(y.min())}; class ids must be 0, 1, 2, ...")
+        # the probes size one-hot targets and counts by the number of classes, max(y) + 1:
+        # more classes than nodes means a label is an id or a typo, not a class
+        if y.numel() > 0 and int(y.max()) >= n:
+            raise UsageError(f"{name}: y holds label {int(y.max())} but the graph has {n} nodes, so at "
+                             f"most {n} classes; number the classes 0, 1, 2, ... (below {n})")
 
+    _warn_if_overflowing(x, name)  # last: a graph refused above gets its one line only
     return Data(x=x, edge_index=edge_index, y=y, name=name)
+
+
+def overflow_bound(num_features: int) -> float:
+    """The largest |x| whose float32 products cannot overflow: a row's squared norm, or the dot
+    product of two rows, sums ``num_features`` products of two features, each at most |x|^2,
+    so it stays below float32's maximum while |x| <= sqrt(max / num_features)."""
+    return math.sqrt(FLOAT32_MAX / num_features)
+
+
+def _warn_if_overflowing(x: torch.Tensor, name: str) -> None:
+    """One line on stderr when x is large enough for float32 products of features to overflow
+    (training on such features runs at a constant, meaningless loss)."""
+    low, high = torch.aminmax(x)
+    largest, bound = max(-float(low), float(high)), overflow_bound(x.size(1))
+    if largest > bound:
+        print(f"edgegcl: warning: {name}: x holds |values| up to {largest:.3g}, above "
+              f"{bound:.3g} = sqrt(float32 max / {x.size(1)} features), where float32 products "
+              "of features overflow to inf; scale or standardise x", file=sys.stderr, flush=True)
 
 
 def _tensor_attr(data: Data, key: str, name: str) -> torch.Tensor | None:

@@ -15,7 +15,8 @@ import math
 import os
 from pathlib import Path
 
-from edgegcl.errors import UsageError
+from edgegcl.errors import UsageError, first_line
+from edgegcl_embed.errors import shown
 
 FIELDS = ("epoch", "loss", "loss_hard", "loss_inter", "loss_easy", "eta_hard", "eta_inter",
           "eta_easy", "active_per_anchor", "budget_used", "epoch_s", "peak_memory_bytes",
@@ -36,16 +37,43 @@ def csv_text(rows: list[dict[str, object]], header: bool = True) -> str:
 
 
 def _read(path: Path) -> dict[str, list[float]]:
+    """The columns of one epochs.csv; anything but edgegcl's rows is a one-line UsageError.
+
+    A last line without its newline is what a killed run leaves half-written, and is skipped;
+    every other row must be complete and numeric (the F1 columns may be empty).
+    """
+    fix = "pass the directory of an edgegcl train run (--out), or delete the damaged file"
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path} cannot be read as an edgegcl epochs.csv ({first_line(exc)}); "
+                         f"{fix}") from None
+    lines = text.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines.pop()  # the half-written row of a killed run
     columns: dict[str, list[float]] = {f: [] for f in FIELDS}
-    with path.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        present = [f for f in FIELDS if f in (reader.fieldnames or ()) or f not in ADDED]
+    try:
+        reader = csv.DictReader(lines)
+        header = reader.fieldnames or []
+        missing = [f for f in FIELDS if f not in header and f not in ADDED]
+        if missing:
+            raise UsageError(f"{path} is not an edgegcl epochs.csv (its header lacks "
+                             f"{', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); "
+                             f"{fix}")
         for row in reader:
-            if any(row.get(f) is None for f in present):
-                continue  # a partial last line of a killed run
             for f in FIELDS:
-                value = row.get(f) if f in present else ""
-                columns[f].append(float(value) if value not in ("", "nan") else math.nan)
+                value = row.get(f) if f in header else ""  # an ADDED column an older file lacks
+                if value is None:
+                    raise UsageError(f"{path} line {reader.line_num} has no {f} value (a "
+                                     f"damaged row); {fix}")
+                try:
+                    columns[f].append(float(value) if value not in ("", "nan") else math.nan)
+                except ValueError:
+                    raise UsageError(f"{path} line {reader.line_num}: {f} = {shown(value)} is not "
+                                     f"a number; {fix}") from None
+    except csv.Error as exc:
+        raise UsageError(f"{path} cannot be read as an edgegcl epochs.csv ({first_line(exc)}); "
+                         f"{fix}") from None
     return columns
 
 
@@ -62,6 +90,7 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     if not files:
         raise UsageError(f"{run} has no seed-*/epochs.csv; pass the directory of an edgegcl "
                          "train run (--out)")
+    curves = {path: _read(path) for path in files}  # every file checked before drawing any
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -69,9 +98,8 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     except ImportError:
         raise UsageError("edgegcl plot needs matplotlib: pip install 'edgegcl[plot]'") from None
     fig, (loss_ax, eta_ax, f1_ax) = plt.subplots(1, 3, figsize=(15, 4))
-    for path in files:
+    for path, c in curves.items():
         seed = path.parent.name
-        c = _read(path)
         loss_ax.plot(c["epoch"], c["loss"], label=seed)
         for cat, style in (("hard", "-"), ("inter", "--"), ("easy", ":")):
             eta_ax.plot(c["epoch"], c[f"eta_{cat}"], style, label=f"{seed} {cat}")
