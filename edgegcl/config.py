@@ -127,12 +127,14 @@ class TrainConfig:
                               "the unfixed half of the columns (Eq. 3)")
     fixed_half: str = _opt("augment", "step", "view 2's kept half of the columns (Eq. 3): "
                            "step (redrawn at every step) or run (drawn once per run and seed)")
-    scheduler: str = _opt("hans", "hans", "hans; random: the random-subset baseline (as many "
-                          "negatives as HANS's pace with every gate open, a uniform random "
-                          "subset of all candidates); or none: the all-negatives baseline "
-                          "(every candidate, 2B - 2 or B - 1 by --candidates, from epoch 1; "
-                          "the HANS settings are ignored)")
-    theta_max: float = _opt("hans", 1.0, "global negative budget theta_max: the largest "
+    scheduler: str = _opt("hans", "random", "random: as many negatives as HANS's pace gives "
+                          "with every gate open, a uniform random subset of the candidates "
+                          "(measured as accurate as HANS's hardness or all negatives on Cora "
+                          "and CiteSeer, and the cheapest: docs/hans.md); hans: HANS's "
+                          "hardness strata, gate and loss-aware steps; none: every candidate "
+                          "(2B - 2 or B - 1 by --candidates) from epoch 1, the HANS settings "
+                          "ignored")
+    theta_max: float = _opt("hans", 0.1, "global negative budget theta_max: the largest "
                             "fraction of each anchor's candidates used (of 2B - 2, or B - 1 "
                             "with --candidates inter), in [0, 1]; 0: the bootstrap share "
                             "eta_0 only, never grown")
@@ -238,6 +240,21 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         """Every field by name (flat), mappings and lists as such."""
         return dataclasses.asdict(self)
+
+
+HANS_ONLY = ("pick", "stratify", "stratify_sample", "gate", "category_loss", "gamma", "e")
+"""Settings of HANS's hardness strata and loss gate, which the random-subset baseline lacks."""
+
+
+def unused_settings(cfg: TrainConfig) -> tuple[str, ...]:
+    """The fields ``cfg``'s scheduler never reads: HANS's strata and gate under ``random``
+    (its counts follow the pace alone), every HANS setting but the scheduler under ``none``."""
+    if cfg.scheduler == "random":
+        return HANS_ONLY
+    if cfg.scheduler == "none":
+        return (*HANS_ONLY, *(f.name for f in fields(TrainConfig)
+                              if f.metadata["section"] == "hans" and f.name != "scheduler"))
+    return ()
 
 
 def format_ratios(ratios: dict[str, float]) -> str:

@@ -59,7 +59,7 @@ def test_pace_line_says_what_share_of_theta_max_a_run_can_reach() -> None:
         return (float(line.split("about ")[1].split(" %")[0]),
                 float(line.split("at most ")[1].split(" %")[0]))
 
-    paper = dict(pace="fixed", T_init=60, T_int=20, e=10)
+    paper = dict(pace="fixed", T_init=60, T_int=20, e=10, theta_max=1.0)
     line = pace_line(TrainConfig(epochs=300, **paper))
     assert line is not None and "theta_max = 1" in line
     typical, most = shares(line)

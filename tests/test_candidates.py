@@ -234,7 +234,7 @@ def test_a_full_budget_and_the_baseline_contrast_every_inter_view_candidate(
     torch.manual_seed(0)
     h1, h2 = torch.randn(50, 8), torch.randn(50, 8)
     cfg = TrainConfig(candidates="inter", scheduler=scheduler, stratify=stratify_,
-                      logits=logits, tau=TAU, pick=pick_for(stratify_))
+                      logits=logits, tau=TAU, pick=pick_for(stratify_), theta_max=1.0)
     hans = make_hans(cfg)
     hans.eta = dict.fromkeys(CATEGORIES, 1.0)
     out = contrast(h1, h2, cfg.tau, cfg.logits, make_selector(cfg, "full"), hans, step=1)
@@ -286,7 +286,7 @@ def test_minibatch_training_with_inter_view_candidates(tmp_path, capsys, monkeyp
     out = tmp_path / "run"
     code = main(["train", "--nodes", "150", "--features", "16", "--epochs", "4",
                  "--eval-every", "2", "--hidden-dim", "16", "--out-dim", "8", "--proj-dim", "8",
-                 "--T-init", "1", "--T-int", "1", "--e", "1", "--mode", "minibatch",
+                 "--T-init", "1", "--T-int", "1", "--mode", "minibatch",
                  "--batch-size", "32", "--fanout", "5,5", "--sampler", "builtin",
                  "--device", "cpu", "--candidates", "inter", "--out", str(out)])
     assert code == 0, capsys.readouterr().err

@@ -25,7 +25,7 @@ from edgegcl.nn.model import GCNEncoder, ModelConfig
 # A graph and model small enough that a seed trains in well under a second.
 TINY = ["--nodes", "120", "--features", "16", "--hidden-dim", "16", "--out-dim", "8",
         "--proj-dim", "8", "--epochs", "6", "--eval-every", "3", "--T-init", "2", "--T-int", "2",
-        "--e", "1", "--device", "cpu"]
+        "--device", "cpu"]
 
 SEED_KEYS = {"seed", "epoch_time_s", "train_time_s", "final_eta", "saturated_at_epoch",
              "final_epoch_time_s", "peak_memory_bytes",
@@ -191,7 +191,7 @@ def test_config_toml_reloads(two_seed_run) -> None:
     run_dir = two_seed_run[0]
     cfg = build(load_toml(run_dir / "config.toml"), {})
     expected = TrainConfig(nodes=120, features=16, hidden_dim=16, out_dim=8, proj_dim=8, epochs=6,
-                           eval_every=3, T_init=2, T_int=2, e=1, device="cpu", seeds=2,
+                           eval_every=3, T_init=2, T_int=2, device="cpu", seeds=2,
                            out=str(run_dir), protocol="both")
     assert cfg == expected
     ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=True)
@@ -448,8 +448,9 @@ def test_a_named_dataset_starts_from_its_tuned_defaults(tmp_path: Path,
 
 
 def test_hardest_pick_with_sampled_strata_is_one_line(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "edgegcl", "train", "--pick", "hardest",
-                           "--stratify", "sampled", "--out", str(tmp_path / "r")],
+    proc = subprocess.run([sys.executable, "-m", "edgegcl", "train", "--scheduler", "hans",
+                           "--pick", "hardest", "--stratify", "sampled",
+                           "--out", str(tmp_path / "r")],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "--stratify exact" in proc.stderr and not (tmp_path / "r").exists()
@@ -518,3 +519,19 @@ def test_export_onto_a_refusing_disk_is_one_line_and_keeps_the_previous_file(
     assert f"cannot write {target} ({os.strerror(number)})" in errors[0]
     assert target.read_bytes() == b"previous model"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--pick", "hardest"], "--pick"),  # the default scheduler is random: no strata
+    (["--gate", "any", "--category-loss", "sum"], "--gate, --category-loss"),
+    (["--scheduler", "none", "--theta-max", "0.5"], "--theta-max"),
+])
+def test_an_option_the_scheduler_does_not_use_is_refused(tmp_path: Path, argv: list[str],
+                                                         named: str) -> None:
+    code, _, err = _run_main(["train", *TINY, *argv, "--out", str(tmp_path / "r")])
+    assert code == 2 and err.count("\n") == 1 and named in err and "--scheduler hans" in err
+    assert not (tmp_path / "r").exists()
+    if argv[0] != "--scheduler":  # with HANS the same options train
+        code, _, err = _run_main(["train", *TINY, "--scheduler", "hans", *argv,
+                                  "--out", str(tmp_path / "ok")])
+        assert code == 0, err

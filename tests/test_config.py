@@ -174,7 +174,7 @@ def test_load_toml_not_utf8(tmp_path: Path) -> None:
     ({"reach": 0.0}, "reach"),
     ({"reach": 1.5}, "reach"),
     ({"category_loss": "max"}, "category_loss"),
-    ({"pick": "hardest", "stratify": "sampled"}, "pick"),
+    ({"pick": "hardest", "stratify": "sampled", "scheduler": "hans"}, "pick"),
     ({"theta_max": 1.5}, "theta_max"),
     ({"theta_max": -0.2}, "theta_max"),
     ({"theta_max": float("nan")}, "theta_max"),

@@ -13,9 +13,9 @@ from helpers import capture
 from edgegcl.cli.main import main
 from edgegcl.training.curves import FIELDS
 
-TINY = ["--nodes", "120", "--features", "16", "--hidden-dim", "16", "--out-dim", "8",
+TINY = ["--theta-max", "0.5", "--nodes", "120", "--features", "16", "--hidden-dim", "16", "--out-dim", "8",
         "--proj-dim", "8", "--epochs", "6", "--eval-every", "3", "--T-init", "1", "--T-int", "1",
-        "--e", "1", "--b", "0.5", "--device", "cpu", "--seeds", "2"]
+        "--b", "0.5", "--device", "cpu", "--seeds", "2"]
 _run = partial(capture, main)
 
 

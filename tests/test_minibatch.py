@@ -19,8 +19,7 @@ from edgegcl.data.sampling import make_loader
 from edgegcl.training.step import NegativeSelector, contrastive_step, make_hans, resolve_mode
 
 TINY = ["--nodes", "150", "--features", "16", "--epochs", "4", "--eval-every", "2",
-        "--hidden-dim", "16", "--out-dim", "8", "--proj-dim", "8", "--T-init", "1", "--T-int", "1",
-        "--e", "1"]
+        "--hidden-dim", "16", "--out-dim", "8", "--proj-dim", "8", "--T-init", "1", "--T-int", "1"]
 
 
 @pytest.mark.parametrize("eta", [0.3, 1.0])

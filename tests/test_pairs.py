@@ -133,7 +133,7 @@ def test_train_on_the_pairs_path_end_to_end(tmp_path):
     out = tmp_path / "run"
     assert main(["train", "--nodes", "150", "--features", "16", "--hidden-dim", "16",
                  "--out-dim", "8", "--proj-dim", "8", "--epochs", "4", "--eval-every", "2",
-                 "--T-init", "1", "--T-int", "1", "--e", "1", "--mode", "minibatch",
+                 "--T-init", "1", "--T-int", "1", "--mode", "minibatch",
                  "--batch-size", "64", "--theta-max", "0.5", "--logits", "pairs",
                  "--out", str(out)]) == 0
     assert 'logits = "pairs"' in (out / "config.toml").read_text()
@@ -209,7 +209,7 @@ def test_a_plain_run_takes_the_pairs_path_while_few_negatives_are_active(monkeyp
         return real(*args)
     monkeypatch.setattr(train, "pair_similarities", spy)
     h1, h2 = views(b=600, d=8)
-    cfg = TrainConfig(pick="random")
+    cfg = TrainConfig(pick="random", scheduler="hans", theta_max=1.0)
     assert cfg.logits == "auto" and cfg.stratify == "auto"  # sampled with random members
     hans = make_hans(cfg)  # bootstrap: eta_0 = 0.05
     selector = NegativeSelector(cfg.ratio_map(), 1)

@@ -18,7 +18,7 @@ import torch
 
 ARGS = ["--nodes", "200", "--features", "16", "--hidden-dim", "16", "--out-dim", "8",
         "--proj-dim", "8", "--epochs", "16", "--eval-every", "8", "--checkpoint-every", "2",
-        "--T-init", "2", "--T-int", "3", "--e", "1", "--b", "0.5", "--theta-max", "0.6",
+        "--T-init", "2", "--T-int", "3", "--b", "0.5", "--theta-max", "0.6",
         "--seeds", "2", "--device", "cpu", "--sampler", "builtin", "--protocol", "both"]
 MODES = {"full": ["--mode", "full"],
          "minibatch": ["--mode", "minibatch", "--batch-size", "64", "--fanout", "4,4"]}

@@ -173,7 +173,7 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
     (edgegcl.memory.reuse_freed_memory). A resumed run is locked (in ``hold``) before its
     files are read, and refused if they cannot continue (edgegcl.training.run.check_resume)."""
     from edgegcl.budget.profiles import check_device_present, load_profile
-    from edgegcl.config import TrainConfig, build, load_toml, tuned_defaults
+    from edgegcl.config import TrainConfig, build, load_toml, tuned_defaults, unused_settings
     from edgegcl.data import load_graph
     from edgegcl.memory import reuse_freed_memory
     from edgegcl.training.run import check_resume
@@ -191,6 +191,14 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
     else:
         tuned, values = tuned_defaults(flags.get("dataset", ""))
         cfg = build(values, flags)
+    unused = [name for name in flags if name in unused_settings(cfg)]
+    if unused:  # an option that would do nothing is refused, not ignored
+        named = ", ".join("--" + name.replace("_", "-") for name in unused)
+        raise UsageError(f"{named}: --scheduler {cfg.scheduler} does not use "
+                         f"{'it' if len(unused) == 1 else 'them'} (HANS's "
+                         f"{'settings' if cfg.scheduler == 'none' else 'strata and gate'}); add "
+                         "--scheduler hans, or drop "
+                         f"{'it' if len(unused) == 1 else 'them'}")
     profile = load_profile(args.profile) if args.profile else None
     if profile is not None:
         check_device_present(profile)
