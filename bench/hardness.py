@@ -37,8 +37,9 @@ HERE = Path(__file__).resolve().parent
 THETAS = (0.1, 0.3, 0.6, 1.0)
 DEFAULT_CELLS = ",".join([*(f"hans@{t:g}" for t in THETAS), *(f"random@{t:g}" for t in THETAS),
                           "all", "before"])
-BEFORE = {"pick": "random", "stratify": "sampled", "pace": "fixed", "category_loss": "sum",
-          "gate": "any", "T_init": 60, "T_int": 20, "e": 10, "theta_max": 1.0}
+BEFORE = {"scheduler": "hans", "pick": "random", "stratify": "sampled", "pace": "fixed",
+          "category_loss": "sum", "gate": "any", "T_init": 60, "T_int": 20, "e": 10,
+          "theta_max": 1.0}
 """edgegcl's HANS defaults at commit 8d34e79, before this harness's issue (22)."""
 
 
@@ -54,8 +55,7 @@ def cell_flags(cell: str) -> dict[str, Any]:
         flags = dict(BEFORE)
     elif head.startswith(("hans@", "random@")):
         kind, theta = head.split("@")
-        flags = {"theta_max": float(theta), **({"scheduler": "random"} if kind == "random"
-                                               else {})}
+        flags = {"theta_max": float(theta), "scheduler": kind}
     else:
         raise SystemExit(f"hardness: unknown cell {cell!r}; use hans@T, random@T, all or before, "
                          "with optional +key=value")
