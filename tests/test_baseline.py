@@ -78,3 +78,8 @@ def test_pace_line_of_the_deadline_pace_names_the_epoch_and_the_share() -> None:
     assert "--reach 0.4" in line
     zero = pace_line(TrainConfig(theta_max=0.0))
     assert zero is not None and "bootstrap share" in zero
+
+
+def test_pace_line_of_a_run_too_short_to_decide_says_so() -> None:
+    line = pace_line(TrainConfig(epochs=25))  # first decision at 30
+    assert line is not None and "never decides" in line and "--T-init" in line

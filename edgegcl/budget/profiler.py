@@ -153,10 +153,16 @@ def pace_line(cfg: TrainConfig) -> str | None:
         at = hans.saturated_at
         why = (f"--pace deadline, --reach {cfg.reach:g}" if cfg.pace == "deadline" else
                f"--pace fixed, b = {cfg.b:g}")
-        return (f"HANS has theta_max = {cfg.theta_max:g} in use from epoch {at + 1} of "
+        who = "HANS has" if cfg.scheduler == "hans" else "the random subset has"
+        return (f"{who} theta_max = {cfg.theta_max:g} in use from epoch {at + 1} of "
                 f"{cfg.epochs} ({100 * (cfg.epochs - at) / cfg.epochs:.0f} % of the epochs; "
                 f"{why}, T_init = {cfg.T_init}, T_int = {cfg.T_int})")
     typical = share(hans.eta)
+    if cfg.pace == "deadline":  # the run ends before the first decision can fill the budget
+        return (f"with {cfg.epochs} epochs the schedule never decides (its first decision "
+                f"comes after T_init = {cfg.T_init} at a multiple of T_int = {cfg.T_int}): "
+                f"the negatives stay at {100 * typical:.0f} % of theta_max = "
+                f"{cfg.theta_max:g}; a smaller --T-init or --T-int, or more --epochs, reach it")
     return (f"with {cfg.epochs} epochs HANS reaches about {100 * typical:.0f} % of theta_max = "
             f"{cfg.theta_max:g} (equal category losses; at most "
             f"{100 * share(reachable_eta(cfg)):.0f} %): with --pace fixed, after T_init = "
