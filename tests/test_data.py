@@ -470,3 +470,32 @@ def test_big_endian_arrays_load(tmp_path: Path) -> None:
     np.savez(tmp_path / "be.npz", x=np.ones((5, 2), ">f4"), edge_index=np.array([[0, 1], [1, 2]], ">i8"))
     data = load_graph(str(tmp_path / "be.npz"), None)
     assert data.x.tolist() == [[1.0, 1.0]] * 5 and data.edge_index.tolist() == [[0, 1], [1, 2]]
+
+
+@pytest.mark.skipif(not (SHARED_DATASETS / "Cora" / "raw").is_dir(), reason="shared Cora copy absent")
+def test_a_checkpoint_or_run_naming_a_hostile_root_runs_no_code(tmp_path: Path) -> None:
+    """A weights-only-safe checkpoint and a run directory reach the dataset through their
+    config's root: poisoned after training, ``export`` and ``--resume`` refuse in one line."""
+    import subprocess
+    import sys
+
+    root, marker, run = tmp_path / "root", tmp_path / "owned", tmp_path / "run"
+    shutil.copytree(SHARED_DATASETS / "Cora" / "raw", root / "Cora" / "raw")
+    env = {**os.environ, "EDGEGCL_DATA": str(tmp_path / "c")}
+
+    def edgegcl(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "edgegcl", *argv], capture_output=True,
+                              text=True, env=env)
+    trained = edgegcl("train", "--dataset", "Cora", "--root", str(root), "--epochs", "1",
+                      "--eval-every", "1", "--hidden-dim", "16", "--out-dim", "8",
+                      "--proj-dim", "8", "--out", str(run))
+    assert trained.returncode == 0, trained.stderr
+    import pickle
+
+    (root / "Cora" / "raw" / "ind.cora.x").write_bytes(pickle.dumps(_Payload(marker)))
+    for proc in (edgegcl("export", "--checkpoint", str(run / "checkpoint.pt"),
+                         str(tmp_path / "model.onnx")),
+                 edgegcl("train", "--resume", str(run), "--epochs", "2")):
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "raw files" in proc.stderr and not marker.exists()
+    assert not (tmp_path / "model.onnx").exists()
