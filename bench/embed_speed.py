@@ -20,12 +20,17 @@ only a dense x. The synthetic graph's Gaussian x is dense for all. Backends:
 - ``torch-csr``: the best plain-torch path: A_hat built from edge_index as one CSR matrix
   (inside the timed call, as the runtime builds its own), ``torch.sparse.mm``, every layer in
   the cheaper order;
-- ``onnxruntime-fp32`` / ``-int8``: ``EncoderSession.embed`` (interface 3: ONNX dense stages,
-  CSR aggregation in between, stage 0 as a CSR product for a sparse x; the default kernel,
-  numba's when installed), at 1, 2, 4, ... and all threads; ``onnxruntime-fp32-scipy``: the
+- ``onnxruntime-fp32`` / ``-int8``: ``EncoderSession.embed`` (the portable file cut into its
+  ONNX dense stages, CSR aggregation in between, stage 0 as a CSR product for a sparse x; the
+  default kernel, numba's when installed), at 1, 2, 4, ... and all threads; ``onnxruntime-fp32-scipy``: the
   same with scipy's CSR kernel (what a device without numba runs), all threads;
 - ``onnxruntime-fp32-scatternd``: the interface-1 model (ScatterND over [E, d] messages, one
   thread), the design this replaced;
+- ``onnxruntime-portable-fp32`` / ``-int8`` (issue 24): the same model files run whole by
+  onnxruntime alone (``portable_session``: x dense and edge_index in, the aggregation a Loop
+  inside the graph), as a C++, Java or JavaScript consumer runs them, at 1, 2, 4, ... and all
+  threads (INT8 at all); ``onnxruntime-portable-fp32-defaults``: the same with onnxruntime's
+  default session options (memory pattern on), all threads;
 - ``edgegcl-embed``: the command itself (npz in, memory-mapped .npy out), for its peak RSS
   against the libraries' footprint (a process that only imports them and opens the model).
 
@@ -150,6 +155,14 @@ def child(backend: str, graph: Path, model: Path, repeats: int, threads: int,
                 forward(xt, et)
             if device == "cuda":
                 torch.cuda.synchronize()
+    elif backend.startswith("onnxruntime-portable"):
+        from edgegcl_embed.runtime import available_cores, portable_session
+
+        threads = threads or available_cores()
+        session = portable_session(model, threads, memory_pattern=backend.endswith("-defaults"))
+
+        def embed() -> None:
+            session.run(["embeddings"], {"x": x, "edge_index": edge_index})
     else:
         from edgegcl_embed.errors import InputError
         from edgegcl_embed.runtime import EncoderSession
@@ -430,8 +443,11 @@ def _jobs(graphs: list[dict[str, Any]], repeats: int, device: str,
                  (g, "onnxruntime-fp32-scatternd", g["scatternd"], r, 1, "cpu")]
         for t in thread_counts(cores):
             jobs += [(g, "onnxruntime-fp32", g["fp32"], r, t, "cpu"),
-                     (g, "onnxruntime-int8", g["int8"], r, t, "cpu")]
-        jobs.append((g, "onnxruntime-fp32-scipy", g["fp32"], r, cores, "cpu"))
+                     (g, "onnxruntime-int8", g["int8"], r, t, "cpu"),
+                     (g, "onnxruntime-portable-fp32", g["fp32"], r, t, "cpu")]
+        jobs += [(g, "onnxruntime-fp32-scipy", g["fp32"], r, cores, "cpu"),
+                 (g, "onnxruntime-portable-int8", g["int8"], r, cores, "cpu"),
+                 (g, "onnxruntime-portable-fp32-defaults", g["fp32"], r, cores, "cpu")]
     return jobs
 
 
@@ -547,6 +563,37 @@ def _targets(rows: list[dict[str, Any]], cli: list[dict[str, Any]], graphs: list
     return lines
 
 
+def _portable_lines(rows: list[dict[str, Any]], graphs: list[dict[str, Any]]) -> list[str]:
+    """The portable model's latency and memory against the staged path and interface 1."""
+    lines = []
+    for g in graphs:
+        name = g["name"]
+        for threads in sorted({r["threads"] for r in rows if r["graph"] == name
+                               and r["backend"] == "onnxruntime-portable-fp32"}):
+            alone = _best(rows, name, "onnxruntime-portable-fp32", threads=threads)
+            staged = _best(rows, name, "onnxruntime-fp32", threads=threads)
+            if alone and staged:
+                lines.append(f"- {name}, fp32, {threads} thread{'s' * (threads > 1)}: portable "
+                             f"{alone['median_s']:.3f} s against staged {staged['median_s']:.3f}"
+                             f" s ({alone['median_s'] / staged['median_s']:.2f}x); peak above "
+                             f"loaded {alone['above_loaded_MiB']:.0f} against "
+                             f"{staged['above_loaded_MiB']:.0f} MiB")
+        for backend, label in (("onnxruntime-portable-fp32-defaults",
+                                "with onnxruntime's default options (memory pattern on)"),
+                               ("onnxruntime-portable-int8", "INT8")):
+            alone = _best(rows, name, backend)
+            if alone:
+                lines.append(f"- {name}, portable {label}, {alone['threads']} threads: "
+                             f"{alone['median_s']:.3f} s, peak above loaded "
+                             f"{alone['above_loaded_MiB']:.0f} MiB")
+        old = _best(rows, name, "onnxruntime-fp32-scatternd")
+        if old:
+            lines.append(f"- {name}, interface 1 (ScatterND, [E, d] messages, 1 thread): "
+                         f"{old['median_s']:.3f} s, peak above loaded "
+                         f"{old['above_loaded_MiB']:.0f} MiB")
+    return lines
+
+
 def _markdown(rows: list[dict[str, Any]], cli: list[dict[str, Any]],
               designs: dict[str, Any], reports: dict[str, Any], graphs: list[dict[str, Any]],
               args: argparse.Namespace, wall: float,
@@ -585,10 +632,12 @@ def _markdown(rows: list[dict[str, Any]], cli: list[dict[str, Any]],
         "bench/embed_speed.py): torch-eager is edgegcl's encoder, torch-csr the best "
         "plain-torch path (A_hat built as one CSR matrix inside the timed call, "
         "`torch.sparse.mm`, cheaper order per layer); onnxruntime-* is "
-        "`EncoderSession.embed` (interface 3: ONNX dense stages + CSR aggregation, stage 0 as "
+        "`EncoderSession.embed` (the portable file cut into its ONNX dense stages + CSR "
+        "aggregation, stage 0 as "
         "a CSR product for a sparse x; degree and adjacency construction and input checks "
         "included; the kernel numba's, -scipy with scipy's); -scatternd is the interface-1 "
-        "model this replaced. Column x: how the "
+        "model this replaced; onnxruntime-portable-* the same files run whole by onnxruntime "
+        "alone (x dense; -defaults: onnxruntime's default session options). Column x: how the "
         "features reach the backend, as they would in practice: Cora's (1.3 % nonzero) as CSR "
         "(torch: edgegcl's as_features; onnxruntime: scipy CSR), built before the timed call; "
         "the interface-1 model takes only dense x. Threads 0 in the command means torch's "
@@ -597,7 +646,13 @@ def _markdown(rows: list[dict[str, Any]], cli: list[dict[str, Any]],
         "", "| graph | backend | device | threads | x | median s | min s | runs | peak RSS MiB | "
         "above loaded MiB | torch imported |", "|---|---|---|---|---|---|---|---|---|---|---|",
         *(row(r) for r in rows), "", "## Targets (issue 15)", "",
-        *_targets(rows, cli, graphs, cores), ""]
+        *_targets(rows, cli, graphs, cores), "", "## The portable model beside the staged path "
+        "(issue 24)", "", "The same .onnx file, run whole by onnxruntime alone (aggregation "
+        "inside the graph: a Loop over each node's entries, O(N d + E) memory) and by "
+        "`EncoderSession` (the file cut into its dense stages, CSR aggregation, row blocks); "
+        "the interface-1 model (ScatterND over [E, d] messages) for memory. Ratios of medians "
+        "measured in this run; peak above loaded as in the table.", "",
+        *_portable_lines(rows, graphs), ""]
     if cli:
         lines += ["## edgegcl-embed memory", "",
                   "`edgegcl-embed MODEL --graph GRAPH.npz --out EMB.npy --force` (fp32, all "

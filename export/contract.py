@@ -19,7 +19,7 @@ to the stages it does not need. A node's degree (1 + its in-edges that are not s
 input self-loops replaced by one loop per node, as PyG's ``gcn_norm`` does) is counted on the
 *whole* graph, which is what makes embedding a k-hop subgraph exact.
 
-Interface 3 (``edgegcl.interface = 3``, the current one) is interface 2 plus the matrix W1
+Interface 3 (``edgegcl.interface = 3``, written until issue 24) is interface 2 plus the matrix W1
 that stage 0 multiplies x by, as outputs, when the model has stage 0: a runtime given sparse
 features computes ``z0 = x W1`` itself as a sparse product over x's nonzeros instead of a
 dense MatMul. An fp32 file has the output ``w1`` float32 [in_dim, width]; an INT8 file has its
@@ -29,6 +29,17 @@ ONNX's DequantizeLinear computes), so the runtime dequantises once instead of ev
 computing it. They depend on no input (Identity nodes of initializers, free to run): the
 runtime fetches them once when it opens the file. Interface-2 files work unchanged; they only
 lack this sparse fast path.
+
+Interface 4 (``edgegcl.interface = 4``, the current one, written since issue 24): the
+*portable* model, one graph of standard ONNX ops with inputs ``x`` float32 [num_nodes, in_dim]
+and ``edge_index`` int64 [2, num_edges] (row 0 source, row 1 target) and the output
+``embeddings``, which any ONNX runtime runs alone. It aggregates with a Loop over each node's
+entries (``edgegcl.onnx.portable``; no scatter with a reduction, so every thread count gives
+the same numbers). Inside, the tensors keep interface 3's names (``z0`` .. ``z(k-1)``,
+``a1`` .. ``ak``, each declared in the graph's value_info) and stage 0's weight is the
+initializer ``STAGE0_INITIALIZER`` (INT8: its ``STAGE0_INITIALIZERS`` triple), so this runtime
+cuts the file back into an interface-3 model of its dense stages (``export.stages``) and
+aggregates with its own CSR kernels.
 
 Interface 1 (files written before issue 15, no ``edgegcl.interface`` key): one graph with
 inputs ``x`` float32 [num_nodes, in_dim], ``edge_index`` int64 [2, num_edges] (row 0 source,
@@ -43,7 +54,8 @@ from dataclasses import MISSING, dataclass, fields
 
 from .errors import shown
 
-INTERFACE = 3
+INTERFACE = 4
+PORTABLE = 4  # the first interface whose file runs alone (x, edge_index -> embeddings)
 
 INPUT_X = "x"
 OUTPUT = "embeddings"
@@ -53,7 +65,13 @@ OUTPUT = "embeddings"
 STAGE0_WEIGHT = "w1"
 STAGE0_WEIGHT_INT8 = ("w1_quantized", "w1_scale", "w1_zero_point")
 
-# Interface 1 only.
+# Interface 4: the initializers holding stage 0's weight, by the interface-3 output that
+# exposes each once the runtime cut the file into its stages.
+STAGE0_INITIALIZER = "stage0_weight"
+STAGE0_INITIALIZERS = {STAGE0_WEIGHT: STAGE0_INITIALIZER, **{
+    out: STAGE0_INITIALIZER + out.removeprefix(STAGE0_WEIGHT) for out in STAGE0_WEIGHT_INT8}}
+
+# Interfaces 1 and 4 (interface 1 also takes deg).
 INPUT_EDGE_INDEX = "edge_index"
 INPUT_DEG = "deg"
 
@@ -79,7 +97,8 @@ class ModelMetadata:
     ``feature_preprocessing`` says what training did to ``x`` before the encoder saw it, so
     a device can feed features the same way; ``config_sha256`` identifies the training
     configuration (SHA-256 of its canonical JSON); ``precision`` is fp32 or int8;
-    ``interface`` is the contract version above (1 when the key is absent: older files).
+    ``interface`` is the contract version above (1 when the key is absent: older files);
+    ``quantization`` says how an INT8 file was quantised ("none" for fp32 and older files).
     """
 
     version: str
@@ -92,6 +111,7 @@ class ModelMetadata:
     dataset: str
     precision: str
     interface: int = 1
+    quantization: str = "none"
 
     def to_props(self) -> dict[str, str]:
         """The metadata as ONNX ``metadata_props`` entries."""
@@ -139,14 +159,15 @@ class ModelMetadata:
             return shape[1]
 
         k, has_x = self.num_layers, INPUT_X in inputs
-        stages = len(inputs) - has_x  # aggregated inputs a1..ak (interface 2 and later)
+        stages = len(inputs) - has_x  # aggregated inputs a1..ak (interfaces 2 and 3)
         names = ({INPUT_X, INPUT_EDGE_INDEX, INPUT_DEG} if self.interface == 1 else
+                 {INPUT_X, INPUT_EDGE_INDEX} if self.interface == PORTABLE else
                  {aggregate_input(j) for j in range(1, stages + 1)} | ({INPUT_X} & inputs.keys()))
         if set(inputs) != names:
             found = ", ".join(shown(name) for name in sorted(inputs)[:10]) or "none"
             return (f"its inputs are {found}, not {', '.join(sorted(names))} (edgegcl "
                     f"interface {self.interface})")
-        if self.interface == 1:  # its layers are inside one graph: each stores >= 4 bytes
+        if self.interface in (1, PORTABLE):  # layers inside one graph: each stores >= 4 bytes
             if not 1 <= k <= file_bytes // 4:
                 return (f"{PREFIX}num_layers={k} but a {file_bytes}-byte file holds 1.."
                         f"{file_bytes // 4} layers")

@@ -1,9 +1,11 @@
 """``edgegcl-embed MODEL.onnx --graph GRAPH.npz --out EMB.npy``: embeddings without torch.
 
-Needs numpy, scipy and onnxruntime. The graph file may hold a sparse x as CSR arrays
-(``graph.save_npz``), which an interface-3 model's first layer multiplies over its nonzeros
-only. Bad input (model, graph, paths) prints one line ``edgegcl-embed: error: ...`` and exits
-with code 2; nothing is written then. The embeddings are written through a memory-mapped .npy
+Needs numpy, scipy and onnxruntime. The model is an ``edgegcl export`` file (the portable model
+of interface 4, which the runtime cuts into its dense stages, or an older interface). The graph
+file holds ``x`` (or a sparse x as CSR arrays, ``graph.save_npz``, which the first layer
+multiplies over its nonzeros only) and ``edge_index``; export/README.md lists its keys. Bad
+input (model, graph, paths) prints one line ``edgegcl-embed: error: ...`` and exits with code
+2; nothing is written then. The embeddings are written through a memory-mapped .npy
 under a temporary name, renamed when complete.
 """
 

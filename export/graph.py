@@ -11,11 +11,13 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 from scipy.sparse import csr_matrix, issparse, spmatrix
 
 from .errors import InputError, first_line, shown
+from .files import replacing
 
 # A sparse x in a graph file: scipy.sparse.save_npz's arrays for a CSR matrix, prefixed "x_".
 SPARSE_X_KEYS = ("x_data", "x_indices", "x_indptr", "x_shape")
@@ -24,15 +26,23 @@ SPARSE_X_KEYS = ("x_data", "x_indices", "x_indptr", "x_shape")
 Features = np.ndarray | spmatrix
 
 
-def save_npz(path: str | Path, x: Features, edge_index: np.ndarray) -> None:
-    """Write a graph file ``load_npz`` reads: arrays ``x`` and ``edge_index``, or, for a sparse
-    x, its CSR arrays ``x_data``, ``x_indices``, ``x_indptr``, ``x_shape`` (no pickles)."""
+def write_npz(fh: BinaryIO, x: Features, edge_index: np.ndarray) -> None:
+    """Write a graph file ``load_npz`` reads into the open binary file ``fh``: arrays ``x`` and
+    ``edge_index``, or, for a sparse x, its CSR arrays ``x_data``, ``x_indices``, ``x_indptr``,
+    ``x_shape`` (no pickles)."""
     if issparse(x):
         x = csr_matrix(x)
-        np.savez(path, x_data=x.data, x_indices=x.indices, x_indptr=x.indptr,
+        np.savez(fh, x_data=x.data, x_indices=x.indices, x_indptr=x.indptr,
                  x_shape=np.array(x.shape, dtype=np.int64), edge_index=edge_index)
     else:
-        np.savez(path, x=x, edge_index=edge_index)
+        np.savez(fh, x=x, edge_index=edge_index)
+
+
+def save_npz(path: str | Path, x: Features, edge_index: np.ndarray) -> None:
+    """``write_npz`` to exactly ``path`` (no ".npz" appended), atomically
+    (``files.replacing``: a refused write is one InputError line, the old file stays)."""
+    with replacing([Path(path)]) as (tmp,), tmp.open("wb") as fh:
+        write_npz(fh, x, edge_index)
 
 
 # The .npy format versions numpy writes for plain arrays, and their header readers.

@@ -4,6 +4,7 @@ over every core; whole graph or k-hop batches."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -14,12 +15,13 @@ import onnxruntime as ort
 from scipy.sparse import csr_matrix, issparse
 
 from .adjacency import NormalisedAdjacency
-from .contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, STAGE0_WEIGHT,
+from .contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, PORTABLE, STAGE0_WEIGHT,
                        STAGE0_WEIGHT_INT8, ModelMetadata, aggregate_input, stage_output)
 from .errors import InputError, first_line
 from .features import dense_rows, density, sparse_product, use_sparse_product
 from .graph import Features, InNeighbourhoods, check_file, check_graph, gcn_degree
 from .kernels import resolve_kernel, warm_up
+from .stages import ModelFormatError, stage_model
 
 # Rows per block of a stage: a block is one unit of work for one thread (its CSR rows, then
 # its dense stage). The block size depends on the graph only, never on the thread count, so
@@ -56,8 +58,29 @@ def default_block_rows(num_rows: int) -> int:
     return min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, -(-num_rows // BLOCKS_PER_STAGE)))
 
 
+def portable_session(path: str | Path, threads: int = 1,
+                     memory_pattern: bool = False) -> ort.InferenceSession:
+    """A plain onnxruntime session of a portable model file (interface 4), opened as any
+    consumer of the file opens it, with none of this runtime's code:
+    ``session.run(["embeddings"], {"x": x, "edge_index": edge_index})`` embeds a whole graph.
+
+    ``threads``: onnxruntime's intra-op threads (the numbers do not depend on them).
+    ``memory_pattern``: onnxruntime's default is on; its allocation plan for one graph's
+    shapes raises the peak memory of this dynamic-shape model (docs/export.md), so it is off
+    here unless asked for.
+    """
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.enable_mem_pattern = memory_pattern
+    options.log_severity_level = 3
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
 class EncoderSession:
     """An exported encoder, opened for inference, with its ``edgegcl.*`` metadata.
+
+    A portable file (interface 4) is cut into its dense stages (``export.stages``) and run
+    like an interface-3 file: ``session`` is the stages' onnxruntime session.
 
     ``threads``: worker threads for the row blocks (default: every available core). Each
     onnxruntime run is single-threaded and blocks run concurrently, which scales better than
@@ -105,11 +128,7 @@ class EncoderSession:
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # errors only: a bad model is reported in one line below
-        try:
-            self.session = ort.InferenceSession(str(p), options, providers=providers)
-        except Exception as exc:  # onnxruntime raises its own types for unreadable models
-            raise InputError(f"model file {p} cannot be loaded by onnxruntime ({first_line(exc)}); "
-                             "re-export it with edgegcl export") from None
+        self.session = self._load(str(p), options, providers, p)
         if device == "cuda" and "CUDAExecutionProvider" not in self.session.get_providers():
             raise InputError("onnxruntime could not start its CUDA provider (CUDA or cuDNN "
                              "libraries missing or mismatched); fix the install or use the CPU")
@@ -119,12 +138,16 @@ class EncoderSession:
         except (KeyError, ValueError) as exc:
             raise InputError(f"model file {p} is not an edgegcl encoder (metadata: {exc}); "
                              "export it with edgegcl export") from None
+        self._check_graph(p, self.metadata)
+        if self.metadata.interface == PORTABLE:  # run its dense stages; aggregate here
+            try:
+                stages = stage_model(p.read_bytes())
+            except (ModelFormatError, OSError) as exc:
+                raise InputError(f"model file {p} cannot be cut into its stages ("
+                                 f"{first_line(exc)}); re-export it with edgegcl export") from None
+            self.session = self._load(stages, options, providers, p)
+            self._check_graph(p, dataclasses.replace(self.metadata, interface=PORTABLE - 1))
         inputs = {i.name: i.shape for i in self.session.get_inputs()}
-        problem = self.metadata.graph_problem(
-            inputs, {o.name: o.shape for o in self.session.get_outputs()}, p.stat().st_size)
-        if problem is not None:
-            raise InputError(f"model file {p} does not match its edgegcl metadata ({problem}); "
-                             "re-export it with edgegcl export")
         if self.metadata.interface == 1:
             self.threads = 1
         self._has_stage0 = INPUT_X in inputs and self.metadata.interface != 1
@@ -141,6 +164,25 @@ class EncoderSession:
                              "first layer cannot run sparse; re-export it with edgegcl export")
         if self.metadata.interface != 1:
             warm_up(self._kernel)  # numba's one-time load, charged to opening, not to embed
+
+    @staticmethod
+    def _load(model: str | bytes, options: ort.SessionOptions, providers: list[str],
+              path: Path) -> ort.InferenceSession:
+        """An onnxruntime session of ``model`` (a path, or bytes cut from ``path``)."""
+        try:
+            return ort.InferenceSession(model, options, providers=providers)
+        except Exception as exc:  # onnxruntime raises its own types for unreadable models
+            raise InputError(f"model file {path} cannot be loaded by onnxruntime "
+                             f"({first_line(exc)}); re-export it with edgegcl export") from None
+
+    def _check_graph(self, path: Path, meta: ModelMetadata) -> None:
+        """A one-line InputError when the session's graph contradicts ``meta``."""
+        problem = meta.graph_problem({i.name: i.shape for i in self.session.get_inputs()},
+                                     {o.name: o.shape for o in self.session.get_outputs()},
+                                     path.stat().st_size)
+        if problem is not None:
+            raise InputError(f"model file {path} does not match its edgegcl metadata "
+                             f"({problem}); re-export it with edgegcl export")
 
     @property
     def kernel(self) -> str:
@@ -191,8 +233,10 @@ class EncoderSession:
             return False
         return self.first_layer == "sparse" or use_sparse_product(x, self.metadata.precision)
 
-    def _stage(self, j: int, h: np.ndarray) -> np.ndarray:
-        """Stage j of the model on rows ``h`` (stage 0 takes x, stage j >= 1 takes A_hat z)."""
+    def stage(self, j: int, h: np.ndarray) -> np.ndarray:
+        """Stage j of the model (interfaces 2 to 4) on the float32 rows ``h``, as one run: stage
+        0 takes rows of x, stage j >= 1 rows of A_hat z(j-1). Checks and tests read single
+        stages through it (an INT8 stage quantises ``h`` as one block)."""
         name = INPUT_X if j == 0 else aggregate_input(j)
         feeds = {**self._idle, name: h}
         return self.session.run([stage_output(j, self.metadata.num_layers)], feeds)[0]
@@ -221,7 +265,7 @@ class EncoderSession:
                     return
                 rows = (dense_rows(source, lo, hi) if j == 0
                         else adj.product(lo, hi, source, self.kernel))
-                dest[lo:hi] = self._stage(j, rows)
+                dest[lo:hi] = self.stage(j, rows)
 
             if pool is None:
                 for lo, hi in bounds:

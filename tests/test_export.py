@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+import scipy.sparse
 import torch
 from helpers import capture
 
@@ -116,18 +117,21 @@ def test_metadata_read_back(tmp_path: Path) -> None:
     assert props["edgegcl.dataset"] == "synthetic" and props["edgegcl.precision"] == "fp32"
     assert config_digest(TrainConfig(**{**CFG.to_dict(), "tau": 0.5})) != config_digest(CFG)
     assert model.opset_import[0].version == 18
-    assert props["edgegcl.interface"] == "3"
-    dims = {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
-            for v in [*model.graph.input, *model.graph.output]}
-    # 12 -> 16 widens: aggregate x first (no stage 0, no w1); 16 -> 8 narrows: aggregate
-    # z1 = h W2
-    assert dims == {"a1": ["rows", 12], "a2": ["rows", 8], "z1": ["rows", 8],
-                    "embeddings": ["rows", 8]}
+    assert props["edgegcl.interface"] == "4" and props["edgegcl.quantization"] == "none"
+
+    def dims(values: list[onnx.ValueInfoProto]) -> dict[str, list]:
+        return {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
+                for v in values}
+
+    assert dims([*model.graph.input, *model.graph.output]) == {
+        "x": ["num_nodes", 12], "edge_index": [2, "num_edges"], "embeddings": ["num_nodes", 8]}
+    # inside, interface 3's names: 12 -> 16 widens, so layer 1 aggregates x (no stage 0);
+    # 16 -> 8 narrows, so layer 2 aggregates z1 = h W2
+    assert dims(model.graph.value_info) == {"a1": ["num_nodes", 12], "a2": ["num_nodes", 8],
+                                            "z1": ["num_nodes", 8]}
     meta = EncoderSession(path).metadata
     assert (meta.in_dim, meta.out_dim, meta.num_layers, meta.precision, meta.interface) == (
-        12, 8, 2, "fp32", 3)
-    ops = {n.op_type for n in model.graph.node}
-    assert "MatMul" in ops and not ops & {"ScatterND", "Gather", "ScatterElements"}
+        12, 8, 2, "fp32", 4)
 
 
 @pytest.mark.parametrize("features", [12, 40])  # 40 -> 16 narrows: stage 0 computes x W1
@@ -135,13 +139,12 @@ def test_stage_model_matches_torch_in_both_orders(tmp_path: Path, features: int)
     cfg = TrainConfig(**{**CFG.to_dict(), "features": features})
     encoder, path = _encoder(cfg), tmp_path / "m.onnx"
     export_encoder(Checkpoint(encoder, cfg, features, 0, 0), path)
-    model = onnx.load(str(path))
-    names = {i.name for i in model.graph.input}
-    narrows = features > cfg.hidden_dim
-    assert names == ({"x", "a1", "a2"} if narrows else {"a1", "a2"})
-    outputs = {o.name for o in model.graph.output}
-    assert ("w1" in outputs) == narrows  # interface 3: W1 for the sparse first layer
     session = EncoderSession(path, threads=2)
+    # the runtime cut the portable file into the stages: stage 0 (x W1) only when 40 -> 16
+    narrows = features > cfg.hidden_dim
+    assert {i.name for i in session.session.get_inputs()} == (
+        {"x", "a1", "a2"} if narrows else {"a1", "a2"})
+    assert ("w1" in {o.name for o in session.session.get_outputs()}) == narrows
     if narrows:
         np.testing.assert_array_equal(session.stage0_weight,
                                       encoder.conv1.lin.weight.detach().t().numpy())
@@ -179,17 +182,19 @@ def test_check_fails_loudly_with_the_number(tmp_path: Path) -> None:
     export_encoder(Checkpoint(_encoder(CFG, seed=0), CFG, CFG.features, 0, 0), path)
     x, edge_index = _graph(150, 0)
     assert [c.graph for c in check_against_torch(path, _encoder(CFG, 0), x, edge_index)] == [
-        "training graph", "random subgraph"]
+        "training graph", "random subgraph", "training graph, portable model alone",
+        "random subgraph, portable model alone"]
     with pytest.raises(ExportCheckError, match=r"max abs difference [0-9.e+-]+ > 0\.0001"):
         check_against_torch(path, _encoder(CFG, seed=1), x, edge_index)
 
 
 def test_check_covers_the_sparse_first_layer(tmp_path: Path) -> None:
     """A model exposing W1 is checked through the runtime's sparse first layer too, so a wrong
-    w1 fails the export even when the model's own stages are right."""
+    w1 fails the export even when the model's own stages are right (an interface-3 file, where
+    w1 is an output of its own; a portable file's stage 0 reads the initializer it exposes)."""
     cfg = TrainConfig(**{**CFG.to_dict(), "features": 40})
     encoder, path = _encoder(cfg), tmp_path / "m.onnx"
-    export_encoder(Checkpoint(encoder, cfg, 40, 0, 0), path)
+    export_encoder(Checkpoint(encoder, cfg, 40, 0, 0), path, interface=3)
     data = synthetic_graph(SyntheticSpec(150, 3, 40, avg_degree=6.0, seed=0))
     checks = check_against_torch(path, encoder, data.x, data.edge_index)
     assert [c.graph for c in checks] == ["training graph", "random subgraph",
@@ -205,8 +210,9 @@ def test_check_covers_the_sparse_first_layer(tmp_path: Path) -> None:
 
 
 def test_int8_exposes_its_int8_w1(tmp_path: Path) -> None:
-    """The INT8 file exposes what its stage 0 multiplies by, the int8 weight with its scale
-    and zero point (the runtime dequantises it once); the fp32 W1 does not stay in the file."""
+    """The INT8 portable file names stage 0's int8 weight, per-channel scale and zero point
+    (STAGE0_INITIALIZERS), which the runtime exposes and dequantises once; the fp32 W1 does not
+    stay in the file, and the weights are 7-bit (no uint8 x int8 pair sum exceeds int16)."""
     from edgegcl.onnx.quantize import quantize_int8
 
     cfg = TrainConfig(**{**CFG.to_dict(), "features": 40})
@@ -215,16 +221,21 @@ def test_int8_exposes_its_int8_w1(tmp_path: Path) -> None:
     quantize_int8(fp32, int8)
     model = onnx.load(str(int8))
     inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
-    assert "weight1" not in inits and inits["weight1_quantized"].dtype == np.int8
-    assert {o.name for o in model.graph.output} == {"z0", "z1", "embeddings", "w1_quantized",
-                                                    "w1_scale", "w1_zero_point"}
-    expected = ((inits["weight1_quantized"].astype(np.float32)
-                 - inits["weight1_zero_point"].astype(np.float32)) * inits["weight1_scale"])
+    assert "stage0_weight" not in inits and inits["stage0_weight_quantized"].dtype == np.int8
+    weights = [v for v in inits.values() if v.dtype == np.int8 and v.ndim == 2]
+    assert len(weights) == 2 and max(int(np.abs(w).max()) for w in weights) <= 64
+    w_q, scale = inits["stage0_weight_quantized"], inits["stage0_weight_scale"]
+    assert scale.shape == (16,)  # one scale per output channel
     session = EncoderSession(int8)
-    assert session.metadata.interface == 3 and session.metadata.precision == "int8"
-    np.testing.assert_array_equal(session.stage0_weight, expected)
+    assert {o.name for o in session.session.get_outputs()} == {
+        "z0", "z1", "embeddings", "w1_quantized", "w1_scale", "w1_zero_point"}
+    assert session.metadata.interface == 4 and session.metadata.precision == "int8"
+    assert "per output channel" in session.metadata.quantization
+    np.testing.assert_array_equal(session.stage0_weight, (
+        w_q.astype(np.float32) - inits["stage0_weight_zero_point"].astype(np.float32)) * scale)
     w1 = encoder.conv1.lin.weight.detach().t().numpy()
-    assert np.abs(session.stage0_weight - w1).max() <= inits["weight1_scale"]  # within a step
+    # symmetric rounding: every weight within half a step of its column's scale
+    assert (np.abs(session.stage0_weight - w1) <= scale / 2 * (1 + 1e-6)).all()
 
 
 # --------------------------------------------------------------------------- command line
@@ -236,7 +247,7 @@ def test_bare_export_takes_the_most_recent_run(tmp_path: Path) -> None:
     code, out, err = _run_main(["export", "model.onnx"])
     assert code == 0, err
     assert f"most recent run, {Path('runs') / 'synthetic-new'}" in err
-    assert "wrote model.onnx (fp32)" in out and "random subgraph" in out
+    assert "wrote model.onnx (fp32, portable)" in out and "random subgraph" in out
     x, edge_index = _graph(60, 3)
     with torch.no_grad():
         expected = _encoder(CFG, seed=2)(x, edge_index).numpy()
@@ -313,3 +324,122 @@ def test_failed_check_exits_1_and_writes_nothing(tmp_path: Path,
                                 "disagree on the training graph")
     assert "nothing was written" in lines[-1]
     assert [p.name for p in tmp_path.iterdir() if p.name != "data-cache"] == ["run"]
+
+
+# --------------------------------------------------------------------------- reuse, graph file
+
+def test_quantize_and_graph_out_reuse_an_existing_export(tmp_path: Path) -> None:
+    """`--quantize int8` and `--graph-out` after a plain export keep the fp32 file (checked
+    against the checkpoint, not rewritten); the graph file is what edgegcl-embed reads."""
+    from edgegcl_embed.embed import main as embed_main
+
+    run = _make_run(tmp_path / "run")
+    assert _run_main(["export", "m.onnx", "--run", str(run)])[0] == 0
+    before = (Path("m.onnx").read_bytes(), Path("m.onnx").stat().st_mtime_ns)
+    code, out, err = _run_main(["export", "m.onnx", "--run", str(run), "--quantize", "int8",
+                                "--graph-out", "graph.npz"])
+    assert code == 0, err
+    assert "reusing m.onnx (fp32, this checkpoint's encoder" in out and "wrote m.int8.onnx" in out
+    assert (Path("m.onnx").read_bytes(), Path("m.onnx").stat().st_mtime_ns) == before
+    assert json.loads(Path("m.int8.json").read_text())["fp32_model"] == "m.onnx"
+    code, _, err = capture(embed_main, ["m.onnx", "--graph", "graph.npz", "--out", "emb.npy"])
+    assert code == 0, err
+    data = synthetic_graph(CFG.synthetic_spec())  # the training graph the config rebuilds
+    with torch.no_grad():
+        expected = _encoder(CFG)(data.x, data.edge_index).numpy()
+    np.testing.assert_allclose(np.load("emb.npy"), expected, atol=1e-5, rtol=0)
+    assert _files(tmp_path) == ["emb.npy", "graph.npz", "m.int8.json", "m.int8.onnx", "m.onnx",
+                                "run"]
+
+
+def _files(folder: Path) -> list[str]:
+    """What a test's commands left in ``folder`` (the dataset cache aside)."""
+    return sorted(p.name for p in folder.iterdir() if p.name != "data-cache")
+
+
+def test_graph_out_writes_a_sparse_x_as_csr(tmp_path: Path) -> None:
+    from edgegcl_embed.graph import load_npz
+
+    cfg = TrainConfig(**{**CFG.to_dict(), "features": 40})
+    run = _make_run(tmp_path / "run", cfg)
+    data = synthetic_graph(SyntheticSpec(60, 3, 40, avg_degree=6.0, seed=6))
+    x, edge_index = (data.x > 1.5).float(), data.edge_index  # ~7 % nonzero: CSR in training
+    np.savez("g.npz", x=x.numpy(), edge_index=edge_index.numpy())
+    code, out, err = _run_main(["export", "m.onnx", "--run", str(run), "--graph", "g.npz",
+                                "--graph-out", "out.npz"])
+    assert code == 0, err
+    assert "x as CSR" in out
+    got_x, got_edges = load_npz("out.npz")
+    assert scipy.sparse.issparse(got_x)
+    np.testing.assert_array_equal(got_x.toarray(), x.numpy())
+    np.testing.assert_array_equal(got_edges, edge_index.numpy())
+
+
+def _foreign_model(path: Path) -> None:
+    node = onnx.helper.make_node("Relu", ["x"], ["y"])
+    io_x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None])
+    io_y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None])
+    onnx.save(onnx.helper.make_model(onnx.helper.make_graph([node], "g", [io_x], [io_y])),
+              str(path))
+
+
+@pytest.mark.parametrize("existing, needle", [
+    ("bytes", "cannot be loaded by onnxruntime"),
+    ("foreign", "not an edgegcl encoder"),
+    ("interface3", "interface-3 fp32 model, not a portable"),
+    ("other_encoder", "does not compute this checkpoint's encoder"),
+    ("other_config", "exported from another training configuration"),
+])
+def test_an_existing_file_that_is_not_this_export_is_not_reused(
+        tmp_path: Path, existing: str, needle: str) -> None:
+    run = _make_run(tmp_path / "run")
+    target = Path("m.onnx")
+    if existing == "bytes":
+        target.write_bytes(b"precious")
+    elif existing == "foreign":
+        _foreign_model(target)
+    elif existing == "interface3":
+        export_encoder(Checkpoint(_encoder(CFG), CFG, CFG.features, 0, 0), target, interface=3)
+    else:  # the same configuration with other weights, or other weights of another one
+        cfg = CFG if existing == "other_encoder" else TrainConfig(**{**CFG.to_dict(),
+                                                                     "tau": 0.3})
+        export_encoder(Checkpoint(_encoder(cfg, seed=5), cfg, CFG.features, 0, 0), target)
+    before = target.read_bytes()
+    line = _usage_error(*_run_main(["export", "m.onnx", "--run", str(run), "--quantize", "int8",
+                                    "--graph-out", "g.npz"]))
+    assert needle in line and "--force" in line
+    assert target.read_bytes() == before
+    assert _files(tmp_path) == ["m.onnx", "run"]
+    code, out, err = _run_main(["export", "m.onnx", "--run", str(run), "--quantize", "int8",
+                                "--force"])
+    assert code == 0 and "wrote m.onnx (fp32, portable)" in out, err
+
+
+@pytest.mark.parametrize("kind, needle", [
+    ("feature_dim", "has 5 features but the encoder expects 12"),
+    ("nan", "x holds NaN or inf (first in row 3)"),
+    ("edge_range", "edge_index holds node 40 but the graph has 40 nodes"),
+])
+def test_bad_training_graph_is_one_line_and_writes_nothing(tmp_path: Path, kind: str,
+                                                          needle: str) -> None:
+    run = _make_run(tmp_path / "run")
+    x, edge_index = _graph(40, 4)
+    if kind == "feature_dim":
+        x = x[:, :5]
+    elif kind == "nan":
+        x[3, 1] = float("nan")
+    else:
+        edge_index[1, 7] = 40
+    np.savez("g.npz", x=x.numpy(), edge_index=edge_index.numpy())
+    Path("m.onnx").write_bytes(b"precious")
+    line = _usage_error(*_run_main(["export", "m.onnx", "--run", str(run), "--graph", "g.npz",
+                                    "--quantize", "int8", "--graph-out", "out.npz"]))
+    assert needle in line
+    assert Path("m.onnx").read_bytes() == b"precious"
+    assert _files(tmp_path) == ["g.npz", "m.onnx", "run"]
+
+
+def test_graph_out_must_not_be_a_model_file(tmp_path: Path) -> None:
+    line = _usage_error(*_run_main(["export", "m.onnx", "--quantize", "int8", "--graph-out",
+                                    "m.int8.onnx"]))
+    assert "--graph-out m.int8.onnx is one of the model files" in line

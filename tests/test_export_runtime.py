@@ -25,9 +25,9 @@ from edgegcl.onnx.quantize import quantize_int8
 from edgegcl_embed.adjacency import NormalisedAdjacency
 from edgegcl_embed.embed import main as embed_main
 from edgegcl_embed.errors import InputError
-from edgegcl_embed.features import dense_rows_to_csr, use_sparse_product
+from edgegcl_embed.features import dense_rows_to_csr, sparse_product, use_sparse_product
 from edgegcl_embed.graph import InNeighbourhoods, gcn_degree, save_npz
-from edgegcl_embed.runtime import EncoderSession, default_block_rows
+from edgegcl_embed.runtime import EncoderSession, block_bounds, default_block_rows
 
 REPO = Path(__file__).resolve().parents[1]
 IN_DIM = 12
@@ -153,56 +153,153 @@ def test_thread_count_does_not_change_the_result(model_path: Path, int8_path: Pa
     x, edge_index = _graph(3000, 24000, seed=5)
     path = model_path if precision == "fp32" else int8_path
     one = EncoderSession(path, threads=1).embed(x, edge_index)
-    for threads in (2, 4):
-        many = EncoderSession(path, threads=threads).embed(x, edge_index)
-        np.testing.assert_allclose(many, one, atol=1e-5, rtol=0)
+    for threads in (2, 4):  # fixed blocks, each summed in a fixed order: identical
+        np.testing.assert_array_equal(EncoderSession(path, threads=threads).embed(x, edge_index),
+                                      one)
 
 
 # --------------------------------------------------------------------------- sparse first layer
 
-@pytest.mark.parametrize("precision", ["fp32", "int8"])
 def test_sparse_x_gives_the_dense_x_embeddings(sparse_paths: dict[str, Path],
-                                               sparse_encoder: GCNEncoder,
-                                               precision: str) -> None:
-    """Binary features, a graph of many row blocks: the CSR product x W1 gives the embeddings
-    of the model's MatMul, and of torch. INT8 quantises binary x exactly, but the next stage
-    quantises its input per block too, and rounding-level float differences in it flip a few
-    roundings: those elements differ by a quantisation step, far below INT8's own error."""
+                                               sparse_encoder: GCNEncoder) -> None:
+    """fp32, binary features, a graph of many row blocks: the CSR product x W1 gives the
+    embeddings of the model's MatMul, and of torch's dense and CSR first layers."""
     x, edge_index = _sparse_graph(3000, 24000, seed=6)
     assert 3000 // default_block_rows(3000) >= 8
-    path = sparse_paths[precision]
-    sparse = EncoderSession(path, first_layer="sparse")
+    sparse = EncoderSession(sparse_paths["fp32"], first_layer="sparse")
     assert sparse.stage0_weight is not None and sparse.stage0_weight.shape == (SPARSE_IN_DIM, 16)
-    dense = EncoderSession(path, first_layer="dense").embed(x.toarray(), edge_index)
+    dense = EncoderSession(sparse_paths["fp32"], first_layer="dense").embed(x.toarray(),
+                                                                           edge_index)
     got = sparse.embed(x, edge_index)
-    if precision == "fp32":
-        np.testing.assert_allclose(got, dense, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(got, dense, atol=1e-5, rtol=0)
+    # the dense x converted block by block takes the same path; any scipy sparse format works
+    np.testing.assert_array_equal(sparse.embed(x.toarray(), edge_index), got)
+    np.testing.assert_array_equal(sparse.embed(x.tocoo(), edge_index), got)
+    with torch.no_grad():
+        xt, et = torch.from_numpy(x.toarray()), torch.from_numpy(edge_index)
+        for features in (xt, as_features(xt)):
+            np.testing.assert_allclose(got, sparse_encoder(features, et).numpy(), atol=1e-5,
+                                       rtol=0)
+
+
+# INT8. onnxruntime quantises a product's float input h per run (DynamicQuantizeLinear: uint8,
+# scale = (max(h, 0) - min(h, 0)) / 255, zero point round(-min / scale), round half to even)
+# and multiplies the integers exactly. _exact_int8 computes that in numpy with int64 sums, so
+# an INT8 stage must equal it up to float32 rounding (of the sum's conversion and the scales,
+# a few ulps) and up to a rounding of h / scale that another instruction sequence may take the
+# other way, one step of h's scale times |w|, where h / scale lies within 1e-4 of a tie. These
+# bounds hold on every CPU whose integer products are exact; ``saturate`` computes instead what
+# the uint8 x int8 kernel of x86 CPUs without VNNI computes: pairs of consecutive products
+# added with int16 saturation (vpmaddubsw), the integers then summed exactly.
+FLOAT_ULPS = 8 * 2.0**-24
+
+
+def _exact_int8(h: np.ndarray, weight: np.ndarray, scale: np.ndarray,
+                saturate: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(h quantised) x (int8 weight) x scales, float64, and the tolerance per element."""
+    lo, hi = np.float32(min(h.min(), 0)), np.float32(max(h.max(), 0))
+    step = np.float32((hi - lo) / np.float32(255))
+    zero = np.clip(np.rint(-lo / step), 0, 255)
+    ratio = h / step
+    q = np.clip(np.rint(ratio) + zero, 0, 255).astype(np.int64)
+    w = weight.astype(np.int64)
+    if saturate:
+        pairs = q[:, 0::2, None] * w[None, 0::2] + q[:, 1::2, None] * w[None, 1::2]
+        ints = np.clip(pairs, -2**15, 2**15 - 1).sum(axis=1) - int(zero) * w.sum(axis=0)
     else:
-        fp32 = EncoderSession(sparse_paths["fp32"]).embed(x, edge_index)
-        diff = np.abs(got - dense)
-        assert (diff > 1e-5).mean() < 0.01
-        assert diff.max() <= 0.2 * np.abs(dense - fp32).max()
-    # the dense x converted block by block takes the same path
-    np.testing.assert_allclose(sparse.embed(x.toarray(), edge_index), got, atol=0, rtol=0)
-    # any scipy sparse format is accepted
-    np.testing.assert_allclose(sparse.embed(x.tocoo(), edge_index), got, atol=0, rtol=0)
-    if precision == "fp32":
-        with torch.no_grad():
-            xt, et = torch.from_numpy(x.toarray()), torch.from_numpy(edge_index)
-            for features in (xt, as_features(xt)):  # torch's dense and CSR first layer
-                np.testing.assert_allclose(got, sparse_encoder(features, et).numpy(), atol=1e-5,
-                                           rtol=0)
+        ints = (q - int(zero)) @ w
+    w_real = np.abs(w * scale.astype(np.float64))
+    exact = ints * (np.float64(step) * scale.astype(np.float64))
+    ties = (np.abs(ratio - np.floor(ratio) - 0.5) < 1e-4).astype(np.float64)
+    return exact, np.float64(step) * (ties @ w_real) + FLOAT_ULPS * np.abs(exact) + 1e-30
+
+
+def _int8_weights(path: Path) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(int8 weight, scale) of every quantised product of an INT8 file, in graph order."""
+    from edgegcl.onnx.quantize import int8_matmuls
+
+    model = onnx.load(str(path))
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    return [(inits[w], inits[s]) for _, w, s, _ in int8_matmuls(model)]
+
+
+def test_int8_stages_compute_exact_integer_products(sparse_paths: dict[str, Path],
+                                                    sparse_encoder: GCNEncoder,
+                                                    tmp_path: Path) -> None:
+    """Stage 0 (x W1: binary and real-valued x) and stage 1 (act(a1 + b1) W2) of the shipped
+    INT8 file equal their exact integer arithmetic on this CPU. Its weights are 7-bit, so no
+    product pair can reach int16's limit and a CPU without VNNI computes the same integers; the
+    8-bit weights written before issue 24 would differ there on these very inputs."""
+    rng = np.random.default_rng(12)
+    binary = (rng.random((512, SPARSE_IN_DIM)) < 0.05).astype(np.float32)
+    real = binary * rng.standard_normal(binary.shape).astype(np.float32)
+    a1 = rng.standard_normal((512, 16)).astype(np.float32)
+    z = a1 + sparse_encoder.conv1.bias.detach().numpy()
+    h1 = np.maximum(z, z * sparse_encoder.act1.weight.detach().numpy())  # PReLU, slopes <= 1
+    old = tmp_path / "tensor8.onnx"
+    quantize_int8(sparse_paths["fp32"], old, "tensor8")
+    cases = [(0, binary, binary), (0, real, real), (1, a1, h1)]  # (stage, its rows, h)
+    for path, shipped in ((sparse_paths["int8"], True), (old, False)):
+        session = EncoderSession(path, threads=1)
+        weights = _int8_weights(path)
+        assert max(int(np.abs(w).max()) for w, _ in weights) == (64 if shipped else 127)
+        for j, rows, h in cases:
+            exact, tolerance = _exact_int8(h, *weights[j])
+            without_vnni = _exact_int8(h, *weights[j], saturate=True)[0]
+            clipped = np.abs(without_vnni - exact) > tolerance
+            if shipped:  # on any CPU
+                assert (np.abs(session.stage(j, rows) - exact) <= tolerance).all(), j
+                assert not clipped.any(), j
+            else:  # what this test would catch on a CPU without VNNI
+                assert clipped.any(), j
+
+
+def test_int8_sparse_and_dense_first_layer_agree(sparse_paths: dict[str, Path],
+                                                 sparse_encoder: GCNEncoder) -> None:
+    """Binary x, a graph of many row blocks. Stage 0: the INT8 MatMul quantises binary x
+    exactly, so it and the sparse path's x (dequantised W1) agree to float32 rounding of sums
+    of a row's nonzeros. Embeddings: stage 1 quantises act(a1 + b1) per block, and inputs that
+    differ by rounding may flip an element by one step of its scale; through W2, A_hat
+    (its largest row sum) and the 1-Lipschitz PReLU that bounds the difference."""
+    x, edge_index = _sparse_graph(3000, 24000, seed=6)
+    dense_x = x.toarray()
+    path = sparse_paths["int8"]
+    dense, sparse = (EncoderSession(path, first_layer=mode) for mode in ("dense", "sparse"))
+    w1 = sparse.stage0_weight
+    magnitude = np.abs(dense_x) @ np.abs(w1)
+    bound = (np.diff(x.indptr).max() + 4) * FLOAT_ULPS * magnitude + 1e-30
+    z0 = np.concatenate([dense.stage(0, dense_x[lo:hi])
+                         for lo, hi in block_bounds(3000, default_block_rows(3000))])
+    assert (np.abs(z0 - sparse_product(x, 0, 3000, w1)) <= 2 * bound).all()
+    adj = NormalisedAdjacency(edge_index, 3000).rows(0, 3000)
+    z = adj @ z0 + sparse_encoder.conv1.bias.detach().numpy()
+    h1 = np.maximum(z, z * sparse_encoder.act1.weight.detach().numpy())
+    (_, _), (w2, s2) = _int8_weights(path)
+    step = (max(h1.max(), 0) - min(h1.min(), 0)) / 255
+    flips = abs(adj).sum(axis=1).max() * step * np.abs(w2 * s2).sum(axis=0).max()
+    got = sparse.embed(x, edge_index)
+    assert np.abs(got - dense.embed(dense_x, edge_index)).max() <= flips + 1e-5
+    # the dense x converted block by block takes the same path; any scipy sparse format works
+    np.testing.assert_array_equal(sparse.embed(dense_x, edge_index), got)
+    np.testing.assert_array_equal(sparse.embed(x.tocoo(), edge_index), got)
 
 
 def test_sparse_int8_skips_quantising_x(sparse_paths: dict[str, Path]) -> None:
     """Real-valued features: INT8's sparse first layer multiplies the unquantised x by the
-    dequantised W1, so it is at least as close to fp32 as the INT8 MatMul, which quantises x."""
+    dequantised W1 (to float32 rounding), where the MatMul quantises x too, within half a step
+    of x's scale times |W1|."""
     x, edge_index = _sparse_graph(500, 3000, seed=7, binary=False)
-    fp32 = EncoderSession(sparse_paths["fp32"]).embed(x, edge_index)
-    sparse = EncoderSession(sparse_paths["int8"], first_layer="sparse").embed(x, edge_index)
-    dense = EncoderSession(sparse_paths["int8"], first_layer="dense").embed(x, edge_index)
-    assert np.abs(sparse - fp32).mean() <= np.abs(dense - fp32).mean()
-    np.testing.assert_allclose(sparse, dense, atol=0.05 * np.abs(fp32).max(), rtol=0)
+    dense_x = x.toarray()
+    sparse = EncoderSession(sparse_paths["int8"], first_layer="sparse")
+    w1 = sparse.stage0_weight.astype(np.float64)
+    exact = dense_x @ w1
+    rounding = (np.diff(x.indptr).max() + 4) * FLOAT_ULPS * (np.abs(dense_x) @ np.abs(w1))
+    got = sparse_product(x, 0, 500, sparse.stage0_weight)  # the sparse path's stage 0
+    assert (np.abs(got - exact) <= rounding + 1e-30).all()
+    dense = EncoderSession(sparse_paths["int8"], threads=1, first_layer="dense").stage(0, dense_x)
+    step = (max(dense_x.max(), 0) - min(dense_x.min(), 0)) / 255
+    assert (np.abs(dense - exact) <= step / 2 * np.abs(w1).sum(axis=0) + 2 * rounding).all()
+    assert np.abs(dense - exact).max() > rounding.max()  # x quantised: it shows
 
 
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
@@ -213,16 +310,16 @@ def test_sparse_first_layer_is_thread_count_invariant(sparse_paths: dict[str, Pa
     one = EncoderSession(path, threads=1, first_layer="sparse").embed(x, edge_index)
     for threads in (2, 4):
         session = EncoderSession(path, threads=threads, first_layer="sparse")
-        np.testing.assert_allclose(session.embed(x, edge_index), one, atol=1e-5, rtol=0)
-        np.testing.assert_allclose(session.embed(x.toarray(), edge_index), one, atol=1e-5,
-                                   rtol=0)
+        np.testing.assert_array_equal(session.embed(x, edge_index), one)
+        np.testing.assert_array_equal(session.embed(x.toarray(), edge_index), one)
     batched = EncoderSession(path, threads=2, first_layer="sparse").embed(x, edge_index, 1100)
     if precision == "fp32":  # INT8 quantises per run: k-hop batches see other blocks
         np.testing.assert_allclose(batched, one, atol=1e-5, rtol=0)
 
 
 def test_auto_first_layer_follows_density_and_precision(sparse_paths: dict[str, Path]) -> None:
-    """A CSR product where it is the cheaper way (export.features), the MatMul elsewhere."""
+    """A CSR product where it is the cheaper way (export.features), the MatMul elsewhere:
+    auto gives exactly what the mode it picks gives."""
     x, edge_index = _sparse_graph(300, 2000, seed=9, density=0.01)
     dense_x = x.toarray()
     assert use_sparse_product(x, "fp32") and use_sparse_product(dense_x, "fp32")
@@ -232,10 +329,10 @@ def test_auto_first_layer_follows_density_and_precision(sparse_paths: dict[str, 
     assert not use_sparse_product(scipy.sparse.csr_matrix(full), "fp32")
     for precision, path in sparse_paths.items():
         auto = EncoderSession(path)
-        reference = EncoderSession(path, first_layer="dense").embed(dense_x, edge_index)
         for features in (x, dense_x):
-            np.testing.assert_allclose(auto.embed(features, edge_index), reference, atol=1e-5,
-                                       rtol=0)
+            mode = "sparse" if use_sparse_product(features, precision) else "dense"
+            np.testing.assert_array_equal(auto.embed(features, edge_index), EncoderSession(
+                path, first_layer=mode).embed(features, edge_index))
 
 
 def test_dense_rows_to_csr_round_trip() -> None:
@@ -461,22 +558,33 @@ def _forged(model_path: Path, tmp_path: Path, props: dict[str, str],
     return path
 
 
-@pytest.mark.parametrize("props, width, needle", [
-    ({"num_layers": "99999999999"}, None, "num_layers=99999999999 but the graph has 2"),
-    ({"num_layers": "0"}, None, "num_layers=0"),
-    ({"num_layers": "3"}, None, "num_layers=3"),
-    ({"interface": "7"}, None, "interface=7 is not 1..3"),
-    ({"interface": "-1"}, None, "interface=-1"),
-    ({"interface": "1"}, None, "its inputs are a1, a2"),
-    ({"in_dim": "13"}, None, f"a1 is {IN_DIM} wide but the metadata says 13"),
-    ({"out_dim": "99999999999"}, None, "embeddings is 8 wide but the metadata says 99999999999"),
-    ({}, "w", "a1 has shape ['rows', 'w'], not [rows, width]"),
+@pytest.mark.parametrize("interface, props, width, needle", [
+    (3, {"num_layers": "99999999999"}, None, "num_layers=99999999999 but the graph has 2"),
+    (3, {"in_dim": "13"}, None, f"a1 is {IN_DIM} wide but the metadata says 13"),
+    (3, {}, "w", "a1 has shape ['rows', 'w'], not [rows, width]"),
+    (3, {"interface": "4"}, None, "its inputs are a1, a2, not edge_index, x"),
+    (4, {"num_layers": "99999999999"}, None, "num_layers=99999999999 but a "),
+    (4, {"num_layers": "0"}, None, "num_layers=0"),
+    (4, {"num_layers": "3"}, None, "num_layers=3 but the graph has 2 aggregated inputs"),
+    (4, {"interface": "7"}, None, "interface=7 is not 1..4"),
+    (4, {"interface": "-1"}, None, "interface=-1"),
+    (4, {"interface": "1"}, None, "its inputs are edge_index, x, not deg, edge_index, x"),
+    (4, {"interface": "3"}, None, "its inputs are edge_index, x, not a1, x"),
+    (4, {"in_dim": "13"}, None, f"x is {IN_DIM} wide but the metadata says 13"),
+    (4, {"out_dim": "99999999999"}, None, "embeddings is 8 wide but the metadata says 99999999999"),
+    (4, {}, "w", "x has shape ['num_nodes', 'w'], not [rows, width]"),
 ])
-def test_metadata_numbers_are_bounded_by_the_graph(model_path: Path, graph_file: Path,
-                                                   tmp_path: Path, props: dict[str, str],
+def test_metadata_numbers_are_bounded_by_the_graph(model_path: Path, encoder: GCNEncoder,
+                                                   graph_file: Path, tmp_path: Path,
+                                                   interface: int, props: dict[str, str],
                                                    width: str | None, needle: str) -> None:
     """Every metadata number is checked against the model's inputs and outputs before the
-    runtime sizes anything by it (num_layers = 99999999999 used to hang, growing to 21 GB)."""
+    runtime sizes anything by it (num_layers = 99999999999 used to hang, growing to 21 GB):
+    in a portable file (interface 4) and in the stages it is cut into, as in interface 3's."""
+    if interface == 3:
+        model_path = tmp_path / "interface3.onnx"
+        cfg = TrainConfig(hidden_dim=16, out_dim=8, features=IN_DIM)
+        export_encoder(Checkpoint(encoder, cfg, IN_DIM, 0, 0), model_path, interface=3)
     bad = _forged(model_path, tmp_path, props, width)
     out = tmp_path / "emb.npy"
     code, _, err = _embed([str(bad), "--graph", str(graph_file), "--out", str(out)])

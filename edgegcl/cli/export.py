@@ -25,11 +25,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "export", help="write a trained encoder to ONNX for torch-free inference",
-        description="Export a run's encoder (not the projection head) to ONNX with a dynamic "
-                    "number of nodes (its dense stages; the runtime aggregates between them), "
-                    "then check onnxruntime against torch on the "
-                    "training graph and a random subgraph, and through the runtime's sparse "
-                    "first layer when the model has one (max abs difference <= 1e-4).")
+        description="Export a run's encoder (not the projection head) to a portable ONNX model "
+                    "(inputs x and edge_index, output embeddings, standard ops: any ONNX "
+                    "runtime runs it alone; edgegcl-embed cuts it into its dense stages), then "
+                    "check it against torch on the training graph and a random subgraph, run by "
+                    "onnxruntime alone and by edgegcl-embed's runtime (dense and sparse first "
+                    "layer): max abs difference <= 1e-4.")
     p.add_argument("out", metavar="OUT.onnx", help="the model file to write")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--run", metavar="RUN_DIR",
@@ -40,9 +41,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "config cannot rebuild it")
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET,
                    help=f"ONNX opset, {MIN_OPSET}..{MAX_OPSET} (default: {DEFAULT_OPSET})")
+    p.add_argument("--graph-out", metavar="GRAPH.npz",
+                   help="also write the training graph as edgegcl-embed reads it (x, or a sparse "
+                        "x as CSR arrays, and edge_index)")
     p.add_argument("--quantize", choices=["int8"],
                    help="also write OUT.int8.onnx (dynamic INT8) and its report OUT.int8.json")
-    p.add_argument("--force", action="store_true", help="overwrite existing output files")
+    p.add_argument("--force", action="store_true",
+                   help="overwrite existing output files (without it, an existing OUT that is "
+                        "this checkpoint's fp32 export is reused by --quantize and --graph-out)")
     p.set_defaults(func=_cmd_export)
 
 
@@ -69,22 +75,70 @@ def _checkpoint_path(args: argparse.Namespace) -> Path:
 
 
 def _outputs(args: argparse.Namespace) -> dict[str, Path]:
-    """Every file the command will write, checked before any work: never overwrite unasked."""
+    """Every file the command may write, checked before any work: never overwrite unasked.
+
+    When the command also writes other files (``_reusable``), an existing OUT is left for
+    ``_reuse`` to check rather than refused here.
+    """
     out = Path(args.out)
     paths = {"fp32": out}
     if args.quantize:
         stem = out.name[:-5] if out.name.endswith(".onnx") else out.name
         paths["int8"] = out.with_name(stem + ".int8.onnx")
         paths["report"] = out.with_name(stem + ".int8.json")
-    if not out.parent.is_dir():
-        raise UsageError(f"directory {out.parent} does not exist; create it or choose another "
-                         "output path")
-    existing = [str(p) for p in paths.values() if p.exists()]
+    if args.graph_out:
+        paths["graph"] = Path(args.graph_out)
+    if len(set(paths.values())) < len(paths):
+        raise UsageError(f"--graph-out {args.graph_out} is one of the model files; choose "
+                         "another path")
+    for path in dict.fromkeys(p.parent for p in paths.values()):
+        if not path.is_dir():
+            raise UsageError(f"directory {path} does not exist; create it or choose another "
+                             "output path")
+    existing = [str(p) for name, p in paths.items() if p.exists()
+                and not (name == "fp32" and _reusable(args))]
     if existing and not args.force:
         verb = "exists" if len(existing) == 1 else "exist"
         raise UsageError(f"{', '.join(existing)} already {verb}; pass --force to overwrite "
                          "or choose another output path")
     return paths
+
+
+def _reusable(args: argparse.Namespace) -> bool:
+    """Whether an existing OUT may serve instead of a new export: the command also writes
+    other files (``--quantize``, ``--graph-out``) and ``--force`` does not ask for a new one."""
+    return bool(args.quantize or args.graph_out) and not args.force
+
+
+def _reuse(path: Path, ckpt: Checkpoint, data: Data) -> str:
+    """Why the existing ``path`` can be used instead of exported again (the line to print):
+    it is a portable fp32 export of ``ckpt``'s configuration that computes its encoder (the
+    export check, against torch). Anything else is a UsageError."""
+    from edgegcl.onnx.export import ExportCheckError, check_against_torch, config_digest
+    from edgegcl_embed.contract import PORTABLE
+    from edgegcl_embed.errors import InputError
+    from edgegcl_embed.runtime import EncoderSession
+
+    fix = "pass --force to export it again, or choose another output path"
+    try:
+        meta = EncoderSession(path, threads=1, kernel="scipy").metadata
+    except InputError as exc:  # its message without the runtime's own fix
+        raise UsageError(f"{path} exists and cannot be reused: {str(exc).rsplit('; ', 1)[0]}; "
+                         f"{fix}") from None
+    if meta.interface != PORTABLE or meta.precision != "fp32":
+        raise UsageError(f"{path} exists and is an edgegcl interface-{meta.interface} "
+                         f"{meta.precision} model, not a portable (interface {PORTABLE}) fp32 "
+                         f"export; {fix}")
+    if meta.config_sha256 != config_digest(ckpt.config) or meta.in_dim != ckpt.in_dim:
+        raise UsageError(f"{path} exists and was exported from another training "
+                         f"configuration (config_sha256 {meta.config_sha256[:12]}...); {fix}")
+    try:
+        checks = check_against_torch(path, ckpt.encoder, data.x, data.edge_index)
+    except ExportCheckError as exc:
+        raise UsageError(f"{path} exists and does not compute this checkpoint's encoder "
+                         f"({exc}); {fix}") from None
+    worst = max(c.max_abs_diff for c in checks)
+    return f"reusing {path} (fp32, this checkpoint's encoder: max abs diff to torch {worst:.2g})"
 
 
 def _log(text: str) -> None:
@@ -109,36 +163,60 @@ def _write(args: argparse.Namespace, paths: dict[str, Path], ckpt_path: Path,
            ckpt: Checkpoint, data: Data) -> list[str]:
     """Export, check and (``--quantize``) quantise into temporaries beside the outputs, which
     replace the outputs only once every check passed (edgegcl_embed.files.replacing: a full
-    or read-only disk is one line, and no temporary is left); the lines to print."""
+    or read-only disk is one line, and no temporary is left); the lines to print. An existing
+    fp32 export of this checkpoint is quantised as it is (``_reuse``)."""
+    import scipy.sparse
+    import torch
+
+    from edgegcl.nn.augment import as_features
     from edgegcl.onnx.export import check_against_torch, export_encoder
     from edgegcl_embed.files import replacing
+    from edgegcl_embed.graph import write_npz
 
+    lines = []
+    if _reusable(args) and paths["fp32"].exists():  # checked silently: a refusal is one line
+        lines.append(_reuse(paths["fp32"], ckpt, data))
+        paths = {name: p for name, p in paths.items() if name != "fp32"}
     with replacing(list(paths.values()), UsageError, "free space or choose another output "
                    "path (nothing was replaced)") as temps:
         staged = dict(zip(paths, temps))
-        _log(f"exporting {ckpt_path} (opset {args.opset})")
-        export_encoder(ckpt, staged["fp32"], args.opset)
-        _log(f"checking onnxruntime against torch on {data.name} ({data.num_nodes} nodes) "
-             "and a random subgraph")
-        checks = check_against_torch(staged["fp32"], ckpt.encoder, data.x, data.edge_index)
-        summary = "; ".join(f"{c.graph} ({c.nodes} nodes): max abs diff {c.max_abs_diff:.2g}"
-                            for c in checks)
-        lines = [f"wrote {paths['fp32']} (fp32): onnxruntime vs torch {summary}"]
+        fp32 = staged.get("fp32", Path(args.out))
+        if "fp32" in staged:
+            _log(f"exporting {ckpt_path} (opset {args.opset})")
+            export_encoder(ckpt, fp32, args.opset)
+            _log(f"checking onnxruntime against torch on {data.name} ({data.num_nodes} nodes) "
+                 "and a random subgraph")
+            checks = check_against_torch(fp32, ckpt.encoder, data.x, data.edge_index)
+            summary = "; ".join(f"{c.graph} ({c.nodes} nodes): max abs diff "
+                                f"{c.max_abs_diff:.2g}" for c in checks)
+            lines.append(f"wrote {paths['fp32']} (fp32, portable): onnxruntime vs torch "
+                         f"{summary}")
         if args.quantize:
             from edgegcl.onnx.quantize import int8_report, quantize_int8
 
             _log("quantising to int8 and comparing embeddings and micro-F1 with fp32")
-            quantize_int8(staged["fp32"], staged["int8"])
-            report = int8_report(staged["fp32"], staged["int8"], data)
-            report.update(fp32_model=str(paths["fp32"]), int8_model=str(paths["int8"]))
+            quantize_int8(fp32, staged["int8"])
+            report = int8_report(fp32, staged["int8"], data)
+            report.update(fp32_model=str(paths.get("fp32", args.out)),
+                          int8_model=str(paths["int8"]))
             staged["report"].write_text(json.dumps(report, indent=2) + "\n")
             f1 = report.get("micro_f1")
             lines.append(
                 f"wrote {paths['int8']} (int8): size x{report['size_ratio']:.2f}, mean cosine "
-                f"to fp32 {report['mean_cosine']:.4f}"
+                f"to fp32 {report['mean_cosine']:.5f}"
                 + (f", micro-F1 {f1['fp32']:.2f} -> {f1['int8']:.2f} ({f1['change']:+.2f})"
                    if f1 else " (no labels: micro-F1 not compared)")
                 + f"; report {paths['report']}")
+        if "graph" in staged:
+            x = data.x.numpy()
+            sparse = as_features(data.x).layout == torch.sparse_csr  # as training feeds it
+            with staged["graph"].open("wb") as fh:
+                write_npz(fh, scipy.sparse.csr_matrix(x) if sparse else x,
+                          data.edge_index.numpy())
+            lines.append(f"wrote {paths['graph']} ({data.num_nodes} nodes, "
+                         f"{data.edge_index.size(1)} edges, x {'as CSR' if sparse else 'dense'}"
+                         f"): edgegcl-embed {paths.get('fp32', args.out)} --graph "
+                         f"{paths['graph']} --out EMB.npy")
     return lines
 
 

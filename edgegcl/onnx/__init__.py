@@ -1,1 +1,2 @@
-"""Export to ONNX: the traceable encoder, the exporter and int8 quantisation."""
+"""Export to ONNX: the traceable stages, the portable graph around them, the exporter and
+int8 quantisation."""

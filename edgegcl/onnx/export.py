@@ -15,6 +15,7 @@ import io
 import json
 import warnings
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -29,14 +30,17 @@ from edgegcl.training.checkpoint import Checkpoint
 from edgegcl.config import TrainConfig
 from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.module import ScatterGCN, StageGCN
+from edgegcl.onnx.portable import portable_model
 from edgegcl_embed.contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, INTERFACE, OUTPUT,
-                                    PREFIX, STAGE0_WEIGHT, ModelMetadata, aggregate_input,
-                                    stage_output)
-from edgegcl_embed.runtime import EncoderSession
+                                    PORTABLE, PREFIX, STAGE0_WEIGHT, ModelMetadata,
+                                    aggregate_input, stage_output)
+from edgegcl_embed.runtime import EncoderSession, portable_session
 
-# The dense stages (interfaces 2, 3) use MatMul, Add, Identity and the activations' ops, all
-# in opset 13; 20 is the TorchScript exporter's newest. 17 is the default: supported by every
-# onnxruntime since 1.11 (2022), mobile builds included. Interface 1's ScatterND(reduction="add") needs 16.
+# The dense stages use MatMul, Add, Identity and the activations' ops, and the portable
+# aggregation (interface 4) Loop, TopK, NonZero, Compress, Pad, Gather, Range and elementwise
+# ops, all in opset 13; 20 is the TorchScript exporter's newest. 17 is the default: supported by
+# every onnxruntime since 1.11 (2022), mobile builds included. Interface 1's
+# ScatterND(reduction="add") needs 16.
 MIN_OPSET, MAX_OPSET, DEFAULT_OPSET = 13, 20, 17
 INTERFACE1_MIN_OPSET = 16
 
@@ -48,7 +52,8 @@ FEATURE_PREPROCESSING = ("none: node features as stored in the graph, cast to fl
 
 _INPUT_DOCS = {
     INPUT_X: "node features, float32 [num_nodes, in_dim]",
-    INPUT_EDGE_INDEX: "edges, int64 [2, num_edges]: row 0 source, row 1 target",
+    INPUT_EDGE_INDEX: "edges, int64 [2, num_edges]: row 0 source, row 1 target, every index "
+                      "in 0..num_nodes-1 (not checked inside the model)",
     INPUT_DEG: "float32 [num_nodes]: 1 + in-edges that are not self-loops, counted on the whole "
                "graph (for a k-hop subgraph, pass the full-graph values)",
 }
@@ -128,13 +133,14 @@ def export_encoder(ckpt: Checkpoint, path: Path, opset: int = DEFAULT_OPSET,
                    interface: int = INTERFACE) -> ModelMetadata:
     """Write ``ckpt``'s encoder (not the projection head) to ``path`` as an fp32 ONNX model.
 
-    ``interface`` 3 (default) writes the dense stages and, when layer 1 transforms first, W1
-    as the output ``w1`` (export.contract); 2 the same stages without ``w1``; 1 the older
-    whole-graph ScatterND model (2 and 1 for tests and benchmarks of old files). The number
-    of nodes is dynamic. Returns the metadata stored in the file.
+    ``interface`` 4 (default) writes the portable model (x, edge_index -> embeddings,
+    edgegcl.onnx.portable); 3 the dense stages with W1 as the output ``w1`` when layer 1
+    transforms first (export.contract); 2 the same stages without ``w1``; 1 the older
+    whole-graph ScatterND model (1 to 3 for tests and benchmarks of old files). The number of
+    nodes is dynamic. Returns the metadata stored in the file.
     """
-    if interface not in (1, 2, 3):
-        raise ValueError(f"interface must be 1, 2 or 3, got {interface}")
+    if interface not in (1, 2, 3, PORTABLE):
+        raise ValueError(f"interface must be 1, 2, 3 or {PORTABLE}, got {interface}")
     if interface == 1 and opset < INTERFACE1_MIN_OPSET:
         raise ValueError(f"interface 1 needs opset >= {INTERFACE1_MIN_OPSET}, got {opset}")
     module, example, names = (_interface1 if interface == 1 else _interface2)(ckpt)
@@ -143,21 +149,24 @@ def export_encoder(ckpt: Checkpoint, path: Path, opset: int = DEFAULT_OPSET,
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.onnx.export(module, example, buffer, dynamo=False, opset_version=opset, **names)
     model = onnx.load_from_string(buffer.getvalue())
+    if interface == PORTABLE:
+        model = portable_model(model)
     for value in model.graph.input:
         value.doc_string = _INPUT_DOCS.get(value.name, _AGGREGATE_DOC)
-    if interface >= 3 and INPUT_X in names["input_names"]:
+    if interface == 3 and INPUT_X in names["input_names"]:
         expose_initializer(model, _stage0_matmul_weight(model), STAGE0_WEIGHT)
-    model.doc_string = (f"edgegcl GCN encoder, interface {interface}: the dense stages; the "
-                        "runtime multiplies by the normalised adjacency between them"
-                        if interface > 1 else
-                        "edgegcl GCN encoder: (x, edge_index, deg) -> embeddings")
+    model.doc_string = {
+        1: "edgegcl GCN encoder: (x, edge_index, deg) -> embeddings",
+        PORTABLE: "edgegcl GCN encoder: (x, edge_index) -> embeddings, standard ONNX ops"}.get(
+        interface, f"edgegcl GCN encoder, interface {interface}: the dense stages; the runtime "
+                   "multiplies by the normalised adjacency between them")
     meta = ModelMetadata(version=__version__, in_dim=module.in_dim, out_dim=module.out_dim,
                          num_layers=module.num_layers, activation=ckpt.config.activation,
                          feature_preprocessing=FEATURE_PREPROCESSING,
                          config_sha256=config_digest(ckpt.config), dataset=ckpt.config.dataset,
                          precision="fp32", interface=interface)
     write_metadata(model, meta)
-    onnx.checker.check_model(model)
+    onnx.checker.check_model(model, full_check=True)
     onnx.save(model, str(path))
     return meta
 
@@ -183,27 +192,33 @@ def random_subgraph(x: Tensor, edge_index: Tensor, seed: int) -> tuple[Tensor, T
 @torch.no_grad()
 def check_against_torch(path: Path, encoder: GCNEncoder, x: Tensor, edge_index: Tensor,
                         seed: int = 0, tolerance: float = TOLERANCE) -> list[GraphCheck]:
-    """Compare the ONNX model at ``path`` (onnxruntime) with ``encoder(x, edge_index)``.
+    """Compare the ONNX model at ``path`` with ``encoder(x, edge_index)``.
 
-    Runs on the given graph and on a random induced subgraph of another size, so a shape
-    frozen at export time or a mis-lowered scatter shows up, both through the model's own
-    first layer; when the model exposes W1 (interface 3), the training graph once more with x
-    as scipy CSR through the runtime's sparse first layer. Raises ExportCheckError, with the
-    number, when a difference exceeds ``tolerance``; returns the checks otherwise.
+    Runs the runtime (``EncoderSession``, its dense first layer) on the given graph and on a
+    random induced subgraph of another size, so a shape frozen at export time or a mis-lowered
+    aggregation shows up; when the model exposes W1 (interfaces 3, 4), the training graph
+    once more with x as scipy CSR through the runtime's sparse first layer; and a portable
+    model (interface 4) on both graphs through onnxruntime alone, as any other consumer runs
+    it. Raises ExportCheckError, with the number, when a difference exceeds ``tolerance``;
+    returns the checks otherwise.
     """
     session = EncoderSession(path, first_layer="dense")
-    graphs = [("training graph", x, edge_index, session),
-              ("random subgraph", *random_subgraph(x, edge_index, seed), session)]
+    subgraph = random_subgraph(x, edge_index, seed)
+    runs = [("training graph", x, edge_index, partial(session.embed, batch_size=0)),
+            ("random subgraph", *subgraph, partial(session.embed, batch_size=0))]
     if session.stage0_weight is not None:
-        graphs.append(("training graph, sparse first layer", x, edge_index,
-                       EncoderSession(path, first_layer="sparse")))
+        sparse = EncoderSession(path, first_layer="sparse")
+        runs.append(("training graph, sparse first layer", x, edge_index,
+                     lambda gx, gei: sparse.embed(scipy.sparse.csr_matrix(gx), gei)))
+    if session.metadata.interface == PORTABLE:
+        alone = portable_session(path)
+        for name, gx, gei in (("training graph", x, edge_index), ("random subgraph", *subgraph)):
+            runs.append((f"{name}, portable model alone", gx, gei, lambda gx, gei: alone.run(
+                [OUTPUT], {INPUT_X: gx, INPUT_EDGE_INDEX: gei})[0]))
     checks = []
-    for name, gx, gei, sess in graphs:
+    for name, gx, gei, run in runs:
         expected = encoder(gx, gei).numpy()
-        features = (scipy.sparse.csr_matrix(gx.numpy()) if sess.first_layer == "sparse"
-                    else gx.numpy())
-        got = sess.embed(features, gei.numpy(), batch_size=0)
-        diff = float(np.abs(expected - got).max())
+        diff = float(np.abs(expected - run(gx.numpy(), gei.numpy())).max())
         check = GraphCheck(name, gx.size(0), gei.size(1), diff)
         if not diff <= tolerance:  # NaN fails too
             raise ExportCheckError(f"onnxruntime and torch disagree on the {name} ({check.nodes} "

@@ -6,9 +6,10 @@ Z^(l+1) = sigma(D^-1/2 (A + I) D^-1/2 Z^(l) W^(l) + b^(l)) from the trained stat
 (keys ``convL.lin.weight``, ``convL.bias``, ``actL.*``), each layer's product in the cheaper
 order (A_hat (Z W) or (A_hat Z) W: aggregate at the narrower width):
 
-- ``StageGCN`` (interfaces 2 and 3, what ``edgegcl export`` writes): only the dense, row-wise
-  stages between aggregations; the runtime multiplies by A_hat as a CSR matrix
-  (export.contract). Interface 3's W1 outputs are added to the exported graph afterwards
+- ``StageGCN`` (interfaces 2 to 4): only the dense, row-wise stages between aggregations.
+  ``edgegcl export`` wraps them in the portable graph's aggregation (interface 4,
+  ``edgegcl.onnx.portable``), which the runtime cuts away again to multiply by A_hat as a CSR
+  matrix (export.contract); interface 3's W1 outputs are added to the exported graph afterwards
   (``edgegcl.onnx.export.expose_initializer``).
 - ``ScatterGCN`` (interface 1, files written before issue 15): the whole encoder, aggregating
   with one ``ScatterND(reduction="add")`` per layer over [E, d] messages. Kept so that old
@@ -56,12 +57,25 @@ class _SlopeMax(nn.Module):
         return torch.maximum(z, z * self.slope)
 
 
+class _ExpElu(nn.Module):
+    """ELU (alpha 1) as max(z, exp(min(z, 0)) - 1): equal up to float rounding near 0, and
+    onnxruntime's Exp kernel gives the same bits whatever the number of threads, where its Elu
+    kernel computes some elements in vector packets and others one by one, split where the
+    thread count cuts the tensor (1-ulp differences between thread counts, measured)."""
+
+    def forward(self, z: Tensor) -> Tensor:
+        return torch.maximum(z, torch.exp(torch.clamp(z, max=0.0)) - 1.0)
+
+
 def _activation(name: str, params: dict[str, Tensor], channels: int) -> nn.Module:
-    """The trained activation ``name`` with its parameters, in its fastest exact ONNX form."""
+    """The trained activation ``name`` with its parameters, in its fastest ONNX form whose
+    result does not depend on onnxruntime's thread count."""
     act = make_activation(name, channels)
     act.load_state_dict(params)
     if isinstance(act, nn.PReLU) and bool((act.weight <= 1).all()):
         return _SlopeMax(act.weight.detach().float())
+    if isinstance(act, nn.ELU) and act.alpha == 1.0:
+        return _ExpElu()
     return act
 
 
