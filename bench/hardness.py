@@ -26,10 +26,8 @@ whatever else the machine does); the side-by-side timings are bench.budget_cost'
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import time
 from pathlib import Path
 from typing import Any
 
@@ -193,45 +191,29 @@ def main() -> None:
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args()
 
-    from bench.sweep import invocation, run_tasks
+    from bench.sweep import Results
     from edgegcl.training.state import write_atomic
 
     datasets, cells = args.datasets.split(","), args.cells.split(",")
     for cell in cells:
         cell_flags(cell)  # a bad cell stops the sweep before it starts
-    out_json = HERE / "results" / f"{args.name}.json"
-    records: list[dict] = []
-    invocations: list[dict] = []
-    if (args.resume or args.report_only) and out_json.exists():
-        saved = json.loads(out_json.read_text())
-        records, invocations = saved["runs"], saved["invocations"]
-    elif out_json.exists():
-        raise SystemExit(f"hardness: {out_json} exists; pass --resume to add to it or --name")
+    results = Results(args.name, args.resume or args.report_only)
+    records = results.records
     shown = list(dict.fromkeys([*(r["cell"] for r in records), *cells]))
     shown_ds = list(dict.fromkeys([*datasets, *(r["dataset"] for r in records)]))
     tasks = [] if args.report_only else [
         (ds, cell, seed) for ds in datasets for cell in cells for seed in range(args.seeds)
         if not any(r["dataset"] == ds and r["cell"] == cell and r["seed"] == seed
                    for r in records)]
-    header = invocation("hardness", len(tasks), args.jobs)
-    if tasks:
-        invocations.append(header)
-    start = time.perf_counter()
 
-    def save(rec: dict | None = None) -> None:
-        if rec is not None:
-            records.append(rec)
-        header["wall_min"] = (time.perf_counter() - start) / 60
-        write_atomic(out_json, json.dumps({"invocations": invocations, "runs": records},
-                                          indent=1) + "\n")
+    def render() -> None:
         write_atomic(HERE / "results" / f"{args.name}.md",
-                     report(records, invocations, args.name, shown_ds, shown, args.seeds))
+                     report(records, results.invocations, args.name, shown_ds, shown,
+                            args.seeds))
         plot(records, shown_ds, HERE / "results" / f"{args.name}.png")
 
-    run_tasks(tasks, lambda task, threads: (one_run, (args.root, *task, threads, args.device,
-                                                      args.epochs)),
-              args.jobs, save, "hardness")
-    save()
+    results.run("hardness", tasks, lambda task, threads: (
+        one_run, (args.root, *task, threads, args.device, args.epochs)), args.jobs, render)
 
 
 if __name__ == "__main__":
