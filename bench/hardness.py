@@ -26,7 +26,6 @@ whatever else the machine does); the side-by-side timings are bench.budget_cost'
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 from pathlib import Path
 from typing import Any
@@ -134,11 +133,10 @@ def report(records: list[dict], invocations: list[dict], name: str, datasets: li
 def plot(records: list[dict], datasets: list[str], path: Path) -> None:
     """Honest test micro-F1 and epoch time against theta_max, HANS and the random subset, with
     all negatives and the old defaults as lines."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    from bench.sweep import pyplot, save_png
+
+    plt = pyplot()
+    if plt is None:
         return
     fig, axes = plt.subplots(2, len(datasets), figsize=(5 * len(datasets), 7), squeeze=False)
     for j, ds in enumerate(datasets):
@@ -171,10 +169,7 @@ def plot(records: list[dict], datasets: list[str], path: Path) -> None:
         for ax in axes[:, j]:
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=8)
-    fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=90)
-    os.replace(tmp, path)
+    save_png(fig, path)
 
 
 def main() -> None:

@@ -23,7 +23,6 @@ runs that many at once, each with cores / jobs threads.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 from pathlib import Path
 from typing import Any
@@ -200,11 +199,10 @@ def report(records: list[dict], invocations: list[dict[str, Any]], name: str,
 
 def plot(records: list[dict], datasets: list[str], path: Path) -> None:
     """Micro-F1 and epoch time against theta_max: ours honest, ours authors', the paper."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    from bench.sweep import pyplot, save_png
+
+    plt = pyplot()
+    if plt is None:
         return
     from edgegcl.config import build, format_ratios, load_toml
 
@@ -244,10 +242,7 @@ def plot(records: list[dict], datasets: list[str], path: Path) -> None:
         ax.set_ylabel("epoch ms")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
-    fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=90)
-    os.replace(tmp, path)
+    save_png(fig, path)
 
 
 def main() -> None:

@@ -183,3 +183,23 @@ class Results:
 
         run_tasks(tasks, submit, jobs, save, label)
         save()
+
+
+def save_png(fig: Any, path: Path) -> None:
+    """A matplotlib figure to ``path``, atomically (a temporary beside it, then renamed)."""
+    fig.tight_layout()
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=90)
+    os.replace(tmp, path)
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the file backend, or None where matplotlib is not installed (the
+    ``bench`` extra): a sweep then writes its table without the plot."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
