@@ -62,14 +62,21 @@ def encoder_gflop(data: Data, cfg: TrainConfig) -> float:
     return 2 * 2 * (forward + backward) / 1e9
 
 
-def dense_rate_gflops(n: int, width: int, out: int) -> float:
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def dense_rate_gflops(n: int, width: int, out: int, device: torch.device) -> float:
     """Measured GFLOP/s of an [n, width] x [width, out] float32 product (median of 5)."""
-    a, b = torch.randn(n, width), torch.randn(width, out)
+    a, b = torch.randn(n, width, device=device), torch.randn(width, out, device=device)
     a @ b
     times = []
     for _ in range(5):
+        _sync(device)
         t0 = time.perf_counter()
         a @ b
+        _sync(device)
         times.append(time.perf_counter() - t0)
     return 2 * n * width * out / statistics.median(times) / 1e9
 
@@ -79,7 +86,7 @@ Step = Callable[[PhaseClock | None], None]
 
 def held(cfg: TrainConfig, data: Data, x: torch.Tensor) -> Step:
     """A trainer with HANS held saturated at ``cfg``'s budget; each call one epoch."""
-    trainer = Trainer(cfg, x.size(1), seed=0)
+    trainer = Trainer(cfg, x.size(1), device=x.device, seed=0)
     trainer.hans.eta = dict.fromkeys(CATEGORIES, 1.0)
     trainer.hans.saturated_at = 0
     count = [0]
@@ -97,11 +104,12 @@ def held_budgets(base: TrainConfig, data: Data, x: torch.Tensor, rounds: int
                 for kind in ("hans", "random") for t in THETAS}
     variants["all"] = replace(base, scheduler="none")
     steps = {name: held(cfg, data, x) for name, cfg in variants.items()}
-    clocks = {name: PhaseClock(torch.device("cpu")) for name in steps}
+    clocks = {name: PhaseClock(x.device) for name in steps}
     seconds = {name: 0.0 for name in steps}
     block = base.T_int
     for r in range(rounds + 1):  # round 0 warms up every variant
         for name, step in steps.items():
+            _sync(x.device)
             t0 = time.perf_counter()
             for _ in range(block):
                 clock = clocks[name] if r else None
@@ -111,6 +119,7 @@ def held_budgets(base: TrainConfig, data: Data, x: torch.Tensor, rounds: int
                 if clock is not None:
                     clock.steps += 1
             if r:
+                _sync(x.device)
                 seconds[name] += time.perf_counter() - t0
         print(f"budget_cost: held round {r}/{rounds}", flush=True)
     return {name: {"epoch_s": seconds[name] / (rounds * block),
@@ -121,18 +130,21 @@ def whole_runs(base: TrainConfig, data: Data, x: torch.Tensor, theta: float
                ) -> dict[str, float]:
     """Mean epoch seconds over whole runs: ``--theta-max theta`` against ``--scheduler
     none``, the same epochs, in alternating blocks of 10 epochs."""
-    runs = {f"hans@{theta:g}": Trainer(replace(base, theta_max=theta), x.size(1), seed=0),
-            "all": Trainer(replace(base, scheduler="none"), x.size(1), seed=0)}
+    runs = {f"{base.scheduler}@{theta:g}": Trainer(replace(base, theta_max=theta), x.size(1),
+                                       device=x.device, seed=0),
+            "all": Trainer(replace(base, scheduler="none"), x.size(1), device=x.device, seed=0)}
     seconds = dict.fromkeys(runs, 0.0)
     for start in range(0, base.epochs, 10):
         for name, trainer in runs.items():
+            _sync(x.device)
             t0 = time.perf_counter()
             for _ in range(min(10, base.epochs - start)):
                 trainer.fit_epoch(x, data.edge_index)
+            _sync(x.device)
             seconds[name] += time.perf_counter() - t0
         print(f"budget_cost: whole runs, epoch {min(start + 10, base.epochs)}/{base.epochs}",
               flush=True)
-    hans = runs[f"hans@{theta:g}"].hans
+    hans = runs[f"{base.scheduler}@{theta:g}"].hans
     return {**{name: s / base.epochs for name, s in seconds.items()},
             "saturated_at": float(hans.saturated_at or 0)}  # 0: never
 
@@ -164,16 +176,21 @@ def report(res: dict[str, Any]) -> str:
     lines += ["", "Phases of each step (ms): " + "; ".join(
         f"{name}: " + ", ".join(f"{p} {_ms(v)}" for p, v in row["phases_s"].items() if v > 5e-4)
         for name, row in heldr.items()), ""]
-    theta = res["whole_theta"]
-    ratio = whole[f"hans@{theta:g}"] / whole["all"]
-    held_ratio = heldr[f"hans@{theta:g}"]["epoch_s"] / full
+    theta, kind = res["whole_theta"], res.get("scheduler", "hans")
+    ratio = whole[f"{kind}@{theta:g}"] / whole["all"]
+    held_ratios = "; ".join(
+        f"`--scheduler {k}`{' (the default)' if k == kind else ''}: **"
+        f"{heldr[f'{k}@{theta:g}']['epoch_s'] / heldr[f'{k}@1']['epoch_s']:.2f}**"
+        for k in ("random", "hans"))
     lines += ["## Whole runs", "",
-              f"{res['epochs']} epochs each, side by side: `--theta-max {theta:g}` ("
+              f"{res['epochs']} epochs each, side by side: `--scheduler {kind} --theta-max "
+              f"{theta:g}` ("
               + (f"saturated from epoch {int(whole['saturated_at']) + 1}"
                  if whole["saturated_at"] else "never saturated") + ") mean epoch "
-              f"{_ms(whole[f'hans@{theta:g}'])} ms, `--scheduler none` {_ms(whole['all'])} ms: "
+              f"{_ms(whole[f'{kind}@{theta:g}'])} ms, `--scheduler none` {_ms(whole['all'])} ms: "
               f"**{ratio:.2f}** (target 0.40).", "",
-              f"Held at theta_max {theta:g} against 1: **{held_ratio:.2f}** (target 0.40).", "",
+              f"Held at theta_max {theta:g} against theta_max 1, the same scheduler: {held_ratios}"
+              " (target 0.40).", "",
               "## The floor", "",
               f"The encoder and head, both views, forward and backward: "
               f"{res['encoder_gflop']:.1f} GFLOP per step; this machine's dense product "
@@ -197,6 +214,7 @@ def main() -> None:
     p.add_argument("--flags", default="", help="config changes for every variant, as "
                    "key=value,key=value (e.g. pick=random)")
     p.add_argument("--name", default=None)
+    p.add_argument("--device", default="cpu")
     args = p.parse_args()
 
     from edgegcl.config import tuned_defaults
@@ -210,23 +228,25 @@ def main() -> None:
     if args.epochs:
         flags["epochs"] = args.epochs
     base = build({"dataset": args.dataset, **tuned_defaults(args.dataset)[1]}, flags)
-    data = load_graph(args.dataset, args.root)
-    x = as_features(data.x)
+    device = torch.device(args.device)
+    data = load_graph(args.dataset, args.root).to(device)
+    x = as_features(data.x).to(device)
     t0 = time.perf_counter()
     m = base.model_config()
     res: dict[str, Any] = {
         "dataset": args.dataset, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": describe(), "command": "python -m bench.budget_cost " + " ".join(
             a if not a.startswith("/") else "ROOT" for a in __import__("sys").argv[1:]),
-        "pick": base.pick, "stratify": resolved_stratify(base), "logits": base.logits,
+        "scheduler": base.scheduler, "pick": base.pick, "stratify": resolved_stratify(base), "logits": base.logits,
         "epochs": base.epochs, "whole_theta": args.theta,
         "encoder_gflop": encoder_gflop(data, base),
-        "rate_gflops": dense_rate_gflops(data.num_nodes, m.hidden_dim, m.out_dim),
+        "rate_gflops": dense_rate_gflops(data.num_nodes, m.hidden_dim, m.out_dim, device),
         "rate_shape": f"[{data.num_nodes}, {m.hidden_dim}] x [{m.hidden_dim}, {m.out_dim}]"}
     res["held"] = held_budgets(base, data, x, args.rounds)
     res["whole"] = whole_runs(base, data, x, args.theta)
     res["wall_min"] = (time.perf_counter() - t0) / 60
-    name = args.name or f"budget-cost-{args.dataset.lower()}"
+    name = args.name or f"budget-cost-{args.dataset.lower()}" + (
+        "" if device.type == "cpu" else f"-{device.type}")
     write_atomic(HERE / "results" / f"{name}.json", json.dumps(res, indent=1) + "\n")
     write_atomic(HERE / "results" / f"{name}.md", report(res))
     print(report(res))

@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import time
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +74,20 @@ def one_run(root: str, dataset: str, cell: str, seed: int, threads: int,
     return {**train_record(root, dataset, None, flags, seed, threads, device), "cell": cell}
 
 
+def _mean(runs: list[dict], key: str, form: str, scale: float = 1.0) -> str:
+    """``form`` of the mean of ``key`` over ``runs`` (times ``scale``), or a dash."""
+    return form.format(scale * statistics.fmean(r[key] for r in runs)) if runs else "—"
+
+
+def side_by_side(ds: str) -> dict[str, float]:
+    """Epoch seconds of each cell held at its saturated budget, measured side by side by
+    bench.budget_cost on the same dataset (bench/results/budget-cost-DS.json), if present."""
+    path = HERE / "results" / f"budget-cost-{ds.lower()}.json"
+    if not path.exists():
+        return {}
+    return {name: row["epoch_s"] for name, row in json.loads(path.read_text())["held"].items()}
+
+
 def _paired(records: list[dict], ds: str, a: str, b: str, key: str) -> str:
     """Mean over the seeds both cells ran of (a - b), with how many seeds a is ahead."""
     by_seed = {r["seed"]: r[key] for r in records if r["dataset"] == ds and r["cell"] == b}
@@ -104,23 +116,25 @@ def report(records: list[dict], invocations: list[dict], name: str, datasets: li
               "(what a user selects on); **test** = honest test micro-F1 there; mean ± "
               "population std over seeds. 'active' = mean over the run's epochs of the active "
               "negatives per anchor, as a share of the 2B - 2 candidates; 'at 90 %' = share of "
-              "the epochs with at least 90 % of theta_max in use; epoch ms = the runs' own mean "
-              "epoch (training only), on a shared machine.", ""]
+              "the epochs with at least 90 % of theta_max in use; **epoch ms held** = the epoch at "
+              "the cell's saturated budget, every cell measured side by side in one process on "
+              "an otherwise idle machine by bench.budget_cost (budget-cost-DATASET.md): the "
+              "accuracy-cost curve; epoch ms in-run = the runs' own mean epoch, on a shared "
+              "machine (runs went two at a time beside other work: not comparable).", ""]
     for ds in datasets:
-        lines += [f"## {ds}", "", "| cell | n | val | test | active | at 90 % | epoch ms |",
-                  "|---|---|---|---|---|---|---|"]
+        held = side_by_side(ds)
+        lines += [f"## {ds}", "", "| cell | n | val | test | active | at 90 % | epoch ms held "
+                  "| epoch ms in-run |", "|---|---|---|---|---|---|---|---|"]
         for cell in cells:
             runs = [r for r in records if r["dataset"] == ds and r["cell"] == cell]
-            if runs:
-                active = statistics.fmean(r["active_share_mean"] for r in runs)
-                extra = (f"{active:.3f} | "
-                         f"{statistics.fmean(r['epochs_at_90pc_budget'] for r in runs):.2f} | "
-                         f"{1000 * statistics.fmean(r['epoch_s_mean'] for r in runs):.0f}")
-            else:
-                extra = "— | — | —"
-            lines.append(f"| {cell} | {len(runs)}/{seeds} | "
-                         f"{mean_std([r['honest_val_micro_f1'] for r in runs])} | "
-                         f"{mean_std([r['honest_test_micro_f1'] for r in runs])} | {extra} |")
+            timed = held.get(cell)
+            cols = [mean_std([r["honest_val_micro_f1"] for r in runs]),
+                    mean_std([r["honest_test_micro_f1"] for r in runs]),
+                    _mean(runs, "active_share_mean", "{:.3f}"),
+                    _mean(runs, "epochs_at_90pc_budget", "{:.2f}"),
+                    "—" if timed is None else f"{1000 * timed:.0f}",
+                    _mean(runs, "epoch_s_mean", "{:.0f}", 1000)]
+            lines.append(f"| {cell} | {len(runs)}/{seeds} | " + " | ".join(cols) + " |")
         lines += ["", "HANS minus the random subset, the same seeds (val / test):", ""]
         for t in sorted({c.split("@")[1] for c in cells if c.startswith("hans@")}):
             h, r = f"hans@{t}", f"random@{t}"
@@ -136,11 +150,10 @@ def report(records: list[dict], invocations: list[dict], name: str, datasets: li
 def plot(records: list[dict], datasets: list[str], path: Path) -> None:
     """Honest test micro-F1 and epoch time against theta_max, HANS and the random subset, with
     all negatives and the old defaults as lines."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    from bench.sweep import pyplot, save_png
+
+    plt = pyplot()
+    if plt is None:
         return
     fig, axes = plt.subplots(2, len(datasets), figsize=(5 * len(datasets), 7), squeeze=False)
     for j, ds in enumerate(datasets):
@@ -157,26 +170,30 @@ def plot(records: list[dict], datasets: list[str], path: Path) -> None:
             axes[0][j].errorbar(thetas, [statistics.fmean(a) for a in acc],
                                 [statistics.pstdev(a) for a in acc], marker=marker, capsize=3,
                                 label=f"{kind}, honest test")
-            axes[1][j].plot(thetas, [1000 * statistics.fmean(r["epoch_s_mean"] for r in by_theta[t])
-                                     for t in thetas], marker=marker, label=kind)
+            held = side_by_side(ds)
+            if all(f"{kind}@{t:g}" in held for t in thetas):  # the accuracy-cost curve
+                ms, how = [1000 * held[f"{kind}@{t:g}"] for t in thetas], "held, side by side"
+            else:
+                ms = [1000 * statistics.fmean(r["epoch_s_mean"] for r in by_theta[t])
+                      for t in thetas]
+                how = "in-run"
+            axes[1][j].plot(thetas, ms, marker=marker, label=f"{kind} ({how})")
         for cell, style in (("all", ":"), ("before", "--")):
             runs = [r for r in mine if r["cell"] == cell]
             if runs:
                 axes[0][j].axhline(statistics.fmean(r["honest_test_micro_f1"] for r in runs),
                                    color="gray", ls=style, label=cell)
-                axes[1][j].axhline(1000 * statistics.fmean(r["epoch_s_mean"] for r in runs),
-                                   color="gray", ls=style, label=cell)
+                if cell in side_by_side(ds):
+                    axes[1][j].axhline(1000 * side_by_side(ds)[cell], color="gray", ls=style,
+                                       label=f"{cell} (held)")
         axes[0][j].set_title(f"{ds}: honest test micro-F1 vs theta_max")
         axes[1][j].set_xlabel("theta_max")
         axes[0][j].set_ylabel("test micro-F1 (%)")
-        axes[1][j].set_ylabel("mean epoch ms (in-run)")
+        axes[1][j].set_ylabel("epoch ms")
         for ax in axes[:, j]:
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=8)
-    fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=90)
-    os.replace(tmp, path)
+    save_png(fig, path)
 
 
 def main() -> None:
@@ -193,45 +210,29 @@ def main() -> None:
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args()
 
-    from bench.sweep import invocation, run_tasks
+    from bench.sweep import Results
     from edgegcl.training.state import write_atomic
 
     datasets, cells = args.datasets.split(","), args.cells.split(",")
     for cell in cells:
         cell_flags(cell)  # a bad cell stops the sweep before it starts
-    out_json = HERE / "results" / f"{args.name}.json"
-    records: list[dict] = []
-    invocations: list[dict] = []
-    if (args.resume or args.report_only) and out_json.exists():
-        saved = json.loads(out_json.read_text())
-        records, invocations = saved["runs"], saved["invocations"]
-    elif out_json.exists():
-        raise SystemExit(f"hardness: {out_json} exists; pass --resume to add to it or --name")
+    results = Results(args.name, args.resume or args.report_only)
+    records = results.records
     shown = list(dict.fromkeys([*(r["cell"] for r in records), *cells]))
     shown_ds = list(dict.fromkeys([*datasets, *(r["dataset"] for r in records)]))
     tasks = [] if args.report_only else [
         (ds, cell, seed) for ds in datasets for cell in cells for seed in range(args.seeds)
         if not any(r["dataset"] == ds and r["cell"] == cell and r["seed"] == seed
                    for r in records)]
-    header = invocation("hardness", len(tasks), args.jobs)
-    if tasks:
-        invocations.append(header)
-    start = time.perf_counter()
 
-    def save(rec: dict | None = None) -> None:
-        if rec is not None:
-            records.append(rec)
-        header["wall_min"] = (time.perf_counter() - start) / 60
-        write_atomic(out_json, json.dumps({"invocations": invocations, "runs": records},
-                                          indent=1) + "\n")
+    def render() -> None:
         write_atomic(HERE / "results" / f"{args.name}.md",
-                     report(records, invocations, args.name, shown_ds, shown, args.seeds))
+                     report(records, results.invocations, args.name, shown_ds, shown,
+                            args.seeds))
         plot(records, shown_ds, HERE / "results" / f"{args.name}.png")
 
-    run_tasks(tasks, lambda task, threads: (one_run, (args.root, *task, threads, args.device,
-                                                      args.epochs)),
-              args.jobs, save, "hardness")
-    save()
+    results.run("hardness", tasks, lambda task, threads: (
+        one_run, (args.root, *task, threads, args.device, args.epochs)), args.jobs, render)
 
 
 if __name__ == "__main__":

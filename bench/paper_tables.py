@@ -23,10 +23,7 @@ runs that many at once, each with cores / jobs threads.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import time
 from pathlib import Path
 from typing import Any
 
@@ -202,11 +199,10 @@ def report(records: list[dict], invocations: list[dict[str, Any]], name: str,
 
 def plot(records: list[dict], datasets: list[str], path: Path) -> None:
     """Micro-F1 and epoch time against theta_max: ours honest, ours authors', the paper."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    from bench.sweep import pyplot, save_png
+
+    plt = pyplot()
+    if plt is None:
         return
     from edgegcl.config import build, format_ratios, load_toml
 
@@ -246,10 +242,7 @@ def plot(records: list[dict], datasets: list[str], path: Path) -> None:
         ax.set_ylabel("epoch ms")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
-    fig.tight_layout()
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=90)
-    os.replace(tmp, path)
+    save_png(fig, path)
 
 
 def main() -> None:
@@ -270,7 +263,7 @@ def main() -> None:
                    help="run nothing: rewrite NAME.md / NAME.png from NAME.json")
     args = p.parse_args()
 
-    from bench.sweep import invocation, run_tasks
+    from bench.sweep import Results
     from edgegcl.training.state import write_atomic
 
     datasets = args.datasets.split(",")
@@ -279,15 +272,8 @@ def main() -> None:
     # invocation runs, so that invocations adding to one JSON share one report
     all_datasets = list(dict.fromkeys(["Cora", "CiteSeer", *datasets]))
     all_cells = list(dict.fromkeys([*parse_cells(DEFAULT_CELLS), *cells]))
-    out_json = HERE / "results" / f"{args.name}.json"
-    records: list[dict] = []
-    invocations: list[dict[str, Any]] = []
-    if (args.resume or args.report_only) and out_json.exists():
-        saved = json.loads(out_json.read_text())
-        records, invocations = saved["runs"], saved["invocations"]
-    elif out_json.exists():
-        raise SystemExit(f"paper_tables: {out_json} exists; pass --resume to add to it or "
-                         f"--name to start another")
+    results = Results(args.name, args.resume or args.report_only)
+    records = results.records
     wanted: dict[tuple[str, str], int] = {}
     for cell in all_cells:
         for ds in all_datasets:
@@ -303,25 +289,14 @@ def main() -> None:
                            for r in records)
                 if not done and not args.report_only and (ds, canon, seed) not in tasks:
                     tasks.append((ds, canon, seed))
-    header = invocation("paper_tables", len(tasks), args.jobs)
-    if tasks:
-        invocations.append(header)
-    start = time.perf_counter()
-
-    def save(rec: dict | None = None) -> None:
-        if rec is not None:
-            records.append(rec)
-        header["wall_min"] = (time.perf_counter() - start) / 60
-        write_atomic(out_json, json.dumps({"invocations": invocations, "runs": records},
-                                          indent=1) + "\n")
+    def render() -> None:
         write_atomic(HERE / "results" / f"{args.name}.md",
-                     report(records, invocations, args.name, all_datasets, all_cells, wanted))
+                     report(records, results.invocations, args.name, all_datasets, all_cells,
+                            wanted))
         plot(records, all_datasets, HERE / "results" / f"{args.name}.png")
 
-    run_tasks(tasks, lambda task, threads: (one_run, (args.root, *task, threads, args.epochs,
-                                                      args.device)),
-              args.jobs, save, "paper_tables")
-    save()
+    results.run("paper_tables", tasks, lambda task, threads: (
+        one_run, (args.root, *task, threads, args.epochs, args.device)), args.jobs, render)
 
 
 if __name__ == "__main__":

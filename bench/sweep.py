@@ -14,6 +14,7 @@ are always readable.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import statistics
 import sys
@@ -140,3 +141,65 @@ def mean_std(values: Sequence[float]) -> str:
     if not values:
         return "—"
     return f"{statistics.fmean(values):.2f} ± {statistics.pstdev(values):.2f}"
+
+
+class Results:
+    """A sweep's runs and invocations in bench/results/NAME.json, saved after every finished
+    run together with whatever the sweep renders from them (its table and plot), so a sweep
+    can stop and resume and its partial results are always readable.
+
+    ``resume``: keep the runs already in the JSON (the caller skips them); otherwise an
+    existing JSON stops the sweep before it starts.
+    """
+
+    def __init__(self, name: str, resume: bool) -> None:
+        self.name, self.path = name, Path(__file__).resolve().parent / "results" / f"{name}.json"
+        self.records: list[dict] = []
+        self.invocations: list[dict] = []
+        if resume and self.path.exists():
+            saved = json.loads(self.path.read_text())
+            self.records, self.invocations = saved["runs"], saved["invocations"]
+        elif self.path.exists():
+            raise SystemExit(f"{name}: {self.path} exists; pass --resume to add to it or "
+                             "--name to start another")
+
+    def run(self, label: str, tasks: Sequence[Task], submit: Submit, jobs: int,
+            render: Callable[[], None]) -> None:
+        """Run ``tasks`` (``run_tasks``), saving the JSON and calling ``render`` after each."""
+        from edgegcl.training.state import write_atomic
+
+        header = invocation(label, len(tasks), jobs)
+        if tasks:
+            self.invocations.append(header)
+        start = time.perf_counter()
+
+        def save(rec: dict | None = None) -> None:
+            if rec is not None:
+                self.records.append(rec)
+            header["wall_min"] = (time.perf_counter() - start) / 60
+            write_atomic(self.path, json.dumps({"invocations": self.invocations,
+                                                "runs": self.records}, indent=1) + "\n")
+            render()
+
+        run_tasks(tasks, submit, jobs, save, label)
+        save()
+
+
+def save_png(fig: Any, path: Path) -> None:
+    """A matplotlib figure to ``path``, atomically (a temporary beside it, then renamed)."""
+    fig.tight_layout()
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=90)
+    os.replace(tmp, path)
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the file backend, or None where matplotlib is not installed (the
+    ``bench`` extra): a sweep then writes its table without the plot."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
