@@ -21,7 +21,7 @@ from pathlib import Path
 from bench.epoch_speed import compare, table_row
 from bench.machine import describe
 from edgegcl.evaluation.authors import AUTHORS_LABEL
-from edgegcl.config import TrainConfig, load_toml
+from edgegcl.training.config import TrainConfig, load_toml
 from edgegcl.data import load_graph
 from edgegcl.training.state import write_atomic
 

@@ -33,7 +33,7 @@ import torch
 from torch_geometric.data import Data
 
 from bench.machine import describe
-from edgegcl.config import TrainConfig, build
+from edgegcl.training.config import TrainConfig, build
 from edgegcl.contrast.hans import CATEGORIES
 from edgegcl.nn.augment import as_features
 from edgegcl.phases import CONTRAST_PHASES, PhaseClock
@@ -93,7 +93,7 @@ def held(cfg: TrainConfig, data: Data, x: torch.Tensor) -> Step:
 
     def step(clock: PhaseClock | None) -> None:
         count[0] += 1
-        trainer.step(x, data.edge_index, step=count[0], clock=clock)
+        trainer.train_step(x, data.edge_index, step=count[0], clock=clock)
     return step
 
 
@@ -217,11 +217,10 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     args = p.parse_args()
 
-    from edgegcl.config import tuned_defaults
+    from edgegcl.training.config import tuned_defaults
     from edgegcl.data import load_graph
     from edgegcl.memory import reuse_freed_memory
     from edgegcl.training.state import write_atomic
-    from edgegcl.training.step import resolved_stratify
 
     reuse_freed_memory()
     flags = dict(kv.split("=", 1) for kv in args.flags.split(",") if kv)
@@ -237,7 +236,7 @@ def main() -> None:
         "dataset": args.dataset, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": describe(), "command": "python -m bench.budget_cost " + " ".join(
             a if not a.startswith("/") else "ROOT" for a in __import__("sys").argv[1:]),
-        "scheduler": base.scheduler, "pick": base.pick, "stratify": resolved_stratify(base), "logits": base.logits,
+        "scheduler": base.scheduler, "pick": base.pick, "stratify": base.contrast.resolved_stratify(base.scheduler), "logits": base.logits,
         "epochs": base.epochs, "whole_theta": args.theta,
         "encoder_gflop": encoder_gflop(data, base),
         "rate_gflops": dense_rate_gflops(data.num_nodes, m.hidden_dim, m.out_dim, device),

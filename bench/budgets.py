@@ -24,13 +24,14 @@ import torch
 
 from bench.machine import describe
 from edgegcl.memory import reuse_freed_memory
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
 from edgegcl.contrast.negatives import num_candidates
 from edgegcl.contrast.pairs import PATHS, choose_logits
 from edgegcl.phases import CONTRAST_PHASES, PHASES
 from edgegcl.budget.profiler import SATURATED, measure_theta
-from edgegcl.training.step import full_graph_bytes, make_hans, make_selector
+from edgegcl.contrast.module import HANSContrast
+from edgegcl.training.step import full_graph_bytes
 
 HERE = Path(__file__).resolve().parent
 THETAS = [round(0.1 * k, 1) for k in range(1, 11)]
@@ -41,9 +42,9 @@ FIELDS = ["graph", "nodes", "mode", "batch_size", "theta_max", "logits", "auto",
 def auto_path(cfg: TrainConfig, batch: int, theta: float) -> str:
     """The path ``--logits auto`` takes with HANS saturated at ``theta``."""
     cfg = replace(cfg, theta_max=theta)
-    hans = make_hans(cfg)
+    hans = cfg.hans.build(cfg.epochs)
     hans.eta = dict(SATURATED)
-    selector = make_selector(cfg, "full")
+    selector = HANSContrast.from_config(cfg.hans, cfg.contrast, epochs=cfg.epochs).selector
     return choose_logits("auto", cfg.stratify, selector.touched(batch, hans),
                          num_candidates(batch, cfg.candidates))
 

@@ -33,11 +33,12 @@ HERE = Path(__file__).resolve().parent
 
 
 def worker(args: argparse.Namespace) -> None:
-    from edgegcl.config import TrainConfig
+    from edgegcl.training.config import TrainConfig
     from edgegcl.data import SyntheticSpec, synthetic_graph
     from edgegcl.training import distributed
     from edgegcl.training.engine import Trainer
-    from edgegcl.training.step import batch_inputs, structure_loader
+    from edgegcl.training.engine import batch_inputs
+    from edgegcl.training.step import structure_loader
 
     world = distributed.start("gloo", "cpu", 600.0, args.negatives)
     spec = SyntheticSpec(num_nodes=args.nodes, num_features=128, num_classes=10)
@@ -56,7 +57,7 @@ def worker(args: argparse.Namespace) -> None:
         edges, hops, rows = batch_inputs(batch, world.device)
         world.barrier()  # every rank starts the step together: the slowest one sets the pace
         t0 = time.perf_counter()
-        trainer.step(data.x, edges, hops, rows, step=i + 1)
+        trainer.train_step(data.x, edges, hops, rows, step=i + 1)
         world.barrier()
         if i >= args.warmup:
             times.append(time.perf_counter() - t0)

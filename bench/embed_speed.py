@@ -358,7 +358,7 @@ def _prepare(root: str, run: str, nodes: int) -> tuple[list[dict[str, Any]], dic
     import torch
     from torch_geometric.data import Data
 
-    from edgegcl.config import TrainConfig
+    from edgegcl.training.config import TrainConfig
     from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
     from edgegcl.nn.augment import as_features
     from edgegcl.nn.model import GCNEncoder

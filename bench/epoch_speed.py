@@ -27,7 +27,7 @@ from torch_geometric.nn import GCNConv
 
 from bench.machine import describe
 from edgegcl.nn.augment import as_features, mask_columns, remove_edges
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.data import load_graph
 from edgegcl.contrast.hans import CATEGORIES
 from edgegcl.training.engine import Trainer
@@ -89,7 +89,7 @@ def edgegcl_step(data: Data, cfg: TrainConfig, eta: float) -> Step:
 
     def step() -> None:
         epoch[0] += 1
-        trainer.step(x, data.edge_index, step=epoch[0])
+        trainer.train_step(x, data.edge_index, step=epoch[0])
     return step
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from bench.machine import describe
-from edgegcl.config import TrainConfig, build, tuned_defaults
+from edgegcl.training.config import TrainConfig, build, tuned_defaults
 from edgegcl.contrast.hans import CATEGORIES
 from edgegcl.contrast.loss import Similarities, similarities
 from edgegcl.contrast.negatives import (
@@ -44,7 +44,6 @@ from edgegcl.contrast.negatives import (
 from edgegcl.contrast.selection import NegativeSelector
 from edgegcl.nn.augment import as_features
 from edgegcl.training.engine import Trainer
-from edgegcl.training.step import make_hans, project_views, resolved_stratify
 
 HERE = Path(__file__).resolve().parent
 THETAS = (0.1, 0.3, 0.6)
@@ -81,9 +80,10 @@ def picks(cfg: TrainConfig, sims: Similarities, theta: float, grow: bool) -> Act
     """Direction 0's active negatives of ``cfg``'s selector at ``theta``, every eta = 1 (``grow``:
     just below saturation, so sampled strata still rank and label their picks)."""
     run = replace(cfg, theta_max=theta)
-    hans = make_hans(run)
+    hans = run.hans.build(run.epochs)
     hans.eta = dict.fromkeys(CATEGORIES, 0.999 if grow else 1.0)
-    selector = NegativeSelector(run.ratio_map(), 1, resolved_stratify(run), SAMPLE_MIN, 0,
+    selector = NegativeSelector(run.ratio_map(), 1,
+                                run.contrast.resolved_stratify(run.scheduler), SAMPLE_MIN, 0,
                                 run.pick)
     return selector.get(sims, hans, 1)[0]
 
@@ -100,8 +100,8 @@ def measure(data, cfg: TrainConfig, epochs: int) -> dict[str, Any]:
     def views(seed: int) -> Similarities:
         trainer.model.eval()
         with torch.no_grad():
-            h1, h2 = project_views(trainer.model, x, data.edge_index, None, cfg,
-                                   torch.Generator().manual_seed(seed))
+            trainer.views.generator.manual_seed(seed)
+            h1, h2 = trainer.project(x, data.edge_index)
         return similarities(h1, h2, cfg.tau)
 
     sims, other = views(1), views(2)
@@ -118,12 +118,13 @@ def measure(data, cfg: TrainConfig, epochs: int) -> dict[str, Any]:
                    "hard_recall_other_views": _share(top_other, hard),
                    "top_share": _share(top, labelled.cols),
                    "hard_same_class": _same_class(y, hard)}
-            if resolved_stratify(method) == "sampled":
+            if method.contrast.resolved_stratify(method.scheduler) == "sampled":
                 saturated = picks(method, sims, theta, grow=False)
                 row["top_share_saturated"] = _share(top, saturated.cols)
             rows.append(row)
         # the top of a uniform sample of M candidates, as sampled strata would give "hardest"
-        full = make_hans(replace(cfg, theta_max=theta))
+        run = replace(cfg, theta_max=theta)
+        full = run.hans.build(run.epochs)
         full.eta = dict.fromkeys(CATEGORIES, 1.0)
         counts = full.counts(c)
         m = sample_size(c, cfg.ratio_map(), counts)

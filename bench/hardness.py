@@ -44,7 +44,7 @@ BEFORE = {"scheduler": "hans", "pick": "random", "stratify": "sampled", "pace": 
 def cell_flags(cell: str) -> dict[str, Any]:
     """A cell's config changes: ``hans@0.3``, ``random@0.6``, ``all``, ``before``, each with
     optional ``+key=value`` modifiers."""
-    from edgegcl.config import FIELDS, coerce
+    from edgegcl.training.config import FIELDS, coerce
 
     head, *mods = cell.split("+")
     if head == "all":

@@ -86,7 +86,7 @@ def cell_overrides(dataset: str, cell: str) -> dict[str, Any]:
 def canonical(dataset: str, cell: str) -> str:
     """A cell equal to the preset is the preset (theta=0.6 on Cora, ratios=10,30,60 on
     CiteSeer, ...): it is run once and shown in every table it belongs to."""
-    from edgegcl.config import build, coerce, load_toml
+    from edgegcl.training.config import build, coerce, load_toml
 
     if cell == "preset":
         return cell
@@ -111,7 +111,7 @@ def one_run(root: str, dataset: str, cell: str, seed: int, threads: int,
             epochs: int | None, device: str = "cpu") -> dict[str, Any]:
     """One seed of one cell, in a worker process: the record the JSON keeps."""
     from bench.sweep import train_record
-    from edgegcl.config import build, load_toml
+    from edgegcl.training.config import build, load_toml
 
     flags: dict[str, Any] = dict(cell_overrides(dataset, cell))
     if epochs is not None:
@@ -142,7 +142,7 @@ def report(records: list[dict], invocations: list[dict[str, Any]], name: str,
            datasets: list[str], cells: list[str], wanted: dict[tuple[str, str], int]) -> str:
     """The markdown tables from every record so far, with the paper's figure in each cell."""
     from edgegcl.evaluation.authors import AUTHORS_LABEL
-    from edgegcl.config import build, format_ratios, load_toml
+    from edgegcl.training.config import build, format_ratios, load_toml
 
     lines = ["# The paper's tables, reproduced (HANS at the paper presets, 2000 epochs)", "",
              "Measured by these commands, each adding its runs to the same JSON:", ""]
@@ -204,7 +204,7 @@ def plot(records: list[dict], datasets: list[str], path: Path) -> None:
     plt = pyplot()
     if plt is None:
         return
-    from edgegcl.config import build, format_ratios, load_toml
+    from edgegcl.training.config import build, format_ratios, load_toml
 
     fig, axes = plt.subplots(2, len(datasets), figsize=(5 * len(datasets), 7), squeeze=False)
     for j, ds in enumerate(datasets):

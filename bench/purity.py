@@ -21,7 +21,7 @@ import torch
 
 from bench.machine import describe
 from edgegcl.nn.augment import as_features
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.data import load_graph
 from edgegcl.contrast.hans import CATEGORIES
 from edgegcl.contrast.loss import similarities
@@ -34,7 +34,6 @@ from edgegcl.contrast.negatives import (
     schedule_sampled,
     stratum_purity,
 )
-from edgegcl.training.step import project_views
 
 HERE = Path(__file__).resolve().parent
 SIZES = (16, 32, 64, 128, 256, 512, 1024)
@@ -49,7 +48,7 @@ def cora_similarities(root: str, epochs: int) -> torch.Tensor:
     for _ in range(epochs):
         trainer.fit_epoch(x, data.edge_index)
     with torch.no_grad():
-        h1, h2 = project_views(trainer.model, x, data.edge_index, None, cfg, trainer.generator)
+        h1, h2 = trainer.project(x, data.edge_index)
         return similarities(h1, h2, cfg.tau).candidates(0)
 
 

@@ -46,7 +46,7 @@ def main() -> None:
     import torch
 
     from bench.machine import describe
-    from edgegcl.config import build, load_toml
+    from edgegcl.training.config import build, load_toml
     from edgegcl.data import load_graph
     from edgegcl.training.run import train_seed
     from edgegcl.training.state import write_atomic

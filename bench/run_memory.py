@@ -45,7 +45,7 @@ def child(nodes: int) -> dict:
     """One size in this process: generation peak, then the run's peak, in MiB."""
     import torch
 
-    from edgegcl.config import TrainConfig
+    from edgegcl.training.config import TrainConfig
     from edgegcl.data import SyntheticSpec, synthetic_graph
     from edgegcl.training.run import run
 

@@ -39,12 +39,13 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int, device: torch.
     the device (which is what live tensors are there).
     """
     from edgegcl.nn.augment import as_features
-    from edgegcl.config import TrainConfig
+    from edgegcl.training.config import TrainConfig
     from edgegcl.data import SyntheticSpec, synthetic_graph
     from edgegcl.contrast.hans import CATEGORIES
     from edgegcl.memory import PeakMemory
     from edgegcl.training.engine import Trainer
-    from edgegcl.training.step import batch_inputs, structure_loader
+    from edgegcl.training.engine import batch_inputs
+    from edgegcl.training.step import structure_loader
 
     def held() -> int:
         return (torch.cuda.memory_allocated(device) if device.type == "cuda"
@@ -68,7 +69,7 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int, device: torch.
         for i, (x, ei, hops, rows) in enumerate(steps):
             sampled.append(x.size(0) if rows is None else rows.numel())
             t0 = time.perf_counter()
-            trainer.step(x, ei, hops, rows, step=i + 1)
+            trainer.train_step(x, ei, hops, rows, step=i + 1)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             if i >= (1 if mode == "full" else 3):
@@ -78,7 +79,7 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int, device: torch.
         x, ei, hops, rows = data.x, *batch_inputs(next(iter(loader)), device)
 
         def step() -> None:
-            trainer.step(x, ei, hops, rows, step=1)
+            trainer.train_step(x, ei, hops, rows, step=1)
 
         live = live_tensor_peak(step) / 2**20
     per_step = statistics.median(times)

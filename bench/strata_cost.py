@@ -30,7 +30,7 @@ import torch
 
 from bench.machine import describe
 from edgegcl.memory import reuse_freed_memory
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.data import load_graph
 from edgegcl.training.run import train_seed
 

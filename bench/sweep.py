@@ -34,7 +34,7 @@ def base_values(dataset: str, base: str | None) -> dict[str, Any]:
     """The configuration a run starts from: ``base`` (a file or preset, e.g. ``paper-Cora``),
     or the dataset's tuned defaults, as ``edgegcl train --dataset DATASET`` without
     ``--config``."""
-    from edgegcl.config import load_toml, tuned_defaults
+    from edgegcl.training.config import load_toml, tuned_defaults
 
     return load_toml(base) if base else {"dataset": dataset, **tuned_defaults(dataset)[1]}
 
@@ -44,7 +44,7 @@ def train_record(root: str, dataset: str, base: str | None, flags: dict[str, Any
     """One seed of ``base`` + ``flags`` on ``dataset``, trained in this (worker) process."""
     import torch
 
-    from edgegcl.config import build, format_ratios
+    from edgegcl.training.config import build, format_ratios
     from edgegcl.contrast.negatives import num_candidates
     from edgegcl.data import load_graph
     from edgegcl.evaluation.authors import authors_figure

@@ -5,9 +5,11 @@ edgegcl`` stays light):
 
 - ``HANS``, the scheduler, and ``HANSContrast``, the HANS-scheduled contrast for any encoder;
 - ``AdNGCL`` (encoder + projection head), ``GCNEncoder``, ``ModelConfig``;
-- ``Trainer``, the engine ``edgegcl train`` runs, and ``TrainConfig``;
+- ``Trainer``, the engine ``edgegcl train`` runs (any encoder: ``Trainer(encoder=...)``), and
+  ``TrainConfig``;
 - ``load_graph``, ``synthetic_graph``, ``SyntheticSpec``, ``make_loader`` (neighbour-sampled
-  mini-batches), and the views' augmentations ``remove_edges``, ``mask_columns``;
+  mini-batches), the two views ``Views`` (with their ``AugmentConfig``) and their
+  augmentations ``remove_edges``, ``mask_columns``;
 - ``linear_probe`` / ``random_split`` (the honest evaluation) and ``authors_probe``.
 """
 
@@ -25,11 +27,13 @@ _EXPORTS = {
     "GCNEncoder": "edgegcl.nn.model",
     "ModelConfig": "edgegcl.nn.model",
     "Trainer": "edgegcl.training.engine",
-    "TrainConfig": "edgegcl.config",
+    "TrainConfig": "edgegcl.training.config",
     "load_graph": "edgegcl.data",
     "synthetic_graph": "edgegcl.data",
     "SyntheticSpec": "edgegcl.data",
     "make_loader": "edgegcl.data.sampling",
+    "Views": "edgegcl.nn.augment",
+    "AugmentConfig": "edgegcl.nn.augment",
     "remove_edges": "edgegcl.nn.augment",
     "mask_columns": "edgegcl.nn.augment",
     "linear_probe": "edgegcl.evaluation.probe",

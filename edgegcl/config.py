@@ -1,292 +1,141 @@
-"""The run configuration: one typed record in sections, loadable from TOML, overridable by flags.
+"""Configuration sections: typed records owned by the layers, read from TOML and flags.
 
-Every field belongs to a section (``SECTIONS``) and is settable in a ``--config FILE.toml``,
-as a key of its section's table (``[hans]`` ``theta_max = 0.6``, ``[hans.ratios]`` ``hard =
-40``), and by a command-line flag (``--theta-max 0.6``, ``--ratios 10,40,50``); flags win.
-Field names are unique across sections, so older flat files (``theta_max = 0.6`` at the top,
-``ratios = "10,40,50"``) load unchanged. ``validate`` turns any bad value into one
-``UsageError`` line naming the field and the fix.
+Each layer defines the section it reads beside its code (``edgegcl.nn.model.ModelConfig``,
+``edgegcl.contrast.hans.HANSConfig``, ...) as a frozen dataclass subclassing ``Section``: a
+field says its default and what it does (``option``), its annotation what it takes (``int``,
+``float``, ``str``, a ``Literal`` of choices, ``dict[str, float]`` keyed by ``keys``,
+``list[int]``). A section converts what a flag or a file gives (``"10,40,50"``, ``10``) to
+that type and checks it as it is made: choices and bounds from its fields, its other rules
+in its ``check``; a bad value is one ``UsageError`` line naming the flag. A configuration made
+of sections (``edgegcl.training.config.TrainConfig``) is written as TOML, one table per
+section (``to_toml``), and read back from that or from the older flat files whose keys sat at
+the top (``load_values``); field names are unique across sections, so a flat mapping of
+values by field name is what files, flags and presets exchange. This module imports no layer.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import math
-import re
 import sys
-from dataclasses import dataclass, field, fields
+import typing
+from dataclasses import Field, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from edgegcl.errors import UsageError, first_line
-from edgegcl.nn.model import ACTIVATIONS, ModelConfig
-from edgegcl.contrast.hans import CATEGORY_LOSSES, GATES
-from edgegcl.contrast.negatives import CANDIDATES, PICKS, SAMPLE_MIN, STRATIFY
-from edgegcl.contrast.pairs import LOGITS
-from edgegcl.data.sampling import SAMPLERS
-from edgegcl.data.synthetic import SyntheticSpec
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-_SYNTHETIC = SyntheticSpec()
 
-MODES = ("auto", "full", "minibatch")
-PROTOCOLS = ("honest", "both")
-"""``protocol``: the honest evaluation alone, or with the authors' (edgegcl.evaluation.authors)."""
-SCHEDULERS = ("hans", "random", "none")
-"""``scheduler``: HANS; random (as many negatives as HANS's schedule with every gate open,
-drawn uniformly from all candidates: the random-subset baseline); or none (every candidate a
-negative from epoch 1: GRACE's contrast)."""
-PACES = ("deadline", "fixed")
-"""``pace``: b and c_cat rescaled so that theta_max is in use by ``reach`` x the epochs, or
-used as given (the paper's fixed pace; edgegcl.contrast.hans)."""
-STRATIFY_CHOICES = ("auto", *STRATIFY)
-"""``stratify``: ``auto`` is exact with ``pick = hardest`` (the top of a ranking needs every
-candidate) and sampled with ``pick = random``."""
-DEVICES = ("auto", "cpu", "cuda")
-NEGATIVES = ("local", "global")
-"""``negatives`` under torchrun: each rank's own batch, or the world's (all-gathered)."""
-BACKENDS = ("auto", "gloo", "nccl")
-"""``dist_backend``: ``auto`` is NCCL when training on CUDA, gloo on the CPU."""
-FIXED_HALF = ("step", "run")
-"""``fixed_half``: when view 2's kept half of the columns is drawn (docs/hans.md)."""
+def option(default: Any, help: str, *, at_least: float | None = None,
+           above: float | None = None, at_most: float | None = None, why: str = "",
+           keys: tuple[str, ...] = (), omit_default: bool = False) -> Any:
+    """A section's field: its default, what it does (``--help`` shows it), and its bounds.
 
-
-SECTIONS = {
-    "data": "which graph",
-    "synthetic": "the generated graph (dataset = synthetic)",
-    "model": "encoder and projection head",
-    "augment": "the two views (drop probabilities, Eqs. 1-3)",
-    "hans": "the Hardness-Aware Negative Scheduler (Algorithm 1; the paper's names)",
-    "contrast": "the InfoNCE loss and how its negatives are found",
-    "run": "training, evaluation and the run directory",
-    "distributed": "several processes under torchrun",
-}
-"""The config's sections: ``config.toml``'s tables and ``--help``'s groups, in this order."""
-
-RATIO_ORDER = ("easy", "hard", "inter")
-"""``--ratios E,H,I``: the paper's order (its ratio table lists EASY, HARD, INTER)."""
-CAP_ORDER = ("hard", "inter", "easy")
-"""``--c-cat H,I,E``: the order HANS grows the categories in."""
-
-
-def _opt(section: str, default: Any, help: str) -> Any:
-    """A config field: its section, its default and what it does (``--help`` shows it)."""
-    meta = {"section": section, "help": help}
+    ``at_least`` / ``above`` / ``at_most``: the inclusive, exclusive and upper bounds a
+    number must keep (``why`` says why in the refusal); ``keys``: a mapping's keys, in the
+    order its flag form lists them (``--ratios 20,30,50``); ``omit_default``: a field newer
+    than the canonical forms, left out of them while it holds its default, so that the TOML
+    text and the hashes of configurations that do not use it stay as they were.
+    """
+    meta = {"help": help, "at_least": at_least, "above": above, "at_most": at_most,
+            "why": why, "keys": keys, "omit_default": omit_default}
     if isinstance(default, (dict, list)):
         return field(default_factory=lambda d=default: copy.deepcopy(d), metadata=meta)
     return field(default=default, metadata=meta)
 
 
-@dataclass
-class TrainConfig:
-    """Everything a training run depends on; saved as ``config.toml`` in the run directory.
+def flag(name: str) -> str:
+    """A field's command-line flag: ``theta_max`` -> ``--theta-max``."""
+    return "--" + name.replace("_", "-")
 
-    Each field belongs to a section (``SECTIONS``: a TOML table, a group in ``--help``) and
-    says what it does in its definition. Typed values: ``ratios`` and ``c_cat`` are mappings
-    keyed hard / inter / easy, ``fanout`` a list; their flag forms (``--ratios 20,30,50``,
-    ``--c-cat 0.05,0.05,0.025``, ``--fanout 10,10``) and the strings of older config files are
-    accepted wherever a value is given, the constructor included.
 
-    Args:
-        **fields: any field by name (``theta_max=0.6``, ``ratios="10,40,50"``); the others
-            keep their defaults. ``edgegcl train --help`` lists them by section.
+def choices(kind: Any) -> tuple[str, ...]:
+    """The values of a ``Literal`` type, e.g. ``choices(Pick)`` -> ``("hardest", "random")``."""
+    return typing.get_args(kind)
 
-    Example:
-        >>> cfg = TrainConfig(theta_max=0.6, ratios="10,40,50")
-        >>> cfg.ratios["hard"], cfg.ratio_map()["hard"], cfg.model_config().hidden_dim
-        (40.0, 0.4, 512)
+
+class Section:
+    """A part of the configuration that one layer reads: a frozen dataclass of options.
+
+    Subclasses set ``TITLE`` (the TOML table's comment and ``--help``'s group) and may add
+    rules between fields in ``check``. Values are converted to each field's type, then checked
+    (choices, bounds, ``check``) when the section is made: a section never holds a bad value.
     """
 
-    dataset: str = _opt("data", "synthetic",
-                        "Cora, CiteSeer, PubMed, DBLP, WikiCS, Amazon-Computers, Amazon-Photo, "
-                        "Coauthor-CS, Actor, synthetic, or a .pt / .npz graph file")
-    root: str = _opt("data", "", "directory holding the datasets ('': $EDGEGCL_DATA or "
-                     "~/.cache/edgegcl/datasets)")
-    nodes: int = _opt("synthetic", _SYNTHETIC.num_nodes, "number of nodes")
-    classes: int = _opt("synthetic", _SYNTHETIC.num_classes, "planted classes")
-    features: int = _opt("synthetic", _SYNTHETIC.num_features, "feature dimension")
-    avg_degree: float = _opt("synthetic", _SYNTHETIC.avg_degree, "average degree")
-    homophily: float = _opt("synthetic", _SYNTHETIC.homophily,
-                            "fraction of edges inside a class")
-    graph_seed: int = _opt("synthetic", _SYNTHETIC.seed, "seed of the generated graph")
-    hidden_dim: int = _opt("model", 512, "width of the first GCN layer")
-    out_dim: int = _opt("model", 256, "embedding width (second GCN layer)")
-    proj_dim: int = _opt("model", 256, "hidden width of the projection head")
-    activation: str = _opt("model", "prelu", f"activation: {', '.join(ACTIVATIONS)}")
-    p_edge_1: float = _opt("augment", 0.2, "view 1: probability of removing an edge (Eq. 1)")
-    p_edge_2: float = _opt("augment", 0.4, "view 2: probability of removing an edge")
-    p_feature_1: float = _opt("augment", 0.3,
-                              "view 1: probability of masking a feature column (Eq. 2)")
-    p_feature_2: float = _opt("augment", 0.4, "view 2: probability of masking an entry of "
-                              "the unfixed half of the columns (Eq. 3)")
-    fixed_half: str = _opt("augment", "step", "view 2's kept half of the columns (Eq. 3): "
-                           "step (redrawn at every step) or run (drawn once per run and seed)")
-    scheduler: str = _opt("hans", "random", "random: as many negatives as HANS's pace gives "
-                          "with every gate open, a uniform random subset of the candidates "
-                          "(measured as accurate as HANS's hardness or all negatives on Cora "
-                          "and CiteSeer, and the cheapest: docs/hans.md); hans: HANS's "
-                          "hardness strata, gate and loss-aware steps; none: every candidate "
-                          "(2B - 2 or B - 1 by --candidates) from epoch 1, the HANS settings "
-                          "ignored")
-    theta_max: float = _opt("hans", 0.1, "global negative budget theta_max: the largest "
-                            "fraction of each anchor's candidates used (of 2B - 2, or B - 1 "
-                            "with --candidates inter), in [0, 1]; 0: the bootstrap share "
-                            "eta_0 only, never grown")
-    ratios: dict[str, float] = _opt("hans", {"easy": 20.0, "hard": 30.0, "inter": 50.0},
-                                    "category shares in percent, summing to 100 (flag: "
-                                    "EASY,HARD,INTER); theta_cat = share x theta_max")
-    pace: str = _opt("hans", "deadline", "how fast eta grows: deadline (b and c_cat rescaled "
-                     "at every decision so that theta_max is in use by --reach x --epochs; the "
-                     "last decision before then fills every category) or fixed (b and c_cat as "
-                     "given, the paper's: a short run may never reach theta_max)")
-    reach: float = _opt("hans", 0.4, "deadline pace: the fraction of --epochs by which "
-                        "theta_max is in use, in (0, 1]")
-    T_init: int = _opt("hans", 20, "bootstrap epochs at eta_0 before the first decision")
-    T_int: int = _opt("hans", 10, "epochs between HANS decisions")
-    e: int = _opt("hans", 5, "loss-gate window: the last e epochs against the e before (Eq. 7)")
-    gamma: float = _opt("hans", 0.99, "loss-gate factor: grow when the loss fell by less "
-                        "than 1 - gamma (Eq. 7)")
-    gate: str = _opt("hans", "total", "what the loss gate (Eq. 7) reads: total (the sum of "
-                     "the category losses, one signal) or any (opens when any category "
-                     "stalled, Algorithm 1 as printed)")
-    category_loss: str = _opt("hans", "mean", "the per-category losses the gate and the step "
-                              "sizes read: mean (InfoNCE against the category's mean "
-                              "exp-similarity: more negatives of the same hardness leave it "
-                              "unchanged) or sum (InfoNCE over its active negatives, the "
-                              "paper's: it grows as negatives are added)")
-    b: float = _opt("hans", 0.05, "base step size of eta (Eq. 9)")
-    c_cat: dict[str, float] = _opt("hans", {"hard": 0.05, "inter": 0.05, "easy": 0.025},
-                                   "per-step caps c_cat on eta's growth (flag: HARD,INTER,EASY)")
-    eta_0: float = _opt("hans", 0.05, "eta of every category during the bootstrap")
-    floor: float = _opt("hans", 0.05, "least eta of a category")
-    swap_every: int = _opt("hans", 0, "epochs between stochastic swaps once saturated "
-                           "(0: T_int)")
-    tau: float = _opt("contrast", 0.4, "InfoNCE temperature")
-    candidates: str = _opt("contrast", "both", "each anchor's candidate negatives: both (the "
-                           "other anchors of both views, 2B - 2, as GRACE) or inter (the other "
-                           "view's only, B - 1, as Eq. 6 prints); the loss is symmetric either "
-                           "way")
-    pick: str = _opt("contrast", "hardest", "which candidates each category's count takes: "
-                     "hardest (hard the most similar, inter the next, easy the least similar, "
-                     "among every candidate) or random (a uniform subset of a pool cut by "
-                     "--ratios, Algorithm 1's RandomSample)")
-    stratify: str = _opt("contrast", "auto", "how the ranking is found: exact (every "
-                         "candidate), sampled (each anchor ranks a random sample of its "
-                         "candidates, about as many as it uses; --pick random only), or auto "
-                         "(exact with --pick hardest, sampled with --pick random)")
-    stratify_sample: int = _opt("contrast", SAMPLE_MIN, "sampled strata: least number of "
-                                "candidates each anchor ranks")
-    logits: str = _opt("contrast", "auto", "auto (the cheaper of the two for HANS's current "
-                       "state), dense (B x B similarity blocks with their gradients) or pairs "
-                       "(a gradient for the scheduled pairs only)")
-    mode: str = _opt("run", "auto", "full (the whole graph is one batch), minibatch "
-                     "(neighbour-sampled batches), or auto (full up to 10000 nodes)")
-    batch_size: int = _opt("run", 1024, "minibatch: seed nodes (anchors) per batch (per rank "
-                           "under torchrun)")
-    fanout: list[int] = _opt("run", [10, 10], "minibatch: neighbours sampled per hop "
-                             "(-1: all); flag: 10,10")
-    sampler: str = _opt("run", "auto", "minibatch: auto (PyG's NeighborLoader when pyg-lib or "
-                        "torch-sparse is installed), builtin, or pyg")
-    epochs: int = _opt("run", 300, "training epochs per seed")
-    seeds: int = _opt("run", 1, "independent runs, each with its own split and initialisation")
-    lr: float = _opt("run", 5e-4, "Adam learning rate")
-    weight_decay: float = _opt("run", 1e-5, "Adam weight decay")
-    device: str = _opt("run", "auto", "auto, cpu, cuda or cuda:N (under torchrun each rank's "
-                       "GPU is LOCAL_RANK)")
-    out: str = _opt("run", "", "run directory to create ('': runs/DATASET-TIMESTAMP)")
-    eval_every: int = _opt("run", 20, "epochs between linear-probe checkpoints")
-    checkpoint_every: int = _opt("run", 0, "epochs between saves of each seed's full state "
-                                 "for --resume (0: every probe)")
-    protocol: str = _opt("run", "honest", "honest (checkpoint and classifier chosen on "
-                         "validation, test touched once) or both (also the authors' protocol "
-                         "behind the paper's tables, optimistic: re-drawn 10 %% test split at "
-                         "every checkpoint, max over checkpoints)")
-    negatives: str = _opt("distributed", "local", "local (each rank contrasts its batch) or "
-                          "global (every rank's anchors are candidates, as one process with "
-                          "the world's batch)")
-    dist_backend: str = _opt("distributed", "auto", "auto (nccl on CUDA, gloo on the CPU), "
-                             "gloo or nccl")
-    dist_timeout: float = _opt("distributed", 900.0, "seconds a collective waits for the other "
-                               "ranks before the run stops (a rank that died or hangs)")
+    TITLE: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
-        # flag strings and older files' strings for the typed fields
-        for name in ("ratios", "c_cat", "fanout"):
-            setattr(self, name, coerce(name, getattr(self, name)))
+        for f in fields(self):  # type: ignore[arg-type]
+            value = _coerce(f, _hints(type(self))[f.name], getattr(self, f.name))
+            object.__setattr__(self, f.name, value)
+            _check_bounds(f, value)
+        self.check()
 
-    def ratio_map(self) -> dict[str, float]:
-        """``ratios`` as fractions of 1 by category."""
-        return {c: self.ratios[c] / 100.0 for c in CAP_ORDER}
+    def check(self) -> None:
+        """The section's rules between fields; raise ``UsageError`` naming the flags."""
 
-    def c_cat_map(self) -> dict[str, float]:
-        """``c_cat`` by category (a copy)."""
-        return {c: self.c_cat[c] for c in CAP_ORDER}
-
-    def synthetic_spec(self) -> SyntheticSpec:
-        """The generated graph of this run (``dataset = synthetic``)."""
-        return SyntheticSpec(self.nodes, self.classes, self.features, self.avg_degree,
-                             self.homophily, self.graph_seed)
-
-    def model_config(self) -> ModelConfig:
-        """The encoder and head sizes of this run."""
-        return ModelConfig(self.hidden_dim, self.out_dim, self.proj_dim, self.activation)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every field by name (flat), mappings and lists as such."""
-        return dataclasses.asdict(self)
+    def values(self) -> dict[str, Any]:
+        """Every field by name (a copy; the canonical forms leave out ``omit_default`` fields
+        at their default: ``canonical_values``)."""
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
 
 
-HANS_ONLY = ("pick", "stratify", "stratify_sample", "gate", "category_loss", "gamma", "e")
-"""Settings of HANS's hardness strata and loss gate, which the random-subset baseline lacks."""
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
 
 
-def unused_settings(cfg: TrainConfig) -> tuple[str, ...]:
-    """The fields ``cfg``'s scheduler never reads: HANS's strata and gate under ``random``
-    (its counts follow the pace alone), every HANS setting but the scheduler under ``none``."""
-    if cfg.scheduler == "random":
-        return HANS_ONLY
-    if cfg.scheduler == "none":
-        return (*HANS_ONLY, *(f.name for f in fields(TrainConfig)
-                              if f.metadata["section"] == "hans" and f.name != "scheduler"))
-    return ()
+def _check_bounds(f: Field[Any], value: Any) -> None:
+    meta = f.metadata
+    lo, gt, hi = meta["at_least"], meta["above"], meta["at_most"]
+    if lo is None and gt is None and hi is None:
+        return
+    ok = (lo is None or value >= lo) and (gt is None or value > gt) and (hi is None or value <= hi)
+    if ok:
+        return
+    if hi is not None and (lo is not None or gt is not None):
+        rule = f"in {'[' if lo is not None else '('}{lo if lo is not None else gt:g}, {hi:g}]"
+    elif hi is not None:
+        rule = f"<= {hi:g}"
+    else:
+        rule = f">= {lo:g}" if lo is not None else f"> {gt:g}"
+    why = f" ({meta['why']})" if meta["why"] else ""
+    raise UsageError(f"{flag(f.name)} must be {rule}{why}, got {value!r}")
 
 
-def format_ratios(ratios: dict[str, float]) -> str:
-    """``ratios`` in the flag's EASY,HARD,INTER form, e.g. ``10,40,50``."""
-    return ",".join(f"{ratios[c]:g}" for c in RATIO_ORDER)
-
-
-FIELDS = {f.name: f for f in fields(TrainConfig)}
-
-
-def coerce(name: str, value: Any) -> Any:
-    """Convert a TOML, flag or constructor value to the field's type, or say which field is
-    wrong. ``ratios`` / ``c_cat``: a mapping keyed hard / inter / easy, or three numbers
-    (a list, or a comma-separated string in the flag's order); ``fanout``: integers."""
-    kind = FIELDS[name].type
+def _coerce(f: Field[Any], kind: Any, value: Any) -> Any:
+    """``value`` as the field's type, or one UsageError line naming the field."""
+    keys: tuple[str, ...] = f.metadata["keys"]
+    origin = typing.get_origin(kind)
+    if origin is typing.Literal:
+        if value not in choices(kind):
+            raise UsageError(f"{flag(f.name)} must be one of {', '.join(choices(kind))}, got "
+                             f"{value!r}")
+        return value
     try:
-        if name in ("ratios", "c_cat"):
-            order = RATIO_ORDER if name == "ratios" else CAP_ORDER
+        if origin is dict:
             if isinstance(value, dict):
-                if set(value) != set(order):
+                if set(value) != set(keys):
                     raise ValueError
-                return {c: _number(value[c]) for c in order}
+                return {k: _number(value[k]) for k in keys}
             items = value.split(",") if isinstance(value, str) else list(value)
-            if len(items) != 3:
+            if len(items) != len(keys):
                 raise ValueError
-            return {c: _number(v) for c, v in zip(order, items)}
-        if name == "fanout":
+            return {k: _number(v) for k, v in zip(keys, items)}
+        if origin is list:
             items = value.split(",") if isinstance(value, str) else list(value)
             return [_integer(v) for v in items]
-        if kind == "int":
+        if kind is int:
             return _integer(value)
-        if kind == "float":
+        if kind is float:
             if isinstance(value, bool):
                 raise ValueError
             return float(value)
@@ -294,11 +143,14 @@ def coerce(name: str, value: Any) -> Any:
             raise ValueError
         return str(value)
     except (TypeError, ValueError):
-        what = {"ratios": "a table easy / hard / inter in percent, or EASY,HARD,INTER",
-                "c_cat": "a table hard / inter / easy, or HARD,INTER,EASY",
-                "fanout": "a list of neighbours per hop, e.g. [10, 10] or 10,10"}.get(name, kind)
-        raise UsageError(f"config field {name!r} (--{name.replace('_', '-')}) must be {what}, "
-                         f"got {value!r}") from None
+        if origin is dict:
+            what = (f"a table {' / '.join(keys)}, or {','.join(k.upper() for k in keys)}")
+        elif origin is list:
+            what = "a list of integers, e.g. [10, 10] or 10,10"
+        else:
+            what = getattr(kind, "__name__", str(kind))
+        raise UsageError(f"config field {f.name!r} ({flag(f.name)}) must be {what}, got "
+                         f"{value!r}") from None
 
 
 def _number(value: Any) -> float:
@@ -316,6 +168,83 @@ def _integer(value: Any) -> int:
     if isinstance(value, str):
         value = value.strip()
     return int(value)
+
+
+# ---- a configuration of sections ----------------------------------------------------------
+
+def section_fields(config: type | Any) -> dict[str, tuple[str, Field[Any]]]:
+    """Every option of a configuration of sections: ``{name: (section, field)}``."""
+    hints = _hints(config if isinstance(config, type) else type(config))
+    return {f.name: (s.name, f) for s in fields(config) for f in fields(hints[s.name])}
+
+
+def convert(config: type, name: str, value: Any) -> Any:
+    """``value`` (a flag's string, a file's value) as option ``name`` of the configuration
+    class ``config`` holds it, or one UsageError line naming the flag; bounds unchecked."""
+    section, f = section_fields(config)[name]
+    return _coerce(f, _hints(_hints(config)[section])[name], value)
+
+
+def split_values(config: type, values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Flat values by field name as ``{section: {name: value}}`` (unknown names: ValueError)."""
+    owner = section_fields(config)
+    out: dict[str, dict[str, Any]] = {s.name: {} for s in fields(config)}
+    for name, value in values.items():
+        if name not in owner:
+            raise ValueError(f"{config.__name__} has no field {name!r}")
+        out[owner[name][0]][name] = value
+    return out
+
+
+def canonical_values(config: Any) -> dict[str, Any]:
+    """Every option by name, flat, in section order; ``omit_default`` fields at their default
+    left out: the form stored in checkpoints and seed files."""
+    out: dict[str, Any] = {}
+    for s in fields(config):
+        section = getattr(config, s.name)
+        for f in fields(section):
+            value = getattr(section, f.name)
+            if not (f.metadata["omit_default"] and value == f.default):
+                out[f.name] = copy.deepcopy(value)
+    return out
+
+
+def to_toml(config: Any) -> str:
+    """A configuration of sections as TOML, one table per section with its ``TITLE``, that
+    ``load_values`` reads back unchanged (``omit_default`` fields at their default left out)."""
+    lines: list[str] = []
+    flat = canonical_values(config)
+    for s in fields(config):
+        section = getattr(config, s.name)
+        lines += ([""] if lines else []) + [f"[{s.name}]  # {section.TITLE}"]
+        lines += [f"{f.name} = {_toml_value(flat[f.name])}" for f in fields(section)
+                  if f.name in flat]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        # a JSON string is a TOML basic string, once DEL (legal in JSON only) is escaped too
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return repr(value)
+
+
+def read_toml(path: Path, what: str, missing_hint: str) -> dict[str, Any]:
+    """A TOML file's table; a missing file (``missing_hint`` says what to do) or invalid TOML
+    is one UsageError line naming ``what`` (e.g. "config file x.toml")."""
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise UsageError(f"{what} does not exist; {missing_hint}") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{what} is not valid TOML ({first_line(exc)}); fix the file") from None
 
 
 _HERE = Path(__file__).resolve().parent
@@ -337,43 +266,36 @@ def resolve_config(name: str | Path) -> Path:
     return PRESETS_DIR / f"{name}.toml"
 
 
-def read_toml(path: Path, what: str, missing_hint: str) -> dict[str, Any]:
-    """A TOML file's table; a missing file (``missing_hint`` says what to do) or invalid TOML
-    is one UsageError line naming ``what`` (e.g. "config file x.toml")."""
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise UsageError(f"{what} does not exist; {missing_hint}") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{what} is not valid TOML ({first_line(exc)}); fix the file") from None
-
-
-def load_toml(path: str | Path) -> dict[str, Any]:
-    """Read a config file (or a preset by name) into typed values by field name; unknown keys,
-    keys in the wrong table and unreadable files are usage errors. Sections are TOML tables;
-    keys at the top level (older flat files) are accepted too."""
+def load_values(path: str | Path, config: type) -> dict[str, Any]:
+    """Read a config file (or a preset by name) for the configuration class ``config``: its
+    values by field name, as written (each section converts and checks them). Sections are
+    TOML tables; keys at the top level (older flat files) are accepted too, and keys of older
+    versions are translated (``_legacy``). Unknown keys, keys in the wrong table and
+    unreadable files are usage errors."""
     p = resolve_config(path)
     raw = read_toml(p, f"config file {p}", "check the path given to --config (or name a "
                     f"preset: {', '.join(list_presets())})")
+    owner = {name: section for name, (section, _) in section_fields(config).items()}
+    owner.update(LEGACY_FIELDS)
+    tables = [s.name for s in fields(config)]
     values: dict[str, Any] = {}
     for key, value in raw.items():
-        if key in SECTIONS and isinstance(value, dict):
+        if key in tables and isinstance(value, dict):
             for name, v in value.items():
-                home = FIELDS[name].metadata["section"] if name in FIELDS else \
-                    LEGACY_FIELDS.get(name)
+                home = owner.get(name)
                 if home != key:
+                    keys = [n for n, s in owner.items() if s == key and n not in LEGACY_FIELDS]
                     raise UsageError(f"config file {p}: [{key}] has no key {name!r}"
                                      + (f"; it belongs in [{home}]" if home else
-                                        f"; its keys are {', '.join(_section_fields(key))}"))
+                                        f"; its keys are {', '.join(keys)}"))
                 values[name] = v
-        elif key in FIELDS or key in LEGACY_FIELDS:
+        elif key in owner:
             values[key] = value
         else:
             raise UsageError(f"config file {p} has unknown key {key!r}; the tables are "
-                             f"{', '.join('[' + s + ']' for s in SECTIONS)}, their keys the "
+                             f"{', '.join('[' + t + ']' for t in tables)}, their keys the "
                              "flag names with underscores (e.g. theta_max in [hans])")
-    return {k: coerce(k, v) for k, v in _legacy(values).items()}
+    return _legacy(values)
 
 
 LEGACY_FIELDS = {"hard_pick": "contrast"}
@@ -381,6 +303,9 @@ LEGACY_FIELDS = {"hard_pick": "contrast"}
 LEGACY_PICK = {"random": "random", "top": "hardest"}
 """A file's ``hard_pick`` (before ``pick``) as a ``pick``: its top-k hard members become the
 hardest counts of every category."""
+NEWER_THAN_HARD_PICK = ("pick", "pace", "reach", "gate", "category_loss", "candidates")
+"""Fields a file that names ``hard_pick`` may lack: that older version wrote every field but
+these, which came later."""
 
 
 def _legacy(values: dict[str, Any]) -> dict[str, Any]:
@@ -404,129 +329,11 @@ def _legacy(values: dict[str, Any]) -> dict[str, Any]:
     return old
 
 
-def tuned_defaults(dataset: str) -> tuple[Path | None, dict[str, Any]]:
-    """A named benchmark dataset's tuned defaults: the shipped preset named after it
-    (``presets/CiteSeer.toml``), whose settings were chosen on validation micro-F1 (its
-    comments say how), and its values; ``(None, {})`` for other graphs. ``edgegcl train``
-    starts from them when no ``--config`` is given, as GRACE ships one setting per dataset:
-    a setting tuned on one graph (Cora: the global defaults) can cost points on another.
-
-    Example:
-        >>> path, values = tuned_defaults("citeseer")
-        >>> path.name, values["tau"]
-        ('CiteSeer.toml', 0.9)
-        >>> tuned_defaults("synthetic")
-        (None, {})
-    """
-    from edgegcl.data.datasets import canonical_name
-
-    name = canonical_name(dataset)
-    path = None if name is None else PRESETS_DIR / f"{name}.toml"
-    if path is None or not path.is_file():
-        return None, {}
-    return path, load_toml(path)
-
-
-def _section_fields(section: str) -> list[str]:
-    return [f.name for f in fields(TrainConfig) if f.metadata["section"] == section]
-
-
-def build(file_values: dict[str, Any], flag_values: dict[str, Any]) -> TrainConfig:
-    """Defaults, then the file, then the flags (flags win); validated."""
-    cfg = TrainConfig(**{**file_values, **{k: coerce(k, v) for k, v in flag_values.items()}})
-    validate(cfg)
-    return cfg
-
-
-def validate(cfg: TrainConfig) -> None:
-    """Check every field's range; the first problem found is raised as one line."""
-    def need(ok: bool, msg: str) -> None:
-        if not ok:
-            raise UsageError(msg)
-
-    need(cfg.mode in MODES, f"--mode must be one of {', '.join(MODES)}, got {cfg.mode!r}")
-    need(cfg.sampler in SAMPLERS, f"--sampler must be one of {', '.join(SAMPLERS)}, got {cfg.sampler!r}")
-    fanout = cfg.fanout
-    need(len(fanout) > 0 and all(f == -1 or f > 0 for f in fanout),
-         f"--fanout must be neighbours per hop (positive, or -1 for all), got {fanout!r}")
-    need(cfg.device in DEVICES or re.fullmatch(r"cuda:\d+", cfg.device) is not None,
-         f"--device must be auto, cpu, cuda or cuda:N, got {cfg.device!r}")
-    need(cfg.protocol in PROTOCOLS,
-         f"--protocol must be one of {', '.join(PROTOCOLS)}, got {cfg.protocol!r}")
-    need(cfg.scheduler in SCHEDULERS,
-         f"--scheduler must be one of {', '.join(SCHEDULERS)}, got {cfg.scheduler!r}")
-    need(cfg.pick in PICKS, f"--pick must be one of {', '.join(PICKS)}, got {cfg.pick!r}")
-    need(cfg.pace in PACES, f"--pace must be one of {', '.join(PACES)}, got {cfg.pace!r}")
-    need(0.0 < cfg.reach <= 1.0, f"--reach must be a fraction of the epochs in (0, 1], got "
-                                 f"{cfg.reach}")
-    need(cfg.gate in GATES, f"--gate must be one of {', '.join(GATES)}, got {cfg.gate!r}")
-    need(cfg.category_loss in CATEGORY_LOSSES, f"--category-loss must be one of "
-         f"{', '.join(CATEGORY_LOSSES)}, got {cfg.category_loss!r}")
-    need(cfg.candidates in CANDIDATES,
-         f"--candidates must be one of {', '.join(CANDIDATES)}, got {cfg.candidates!r}")
-    need(cfg.fixed_half in FIXED_HALF,
-         f"--fixed-half must be one of {', '.join(FIXED_HALF)}, got {cfg.fixed_half!r}")
-    need(cfg.negatives in NEGATIVES,
-         f"--negatives must be one of {', '.join(NEGATIVES)}, got {cfg.negatives!r}")
-    need(cfg.dist_backend in BACKENDS,
-         f"--dist-backend must be one of {', '.join(BACKENDS)}, got {cfg.dist_backend!r}")
-    need(cfg.dist_timeout > 0, f"--dist-timeout must be > 0 seconds, got {cfg.dist_timeout}")
-    need(cfg.logits in LOGITS, f"--logits must be one of {', '.join(LOGITS)}, got {cfg.logits!r}")
-    need(cfg.stratify in STRATIFY_CHOICES,
-         f"--stratify must be one of {', '.join(STRATIFY_CHOICES)}, got {cfg.stratify!r}")
-    need(not (cfg.pick == "hardest" and cfg.stratify == "sampled" and cfg.scheduler == "hans"),
-         "--pick hardest needs every candidate ranked (the top of a sample is not the top of "
-         "the ranking: docs/hans.md, 'Hard means hardest'); use --stratify exact (or auto), "
-         "or --pick random with sampled strata")
-    need(cfg.stratify_sample >= 16,
-         f"--stratify-sample must be at least 16 candidates, got {cfg.stratify_sample}")
-    need(cfg.activation in ACTIVATIONS,
-         f"--activation must be one of {', '.join(ACTIVATIONS)}, got {cfg.activation!r}")
-    for name in ("epochs", "seeds", "eval_every", "batch_size", "hidden_dim", "out_dim", "proj_dim",
-                 "T_int", "e", "nodes", "classes", "features"):
-        need(getattr(cfg, name) >= 1, f"{name} must be a positive integer, got {getattr(cfg, name)}")
-    need(cfg.nodes >= 2, f"--nodes must be at least 2, got {cfg.nodes}")
-    need(cfg.batch_size >= 2, f"--batch-size must be at least 2 (one anchor has no negatives: "
-                              f"its loss is 0), got {cfg.batch_size}")
-    need(cfg.T_init >= 0 and cfg.swap_every >= 0, "T_init and swap_every must be >= 0")
-    need(cfg.checkpoint_every >= 0,
-         f"--checkpoint-every must be >= 0 (0: every probe), got {cfg.checkpoint_every}")
-    need(0.0 <= cfg.theta_max <= 1.0, f"--theta-max must be in [0, 1], got {cfg.theta_max}")
-    need(cfg.lr > 0 and cfg.weight_decay >= 0, "--lr must be > 0 and --weight-decay >= 0")
-    need(cfg.tau >= 0.05, f"--tau must be >= 0.05 (exp(-2/tau) underflows below), got {cfg.tau}")
-    for name in ("p_edge_1", "p_edge_2", "p_feature_1", "p_feature_2", "homophily"):
-        need(0.0 <= getattr(cfg, name) <= 1.0, f"{name} must be in [0, 1], got {getattr(cfg, name)}")
-    need(cfg.avg_degree > 0, f"--avg-degree must be > 0, got {cfg.avg_degree}")
-    ratios = list(cfg.ratios.values())
-    need(all(r > 0 for r in ratios) and abs(sum(ratios) - 100.0) < 1e-6,
-         f"--ratios EASY,HARD,INTER must be positive and sum to 100, got "
-         f"{format_ratios(cfg.ratios)!r}")
-    need(all(c > 0 for c in cfg.c_cat.values()),
-         f"--c-cat caps must be > 0, got {','.join(f'{cfg.c_cat[c]:g}' for c in CAP_ORDER)!r}")
-    need(0 < cfg.eta_0 <= 1 and 0 <= cfg.floor <= 1, "--eta-0 must be in (0, 1] and --floor in [0, 1]")
-    need(cfg.gamma > 0 and cfg.b > 0, "--gamma and --b must be > 0")
-
-
-def to_toml(cfg: TrainConfig) -> str:
-    """The resolved configuration as TOML, one table per section, that ``load_toml`` reads
-    back unchanged."""
-    lines: list[str] = []
-    for section, what in SECTIONS.items():
-        lines += ([""] if lines else []) + [f"[{section}]  # {what}"]
-        for f in fields(cfg):
-            if f.metadata["section"] == section:
-                lines.append(f"{f.name} = {_toml_value(getattr(cfg, f.name))}")
-    return "\n".join(lines) + "\n"
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        # a JSON string is a TOML basic string, once DEL (legal in JSON only) is escaped too
-        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+def flag_form(value: Any) -> str:
+    """A value as its flag is written: a mapping's values or a list joined by commas
+    (``20,30,50``), anything else as its repr."""
     if isinstance(value, dict):
-        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+        return ",".join(f"{v:g}" for v in value.values())
     if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+        return ",".join(str(v) for v in value)
     return repr(value)

@@ -1,6 +1,6 @@
 """Where a training step's time goes: a clock that splits steps into named phases.
 
-``training_step(..., clock=PhaseClock(device))`` marks the end of each phase (the device is
+``Trainer.train_step(..., clock=PhaseClock(device))`` marks the end of each phase (the device is
 synchronised first, so a CUDA kernel counts in the phase that launched it); the profiler and
 ``bench.budgets`` report the mean seconds per step of each phase beside the totals, so a ratio
 between two budgets says where the time went.

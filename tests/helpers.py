@@ -28,3 +28,23 @@ def views(b: int = 15, d: int = 8, seed: int = 0) -> tuple[torch.Tensor, torch.T
     g = torch.Generator().manual_seed(seed)
     return (torch.randn(b, d, generator=g, dtype=torch.float64).requires_grad_(),
             torch.randn(b, d, generator=g, dtype=torch.float64).requires_grad_())
+
+
+def contrast(h1: torch.Tensor, h2: torch.Tensor, tau: float, logits: str, selector, hans,
+             step: int):
+    """One call of the HANS-scheduled contrast (``HANSContrast``) made of the given scheduler
+    and negative selection."""
+    from edgegcl.contrast.module import HANSContrast
+
+    module = HANSContrast(hans, tau=tau, logits=logits)
+    module.selector = selector
+    return module(h1, h2, step=step)
+
+
+def selector_of(cfg, mode: str = "full", seed: int = 0):
+    """The negative selection the Trainer builds for ``cfg`` in ``mode``."""
+    from edgegcl.contrast.module import HANSContrast
+
+    return HANSContrast.from_config(cfg.hans, cfg.contrast, epochs=cfg.epochs,
+                                    refresh_every=cfg.T_int if mode == "full" else 1,
+                                    seed=seed).selector

@@ -211,13 +211,13 @@ def test_mask_half_rows_columns_with_a_given_unfixed_half() -> None:
 
 
 def test_trainer_draws_view_2s_half_once_per_run_and_seed() -> None:
-    from edgegcl.config import TrainConfig
+    from edgegcl.training.config import TrainConfig
     from edgegcl.training.engine import Trainer
 
     small = dict(hidden_dim=8, out_dim=4, proj_dim=4)
     run_a = Trainer(TrainConfig(**small, fixed_half="run"), 20, seed=3)
     run_b = Trainer(TrainConfig(**small, fixed_half="run"), 20, seed=3)
     other = Trainer(TrainConfig(**small, fixed_half="run"), 20, seed=4)
-    assert torch.equal(run_a.unfixed, run_b.unfixed)  # a resumed run finds it again
-    assert not torch.equal(run_a.unfixed, other.unfixed)
-    assert Trainer(TrainConfig(**small), 20, seed=3).unfixed is None  # default: every step
+    assert torch.equal(run_a.views.unfixed, run_b.views.unfixed)  # a resumed run finds it again
+    assert not torch.equal(run_a.views.unfixed, other.views.unfixed)
+    assert Trainer(TrainConfig(**small), 20, seed=3).views.unfixed is None  # default: every step

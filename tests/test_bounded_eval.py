@@ -18,7 +18,7 @@ from torch.profiler import ProfilerActivity, profile
 from edgegcl.evaluation import probe as evaluate
 from edgegcl.nn.adjacency import chunked_adjacency
 from edgegcl.training.checkpoint import load_checkpoint
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
 from edgegcl.evaluation.probe import (
     ProbeScores,

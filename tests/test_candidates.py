@@ -19,7 +19,7 @@ from helpers import views
 from test_loss import loop_loss, one_direction_loop  # columns below B are inter-view in both layouts
 
 from edgegcl.cli.main import main
-from edgegcl.config import TrainConfig, load_toml, to_toml, validate
+from edgegcl.training.config import TrainConfig, load_toml, to_toml, validate
 from edgegcl.contrast.hans import CATEGORIES, HANS
 from edgegcl.contrast.loss import scheduled_info_nce, similarities
 from edgegcl.contrast.module import HANSContrast
@@ -38,7 +38,7 @@ from edgegcl.contrast.negatives import (
 from edgegcl.contrast.pairs import pair_similarities
 from edgegcl.contrast.selection import NegativeSelector
 from edgegcl.errors import UsageError
-from edgegcl.training.step import contrast, make_hans, make_selector
+from helpers import contrast, selector_of
 
 RATIOS = {"hard": 0.3, "inter": 0.5, "easy": 0.2}
 TAU = 0.5
@@ -175,7 +175,7 @@ def test_active_negatives_are_never_intra_view(stratify_, logits, eta):
     h1, h2 = views(b=b, d=8, seed=4)
     cfg = TrainConfig(candidates="inter", stratify=stratify_, logits=logits, tau=TAU,
                       stratify_sample=32, theta_max=0.5, pick=pick_for(stratify_))
-    hans, selector = make_hans(cfg), make_selector(cfg, "full")
+    hans, selector = cfg.hans.build(cfg.epochs), selector_of(cfg)
     hans.eta = {c: eta for c in CATEGORIES}
     assert hans.saturated == (eta == 1.0)
     for step in (1, 2):
@@ -235,12 +235,12 @@ def test_a_full_budget_and_the_baseline_contrast_every_inter_view_candidate(
     h1, h2 = torch.randn(50, 8), torch.randn(50, 8)
     cfg = TrainConfig(candidates="inter", scheduler=scheduler, stratify=stratify_,
                       logits=logits, tau=TAU, pick=pick_for(stratify_), theta_max=1.0)
-    hans = make_hans(cfg)
+    hans = cfg.hans.build(cfg.epochs)
     hans.eta = dict.fromkeys(CATEGORIES, 1.0)
-    out = contrast(h1, h2, cfg.tau, cfg.logits, make_selector(cfg, "full"), hans, step=1)
+    out = contrast(h1, h2, cfg.tau, cfg.logits, selector_of(cfg), hans, step=1)
     assert out.loss.item() == pytest.approx(inter_view_loss(h1, h2, TAU).item(), abs=1e-5)
     both = dataclasses.replace(cfg, candidates="both")
-    other = contrast(h1, h2, both.tau, both.logits, make_selector(both, "full"), hans, step=1)
+    other = contrast(h1, h2, both.tau, both.logits, selector_of(both), hans, step=1)
     assert abs(other.loss.item() - out.loss.item()) > 0.1
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from edgegcl.training.checkpoint import load_checkpoint, save_checkpoint
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.errors import UsageError
 from edgegcl.nn.model import GCNEncoder, ModelConfig
 

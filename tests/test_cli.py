@@ -19,7 +19,7 @@ import torch
 from helpers import capture
 
 from edgegcl.cli.main import main
-from edgegcl.config import TrainConfig, build, load_toml
+from edgegcl.training.config import TrainConfig, build, load_toml
 from edgegcl.nn.model import GCNEncoder, ModelConfig
 
 # A graph and model small enough that a seed trains in well under a second.

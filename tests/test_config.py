@@ -1,13 +1,15 @@
-"""Tests for edgegcl.config: TOML round trip, precedence, type coercion and validation."""
+"""Tests for the run configuration (edgegcl.config, edgegcl.training.config): sections owned by
+their layers, TOML round trip, precedence, type coercion and validation."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 
-from edgegcl.config import TrainConfig, build, load_toml, to_toml, validate
+from edgegcl.training.config import TrainConfig, build, load_toml, to_toml, validate
 from edgegcl.errors import UsageError
 
 
@@ -56,7 +58,7 @@ def test_round_trip_of_non_default_config(tmp_path: Path) -> None:
     validate(cfg)
     path = _write(tmp_path, to_toml(cfg))
     loaded = load_toml(path)
-    assert set(loaded) == {f.name for f in dataclasses.fields(TrainConfig)}
+    assert set(loaded) == set(TrainConfig().to_dict())
     again = build(loaded, {})
     assert again == cfg
     for f in dataclasses.fields(TrainConfig):  # types survive too (1.0 stays float, 3 stays int)
@@ -224,7 +226,7 @@ def test_validate_accepts(changes: dict) -> None:
 
 
 def test_validate_rejects_malformed_cuda_index() -> None:
-    message = _usage_error(validate, dataclasses.replace(TrainConfig(), device="cuda:abc"))
+    message = _usage_error(lambda: dataclasses.replace(TrainConfig(), device="cuda:abc"))
     assert "device" in message
 
 
@@ -245,7 +247,7 @@ def test_c_cat_map_is_hard_inter_easy() -> None:
                                                      ("paper-CiteSeer", "10,30,60", 1.0)])
 def test_paper_presets_carry_what_the_paper_states(name: str, ratios: str,
                                                    theta_max: float) -> None:
-    from edgegcl.config import format_ratios, list_presets
+    from edgegcl.training.config import format_ratios, list_presets
 
     assert name in list_presets()
     cfg = build(load_toml(name), {})
@@ -274,7 +276,7 @@ def test_config_file_in_sections_with_typed_values(tmp_path: Path) -> None:
 
 
 def test_written_config_has_one_table_per_section(tmp_path: Path) -> None:
-    from edgegcl.config import SECTIONS
+    from edgegcl.training.config import SECTIONS
 
     text = to_toml(_non_default())
     assert [line.split("]")[0][1:] for line in text.splitlines() if line.startswith("[")] \
@@ -292,12 +294,54 @@ def test_ratios_table_with_a_missing_category_is_refused(tmp_path: Path) -> None
     assert "ratios" in message
 
 
-def test_every_field_has_a_section_and_a_help_text() -> None:
-    from edgegcl.config import SECTIONS
+def test_the_config_is_made_of_sections_owned_by_their_layers() -> None:
+    import edgegcl.config
+    from edgegcl.training.config import FIELDS, SECTIONS
 
-    for f in dataclasses.fields(TrainConfig):
-        assert f.metadata["section"] in SECTIONS, f.name
-        assert len(f.metadata["help"]) > 10, f.name
+    cfg = TrainConfig()
+    assert [f.name for f in dataclasses.fields(cfg)] == list(SECTIONS)
+    assert all(dataclasses.is_dataclass(getattr(cfg, f.name)) for f in dataclasses.fields(cfg))
+    owners = {name: type(getattr(cfg, name)).__module__ for name in SECTIONS}
+    assert owners == {"data": "edgegcl.data.datasets", "synthetic": "edgegcl.data.synthetic",
+                      "model": "edgegcl.nn.model", "augment": "edgegcl.nn.augment",
+                      "hans": "edgegcl.contrast.hans", "contrast": "edgegcl.contrast.module",
+                      "run": "edgegcl.training.config",
+                      "distributed": "edgegcl.training.distributed"}
+    for name, f in FIELDS.items():
+        assert len(f.metadata["help"]) > 10, name
+    source = Path(edgegcl.config.__file__).read_text()
+    assert [line for line in source.splitlines() if line.startswith(("from edgegcl", "import edgegcl"))] \
+        == ["from edgegcl.errors import UsageError, first_line"]  # no layer below it
+
+
+def test_a_flat_name_reads_its_section() -> None:
+    cfg = TrainConfig(theta_max=0.6, tau=0.5, epochs=9)
+    assert (cfg.theta_max, cfg.tau, cfg.epochs) == (cfg.hans.theta_max, cfg.contrast.tau, 9)
+    assert dataclasses.replace(cfg, theta_max=0.3).hans.theta_max == 0.3
+    with pytest.raises(AttributeError):
+        cfg.no_such_option  # noqa: B018
+    with pytest.raises(TypeError, match="no_such_option"):
+        TrainConfig(no_such_option=1)
+
+
+def test_the_canonical_forms_are_those_from_before_the_sections(tmp_path: Path) -> None:
+    """tests/fixtures/config-before.json: the TOML text, flat values, config_hash and the
+    export's digest the one flat record gave; run directories and exports of then still match."""
+    from edgegcl.onnx.export import config_digest
+    from edgegcl.training.state import config_hash
+
+    saved = json.loads((Path(__file__).parent / "fixtures" / "config-before.json").read_text())
+    for name, forms in saved.items():
+        cfg = TrainConfig(**forms["flat"])
+        assert cfg.to_dict() == forms["flat"], name
+        assert to_toml(cfg) == forms["toml"], name
+        assert (config_hash(cfg), config_digest(cfg)) == (forms["config_hash"],
+                                                          forms["config_digest"]), name
+        assert build(load_toml(_write(tmp_path, forms["toml"])), {}) == cfg
+        flat = "\n".join(f"{k} = {json.dumps(v) if not isinstance(v, dict) else json.dumps(','.join(f'{x:g}' for x in v.values()))}"
+                         for k, v in forms["flat"].items() if not isinstance(v, list))
+        assert build(load_toml(_write(tmp_path, flat + "\n", "flat.toml")), {
+            k: v for k, v in forms["flat"].items() if isinstance(v, list)}) == cfg
 
 
 def test_a_flat_config_toml_of_an_earlier_version_still_loads(tmp_path: Path) -> None:
@@ -308,7 +352,7 @@ def test_a_flat_config_toml_of_an_earlier_version_still_loads(tmp_path: Path) ->
 
 
 def test_tuned_defaults_are_the_preset_named_after_the_dataset() -> None:
-    from edgegcl.config import tuned_defaults
+    from edgegcl.training.config import tuned_defaults
 
     path, values = tuned_defaults("Cite-Seer")  # names match as load_graph's do
     assert path is not None and path.name == "CiteSeer.toml"

@@ -11,21 +11,25 @@ import torch
 from edgegcl.contrast.module import HANSContrast
 from edgegcl.contrast.hans import HANS
 from edgegcl.contrast.negatives import CATEGORIES
-from edgegcl.training.step import NegativeSelector, contrast
+from edgegcl.contrast.loss import scheduled_info_nce, similarities
+from edgegcl.contrast.selection import NegativeSelector
 
 
 def _hans() -> HANS:
     return HANS(0.5, {"hard": 0.2, "inter": 0.25, "easy": 0.05}, T_init=1, T_int=1, e=1, b=1.0)
 
 
-def test_same_loss_and_gradient_as_the_engine_contrast() -> None:
+def test_same_loss_and_gradient_as_its_parts_composed() -> None:
+    """The module is the similarities, the selector's negatives and the scheduled InfoNCE
+    (Eq. 6), with the strata's ratios read from HANS's caps."""
     torch.manual_seed(0)
     h1, h2 = torch.randn(40, 8, requires_grad=True), torch.randn(40, 8)
-    module = HANSContrast(_hans(), tau=0.5, seed=3)
+    module = HANSContrast(_hans(), tau=0.5, seed=3, logits="dense")
     ref_selector = NegativeSelector({"hard": 0.4, "inter": 0.5, "easy": 0.1}, 1, seed=3)
     ours = module(h1, h2)
     (g_ours,) = torch.autograd.grad(ours.loss, h1)
-    ref = contrast(h1, h2, 0.5, "auto", ref_selector, _hans(), 1)
+    sims, hans = similarities(h1, h2, 0.5), _hans()
+    ref = scheduled_info_nce(sims, ref_selector.get(sims, hans, 1), hans.category_loss)
     (g_ref,) = torch.autograd.grad(ref.loss, h1)
     assert ours.loss.item() == pytest.approx(ref.loss.item(), rel=1e-6)
     assert torch.allclose(g_ours, g_ref, atol=1e-6)
@@ -83,12 +87,13 @@ def test_mismatched_views_are_a_value_error() -> None:
 def test_the_random_subset_baseline_draws_uniformly_as_many_as_hans_would() -> None:
     """``--scheduler random``: HANS's counts at its pace, each anchor's active set a uniform
     random subset of its candidates (no strata), its gate fed equal losses."""
-    from edgegcl.config import TrainConfig
-    from edgegcl.training.step import EQUAL_LOSSES, make_hans, make_selector
-    from edgegcl.training.step import contrast as engine_contrast
+    from edgegcl.training.config import TrainConfig
+    from helpers import contrast as engine_contrast, selector_of
+
+    from edgegcl.contrast.hans import EQUAL_LOSSES
 
     cfg = TrainConfig(scheduler="random", theta_max=0.3, T_init=2, T_int=2, e=1, epochs=20)
-    hans, selector = make_hans(cfg), make_selector(cfg, "full")
+    hans, selector = cfg.hans.build(cfg.epochs), selector_of(cfg)
     assert selector.uniform and selector.stratify == "sampled"
     b = 400
     h1, h2 = torch.randn(b, 8), torch.randn(b, 8)
@@ -114,14 +119,14 @@ def test_the_random_subset_baseline_draws_uniformly_as_many_as_hans_would() -> N
     # uniform over the candidates: as many in the hardest 30 % as anywhere (HANS's hardest
     # picks would put every hard and inter negative there)
     assert abs(sum(shares) / len(shares) - 0.3) < 0.02, shares
-    trainer_losses = make_hans(cfg)
+    trainer_losses = cfg.hans.build(cfg.epochs)
     for _ in range(19):
         trainer_losses.step(EQUAL_LOSSES)
     assert trainer_losses.saturated  # the pace alone brings it to theta_max
 
 
 def test_trainer_feeds_the_random_baseline_equal_losses() -> None:
-    from edgegcl.config import TrainConfig
+    from edgegcl.training.config import TrainConfig
     from edgegcl.data import SyntheticSpec, synthetic_graph
     from edgegcl.training.engine import Trainer
 

@@ -17,11 +17,11 @@ import torch
 import torch.multiprocessing as mp
 from torch_geometric.data import Data
 
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.data.sampling import ShardedIndices
 from edgegcl.data.synthetic import SyntheticSpec, synthetic_graph
 from edgegcl.training.engine import Trainer
-from edgegcl.training.step import contrastive_step, structure_loader
+from edgegcl.training.step import structure_loader
 
 B, DIM = 24, 12
 SETTINGS = [(s, c) for c in ("both", "inter") for s in ("none", "hans")]
@@ -38,8 +38,7 @@ def _loss_and_grads(trainer: Trainer, x: torch.Tensor) -> tuple[float, dict[str,
     """One step's loss and gradients on a graph without edges (each anchor's embedding is its
     own features', whichever rank computes it) and identity views."""
     no_edges = torch.empty(2, 0, dtype=torch.long)
-    out = contrastive_step(trainer.net, x, no_edges, None, trainer.cfg, trainer.generator,
-                           trainer.selector, trainer.hans, 1, world=trainer.world)
+    out = trainer.contrast(*trainer.project(x, no_edges), step=1)
     out.loss.backward()
     return out.loss.item(), {n: p.grad.clone() for n, p in trainer.model.named_parameters()}
 

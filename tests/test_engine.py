@@ -8,12 +8,13 @@ import pytest
 import torch
 
 from edgegcl.nn.augment import as_features
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.data import SyntheticSpec, synthetic_graph
 from edgegcl.training.engine import Trainer
 from edgegcl.nn.model import AdNGCL
 from edgegcl.data.sampling import make_loader
-from edgegcl.training.step import make_hans, make_selector, training_step
+from edgegcl.contrast.module import HANSContrast
+from edgegcl.nn.augment import Views
 
 CFG = TrainConfig(hidden_dim=16, out_dim=8, proj_dim=8, T_init=2, T_int=2, e=1, theta_max=0.5,
                   b=0.5, scheduler="hans")
@@ -24,22 +25,30 @@ def data():
     return synthetic_graph(SyntheticSpec(num_nodes=160, num_features=12, avg_degree=5, seed=0))
 
 
-def test_trainer_equals_the_step_composed_by_hand(data) -> None:
-    """The engine changes no number: model, Adam, HANS, selector and stream built by hand from
-    the same seed give the same losses, eta and weights over epochs that refresh the strata
-    and move HANS."""
+def test_trainer_equals_the_loop_written_by_hand(data) -> None:
+    """The engine is the public objects composed: a model, Adam, the contrast and the views
+    built by hand from the same seed, in a plain loop, give the same losses, eta and weights
+    over epochs that refresh the strata and move HANS."""
     x = as_features(data.x)
     trainer = Trainer(CFG, 12, seed=3)
     torch.manual_seed(3)
-    model = AdNGCL(12, CFG.model_config())
+    model = AdNGCL(12, CFG.model)
     opt = torch.optim.Adam(model.parameters(), lr=CFG.lr, weight_decay=CFG.weight_decay)
-    hans, selector = make_hans(CFG), make_selector(CFG, "full", 3)
-    g = torch.Generator().manual_seed(3)
+    contrast = HANSContrast.from_config(CFG.hans, CFG.contrast, epochs=CFG.epochs,
+                                        refresh_every=CFG.T_int, seed=3)
+    views = Views(CFG.augment, seed=3)
     for epoch in range(1, 9):
         ours = trainer.fit_epoch(x, data.edge_index)
-        out = training_step(model, opt, x, data.edge_index, None, CFG, g, selector, hans, epoch)
-        hans.step(out.category)
+        keep_1, e_1 = views.first_mask(x, data.edge_index)  # view 1's mask on the weights
+        h1 = model.project(model(x, e_1, None, keep_1))
+        x_2, e_2 = views.second(x, data.edge_index)
+        out = contrast(h1, model.project(model(x_2, e_2)), step=epoch)
+        opt.zero_grad()
+        out.loss.backward()
+        opt.step()
+        contrast.step()
         assert ours.loss == out.loss.item()
+    hans = contrast.hans
     assert trainer.hans.eta == hans.eta and trainer.hans.eta["hard"] > CFG.eta_0
     assert all(torch.equal(a, b) for a, b in zip(trainer.model.state_dict().values(),
                                                   model.state_dict().values()))

@@ -18,7 +18,7 @@ from helpers import capture
 from edgegcl import __version__
 from edgegcl.training.checkpoint import Checkpoint, save_checkpoint
 from edgegcl.cli.main import main
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.data import SyntheticSpec, synthetic_graph
 from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.export import (

@@ -11,7 +11,7 @@ import scipy.sparse
 import torch
 from helpers import capture
 
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.export import export_encoder
 from edgegcl.training.checkpoint import Checkpoint

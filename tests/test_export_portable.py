@@ -17,7 +17,7 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.export import export_encoder
 from edgegcl.onnx.quantize import quantize_int8

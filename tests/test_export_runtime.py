@@ -17,7 +17,7 @@ import torch
 from helpers import capture
 
 from edgegcl.training.checkpoint import Checkpoint
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.nn.augment import as_features
 from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.export import export_encoder

@@ -25,7 +25,7 @@ from helpers import capture
 from torch_geometric.data import Data
 
 from edgegcl.cli.main import main as edgegcl_main
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.data import load_graph
 from edgegcl.errors import UsageError
 from edgegcl.nn.model import GCNEncoder

@@ -11,12 +11,14 @@ import torch
 
 import edgegcl.training.step as train_mod
 from edgegcl.cli.main import main
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.data import SyntheticSpec, synthetic_graph
 from edgegcl.contrast.hans import CATEGORIES
-from edgegcl.nn.model import AdNGCL, ModelConfig
 from edgegcl.data.sampling import make_loader
-from edgegcl.training.step import NegativeSelector, contrastive_step, make_hans, resolve_mode
+from edgegcl.contrast.selection import NegativeSelector
+from edgegcl.training.engine import Trainer
+from edgegcl.training.step import resolve_mode
+from helpers import contrast
 
 TINY = ["--nodes", "150", "--features", "16", "--epochs", "4", "--eval-every", "2",
         "--hidden-dim", "16", "--out-dim", "8", "--proj-dim", "8", "--T-init", "1", "--T-int", "1"]
@@ -27,18 +29,18 @@ def test_whole_graph_batch_with_full_fanout_gives_the_full_graph_loss(eta):
     data = synthetic_graph(SyntheticSpec(num_nodes=60, num_features=12, avg_degree=6, seed=2))
     cfg = TrainConfig(hidden_dim=16, out_dim=8, proj_dim=8, p_edge_1=0.0, p_edge_2=0.0,
                       p_feature_1=0.0, p_feature_2=0.0)  # views = the graph itself
-    torch.manual_seed(0)
-    model = AdNGCL(12, ModelConfig(16, 8, 8, "prelu"))
-    hans = make_hans(cfg)
+    trainer = Trainer(cfg, 12, seed=0)
+    hans = cfg.hans.build(cfg.epochs)
     hans.eta = {c: eta for c in CATEGORIES}
     batch = next(iter(make_loader(data, 60, [-1, -1], sampler="builtin", shuffle=False)))
     assert torch.equal(batch.n_id, torch.arange(60)) and batch.batch_size == 60
     assert sorted(map(tuple, batch.edge_index.t().tolist())) == sorted(map(tuple, data.edge_index.t().tolist()))
 
     def loss(ei, hops, rows):
-        g = torch.Generator().manual_seed(0)
-        return contrastive_step(model, data.x, ei, hops, cfg, g,
-                                NegativeSelector(cfg.ratio_map(), 1), hans, 1, rows)
+        trainer.views.generator.manual_seed(0)
+        h1, h2 = trainer.project(data.x, ei, hops, rows)
+        return contrast(h1, h2, cfg.tau, cfg.logits, NegativeSelector(cfg.ratio_map(), 1), hans,
+                        1)
 
     full = loss(data.edge_index, None, None)
     mini = loss(batch.edge_index, batch.num_sampled_nodes, batch.n_id)
@@ -96,12 +98,11 @@ def test_a_step_gathers_its_batch_features_and_frees_them_before_view_2():
     import weakref
 
     from edgegcl.nn.augment import mask_columns, mask_half_rows_columns, remove_edges
-    from edgegcl.training.step import project_views
 
     data = synthetic_graph(SyntheticSpec(num_nodes=300, num_features=12, avg_degree=6, seed=4))
     cfg = TrainConfig(hidden_dim=16, out_dim=8, proj_dim=8)
-    torch.manual_seed(0)
-    model = AdNGCL(12, ModelConfig(16, 8, 8, "prelu"))
+    trainer = Trainer(cfg, 12, seed=0)
+    model = trainer.model
     batch = next(iter(make_loader(data, 40, [5, 5], sampler="builtin", seed=1)))
     hops = batch.num_sampled_nodes
 
@@ -118,14 +119,14 @@ def test_a_step_gathers_its_batch_features_and_frees_them_before_view_2():
         lambda module, args: alive.append(gathered[0]() is not None))
     try:
         torch.Tensor.index_select = spy
-        h1, h2 = project_views(model, data.x, batch.edge_index, hops, cfg,
-                               torch.Generator().manual_seed(7), batch.n_id)
+        trainer.views.generator.manual_seed(7)
+        h1, h2 = trainer.project(data.x, batch.edge_index, hops, batch.n_id)
     finally:
         torch.Tensor.index_select = real_index_select
         handle.remove()
     assert len(gathered) == 1 and alive == [True, False]  # view 1 reads it, view 2 does not
 
-    g = torch.Generator().manual_seed(7)  # the same draws, in project_views' order
+    g = torch.Generator().manual_seed(7)  # the same draws, in Views' order
     x = data.x[batch.n_id]
     x_1 = mask_columns(x, cfg.p_feature_1, g)
     e_1 = remove_edges(batch.edge_index, cfg.p_edge_1, g)

@@ -6,16 +6,17 @@ from dataclasses import replace
 
 import pytest
 import torch
-from helpers import views
+from helpers import contrast, views
 
-from edgegcl.config import TrainConfig, validate
+from edgegcl.training.config import TrainConfig, validate
 from edgegcl.errors import UsageError
 from edgegcl.contrast.hans import CATEGORIES
 from edgegcl.contrast.loss import scheduled_info_nce, similarities
 from edgegcl.nn.model import AdNGCL
 from edgegcl.contrast.negatives import num_candidates, pool_sizes, schedule_negatives
 from edgegcl.contrast.pairs import ScheduledLogits, pair_similarities
-from edgegcl.training.step import NegativeSelector, contrastive_step, make_hans
+from edgegcl.contrast.selection import NegativeSelector
+from edgegcl.training.engine import Trainer
 
 RATIOS = {"hard": 0.3, "inter": 0.5, "easy": 0.2}
 TAU = 0.5
@@ -83,7 +84,7 @@ def test_scheduled_logits_pass_gradcheck_with_repeated_candidates():
 def test_selector_hands_out_values_only_in_the_step_that_drew_them():
     h1, h2 = views(seed=2)
     cfg = TrainConfig(theta_max=0.5, T_int=3)
-    hans = make_hans(cfg)
+    hans = cfg.hans.build(cfg.epochs)
     hans.eta = dict.fromkeys(CATEGORIES, 1.0)
     selector = NegativeSelector(RATIOS, refresh_every=3)
     first = selector.get(pair_similarities(h1, h2, TAU), hans, 1)
@@ -104,15 +105,11 @@ def test_a_training_step_on_pairs_equals_the_dense_step(theta_max):
     cfg = TrainConfig(theta_max=theta_max, hidden_dim=16, out_dim=8, proj_dim=8)
     results = []
     for logits in ("dense", "pairs"):
-        torch.manual_seed(1)
-        model = AdNGCL(f, cfg.model_config())
-        hans = make_hans(cfg)
-        hans.eta = dict.fromkeys(CATEGORIES, 1.0)
-        out = contrastive_step(model, x, edges, None, replace(cfg, logits=logits),
-                               torch.Generator().manual_seed(5),
-                               NegativeSelector(cfg.ratio_map(), 1), hans, 1)
+        trainer = Trainer(replace(cfg, logits=logits), f, seed=1)
+        trainer.hans.eta = dict.fromkeys(CATEGORIES, 1.0)
+        out = trainer.contrast(*trainer.project(x, edges), step=1)
         out.loss.backward()
-        results.append((out.loss.item(), [p.grad.clone() for p in model.parameters()]))
+        results.append((out.loss.item(), [p.grad.clone() for p in trainer.model.parameters()]))
     (loss_d, grads_d), (loss_p, grads_p) = results
     assert loss_p == pytest.approx(loss_d, rel=1e-5)  # float32: sums in another order
     for a, b in zip(grads_d, grads_p):
@@ -145,7 +142,6 @@ def test_train_on_the_pairs_path_end_to_end(tmp_path):
 
 from edgegcl.contrast.negatives import draw_sample, schedule_sampled  # noqa: E402
 from edgegcl.contrast.pairs import BlockSampledLogits, choose_logits  # noqa: E402
-from edgegcl.training.step import contrast  # noqa: E402
 
 
 def sampled(sims, counts, size, seed=0, block=32):
@@ -211,7 +207,7 @@ def test_a_plain_run_takes_the_pairs_path_while_few_negatives_are_active(monkeyp
     h1, h2 = views(b=600, d=8)
     cfg = TrainConfig(pick="random", scheduler="hans", theta_max=1.0)
     assert cfg.logits == "auto" and cfg.stratify == "auto"  # sampled with random members
-    hans = make_hans(cfg)  # bootstrap: eta_0 = 0.05
+    hans = cfg.hans.build(cfg.epochs)  # bootstrap: eta_0 = 0.05
     selector = NegativeSelector(cfg.ratio_map(), 1)
     contrast(h1, h2, cfg.tau, cfg.logits, selector, hans, 1)
     assert taken == ["pairs"]
@@ -223,7 +219,7 @@ def test_a_plain_run_takes_the_pairs_path_while_few_negatives_are_active(monkeyp
 def test_exact_strata_remain_available():
     h1, h2 = views(b=300, d=8)
     cfg = TrainConfig(stratify="exact")
-    hans = make_hans(cfg)
+    hans = cfg.hans.build(cfg.epochs)
     sims = pair_similarities(h1, h2, TAU)
     active = NegativeSelector(cfg.ratio_map(), 1, "exact").get(sims, hans, 1)
     assert all(a.sample is None for a in active)
@@ -234,7 +230,7 @@ def test_exact_strata_remain_available():
 def test_stratify_options_are_validated():
     with pytest.raises(UsageError, match="--stratify must be one of auto, sampled, exact"):
         validate(TrainConfig(stratify="approx"))
-    with pytest.raises(UsageError, match="--stratify-sample must be at least 16"):
+    with pytest.raises(UsageError, match="--stratify-sample must be >= 16"):
         validate(TrainConfig(stratify_sample=4))
 
 
@@ -250,7 +246,7 @@ def test_after_saturation_sampled_strata_take_a_uniform_sample_without_ranking(m
     monkeypatch.setattr(negatives, "_cut_pools", no_ranking)
     h1, h2 = views(b=500, d=8)
     cfg = TrainConfig(theta_max=0.2)
-    hans = make_hans(cfg)
+    hans = cfg.hans.build(cfg.epochs)
     hans.eta = dict.fromkeys(CATEGORIES, 1.0)
     assert hans.saturated
     selector = NegativeSelector(cfg.ratio_map(), 1)

@@ -11,7 +11,7 @@ import torch
 from edgegcl.budget import profiler
 from edgegcl.budget.search import OUT_OF_MEMORY, Cost
 from edgegcl.cli.main import main
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.data import SyntheticSpec, synthetic_graph
 from edgegcl.budget.profiles import DeviceProfile, load_profile
 
@@ -167,15 +167,14 @@ def test_reachable_eta_bounds_every_schedule_and_saturates_when_it_can():
     import random
 
     from edgegcl.contrast.hans import CATEGORIES
-    from edgegcl.training.step import make_hans
 
     cfg = TrainConfig(epochs=300, pace="fixed", T_init=60, T_int=20, e=10)  # the paper's
     bound = profiler.reachable_eta(cfg)
-    hans = make_hans(cfg)
+    hans = cfg.hans.build(cfg.epochs)
     assert hans.used() < sum(bound[c] * hans.theta_cat[c] for c in CATEGORIES) < cfg.theta_max
     rng = random.Random(0)
     for trial in range(20):  # random losses: plateaus, drops, skewed category shares
-        run = make_hans(cfg)
+        run = cfg.hans.build(cfg.epochs)
         for _ in range(cfg.epochs - 1):
             run.step({c: rng.uniform(0.1, 5.0) * (1 + trial % 3) for c in CATEGORIES})
         assert all(run.eta[c] <= bound[c] + 1e-9 for c in CATEGORIES), (trial, run.eta, bound)

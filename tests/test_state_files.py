@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.errors import UsageError
 from edgegcl.training.state import LOCK_NAME, RunLock, config_hash, save_atomic, write_atomic
 from edgegcl_embed.errors import InputError

@@ -1,2 +1,3 @@
-"""What a step costs and what a device allows: device profiles, the resource profiler,
-the theta_max search, memory measurement and the per-phase clock."""
+"""What a step costs and what a device allows: device profiles, the resource profiler and
+the theta_max search (memory measurement is edgegcl.memory, the per-phase clock
+edgegcl.phases)."""

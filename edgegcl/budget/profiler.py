@@ -1,7 +1,7 @@
 """The resource profiler: per theta_max, what an epoch costs on this device; the largest that fits.
 
 For each theta_max the search (edgegcl.budget.search) asks for, a fresh model trains a few
-steps on the real graph and device through the same ``contrastive_step`` as training, with
+steps on the real graph and device through the same ``Trainer.train_step`` as training, with
 HANS held at the costliest state the run can reach (``reachable_eta``): saturation when the
 schedule gets there within the configured epochs, otherwise the state the fastest schedule
 HANS allows ends in. (With the paper's defaults, T_int = 20 and steps of at most c_cat, 300
@@ -54,20 +54,15 @@ from edgegcl.budget.search import (
     search_theta,
     to_json,
 )
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.contrast.hans import CATEGORIES, HANS
 from edgegcl.memory import PeakMemory, release_cpu_memory
 from edgegcl.contrast.pairs import PATHS
 from edgegcl.phases import PhaseClock
 from edgegcl.budget.profiles import DeviceProfile, memory_budget_bytes
-from edgegcl.training.engine import Trainer
+from edgegcl.training.engine import Trainer, batch_inputs
 from edgegcl.training.run import SeedResult
-from edgegcl.training.step import (
-    batch_inputs,
-    make_hans,
-    resolve_mode,
-    structure_loader,
-)
+from edgegcl.training.step import resolve_mode, structure_loader
 
 WARMUP_STEPS = 2
 """Untimed steps first: allocator growth, kernel selection and the optimiser's state."""
@@ -75,7 +70,7 @@ TIMED_STEPS = 5
 """Timed steps per theta_max; the median is kept (robust to one slow step)."""
 
 Batch = tuple[Tensor, Tensor, "list[int] | None", "Tensor | None"]
-"""Features, edges, per-hop node counts and node ids, as ``contrastive_step`` takes them."""
+"""Features, edges, per-hop node counts and node ids, as ``Trainer.train_step`` takes them."""
 
 
 def _batches(data: Data, cfg: TrainConfig, mode: str, device: torch.device) -> Iterator[Batch]:
@@ -125,7 +120,7 @@ def _equal_loss_eta(cfg: TrainConfig) -> dict[str, float]:
 
 def _equal_loss_run(cfg: TrainConfig) -> HANS:
     """The run's scheduler after ``epochs - 1`` epochs of equal, constant category losses."""
-    hans = make_hans(cfg)
+    hans = cfg.hans.build(cfg.epochs)
     for _ in range(cfg.epochs - 1):
         hans.step(dict.fromkeys(CATEGORIES, 1.0))
     return hans
@@ -190,7 +185,7 @@ def _measure(data: Data, cfg: TrainConfig, device: torch.device,
             clock.start()
             x, edge_index, hops, rows = next(batches)
             clock.mark("sample")
-            trainer.step(x, edge_index, hops, rows, step=step, clock=clock)
+            trainer.train_step(x, edge_index, hops, rows, step=step, clock=clock)
             _sync(device)
             if i >= WARMUP_STEPS:
                 times.append(time.perf_counter() - t0)

@@ -14,7 +14,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from edgegcl.budget.profiler import Calibration
     from edgegcl.budget.profiles import DeviceProfile
-    from edgegcl.config import TrainConfig
+    from edgegcl.training.config import TrainConfig
     from edgegcl.training.run import SeedResult
 
 class _Parser(argparse.ArgumentParser):
@@ -38,34 +38,29 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_config_flags(p: argparse.ArgumentParser) -> None:
-    """``--config`` and one flag per TrainConfig field (flags win over the file)."""
-    from edgegcl.config import SECTIONS, TrainConfig
+    """``--config`` and one flag per option of every section (flags win over the file)."""
+    from edgegcl.config import flag, section_fields
+    from edgegcl.training.config import SECTIONS, TrainConfig
 
     p.add_argument("--config", metavar="FILE.toml|PRESET",
                    help="TOML file setting any of the options below (flags win), or a shipped "
                         "preset: paper-Cora, paper-CiteSeer (the paper's settings, presets/)")
     defaults = TrainConfig()
     groups = {name: p.add_argument_group(f"{name}: {what}") for name, what in SECTIONS.items()}
-    for f in fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        kind = {"int": int, "float": float}.get(f.type, str)  # type: ignore[call-overload]
-        groups[f.metadata["section"]].add_argument(
-            flag, dest=f.name, type=kind, default=None, metavar=f.name.upper(),
-            help=f"{f.metadata['help']} (default: {_flag_form(f.name, defaults)})")
+    for name, (section, f) in section_fields(TrainConfig).items():
+        kind = {"int": int, "float": float}.get(str(f.type), str)
+        groups[section].add_argument(
+            flag(name), dest=name, type=kind, default=None, metavar=name.upper(),
+            help=f"{f.metadata['help']} (default: {_flag_form(name, defaults)})")
 
 
 def _flag_form(name: str, cfg: TrainConfig) -> str:
-    """A field's value as its flag is written (``20,30,50`` for the ratios)."""
-    from edgegcl.config import format_ratios
+    """An option's value as its flag is written (``20,30,50`` for the ratios)."""
+    from edgegcl.config import flag_form
+    from edgegcl.training.config import format_ratios
 
     value = getattr(cfg, name)
-    if name == "ratios":
-        return format_ratios(value)
-    if isinstance(value, dict):
-        return ",".join(f"{v:g}" for v in value.values())
-    if isinstance(value, list):
-        return ",".join(str(v) for v in value)
-    return repr(value)
+    return format_ratios(value) if name == "ratios" else flag_form(value)
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
@@ -97,22 +92,19 @@ def _add_profile(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_profile)
 
 
-_NEWER_THAN_HARD_PICK = ("pick", "pace", "reach", "gate", "category_loss", "candidates")
-"""Fields a config.toml that names ``hard_pick`` may lack: that older version wrote every
-field but these, which came later (edgegcl.config._legacy loads it as it ran)."""
-
-
 def _saved_config(run_dir: Path) -> dict[str, Any]:
     """RUN_DIR/config.toml's values, refused in one line when fields are missing (a
     truncated file; defaults in their place would train another configuration)."""
-    from edgegcl.config import FIELDS, load_toml, read_toml
+    from edgegcl.config import NEWER_THAN_HARD_PICK
+    from edgegcl.training.config import FIELDS, load_toml, read_toml
 
     path = run_dir / "config.toml"
     saved = load_toml(path)
     raw = read_toml(path, f"config file {path}", "restore it")  # load_toml has read it
     named = set(raw) | {k for v in raw.values() if isinstance(v, dict) for k in v}
-    newer = _NEWER_THAN_HARD_PICK if "hard_pick" in named else ()
-    missing = [name for name in FIELDS if name not in saved and name not in newer]
+    newer = NEWER_THAN_HARD_PICK if "hard_pick" in named else ()
+    missing = [name for name, f in FIELDS.items() if name not in saved and name not in newer
+               and not f.metadata["omit_default"]]
     if missing:
         more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""
         raise UsageError(f"{path} lacks {', '.join(missing[:4])}{more}: it is truncated or "
@@ -126,7 +118,7 @@ def _resume_values(args: argparse.Namespace, flags: dict[str, object],
     """The saved configuration of ``--resume RUN_DIR``, after checking that the flags agree
     with it (only RESUMABLE fields may change) and that the run has something left to do.
     The run directory is locked (``hold`` keeps the lock) before its files are read."""
-    from edgegcl.config import TrainConfig, coerce
+    from edgegcl.training.config import TrainConfig, coerce
     from edgegcl.training.state import RESUMABLE, RunLock
 
     run_dir = Path(args.resume)
@@ -173,16 +165,18 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
     (edgegcl.memory.reuse_freed_memory). A resumed run is locked (in ``hold``) before its
     files are read, and refused if they cannot continue (edgegcl.training.run.check_resume)."""
     from edgegcl.budget.profiles import check_device_present, load_profile
-    from edgegcl.config import TrainConfig, build, load_toml, tuned_defaults, unused_settings
+    from edgegcl.training.config import FIELDS, build, load_toml, tuned_defaults, unused_settings
     from edgegcl.data import load_graph
     from edgegcl.memory import reuse_freed_memory
+    from edgegcl.nn.encoders import canonical_spec
     from edgegcl.training.run import check_resume
     from edgegcl.training.step import resolve_device
 
     reuse_freed_memory()
 
-    flags = {f.name: getattr(args, f.name) for f in fields(TrainConfig)
-             if getattr(args, f.name) is not None}
+    flags = {name: getattr(args, name) for name in FIELDS if getattr(args, name) is not None}
+    if "encoder" in flags:  # a file's path as the run directory records it
+        flags["encoder"] = canonical_spec(str(flags["encoder"]))
     tuned = None
     if getattr(args, "resume", None):
         cfg = build(_resume_values(args, flags, hold), {})
@@ -191,6 +185,11 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
     else:
         tuned, values = tuned_defaults(flags.get("dataset", ""))
         cfg = build(values, flags)
+    gcn_only = [name for name in flags if name in cfg.model.unused()]
+    if gcn_only:  # another encoder has widths of its own
+        raise UsageError(f"{', '.join('--' + n.replace('_', '-') for n in gcn_only)}: --encoder "
+                         f"{cfg.model.encoder} does not use the built-in GCN's widths and "
+                         "activation; set them in the encoder's function, or drop them")
     unused = [name for name in flags if name in unused_settings(cfg)]
     if unused:  # an option that would do nothing is refused, not ignored
         named = ", ".join("--" + name.replace("_", "-") for name in unused)
@@ -237,7 +236,7 @@ def _calibrate(s: _Setup, run_dir: Path) -> Calibration:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from edgegcl.config import to_toml
+    from edgegcl.training.config import to_toml
     from edgegcl.training.run import prepare_run_dir
     from edgegcl.training.state import write_atomic
 
@@ -267,7 +266,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace, hold: ExitStack) -> int:
     from edgegcl.budget.profiler import pace_line
     from edgegcl.evaluation.authors import AUTHORS_LABEL
-    from edgegcl.training.distributed import RankLost, launched, on_main, share_graph, start
+    from edgegcl.training.distributed import (
+        RankLost, launched, on_main, require_minibatch, share_graph, start)
     from edgegcl.training.distributed import stop as stop_world
     from edgegcl.training.run import Stopped, prepare_run_dir, run
     from edgegcl.training.step import check_full_graph_memory, resolve_mode
@@ -279,14 +279,11 @@ def _train(args: argparse.Namespace, hold: ExitStack) -> int:
     s = _setup(args, hold, graph=not launched() or os.environ.get("LOCAL_RANK", "0") == "0")
     cfg, world = s.cfg, None
     if launched():
-        full = "under torchrun edgegcl trains mini-batches, each rank a shard of every " \
-               "epoch's seed nodes; add --mode minibatch"
-        if cfg.mode == "full":
-            raise UsageError(full)
-        world = start(cfg.dist_backend, cfg.device, cfg.dist_timeout, cfg.negatives)
+        if cfg.mode != "auto":  # refused before joining the ranks; auto once the graph is known
+            require_minibatch(cfg.mode)
+        world = start(cfg.distributed, cfg.device)
         s.device, s.data = world.device, share_graph(s.data, world)
-        if resolve_mode(cfg.mode, s.data.num_nodes) != "minibatch":  # auto on a small graph
-            raise UsageError(full)
+        require_minibatch(resolve_mode(cfg.mode, s.data.num_nodes))
     data = s.data
     assert data is not None
     main = world is None or world.is_main

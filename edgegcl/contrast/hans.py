@@ -7,7 +7,8 @@ every anchor uses, and ``draw`` for which random subset (it changes when HANS sw
 tensors or autograd: its inputs and outputs are plain numbers.
 
 The class's defaults are the paper's printed values (T_init 60, T_int 20, e 10, b 0.05, a
-fixed pace); ``edgegcl train``'s own defaults are chosen by measurement (edgegcl.config).
+fixed pace); ``edgegcl train``'s own defaults, chosen by measurement, are ``HANSConfig``'s
+(the ``[hans]`` section), which builds a run's scheduler (``HANSConfig.build``).
 
 Choices where the paper leaves room (also in docs/hans.md):
 - The gate (Eq. 7) compares window sums of e epochs. ``gate="any"`` (Algorithm 1, line 10)
@@ -42,18 +43,37 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar, Literal
+
+from edgegcl.config import Section, choices, flag, option
+from edgegcl.errors import UsageError
 
 CATEGORIES = ("hard", "inter", "easy")
 NOMINAL_WEIGHTS = {"hard": 1.0, "inter": 1.0, "easy": 0.5}
 DEFAULT_RATIOS = {"hard": 0.30, "inter": 0.50, "easy": 0.20}
 DEFAULT_STEP_CAPS = {"hard": 0.05, "inter": 0.05, "easy": 0.025}
-GATES = ("total", "any")
+Gate = Literal["total", "any"]
 """What the gate (Eq. 7) reads: the sum of the category losses, or each category (opening
 when any one has stalled: Algorithm 1, line 10, the paper's)."""
-CATEGORY_LOSSES = ("mean", "sum")
+GATES: tuple[str, ...] = choices(Gate)
+CategoryLoss = Literal["mean", "sum"]
 """What the per-category losses HANS reads are: InfoNCE against the category's mean
 exp-similarity (``mean``), or over its active negatives (``sum``, the paper's)."""
+CATEGORY_LOSSES: tuple[str, ...] = choices(CategoryLoss)
+Scheduler = Literal["hans", "random", "none"]
+"""``scheduler``: HANS; random (as many negatives as HANS's schedule with every gate open,
+drawn uniformly from all candidates: the random-subset baseline); or none (every candidate a
+negative from epoch 1: GRACE's contrast)."""
+Pace = Literal["deadline", "fixed"]
+"""``pace``: b and c_cat rescaled so that theta_max is in use by ``reach`` x the epochs, or
+used as given (the paper's fixed pace)."""
+RATIO_ORDER = ("easy", "hard", "inter")
+"""``--ratios E,H,I``: the paper's order (its ratio table lists EASY, HARD, INTER)."""
+CAP_ORDER = CATEGORIES
+"""``--c-cat H,I,E``: the order HANS grows the categories in."""
+EQUAL_LOSSES = dict.fromkeys(CATEGORIES, 1.0)
+"""What the random-subset baseline's HANS reads every epoch: its gate always opens (Eq. 7)
+and every category has the same loss share (Eq. 8), so its counts follow the pace alone."""
 _EPS = 1e-9
 
 
@@ -326,3 +346,120 @@ class HANS:
                 self.history = {c: list(v[c]) for c in CATEGORIES}
             else:
                 setattr(self, k, dict(v) if isinstance(v, dict) else v)
+
+
+@dataclass(frozen=True)
+class HANSConfig(Section):
+    """A run's negative schedule (the ``[hans]`` section; Algorithm 1's names).
+
+    ``build(epochs)`` makes the scheduler, whose own checks (theta_max in [0, 1], the windows)
+    are this section's too. ``scheduler = "none"`` (the all-negatives baseline) builds a HANS
+    saturated from the first epoch; ``"random"`` schedules as HANS does and is handed equal
+    losses (``EQUAL_LOSSES``), so it follows the pace with every gate open.
+
+    Example:
+        >>> hans = HANSConfig(theta_max=0.6, ratios="10,40,50").build(epochs=100)
+        >>> round(hans.theta_cat["hard"], 2), hans.T_reach
+        (0.24, 40)
+    """
+
+    TITLE = "the Hardness-Aware Negative Scheduler (Algorithm 1; the paper's names)"
+    scheduler: Scheduler = option(
+        "random", "random: as many negatives as HANS's pace gives with every gate open, a "
+        "uniform random subset of the candidates (measured as accurate as HANS's hardness or "
+        "all negatives on Cora and CiteSeer, and the cheapest: docs/hans.md); hans: HANS's "
+        "hardness strata, gate and loss-aware steps; none: every candidate (2B - 2 or B - 1 "
+        "by --candidates) from epoch 1, the HANS settings ignored")
+    theta_max: float = option(0.1, "global negative budget theta_max: the largest fraction of "
+                              "each anchor's candidates used (of 2B - 2, or B - 1 with "
+                              "--candidates inter), in [0, 1]; 0: the bootstrap share eta_0 "
+                              "only, never grown")
+    ratios: dict[str, float] = option({"easy": 20.0, "hard": 30.0, "inter": 50.0},
+                                      "category shares in percent, summing to 100 (flag: "
+                                      "EASY,HARD,INTER); theta_cat = share x theta_max",
+                                      keys=RATIO_ORDER)
+    pace: Pace = option("deadline", "how fast eta grows: deadline (b and c_cat rescaled at "
+                        "every decision so that theta_max is in use by --reach x --epochs; the "
+                        "last decision before then fills every category) or fixed (b and c_cat "
+                        "as given, the paper's: a short run may never reach theta_max)")
+    reach: float = option(0.4, "deadline pace: the fraction of --epochs by which theta_max is "
+                          "in use, in (0, 1]", above=0.0, at_most=1.0)
+    T_init: int = option(20, "bootstrap epochs at eta_0 before the first decision", at_least=0)
+    T_int: int = option(10, "epochs between HANS decisions", at_least=1)
+    e: int = option(5, "loss-gate window: the last e epochs against the e before (Eq. 7)",
+                    at_least=1)
+    gamma: float = option(0.99, "loss-gate factor: grow when the loss fell by less than "
+                          "1 - gamma (Eq. 7)", above=0.0)
+    gate: Gate = option("total", "what the loss gate (Eq. 7) reads: total (the sum of the "
+                        "category losses, one signal) or any (opens when any category stalled, "
+                        "Algorithm 1 as printed)")
+    category_loss: CategoryLoss = option(
+        "mean", "the per-category losses the gate and the step sizes read: mean (InfoNCE "
+        "against the category's mean exp-similarity: more negatives of the same hardness leave "
+        "it unchanged) or sum (InfoNCE over its active negatives, the paper's: it grows as "
+        "negatives are added)")
+    b: float = option(0.05, "base step size of eta (Eq. 9)", above=0.0)
+    c_cat: dict[str, float] = option({"hard": 0.05, "inter": 0.05, "easy": 0.025},
+                                     "per-step caps c_cat on eta's growth (flag: "
+                                     "HARD,INTER,EASY)", keys=CAP_ORDER)
+    eta_0: float = option(0.05, "eta of every category during the bootstrap", above=0.0,
+                          at_most=1.0)
+    floor: float = option(0.05, "least eta of a category", at_least=0.0, at_most=1.0)
+    swap_every: int = option(0, "epochs between stochastic swaps once saturated (0: T_int)",
+                             at_least=0)
+
+    GATE_SETTINGS: ClassVar[tuple[str, ...]] = ("gate", "category_loss", "gamma", "e")
+    """The loss gate's settings, which the random-subset baseline does not read."""
+
+    def check(self) -> None:
+        ratios = list(self.ratios.values())
+        if not (all(r > 0 for r in ratios) and abs(sum(ratios) - 100.0) < 1e-6):
+            raise UsageError(f"--ratios EASY,HARD,INTER must be positive and sum to 100, got "
+                             f"{','.join(f'{r:g}' for r in ratios)!r}")
+        if not all(c > 0 for c in self.c_cat.values()):
+            raise UsageError(f"--c-cat caps must be > 0, got "
+                             f"{','.join(f'{c:g}' for c in self.c_cat.values())!r}")
+        try:
+            self._scheduled(None)  # whatever the scheduler: a file's theta_max is checked too
+        except UsageError:
+            raise
+        except ValueError as exc:  # HANS's own rules, said once there, under the flag's name
+            name, _, rest = str(exc).partition(" ")
+            raise UsageError(f"{flag(name)} {rest}" if name in self.values() else str(exc)
+                             ) from None
+
+    def ratio_map(self) -> dict[str, float]:
+        """``ratios`` as fractions of 1, keyed hard / inter / easy."""
+        return {c: self.ratios[c] / 100.0 for c in CATEGORIES}
+
+    def reach_epoch(self, epochs: int) -> int | None:
+        """T_reach: the epoch by which the deadline pace has theta_max in use (ceil(reach x
+        epochs)); None with the fixed pace."""
+        return math.ceil(self.reach * epochs - 1e-9) if self.pace == "deadline" else None
+
+    def build(self, epochs: int | None = None) -> HANS:
+        """The scheduler of a run of ``epochs`` epochs: caps theta_cat = ratio x theta_max (with
+        theta_max = 0 the caps of a full budget, held at eta_0); None: no deadline pace."""
+        if self.scheduler == "none":
+            return HANS(1.0, self.ratio_map(), T_init=self.T_init, T_int=self.T_int, e=self.e,
+                        gamma=self.gamma, b=self.b, c_cat=dict(self.c_cat), eta_0=1.0,
+                        floor=self.floor)
+        return self._scheduled(epochs)
+
+    def _scheduled(self, epochs: int | None) -> HANS:
+        ratios = self.ratio_map()
+        return HANS(self.theta_max, {c: r * (self.theta_max or 1.0) for c, r in ratios.items()},
+                    T_init=self.T_init, T_int=self.T_int, e=self.e, gamma=self.gamma, b=self.b,
+                    c_cat=dict(self.c_cat), eta_0=self.eta_0, floor=self.floor,
+                    swap_every=self.swap_every or None,
+                    T_reach=None if epochs is None else self.reach_epoch(epochs),
+                    category_loss=self.category_loss, gate=self.gate)
+
+    def unused(self) -> tuple[str, ...]:
+        """The fields its scheduler never reads: the gate's under ``random`` (its counts follow
+        the pace alone), all but ``scheduler`` under ``none``."""
+        if self.scheduler == "random":
+            return self.GATE_SETTINGS
+        if self.scheduler == "none":
+            return tuple(name for name in self.values() if name != "scheduler")
+        return ()

@@ -1,58 +1,114 @@
-"""HANS-scheduled contrast as one module, for any encoder: two views' projections in, the loss
-(and its per-category parts) out.
+"""The HANS-scheduled contrast as one object, for ``edgegcl train`` and any encoder alike: two
+views' projections in, the loss (and its per-category parts) out.
 
-``HANSContrast`` is edgegcl's contrast without the rest of edgegcl: bring an encoder (a PyG
-``GraphSAGE``, ``GAT``, ...), two views and an optimiser; it keeps the negative selection
-between steps and feeds HANS the epoch's per-category losses when asked (``step()``, once per
-epoch, as ``torch.optim.lr_scheduler``). Nothing N x N is built: candidates are the batch's
-other anchors in both views (2B - 2 per anchor; or in the other view only, B - 1, with
-``candidates="inter"``), stratified and scheduled as in ``edgegcl train``
-(edgegcl.training.step.contrast).
+``HANSContrast`` keeps the negative selection between steps, sums each epoch's losses weighted
+by its anchors, and hands HANS their means at the end of the epoch (``step()``, once per
+epoch, as ``torch.optim.lr_scheduler``). The Trainer (edgegcl.training.engine) builds its
+contrast from the run's ``[hans]`` and ``[contrast]`` sections (``HANSContrast.from_config``);
+a hand-written loop builds one for its own encoder (README). Nothing N x N is built:
+candidates are the batch's other anchors in both views (2B - 2 per anchor; or in the other
+view only, B - 1, with ``candidates="inter"``), stratified and scheduled as HANS says.
+``ContrastConfig`` is the ``[contrast]`` section.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Protocol
 
 from torch import Tensor, nn
 
-from edgegcl.contrast.hans import HANS, HANSEvent
+from edgegcl.config import Section, option
+from edgegcl.contrast.hans import EQUAL_LOSSES, HANS, HANSConfig, HANSEvent
 from edgegcl.contrast.loss import LossOutput, scheduled_info_nce, similarities
 from edgegcl.contrast.negatives import (
     CANDIDATES,
     CATEGORIES,
     SAMPLE_MIN,
     STRATIFY,
+    Candidates,
+    Pick,
     num_candidates,
 )
-from edgegcl.contrast.pairs import LOGITS, choose_logits, pair_similarities
-from edgegcl.contrast.selection import NegativeSelector
+from edgegcl.contrast.pairs import LOGITS, Logits, choose_logits, pair_similarities
+from edgegcl.contrast.selection import NegativeSelector, check_pick
 from edgegcl.phases import PhaseClock
 
-__all__ = ["HANSContrast", "contrast"]
+__all__ = ["ContrastConfig", "EpochLoss", "HANSContrast"]
+
+Stratify = Literal["auto", "sampled", "exact"]
+"""``stratify``: ``auto`` is exact with ``pick = hardest`` (the top of a ranking needs every
+candidate) and sampled with ``pick = random``."""
 
 
-def contrast(h1: Tensor, h2: Tensor, tau: float, logits: str, selector: NegativeSelector,
-             hans: HANS, step: int, clock: PhaseClock | None = None) -> LossOutput:
-    """The HANS-scheduled symmetric InfoNCE (Eq. 6) between the projected anchors of the two
-    views at temperature ``tau``, over the dense similarity blocks or the scheduled pairs only
-    (``logits``; ``auto`` picks per step from HANS's current state,
-    edgegcl.contrast.pairs.choose_logits), among the candidates the selector is for
-    (``selector.candidates``). ``step`` numbers the selector's refreshes."""
-    num_anchors = h1.size(0)
-    path = choose_logits(logits, selector.stratify, selector.touched(num_anchors, hans),
-                         num_candidates(num_anchors, selector.candidates))
-    sims = (pair_similarities if path == "pairs" else similarities)(h1, h2, tau,
-                                                                     selector.candidates)
-    if clock is not None:
-        clock.mark("similarities")
-    active = selector.get(sims, hans, step)
-    if clock is not None:
-        clock.mark("strata")
-    out = scheduled_info_nce(sims, active, hans.category_loss)
-    if clock is not None:
-        clock.mark("loss forward")
-    return out
+@dataclass(frozen=True)
+class ContrastConfig(Section):
+    """The InfoNCE loss and how its negatives are found (the ``[contrast]`` section).
+
+    Example:
+        >>> ContrastConfig(pick="random").resolved_stratify("hans")
+        'sampled'
+    """
+
+    TITLE = "the InfoNCE loss and how its negatives are found"
+    tau: float = option(0.4, "InfoNCE temperature", at_least=0.05,
+                        why="exp(-2/tau) underflows below")
+    candidates: Candidates = option("both", "each anchor's candidate negatives: both (the "
+                                    "other anchors of both views, 2B - 2, as GRACE) or inter "
+                                    "(the other view's only, B - 1, as Eq. 6 prints); the loss "
+                                    "is symmetric either way")
+    pick: Pick = option("hardest", "which candidates each category's count takes: hardest "
+                        "(hard the most similar, inter the next, easy the least similar, among "
+                        "every candidate) or random (a uniform subset of a pool cut by --ratios, "
+                        "Algorithm 1's RandomSample)")
+    stratify: Stratify = option("auto", "how the ranking is found: exact (every candidate), "
+                                "sampled (each anchor ranks a random sample of its candidates, "
+                                "about as many as it uses; --pick random only), or auto (exact "
+                                "with --pick hardest, sampled with --pick random)")
+    stratify_sample: int = option(SAMPLE_MIN, "sampled strata: least number of candidates each "
+                                  "anchor ranks", at_least=16)
+    logits: Logits = option("auto", "auto (the cheaper of the two for HANS's current state), "
+                            "dense (B x B similarity blocks with their gradients) or pairs (a "
+                            "gradient for the scheduled pairs only)")
+
+    STRATA_SETTINGS: ClassVar[tuple[str, ...]] = ("pick", "stratify", "stratify_sample")
+    """How HANS's hardness strata are found, which the baselines do not read."""
+
+    def resolved_stratify(self, scheduler: str) -> str:
+        """``stratify`` with ``auto`` resolved: exact for ``pick = hardest``, sampled
+        otherwise; sampled (nothing ranked) for the baselines, whatever it says."""
+        if scheduler != "hans":
+            return "sampled"
+        if self.stratify == "auto":
+            return "exact" if self.pick == "hardest" else "sampled"
+        return self.stratify
+
+    def check_with(self, scheduler: str) -> None:
+        """The rule between this section and the scheduler: HANS's hardest picks rank every
+        candidate (``check_pick``)."""
+        if scheduler == "hans":
+            check_pick(self.pick, self.resolved_stratify(scheduler))
+
+    def unused(self, scheduler: str) -> tuple[str, ...]:
+        """The fields ``scheduler`` does not read: the strata's, unless it is HANS."""
+        return () if scheduler == "hans" else self.STRATA_SETTINGS
+
+
+class ContrastWorld(Protocol):
+    """What the contrast needs of data-parallel ranks (edgegcl.training.distributed.World)."""
+
+    def gather_views(self, h1: Tensor, h2: Tensor) -> tuple[Tensor, Tensor]: ...
+
+    def weighted_mean(self, values: dict[str, float], weight: float) -> dict[str, float]: ...
+
+
+@dataclass(frozen=True)
+class EpochLoss:
+    """An epoch's loss and per-category losses, each the mean over its anchors (what HANS
+    read at the epoch's end; the categories NaN where they were not computed)."""
+
+    loss: float
+    category: dict[str, float]
 
 
 class HANSContrast(nn.Module):
@@ -60,18 +116,24 @@ class HANSContrast(nn.Module):
 
     Args:
         hans: the scheduler; its per-category caps ``theta_cat`` also give the strata's
-            ratios (theta_cat / sum theta_cat). Default ``HANS()``.
+            ratios (theta_cat / sum theta_cat) unless ``ratios`` are given. Default ``HANS()``.
         tau: temperature.
         refresh_every: forward calls between re-stratifications: 1 where every call brings
             new anchors (mini-batches), T_int for one graph contrasted every epoch.
         stratify: ``"sampled"`` or ``"exact"`` strata (edgegcl.contrast.negatives).
-        pick: each category's ``"hardest"`` candidates (needs exact strata) or a ``"random"``
-            subset of its pool (edgegcl.contrast.negatives.PICKS).
         stratify_sample: least number of candidates an anchor ranks with sampled strata.
         logits: ``"auto"``, ``"dense"`` or ``"pairs"`` (edgegcl.contrast.pairs).
         seed: seed of the strata's random sample.
         candidates: ``"both"`` (the other anchors of both views, 2B - 2) or ``"inter"``
             (the other view's only, B - 1: Eq. 6 as printed); edgegcl.contrast.negatives.
+        pick: each category's ``"hardest"`` candidates (needs exact strata) or a ``"random"``
+            subset of its pool (edgegcl.contrast.negatives.PICKS).
+        uniform: no strata: each anchor's active set is a uniform random subset of its
+            candidates, as many as HANS's counts, and HANS is handed equal losses
+            (``EQUAL_LOSSES``: every gate opens), the random-subset baseline.
+        ratios: the strata's category shares (fractions keyed hard / inter / easy).
+        world: data-parallel ranks: each call's anchors are every rank's (global negatives,
+            ``world.gather_views``), and HANS reads the losses averaged over the ranks.
 
     Example:
         >>> import torch
@@ -87,7 +149,9 @@ class HANSContrast(nn.Module):
     def __init__(self, hans: HANS | None = None, *, tau: float = 0.4, refresh_every: int = 1,
                  stratify: str = "sampled", stratify_sample: int = SAMPLE_MIN,
                  logits: str = "auto", seed: int = 0, candidates: str = "both",
-                 pick: str = "random") -> None:
+                 pick: str = "random", uniform: bool = False,
+                 ratios: dict[str, float] | None = None,
+                 world: ContrastWorld | None = None) -> None:
         super().__init__()
         if tau <= 0 or refresh_every < 1:
             raise ValueError(f"need tau > 0 and refresh_every >= 1, got {tau=}, {refresh_every=}")
@@ -96,49 +160,102 @@ class HANSContrast(nn.Module):
                              f"candidates one of {CANDIDATES}, got {stratify!r}, {logits!r}, "
                              f"{candidates!r}")
         self.hans = hans if hans is not None else HANS()
-        total = sum(self.hans.theta_cat.values())
-        ratios = {c: self.hans.theta_cat[c] / total for c in CATEGORIES}
+        if ratios is None:
+            total = sum(self.hans.theta_cat.values())
+            ratios = {c: self.hans.theta_cat[c] / total for c in CATEGORIES}
         self.selector = NegativeSelector(ratios, refresh_every, stratify, stratify_sample, seed,
-                                         pick, candidates)
-        self.tau, self.logits = tau, logits
-        self._calls = 0
-        self._sums = dict.fromkeys(CATEGORIES, 0.0)
-        self._anchors = 0
+                                         pick, candidates, uniform=uniform)
+        self.tau, self.logits, self.uniform, self.world = tau, logits, uniform, world
+        self.calls = 0
+        self.last_epoch: EpochLoss | None = None
+        """The means HANS read at the last ``step()``."""
+        self._epoch: list[tuple[Tensor, dict[str, float], int]] = []
 
-    def forward(self, h1: Tensor, h2: Tensor) -> LossOutput:
+    @classmethod
+    def from_config(cls, hans: HANSConfig, contrast: ContrastConfig, *, epochs: int,
+                    refresh_every: int = 1, seed: int = 0,
+                    world: ContrastWorld | None = None) -> HANSContrast:
+        """The contrast of a run of ``epochs`` epochs: its scheduler (``HANSConfig.build``), and
+        its selection as the scheduler wants it (the baselines rank nothing)."""
+        scheduler = hans.scheduler
+        contrast.check_with(scheduler)
+        return cls(hans.build(epochs), tau=contrast.tau, refresh_every=refresh_every,
+                   stratify=contrast.resolved_stratify(scheduler),
+                   stratify_sample=contrast.stratify_sample, logits=contrast.logits, seed=seed,
+                   candidates=contrast.candidates,
+                   pick=contrast.pick if scheduler == "hans" else "random",
+                   uniform=scheduler == "random", ratios=hans.ratio_map(), world=world)
+
+    def forward(self, h1: Tensor, h2: Tensor, *, step: int | None = None,
+                clock: PhaseClock | None = None) -> LossOutput:
         """The loss of anchors ``h1[i]`` / ``h2[i]`` (row i of both views is one node), with
         ``.loss`` to backpropagate and ``.category`` the per-category parts (NaN once HANS is
-        saturated and they are not computed)."""
-        if h1.dim() != 2 or h1.shape != h2.shape or h1.size(0) < 2:
-            raise ValueError(f"need two [B, D] projections of equal shape with B >= 2, got "
+        saturated and they are not computed). ``step`` numbers the selector's refreshes
+        (default: the count of calls); ``clock`` times the phases (edgegcl.phases)."""
+        if h1.dim() != 2 or h1.shape != h2.shape:
+            raise ValueError(f"need two [B, D] projections of equal shape, got "
                              f"{tuple(h1.shape)} and {tuple(h2.shape)}")
-        self._calls += 1
-        out = contrast(h1, h2, self.tau, self.logits, self.selector, self.hans, self._calls)
-        b = h1.size(0)
-        for c in CATEGORIES:
-            self._sums[c] += out.category[c] * b
-        self._anchors += b
+        self.calls += 1
+        anchors = h1.size(0)  # this rank's: the weight of its losses in the epoch's means
+        if self.world is not None:
+            h1, h2 = self.world.gather_views(h1, h2)
+        num_anchors = h1.size(0)
+        path = choose_logits(self.logits, self.selector.stratify,
+                             self.selector.touched(num_anchors, self.hans),
+                             num_candidates(num_anchors, self.selector.candidates))
+        sims = (pair_similarities if path == "pairs" else similarities)(
+            h1, h2, self.tau, self.selector.candidates)
+        if clock is not None:
+            clock.mark("similarities")
+        active = self.selector.get(sims, self.hans, self.calls if step is None else step)
+        if clock is not None:
+            clock.mark("strata")
+        out = scheduled_info_nce(sims, active, self.hans.category_loss)
+        if clock is not None:
+            clock.mark("loss forward")
+        self._epoch.append((out.loss.detach(), out.category, anchors))
         return out
 
-    def step(self) -> list[HANSEvent]:
-        """End of an epoch: HANS steps on the anchor-weighted mean per-category losses of the
-        forward calls since the last ``step()``; returns its events (Algorithm 1)."""
-        if self._anchors == 0:
+    def epoch_loss(self) -> EpochLoss:
+        """The loss and per-category losses of the calls since the last ``step()``, each the
+        anchor-weighted mean (one call: its own values), over every rank with a ``world``."""
+        if not self._epoch:
             raise RuntimeError("step() before any forward call: contrast a batch first")
-        means = {c: v / self._anchors for c, v in self._sums.items()}
-        self._sums, self._anchors = dict.fromkeys(CATEGORIES, 0.0), 0
-        return self.hans.step(means)
+        if len(self._epoch) == 1 and self.world is None:
+            loss, category, _ = self._epoch[0]
+            return EpochLoss(loss.item(), dict(category))
+        anchors, loss = 0, 0.0
+        sums = dict.fromkeys(CATEGORIES, 0.0)
+        for value, category, b in self._epoch:
+            loss += value.item() * b
+            anchors += b
+            for c in CATEGORIES:
+                sums[c] += category[c] * b
+        means = {c: v / anchors for c, v in sums.items()}
+        if self.world is None:
+            return EpochLoss(loss / anchors, means)
+        # one decision for every rank: the means over all ranks' anchors
+        both = self.world.weighted_mean({**means, "_loss": loss / anchors}, anchors)
+        return EpochLoss(both.pop("_loss"), both)
+
+    def step(self) -> list[HANSEvent]:
+        """End of an epoch: HANS steps on the epoch's anchor-weighted mean per-category losses
+        (``epoch_loss``, kept as ``last_epoch``; equal losses with ``uniform``) and returns its
+        events (Algorithm 1)."""
+        self.last_epoch = self.epoch_loss()
+        self._epoch = []
+        return self.hans.step(EQUAL_LOSSES if self.uniform else self.last_epoch.category)
 
     def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
-        """HANS's state and the strata's random stream (no parameters of its own)."""
-        return {"hans": self.hans.state_dict(), "calls": self._calls,
-                "generator": self.selector.generator.get_state()}
+        """HANS's state, the selector's kept strata and stream, and the count of calls (no
+        parameters of its own); taken between epochs."""
+        return {"hans": self.hans.state_dict(), "selector": self.selector.state_dict(),
+                "calls": self.calls}
 
-    def load_state_dict(self, state: dict[str, Any], *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
-        """Restore a ``state_dict()``; the next call stratifies afresh."""
+    def load_state_dict(self, state: dict[str, Any], *args: Any,  # type: ignore[override]
+                        device: Any = "cpu", **kwargs: Any) -> Any:
+        """Restore a ``state_dict()``; the kept strata go to ``device``."""
         self.hans.load_state_dict(state["hans"])
-        self._calls = int(state["calls"])
-        self.selector.generator.set_state(state["generator"])
-        self.selector.reset()
-        self._sums, self._anchors = dict.fromkeys(CATEGORIES, 0.0), 0
-
+        self.selector.load_state_dict(state["selector"], device)
+        self.calls = int(state.get("calls", 0))  # seed states before issue 25 count none
+        self._epoch = []

@@ -18,14 +18,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import Tensor
 
+from edgegcl.config import choices
+
 CATEGORIES = ("hard", "inter", "easy")
 STRATIFY = ("sampled", "exact")
 """``--stratify``: rank a random sample of each anchor's candidates, or all of them."""
-CANDIDATES = ("both", "inter")
+Candidates = Literal["both", "inter"]
+CANDIDATES: tuple[str, ...] = choices(Candidates)
 """``--candidates``: each anchor's candidate negatives are the other anchors in both views
 (2B - 2, GRACE's and the default) or in the other view only (B - 1, Eq. 6 as printed);
 docs/hans.md has the measurement."""
@@ -274,7 +278,8 @@ def _generator(draw: int, category: int) -> torch.Generator:
     return torch.Generator().manual_seed((draw * 1_000_003 + category) % (2**63 - 1))
 
 
-PICKS = ("hardest", "random")
+Pick = Literal["hardest", "random"]
+PICKS: tuple[str, ...] = choices(Pick)
 """``pick``: which candidates a category's count takes. ``hardest`` ("pool = count"): hard
 the anchor's most similar candidates, intermediate the next most similar, easy the least
 similar, found among every candidate and deterministic (the authors' NegAmplify takes top-k

@@ -23,13 +23,14 @@ both at each theta_max (docs/performance.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import FunctionCtx
 
+from edgegcl.config import choices
 from edgegcl.contrast.loss import unit_rows
 from edgegcl.contrast.negatives import (
     ActiveNegatives,
@@ -42,7 +43,8 @@ from edgegcl.contrast.negatives import (
 
 PATHS = ("dense", "pairs")
 """The two ways of computing the loss's logits; the profiler measures both."""
-LOGITS = ("auto", *PATHS)
+Logits = Literal["auto", "dense", "pairs"]
+LOGITS: tuple[str, ...] = choices(Logits)
 """``--logits``: the cheaper of the two for the current schedule (``choose_logits``), the
 dense similarity blocks, or the scheduled pairs only (this module)."""
 

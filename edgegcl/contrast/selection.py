@@ -15,6 +15,7 @@ import torch
 
 from edgegcl.contrast.hans import HANS
 from edgegcl.contrast.loss import AnchorSimilarities
+from edgegcl.errors import UsageError
 from edgegcl.contrast.negatives import (
     PICKS,
     SAMPLE_MIN,
@@ -30,7 +31,16 @@ from edgegcl.contrast.negatives import (
     schedule_sampled,
 )
 
-__all__ = ["NegativeSelector"]
+__all__ = ["NegativeSelector", "check_pick"]
+
+
+def check_pick(pick: str, stratify: str) -> None:
+    """``pick = "hardest"`` ranks every candidate: the top of a sample is not the top of the
+    ranking, so it takes exact strata (docs/hans.md); a UsageError line otherwise."""
+    if pick == "hardest" and stratify != "exact":
+        raise UsageError("--pick hardest needs every candidate ranked (the top of a sample is "
+                         "not the top of the ranking: docs/hans.md, 'Hard means hardest'); use "
+                         "--stratify exact (or auto), or --pick random with sampled strata")
 
 
 class NegativeSelector:
@@ -65,9 +75,8 @@ class NegativeSelector:
                  candidates: str = "both", uniform: bool = False) -> None:
         if pick not in PICKS:
             raise ValueError(f"pick must be one of {', '.join(PICKS)}, got {pick!r}")
-        if pick == "hardest" and stratify != "exact" and not uniform:
-            raise ValueError("pick='hardest' ranks every candidate (the top of a sample is not "
-                             "the top of the ranking); use stratify='exact'")
+        if not uniform:
+            check_pick(pick, stratify)
         candidate_views(candidates)  # validates it
         self.ratios, self.pick, self.candidates = ratios, pick, candidates
         self.refresh_every, self.uniform = refresh_every, uniform

@@ -20,6 +20,7 @@ from torch_geometric.data import Data, InMemoryDataset
 from torch_geometric.datasets import Actor, Amazon, CitationFull, Coauthor, Planetoid, WikiCS
 from torch_geometric.utils import coalesce, remove_self_loops
 
+from edgegcl.config import Section, option
 from edgegcl.data.files import _load_file
 from edgegcl.data.synthetic import SyntheticSpec, synthetic_graph
 from edgegcl.data.validation import validate_graph
@@ -43,6 +44,27 @@ DATASETS: tuple[str, ...] = (
 # Upper bound on a single network stall while PyG tries to download raw files, so an
 # offline machine with a black-holing firewall fails in seconds rather than minutes.
 _DOWNLOAD_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class DataConfig(Section):
+    """Which graph a run trains on (the ``[data]`` section).
+
+    Example:
+        >>> DataConfig(dataset="Cora").dataset
+        'Cora'
+    """
+
+    TITLE = "which graph"
+    dataset: str = option("synthetic", "Cora, CiteSeer, PubMed, DBLP, WikiCS, Amazon-Computers, "
+                          "Amazon-Photo, Coauthor-CS, Actor, synthetic, or a .pt / .npz graph "
+                          "file")
+    root: str = option("", "directory holding the datasets ('': $EDGEGCL_DATA or "
+                       "~/.cache/edgegcl/datasets)")
+
+    def graph(self, synthetic: SyntheticSpec) -> Data:
+        """The graph this section names (``synthetic`` is the generated one's spec)."""
+        return load_graph(self.dataset, self.root or None, synthetic)
 
 
 def default_data_root() -> Path:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import torch
 import torch_geometric.typing
@@ -32,9 +32,12 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader, NodeLoader
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
+from edgegcl.config import choices
 from edgegcl.errors import UsageError
 
-SAMPLERS: tuple[str, ...] = ("auto", "builtin", "pyg")
+SamplerName = Literal["auto", "builtin", "pyg"]
+"""Which neighbour sampler a loader uses (``make_loader``)."""
+SAMPLERS: tuple[str, ...] = choices(SamplerName)
 
 # Marks "node not in the current batch" in the sampler's global-to-local id map.
 _UNSEEN = -1

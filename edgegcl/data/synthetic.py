@@ -9,6 +9,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import remove_self_loops
 
+from edgegcl.config import Section, option
 from edgegcl.data.validation import validate_graph
 from edgegcl.errors import UsageError
 
@@ -73,6 +74,37 @@ class SyntheticSpec:
                 "synthetic homophily below 1 needs at least two classes for cross-class edges; "
                 "raise num_classes or set homophily to 1"
             )
+
+
+_SPEC = SyntheticSpec()
+
+
+@dataclass(frozen=True)
+class SyntheticConfig(Section):
+    """The generated graph of a run with ``dataset = synthetic`` (the ``[synthetic]`` section):
+    ``SyntheticSpec``'s parameters under their flag names, checked by it.
+
+    Example:
+        >>> SyntheticConfig(nodes=300, features=8).spec().num_features
+        8
+    """
+
+    TITLE = "the generated graph (dataset = synthetic)"
+    nodes: int = option(_SPEC.num_nodes, "number of nodes", at_least=2)
+    classes: int = option(_SPEC.num_classes, "planted classes", at_least=1)
+    features: int = option(_SPEC.num_features, "feature dimension", at_least=1)
+    avg_degree: float = option(_SPEC.avg_degree, "average degree", above=0.0)
+    homophily: float = option(_SPEC.homophily, "fraction of edges inside a class",
+                              at_least=0.0, at_most=1.0)
+    graph_seed: int = option(_SPEC.seed, "seed of the generated graph")
+
+    def check(self) -> None:
+        self.spec()
+
+    def spec(self) -> SyntheticSpec:
+        """The generated graph these values describe."""
+        return SyntheticSpec(self.nodes, self.classes, self.features, self.avg_degree,
+                             self.homophily, self.graph_seed)
 
 
 def synthetic_graph(spec: SyntheticSpec) -> Data:

@@ -11,6 +11,10 @@ vector and masks its first weight matrix instead (edgegcl.nn.model). On a mini-b
 graph the feature matrix is the largest input of a step, and one copy fewer is what keeps a
 step's memory flat in the graph's size (bench/results/scaling.md).
 
+``Views`` draws both views from one seeded stream, in the order nu_1, A_1, X_2, A_2: the
+object ``edgegcl train`` uses and a hand-written loop can use too (README, "Use HANS with your
+own encoder"); ``AugmentConfig`` is its ``[augment]`` section.
+
 Features may be dense or a sparse CSR tensor (bag-of-words features such as Cora's are 99 %
 zeros; see ``as_features``). Masking a sparse matrix masks its stored values: masking
 an entry that is already zero changes nothing, so both forms give the same distribution.
@@ -19,9 +23,13 @@ an entry that is already zero changes nothing, so both forms give the same distr
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
+
+from edgegcl.config import Section, option
 
 SPARSE_DENSITY = 0.1
 """Feature matrices with fewer nonzeros than this fraction are kept sparse (``as_features``)."""
@@ -95,7 +103,12 @@ def mask_columns(x: Tensor, p_feature: float, generator: torch.Generator) -> Ten
         >>> mask_columns(x, 1.0, torch.Generator()).sum().item()
         0.0
     """
-    keep = column_keep(x.size(1), p_feature, generator, x.device).to(x.dtype)
+    return keep_columns(x, column_keep(x.size(1), p_feature, generator, x.device))
+
+
+def keep_columns(x: Tensor, keep: Tensor) -> Tensor:
+    """``x`` with column j multiplied by ``keep[j]`` (0 or 1: Eq. 2's nu_1), dense or CSR."""
+    keep = keep.to(x.dtype)
     if x.layout == torch.sparse_csr:
         return _with_values(x, x.values() * keep[x.col_indices()])
     return x * keep
@@ -136,3 +149,90 @@ def mask_half_rows_columns(x: Tensor, p_feature: float, generator: torch.Generat
     out = x.clone()
     out[:, unfixed] = x[:, unfixed].masked_fill_(drop, 0.0)
     return out
+
+
+FixedHalf = Literal["step", "run"]
+"""When view 2's kept half of the columns (Eq. 3) is drawn: at every step, or once per run."""
+
+
+@dataclass(frozen=True)
+class AugmentConfig(Section):
+    """The two views' drop probabilities (the ``[augment]`` section; Eqs. 1-3).
+
+    Example:
+        >>> AugmentConfig(p_edge_1=0.3).p_edge_2
+        0.4
+    """
+
+    TITLE = "the two views (drop probabilities, Eqs. 1-3)"
+    p_edge_1: float = option(0.2, "view 1: probability of removing an edge (Eq. 1)",
+                             at_least=0.0, at_most=1.0)
+    p_edge_2: float = option(0.4, "view 2: probability of removing an edge", at_least=0.0,
+                             at_most=1.0)
+    p_feature_1: float = option(0.3, "view 1: probability of masking a feature column (Eq. 2)",
+                                at_least=0.0, at_most=1.0)
+    p_feature_2: float = option(0.4, "view 2: probability of masking an entry of the unfixed "
+                                "half of the columns (Eq. 3)", at_least=0.0, at_most=1.0)
+    fixed_half: FixedHalf = option("step", "view 2's kept half of the columns (Eq. 3): step "
+                                   "(redrawn at every step) or run (drawn once per run and seed)")
+
+
+class Views:
+    """The two stochastic views of a graph (Eqs. 1-3), drawn from one seeded stream.
+
+    View 1 removes edges with probability p_edge_1 (Eq. 1) and masks feature columns with
+    p_feature_1 (Eq. 2); view 2 removes edges with p_edge_2 and masks the entries of a random
+    half of the columns with p_feature_2 (Eq. 3). The draws come in the order nu_1, A_1, X_2,
+    A_2 from ``generator``, so a run is reproducible and ``state_dict()`` resumes it.
+    ``first_mask`` leaves view 1's column mask to an encoder that applies it to its first
+    layer's weights (the built-in GCN: one feature-sized copy fewer per step).
+
+    Args:
+        config: the drop probabilities (``AugmentConfig``; default: GRACE's / the paper's).
+        seed: seed of the stream.
+        unfixed: view 2's masked columns when drawn once per run (``unfixed_half``); None:
+            redrawn at every step.
+        device: where the stream draws.
+
+    Example:
+        >>> views = Views(AugmentConfig(p_edge_1=0.5), seed=0)
+        >>> x, edges = torch.ones(4, 6), torch.tensor([[0, 1, 2, 3], [1, 2, 3, 0]])
+        >>> (x1, e1), (x2, e2) = views(x, edges)
+        >>> x1.shape, e1.size(0)
+        (torch.Size([4, 6]), 2)
+    """
+
+    def __init__(self, config: AugmentConfig | None = None, *, seed: int = 0,
+                 unfixed: Tensor | None = None, device: torch.device | str = "cpu") -> None:
+        self.config = config if config is not None else AugmentConfig()
+        self.unfixed = unfixed
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+
+    def __call__(self, x: Tensor, edge_index: Tensor) -> tuple[tuple[Tensor, Tensor],
+                                                               tuple[Tensor, Tensor]]:
+        """Both views, ``((x_1, edges_1), (x_2, edges_2))``."""
+        return self.first(x, edge_index), self.second(x, edge_index)
+
+    def first(self, x: Tensor, edge_index: Tensor) -> tuple[Tensor, Tensor]:
+        """View 1: its features (Eq. 2) and edges (Eq. 1)."""
+        keep, edges = self.first_mask(x, edge_index)
+        return keep_columns(x, keep), edges
+
+    def first_mask(self, x: Tensor, edge_index: Tensor) -> tuple[Tensor, Tensor]:
+        """View 1 with its features left to the encoder: nu_1 (0 / 1 per column, Eq. 2) and
+        the edges (Eq. 1)."""
+        keep = column_keep(x.size(1), self.config.p_feature_1, self.generator, x.device)
+        return keep, remove_edges(edge_index, self.config.p_edge_1, self.generator)
+
+    def second(self, x: Tensor, edge_index: Tensor) -> tuple[Tensor, Tensor]:
+        """View 2: its features (Eq. 3) and edges (Eq. 1)."""
+        x_2 = mask_half_rows_columns(x, self.config.p_feature_2, self.generator, self.unfixed)
+        return x_2, remove_edges(edge_index, self.config.p_edge_2, self.generator)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The stream's state."""
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue the stream of a ``state_dict()``."""
+        self.generator.set_state(state["generator"])

@@ -12,15 +12,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar, Literal
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 from torch_geometric.nn.inits import glorot
 
+from edgegcl.config import Section, choices, option
+from edgegcl.errors import UsageError
 from edgegcl.nn.adjacency import LayerAdjacency, chunked_adjacency, gcn_adjacency
 
-ACTIVATIONS = ("relu", "prelu", "elu", "rrelu")
+Activation = Literal["relu", "prelu", "elu", "rrelu"]
+ACTIVATIONS: tuple[str, ...] = choices(Activation)
 
 EMBED_CHUNK_FLOATS = 1 << 23
 """Floats a chunk of ``GCNEncoder.embed_nodes`` may hold (32 MiB): its rows are this over the
@@ -45,24 +49,47 @@ def make_activation(name: str, channels: int) -> nn.Module:
 
 
 @dataclass(frozen=True)
-class ModelConfig:
-    """Layer sizes: in_dim -> hidden_dim -> out_dim (GCN), out_dim -> proj_dim -> out_dim (head).
+class ModelConfig(Section):
+    """The encoder and the projection head (the ``[model]`` section).
+
+    The built-in encoder is the 2-layer GCN: in_dim -> hidden_dim -> out_dim; the head maps
+    its out_dim -> proj_dim -> out_dim. ``encoder`` names a function that builds another
+    encoder instead (``edgegcl.nn.encoders``); the head then maps that encoder's width.
 
     Args:
         hidden_dim: width of the first GCN layer.
         out_dim: embedding width (second GCN layer, and the head's output).
         proj_dim: hidden width of the projection head.
-        activation: sigma after each layer, one of ACTIVATIONS.
+        activation: sigma after each GCN layer, one of ACTIVATIONS.
+        encoder: ``FILE.py:FN`` or ``package.module:FN``, FN(in_dim) returning the encoder;
+            ``""``: the built-in GCN.
 
     Example:
         >>> ModelConfig(hidden_dim=256, out_dim=128, proj_dim=128, activation="relu").out_dim
         128
     """
 
-    hidden_dim: int = 512
-    out_dim: int = 256
-    proj_dim: int = 256
-    activation: str = "prelu"
+    TITLE = "encoder and projection head"
+    hidden_dim: int = option(512, "width of the first GCN layer", at_least=1)
+    out_dim: int = option(256, "embedding width (second GCN layer)", at_least=1)
+    proj_dim: int = option(256, "hidden width of the projection head", at_least=1)
+    activation: Activation = option("prelu", f"activation: {', '.join(ACTIVATIONS)}")
+    encoder: str = option("", "FILE.py:FN or package.module:FN, FN(in_dim) returning a "
+                          "torch.nn.Module called as module(x, edge_index), to train instead of "
+                          "the built-in GCN ('': the GCN; the GCN's widths and activation are "
+                          "then unused)", omit_default=True)
+
+    GCN_ONLY: ClassVar[tuple[str, ...]] = ("hidden_dim", "out_dim", "activation")
+    """What another encoder (``encoder``) does not read."""
+
+    def check(self) -> None:
+        if self.encoder and ":" not in self.encoder.strip(":"):
+            raise UsageError(f"--encoder must be FILE.py:FN or package.module:FN, got "
+                             f"{self.encoder!r}")
+
+    def unused(self) -> tuple[str, ...]:
+        """The fields the encoder this section names does not read."""
+        return self.GCN_ONLY if self.encoder else ()
 
 
 class GCNLayer(nn.Module):

@@ -7,16 +7,17 @@ configuration's hash (edgegcl.training.state.config_hash), as the run's seed fil
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from edgegcl import __version__
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import FIELDS, TrainConfig
 from edgegcl.errors import UsageError, first_line
+from edgegcl.nn.encoders import load_encoder
 from edgegcl.nn.model import GCNEncoder
 
 FORMAT = "edgegcl-checkpoint-1"
@@ -49,9 +50,10 @@ def misfit(weights: Any, expected: dict[str, Tensor]) -> str | None:
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A loaded checkpoint: the encoder (eval mode, CPU), its config and where it came from."""
+    """A loaded checkpoint: the encoder (eval mode, CPU; the built-in ``GCNEncoder``, or the
+    module its config's ``encoder`` names), its config and where it came from."""
 
-    encoder: GCNEncoder
+    encoder: nn.Module
     config: TrainConfig
     in_dim: int
     seed: int
@@ -71,10 +73,10 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise UsageError(f"{p} is not an edgegcl checkpoint (format {FORMAT!r} expected); "
                          "pass a checkpoint.pt written by edgegcl train")
-    known = {f.name for f in fields(TrainConfig)}
     try:
-        cfg = TrainConfig(**{k: v for k, v in raw["config"].items() if k in known})
-        encoder = GCNEncoder(raw["in_dim"], cfg.model_config())
+        cfg = TrainConfig(**{k: v for k, v in raw["config"].items() if k in FIELDS})
+        encoder = load_encoder(cfg.model.encoder, raw["in_dim"]) if cfg.model.encoder else \
+            GCNEncoder(raw["in_dim"], cfg.model)
         seed, epoch, weights = int(raw["seed"]), int(raw["epoch"]), raw["encoder"]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UsageError(f"{p} is an incomplete edgegcl checkpoint ({type(exc).__name__}: "

@@ -18,17 +18,49 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from edgegcl.config import BACKENDS, NEGATIVES
+from edgegcl.config import Section, option
 from edgegcl.errors import UsageError
 
-__all__ = ["BACKENDS", "NEGATIVES", "QuietUsageError", "RankLost", "World", "launched",
-           "on_main", "share_graph", "start", "stop"]
+__all__ = ["DistributedConfig", "QuietUsageError", "RankLost", "World", "launched",
+           "on_main", "require_minibatch", "share_graph", "start", "stop"]
+
+Negatives = Literal["local", "global"]
+"""``negatives`` under torchrun: each rank's own batch, or the world's (all-gathered)."""
+Backend = Literal["auto", "gloo", "nccl"]
+"""``dist_backend``: ``auto`` is NCCL when training on CUDA, gloo on the CPU."""
+
+
+@dataclass(frozen=True)
+class DistributedConfig(Section):
+    """Several processes under torchrun (the ``[distributed]`` section).
+
+    Example:
+        >>> DistributedConfig(negatives="global").dist_backend
+        'auto'
+    """
+
+    TITLE = "several processes under torchrun"
+    negatives: Negatives = option("local", "local (each rank contrasts its batch) or global "
+                                  "(every rank's anchors are candidates, as one process with "
+                                  "the world's batch)")
+    dist_backend: Backend = option("auto", "auto (nccl on CUDA, gloo on the CPU), gloo or nccl")
+    dist_timeout: float = option(900.0, "seconds a collective waits for the other ranks before "
+                                 "the run stops (a rank that died or hangs)", above=0.0)
+
+
+def require_minibatch(mode: str) -> None:
+    """Under torchrun every rank trains a shard of each epoch's seed nodes: mini-batches only
+    (full-graph mode runs in one process); a UsageError line otherwise."""
+    if mode != "minibatch":
+        raise UsageError("under torchrun edgegcl trains mini-batches, each rank a shard of "
+                         "every epoch's seed nodes; add --mode minibatch (full-graph mode runs "
+                         "in one process)")
 
 
 
@@ -145,17 +177,14 @@ def on_main(world: World | None, make: Callable[[], T]) -> T:
     return value
 
 
-def start(backend: str, device_name: str, timeout_s: float, negatives: str) -> World:
+def start(config: DistributedConfig, device_name: str) -> World:
     """Join the process group torchrun set up (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``...).
 
     The device follows ``device_name``: ``cpu``, or CUDA (``auto`` with a GPU, ``cuda``) on
-    GPU ``LOCAL_RANK``; NCCL needs CUDA. ``timeout_s`` bounds every collective, so a rank
-    whose peer hangs stops instead of waiting for ever.
+    GPU ``LOCAL_RANK``; NCCL needs CUDA. ``config.dist_timeout`` bounds every collective, so a
+    rank whose peer hangs stops instead of waiting for ever.
     """
-    if backend not in BACKENDS:
-        raise UsageError(f"--dist-backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if negatives not in NEGATIVES:
-        raise UsageError(f"--negatives must be one of {', '.join(NEGATIVES)}, got {negatives!r}")
+    backend = config.dist_backend
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
     cuda = device_name.startswith("cuda") or (device_name == "auto" and torch.cuda.is_available())
@@ -174,9 +203,9 @@ def start(backend: str, device_name: str, timeout_s: float, negatives: str) -> W
     else:
         device = torch.device("cpu")
     chosen = backend if backend != "auto" else ("nccl" if cuda else "gloo")
-    dist.init_process_group(chosen, timeout=timedelta(seconds=timeout_s),
+    dist.init_process_group(chosen, timeout=timedelta(seconds=config.dist_timeout),
                             **({"device_id": device} if chosen == "nccl" else {}))
-    return World(rank, size, local_rank, negatives, device)
+    return World(rank, size, local_rank, config.negatives, device)
 
 
 def stop() -> None:

@@ -1,11 +1,13 @@
 """The training engine: one object that owns everything a seed's training updates.
 
-``Trainer`` builds the model, the optimiser, HANS, the negative selection and the
-augmentation stream from a configuration, and runs steps and epochs with them; ``edgegcl
-train``, the resource profiler and the benchmarks all train through it, so there is one place
-where a step is assembled. Its ``state_dict()`` holds every piece of that state (weights,
-optimiser moments, HANS with its loss history, the selector's kept strata and stream, the augmentation
-stream and the epoch count), in the manner of ``torch.optim.lr_scheduler``.
+``Trainer`` builds the model (the built-in GCN, or any encoder with the projection head:
+edgegcl.nn.encoders), the optimiser, the contrast (``HANSContrast``: HANS and the negative
+selection, the object a hand-written loop uses too) and the views (``Views``) from a
+configuration, and runs steps and epochs with them; ``edgegcl train``, the resource profiler
+and the benchmarks all train through it. Its ``state_dict()`` holds every piece of that state
+(weights, optimiser moments, HANS with its loss history, the selector's kept strata and stream,
+the augmentation stream and the epoch count), in the manner of ``torch.optim.lr_scheduler``;
+``step()`` ends an epoch, as a scheduler's does.
 """
 
 from __future__ import annotations
@@ -15,27 +17,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
+from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
-from edgegcl.config import TrainConfig
 from edgegcl.contrast.hans import HANS, HANSEvent
 from edgegcl.contrast.loss import LossOutput
-from edgegcl.nn.augment import unfixed_half
-from edgegcl.nn.model import AdNGCL
-from edgegcl.contrast.negatives import CATEGORIES
+from edgegcl.contrast.module import HANSContrast
+from edgegcl.contrast.selection import NegativeSelector
+from edgegcl.nn.augment import Views, as_features, unfixed_half
+from edgegcl.nn.encoders import make_model
 from edgegcl.phases import PhaseClock
-from edgegcl.training.distributed import World
-from edgegcl.training.step import (
-    EQUAL_LOSSES,
-    NegativeSelector,
-    batch_inputs,
-    make_hans,
-    make_selector,
-    training_step,
-)
+from edgegcl.training.config import TrainConfig
+from edgegcl.training.distributed import World, require_minibatch
 
-__all__ = ["EpochResult", "Trainer"]
+__all__ = ["EpochResult", "Trainer", "batch_inputs"]
 
 AUGMENT_SEED_STRIDE = 7919
 """Rank r's augmentation stream is seeded ``seed + AUGMENT_SEED_STRIDE * r`` (rank 0 as a
@@ -52,11 +48,16 @@ class EpochResult:
     events: list[HANSEvent]
 
 
+def batch_inputs(batch: Data, device: torch.device) -> tuple[Tensor, list[int], Tensor]:
+    """A sampler's batch as ``Trainer.train_step`` takes it: edges, per-hop counts, node ids."""
+    return batch.edge_index.to(device), list(batch.num_sampled_nodes), batch.n_id
+
+
 class Trainer:
-    """Model, optimiser, HANS, negative selection and augmentation stream of one seed.
+    """Model, optimiser, contrast (HANS and the negative selection) and views of one seed.
 
     The model is initialised from ``seed`` (a forked global RNG, so the caller's stream is
-    left as it was), the augmentation stream and the selector's stream too.
+    left as it was), the views' stream and the selector's stream too.
 
     Args:
         cfg: the run's configuration (sizes, optimiser, HANS, strata and logits paths).
@@ -67,6 +68,9 @@ class Trainer:
         world: this rank's place under torchrun (edgegcl.training.distributed): the model is
             wrapped in ``DistributedDataParallel``, the epoch's losses are averaged over the
             ranks before HANS reads them, and rank r's augmentation stream is seeded apart.
+        encoder: any ``torch.nn.Module`` called as ``encoder(x, edge_index)`` (a PyG
+            ``GraphSAGE``, ``GAT``, ...; mini-batch: on the sampled subgraph, seeds first, its
+            first rows taken); default: ``cfg.model.encoder``'s function, else the built-in GCN.
 
     Example:
         >>> from edgegcl.data import SyntheticSpec, synthetic_graph
@@ -81,26 +85,28 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, in_dim: int, *, mode: str = "full",
                  device: torch.device | str = "cpu", seed: int = 0,
-                 world: World | None = None) -> None:
+                 world: World | None = None, encoder: nn.Module | None = None) -> None:
         if mode not in ("full", "minibatch"):
             raise ValueError(f"mode must be 'full' or 'minibatch', got {mode!r}")
-        if world is not None and mode == "full":
-            raise ValueError("data-parallel training shards mini-batches; use mode='minibatch'")
+        if world is not None:
+            require_minibatch(mode)
         self.cfg, self.mode, self.device, self.world = cfg, mode, torch.device(device), world
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.model = AdNGCL(in_dim, cfg.model_config()).to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.lr,
-                                          weight_decay=cfg.weight_decay)
-        self.hans: HANS = make_hans(cfg)
-        self.selector: NegativeSelector = make_selector(cfg, mode, seed)
+            self.model = make_model(in_dim, cfg.model, encoder).to(self.device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.run.lr,
+                                          weight_decay=cfg.run.weight_decay)
+        # strata refreshed every T_int epochs on the full graph, every batch in mini-batches
+        self.contrast = HANSContrast.from_config(
+            cfg.hans, cfg.contrast, epochs=cfg.run.epochs,
+            refresh_every=cfg.hans.T_int if mode == "full" else 1, seed=seed, world=world)
         rank = 0 if world is None else world.rank
-        self.generator = torch.Generator(device=self.device).manual_seed(
-            seed + AUGMENT_SEED_STRIDE * rank)
         # view 2's masked half drawn once per run (fixed_half = "run"), from the seed alone
-        self.unfixed = None if cfg.fixed_half == "step" else unfixed_half(
+        unfixed = None if cfg.augment.fixed_half == "step" else unfixed_half(
             in_dim, torch.Generator().manual_seed(seed), self.device)
-        self.net: torch.nn.Module = self.model
+        self.views = Views(cfg.augment, seed=seed + AUGMENT_SEED_STRIDE * rank,
+                           unfixed=unfixed, device=self.device)
+        self.net: nn.Module = self.model
         if world is not None:
             from torch.nn.parallel import DistributedDataParallel
 
@@ -110,79 +116,126 @@ class Trainer:
                 self.model, device_ids=[self.device] if self.device.type == "cuda" else None)
         self.epoch = 0  # epochs completed
 
-    def step(self, x: Tensor, edge_index: Tensor, num_sampled_nodes: Sequence[int] | None = None,
-             rows: Tensor | None = None, *, step: int | None = None,
-             clock: PhaseClock | None = None) -> LossOutput:
-        """One optimisation step on a graph (full) or a sampled subgraph (mini-batch).
+    @property
+    def hans(self) -> HANS:
+        """The scheduler (the contrast's)."""
+        return self.contrast.hans
+
+    @property
+    def selector(self) -> NegativeSelector:
+        """The negative selection (the contrast's)."""
+        return self.contrast.selector
+
+    def project(self, x: Tensor, edge_index: Tensor,
+                num_sampled_nodes: Sequence[int] | None = None,
+                rows: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """The projected anchors (H^1, H^2) of the two views of a (sub)graph (Eqs. 1-5).
+
+        Full graph (``num_sampled_nodes`` None): every node is an anchor. Mini-batch: a
+        sampler's per-hop node counts, the seeds (hop 0) are the anchors; ``rows`` are then
+        the subgraph's node ids into the graph's features ``x`` (the sampler's ``n_id``),
+        gathered here, so this holds the only copy and lets it go before view 2's forward
+        pass: with view 1's column mask folded into the built-in encoder's weights
+        (``Views.first_mask``), a step's feature-sized tensors are one copy at a time.
+        """
+        if rows is not None:
+            x = as_features(x.index_select(0, rows.to(x.device)))
+        head = self.model.project
+        keep_1, edges_1 = self.views.first_mask(x, edge_index)  # Eqs. 1-2
+        h1 = head(self.net(x, edges_1, num_sampled_nodes, keep_1))
+        x_2, edges_2 = self.views.second(x, edge_index)  # Eqs. 1, 3
+        del x  # a gathered batch is freed here (a layer that saved it for backward keeps it)
+        return h1, head(self.net(x_2, edges_2, num_sampled_nodes))
+
+    def train_step(self, x: Tensor, edge_index: Tensor,
+                   num_sampled_nodes: Sequence[int] | None = None, rows: Tensor | None = None,
+                   *, step: int | None = None, clock: PhaseClock | None = None) -> LossOutput:
+        """One optimisation step on a graph (full) or a sampled subgraph (mini-batch): the
+        views' projections (``project``), the contrast, backward and the optimiser's update.
 
         ``step`` numbers the selector's refreshes (full graph: the epoch, 1-based, strata
-        refreshed every T_int; mini-batch: the batch); default ``epoch + 1``. ``clock`` times
-        the step's phases (edgegcl.phases).
+        refreshed every T_int; mini-batch: the batch); default ``epoch + 1``. With a ``clock``
+        (edgegcl.phases) the backward runs in two parts, the loss's down to the projections
+        and then the encoder's (same gradients), each phase timed. Under torchrun with global
+        negatives every rank computes the same world-wide loss, and the all-gather's backward
+        with DDP's averaging gives every rank that loss's gradient.
         """
         self.model.train()
-        return training_step(self.net, self.optimizer, x, edge_index, num_sampled_nodes,
-                             self.cfg, self.generator, self.selector, self.hans,
-                             self.epoch + 1 if step is None else step, rows, clock, self.world,
-                             self.unfixed)
+        step = self.epoch + 1 if step is None else step
+        h1, h2 = self.project(x, edge_index, num_sampled_nodes, rows)
+        if clock is None:
+            out = self.contrast(h1, h2, step=step)
+            self.optimizer.zero_grad(set_to_none=True)
+            out.loss.backward()
+        else:
+            clock.mark("encoder forward")
+            p1, p2 = (h.detach().requires_grad_() for h in (h1, h2))
+            out = self.contrast(p1, p2, step=step, clock=clock)
+            self.optimizer.zero_grad(set_to_none=True)
+            out.loss.backward()
+            clock.mark("loss backward")
+            torch.autograd.backward((h1, h2), (p1.grad, p2.grad))
+            clock.mark("encoder backward")
+        self.optimizer.step()
+        if clock is not None:
+            clock.mark("optimiser")
+            clock.steps += 1
+        return out
 
-    def end_epoch(self, category: dict[str, float]) -> list[HANSEvent]:
-        """Hand the epoch's per-category losses to HANS (Algorithm 1) and count the epoch; the
-        random-subset baseline hands it equal losses (``EQUAL_LOSSES``)."""
+    def step(self) -> EpochResult:
+        """End of an epoch, as ``lr_scheduler.step()``: HANS steps on the epoch's
+        anchor-weighted mean losses (``HANSContrast.step``) and the epoch is counted."""
+        events = self.contrast.step()
         self.epoch += 1
-        return self.hans.step(category if self.cfg.scheduler == "hans" else EQUAL_LOSSES)
+        epoch = self.contrast.last_epoch
+        assert epoch is not None
+        return EpochResult(epoch.loss, dict(epoch.category), events)
 
     def fit_epoch(self, x: Tensor, edge_index: Tensor | None = None,
                   loader: NodeLoader | None = None,
                   on_batch: Callable[[int, int, float], None] | None = None) -> EpochResult:
         """One epoch: a full-graph step on ``x`` and ``edge_index``, or, with a ``loader``
-        (``edgegcl.training.step.structure_loader``), a pass over its batches, gathering each batch's
-        rows of ``x``. ``on_batch(done, total, mean loss)`` reports progress inside a
-        mini-batch epoch. Ends with ``end_epoch``."""
+        (``edgegcl.training.step.structure_loader``), a pass over its batches, gathering each
+        batch's rows of ``x``. ``on_batch(done, total, mean loss)`` reports progress inside a
+        mini-batch epoch. Ends with ``step()``."""
         if loader is None:
             if edge_index is None:
                 raise ValueError("a full-graph epoch needs edge_index (or pass a loader)")
-            out = self.step(x, edge_index)
-            return EpochResult(out.loss.item(), dict(out.category),
-                               self.end_epoch(out.category))
+            self.train_step(x, edge_index)
+            return self.step()
         loss_sum, anchors = 0.0, 0
-        cat_sum = dict.fromkeys(CATEGORIES, 0.0)
         for i, batch in enumerate(loader, start=1):
-            b = int(batch.batch_size)
             edges, hops, rows = batch_inputs(batch, self.device)
-            out = self.step(x, edges, hops, rows, step=i)
-            loss_sum += out.loss.item() * b
-            anchors += b
-            for c in CATEGORIES:
-                cat_sum[c] += out.category[c] * b
-            if on_batch is not None:
+            out = self.train_step(x, edges, hops, rows, step=i)
+            if on_batch is not None:  # progress only: HANS reads the contrast's means
+                loss_sum += out.loss.item() * int(batch.batch_size)
+                anchors += int(batch.batch_size)
                 on_batch(i, len(loader), loss_sum / anchors)
-        category = {c: v / anchors for c, v in cat_sum.items()}
-        loss = loss_sum / anchors
-        if self.world is not None:  # one decision for every rank: anchor-weighted means
-            both = self.world.weighted_mean({**category, "_loss": loss}, anchors)
-            loss = both.pop("_loss")
-            category = both
-        return EpochResult(loss, category, self.end_epoch(category))
+        return self.step()
 
     def state_dict(self) -> dict[str, Any]:
         """Everything training changes: weights, optimiser, HANS, the random streams, the
         epoch count. Tensors are references, as in ``nn.Module.state_dict()``: save (or
         ``copy.deepcopy``) it before training on."""
         return {"epoch": self.epoch, "model": self.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "hans": self.hans.state_dict(),
-                "selector": self.selector.state_dict(),
-                "generator": self.generator.get_state()}
+                "optimizer": self.optimizer.state_dict(), **self.contrast.state_dict(),
+                "generator": self.views.generator.get_state()}
 
     def streams(self) -> dict[str, Any]:
         """This rank's own random streams (augmentation, negative selection): what differs
         between ranks, saved per rank under torchrun."""
-        return {"selector": self.selector.state_dict(), "generator": self.generator.get_state()}
+        return {"selector": self.selector.state_dict(),
+                "generator": self.views.generator.get_state()}
+
+    def load_streams(self, state: dict[str, Any]) -> None:
+        """Restore this rank's ``streams()``."""
+        self.selector.load_state_dict(state["selector"], self.device)
+        self.views.generator.set_state(state["generator"])
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a ``state_dict()``, the selector's kept strata included."""
         self.epoch = int(state["epoch"])
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.hans.load_state_dict(state["hans"])
-        self.selector.load_state_dict(state["selector"], self.device)
-        self.generator.set_state(state["generator"])
+        self.contrast.load_state_dict(state, device=self.device)
+        self.views.generator.set_state(state["generator"])

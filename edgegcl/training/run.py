@@ -25,7 +25,7 @@ from edgegcl import __version__
 from edgegcl.nn.augment import as_features
 from edgegcl.evaluation.authors import AUTHORS_LABEL, AuthorsScore, authors_figure, authors_probe
 from edgegcl.training.checkpoint import misfit, save_checkpoint
-from edgegcl.config import TrainConfig, to_toml
+from edgegcl.training.config import TrainConfig, to_toml
 from edgegcl.training.curves import csv_text
 from edgegcl.training.engine import Trainer
 from edgegcl.errors import UsageError, first_line
@@ -136,11 +136,8 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     features, edge_index = data.x.to(device), data.edge_index.to(device)
     # full-graph steps and the probe's embeddings (rank 0 alone probes under torchrun)
     x = as_features(features) if main or mode == "full" else features
-    if world is not None and mode != "minibatch":
-        raise UsageError("under torchrun edgegcl trains mini-batches, each rank a shard of the "
-                         "seed nodes; pass --mode minibatch (full-graph mode runs in one process)")
     loader = None if mode != "minibatch" else structure_loader(
-        data, cfg, seed, None if world is None else (world.rank, world.size))
+        data, cfg.run, seed, None if world is None else (world.rank, world.size))
     # Training's memory is measured above this level: the graph and the sampler's index are
     # storage, the model, optimiser state and everything after are training (as the profiler).
     baseline = current_bytes(device)
@@ -189,8 +186,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
         load_loader_state(loader, state["loader"])
         if world is not None:
             mine = state["ranks"][world.rank]
-            trainer.selector.load_state_dict(mine["selector"], device)
-            trainer.generator.set_state(mine["generator"])
+            trainer.load_streams(mine)
             load_loader_state(loader, mine["loader"])
         torch.set_rng_state(state["global_rng"])
         history = [(e, ProbeScores(**sc)) for e, sc in state["history"]]
@@ -452,9 +448,9 @@ def check_resume(run_dir: Path, cfg: TrainConfig, in_dim: int | None = None,
     with ``in_dim`` (the graph's features) their weights must fit the model.
     """
     shapes: dict[str, dict[str, Tensor]] = {}
-    if in_dim is not None:
+    if in_dim is not None and not cfg.model.encoder:  # another encoder: its own shapes
         with torch.device("meta"):  # shapes only, nothing allocated
-            net = AdNGCL(in_dim, cfg.model_config())
+            net = AdNGCL(in_dim, cfg.model)
         shapes = {"model": net.state_dict(), "encoder": net.encoder.state_dict()}
     for seed in range(cfg.seeds):
         seed_dir = run_dir / f"seed-{seed}"

@@ -19,13 +19,13 @@ import fcntl
 import hashlib
 import os
 from contextlib import AbstractContextManager
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from edgegcl.config import TrainConfig, to_toml
+from edgegcl.training.config import FIELDS, TrainConfig, to_toml
 from edgegcl.errors import UsageError
 from edgegcl_embed.files import refusals, replacing
 
@@ -47,7 +47,7 @@ _WRITE_HINT = "free space or pick a writable --out (the previous files are intac
 def config_hash(cfg: TrainConfig) -> str:
     """SHA-256 of the canonical configuration (``to_toml``) without ``UNHASHED``: the identity
     of the training a seed file belongs to, stored in state.pt, result.pt and checkpoint.pt."""
-    defaults = {f.name: f.default for f in fields(TrainConfig) if f.name in UNHASHED}
+    defaults = {name: FIELDS[name].default for name in UNHASHED}
     return hashlib.sha256(to_toml(replace(cfg, **defaults)).encode()).hexdigest()
 
 

@@ -1,0 +1,241 @@
+"""A training run's configuration: the layers' sections, the ``[run]`` section, and how a run's
+values are read (a file, a dataset's tuned defaults, then the flags).
+
+``TrainConfig`` is made of one section per layer, each defined and checked beside the code that
+reads it (``edgegcl.data.DataConfig``, ``edgegcl.nn.model.ModelConfig``,
+``edgegcl.contrast.hans.HANSConfig``, ...); ``RunConfig``, the ``[run]`` section, is this
+layer's. Field names are unique across sections, so a run's values also read flat
+(``cfg.theta_max`` is ``cfg.hans.theta_max``), which is how files, flags and presets name them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from edgegcl.config import (
+    PRESETS_DIR,
+    Section,
+    canonical_values,
+    convert,
+    flag_form,
+    list_presets,
+    load_values,
+    option,
+    read_toml,
+    section_fields,
+    split_values,
+    to_toml,
+)
+from edgegcl.contrast.hans import RATIO_ORDER, HANSConfig
+from edgegcl.contrast.module import ContrastConfig
+from edgegcl.data.datasets import DataConfig, canonical_name
+from edgegcl.data.sampling import SamplerName
+from edgegcl.data.synthetic import SyntheticConfig, SyntheticSpec
+from edgegcl.errors import UsageError
+from edgegcl.nn.augment import AugmentConfig
+from edgegcl.nn.model import ModelConfig
+from edgegcl.training.distributed import DistributedConfig
+
+__all__ = ["FIELDS", "SECTIONS", "RunConfig", "TrainConfig", "build", "coerce",
+           "format_ratios", "list_presets", "load_toml", "read_toml", "to_toml",
+           "tuned_defaults", "unused_settings", "validate"]
+
+Mode = Literal["auto", "full", "minibatch"]
+Protocol = Literal["honest", "both"]
+"""``protocol``: the honest evaluation alone, or with the authors' (edgegcl.evaluation.authors)."""
+
+
+@dataclass(frozen=True)
+class RunConfig(Section):
+    """Training, evaluation and the run directory (the ``[run]`` section).
+
+    Example:
+        >>> RunConfig(fanout="5,5").fanout
+        [5, 5]
+    """
+
+    TITLE = "training, evaluation and the run directory"
+    mode: Mode = option("auto", "full (the whole graph is one batch), minibatch "
+                        "(neighbour-sampled batches), or auto (full up to 10000 nodes)")
+    batch_size: int = option(1024, "minibatch: seed nodes (anchors) per batch (per rank under "
+                             "torchrun)", at_least=2, why="one anchor has no negatives: its "
+                             "loss is 0")
+    fanout: list[int] = option([10, 10], "minibatch: neighbours sampled per hop (-1: all); "
+                               "flag: 10,10")
+    sampler: SamplerName = option("auto", "minibatch: auto (PyG's NeighborLoader when pyg-lib "
+                                  "or torch-sparse is installed), builtin, or pyg")
+    epochs: int = option(300, "training epochs per seed", at_least=1)
+    seeds: int = option(1, "independent runs, each with its own split and initialisation",
+                        at_least=1)
+    lr: float = option(5e-4, "Adam learning rate", above=0.0)
+    weight_decay: float = option(1e-5, "Adam weight decay", at_least=0.0)
+    device: str = option("auto", "auto, cpu, cuda or cuda:N (under torchrun each rank's GPU is "
+                         "LOCAL_RANK)")
+    out: str = option("", "run directory to create ('': runs/DATASET-TIMESTAMP)")
+    eval_every: int = option(20, "epochs between linear-probe checkpoints", at_least=1)
+    checkpoint_every: int = option(0, "epochs between saves of each seed's full state for "
+                                   "--resume (0: every probe)", at_least=0)
+    protocol: Protocol = option("honest", "honest (checkpoint and classifier chosen on "
+                                "validation, test touched once) or both (also the authors' "
+                                "protocol behind the paper's tables, optimistic: re-drawn 10 %% "
+                                "test split at every checkpoint, max over checkpoints)")
+
+    def check(self) -> None:
+        if not self.fanout or not all(f == -1 or f > 0 for f in self.fanout):
+            raise UsageError(f"--fanout must be neighbours per hop (positive, or -1 for all), "
+                             f"got {self.fanout!r}")
+        if self.device not in ("auto", "cpu", "cuda") and \
+                re.fullmatch(r"cuda:\d+", self.device) is None:
+            raise UsageError(f"--device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+
+
+@dataclass(frozen=True, init=False)
+class TrainConfig:
+    """Everything a training run depends on, by section; saved as ``config.toml``.
+
+    Each section is its layer's (a TOML table, a group in ``--help``) and checks itself as it
+    is made; the one rule between sections (HANS's hardest picks rank every candidate,
+    ``ContrastConfig.check_with``) is checked here. Typed values: ``ratios`` and ``c_cat`` are
+    mappings keyed hard / inter / easy, ``fanout`` a list; their flag forms (``--ratios
+    20,30,50``) and the strings of older config files are accepted wherever a value is given.
+
+    Args:
+        data, synthetic, model, augment, hans, contrast, run, distributed: the sections
+            (default: each section's defaults).
+        **values: any option by name (``theta_max=0.6``, ``ratios="10,40,50"``), set in its
+            section over what the section argument holds. ``edgegcl train --help`` lists them.
+
+    Example:
+        >>> cfg = TrainConfig(theta_max=0.6, ratios="10,40,50")
+        >>> cfg.hans.ratios["hard"], cfg.theta_max, cfg.model.hidden_dim
+        (40.0, 0.6, 512)
+    """
+
+    data: DataConfig
+    synthetic: SyntheticConfig
+    model: ModelConfig
+    augment: AugmentConfig
+    hans: HANSConfig
+    contrast: ContrastConfig
+    run: RunConfig
+    distributed: DistributedConfig
+
+    def __init__(self, data: DataConfig | None = None, synthetic: SyntheticConfig | None = None,
+                 model: ModelConfig | None = None, augment: AugmentConfig | None = None,
+                 hans: HANSConfig | None = None, contrast: ContrastConfig | None = None,
+                 run: RunConfig | None = None, distributed: DistributedConfig | None = None,
+                 **values: Any) -> None:
+        given = {"data": data, "synthetic": synthetic, "model": model, "augment": augment,
+                 "hans": hans, "contrast": contrast, "run": run, "distributed": distributed}
+        try:
+            parts = split_values(TrainConfig, values)
+        except ValueError as exc:
+            raise TypeError(str(exc)) from None
+        for name, kind in _SECTIONS.items():
+            section = given[name]
+            if section is None:
+                section = kind(**parts[name])
+            elif parts[name]:
+                section = replace(section, **parts[name])
+            object.__setattr__(self, name, section)
+        self.contrast.check_with(self.hans.scheduler)
+
+    def __getattr__(self, name: str) -> Any:
+        """An option by its unique name, from its section (``cfg.tau`` is
+        ``cfg.contrast.tau``)."""
+        section = _OWNER.get(name)
+        if section is None or name.startswith("_"):
+            raise AttributeError(f"TrainConfig has no option {name!r}")
+        return getattr(self.__dict__[section], name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every option by name (flat; an ``encoder`` left at the built-in GCN left out, so
+        older checkpoints and hashes compare equal)."""
+        return canonical_values(self)
+
+    def ratio_map(self) -> dict[str, float]:
+        """``ratios`` as fractions of 1 by category."""
+        return self.hans.ratio_map()
+
+    def c_cat_map(self) -> dict[str, float]:
+        """``c_cat`` by category (a copy)."""
+        return dict(self.hans.c_cat)
+
+    def synthetic_spec(self) -> SyntheticSpec:
+        """The generated graph of this run (``dataset = synthetic``)."""
+        return self.synthetic.spec()
+
+    def model_config(self) -> ModelConfig:
+        """The encoder and head of this run (the ``[model]`` section)."""
+        return self.model
+
+
+_SECTIONS: dict[str, type[Section]] = {
+    "data": DataConfig, "synthetic": SyntheticConfig, "model": ModelConfig,
+    "augment": AugmentConfig, "hans": HANSConfig, "contrast": ContrastConfig, "run": RunConfig,
+    "distributed": DistributedConfig}
+"""The sections in their order: ``config.toml``'s tables and ``--help``'s groups."""
+_OWNER = {name: section for name, (section, _) in section_fields(TrainConfig).items()}
+FIELDS = {name: f for name, (_, f) in section_fields(TrainConfig).items()}
+"""Every option of a run by name (its dataclass field: default and help)."""
+SECTIONS = {name: kind.TITLE for name, kind in _SECTIONS.items()}
+"""Section name -> what it holds."""
+
+
+def coerce(name: str, value: Any) -> Any:
+    """A flag's or file's value as option ``name`` holds it, or one UsageError line."""
+    return convert(TrainConfig, name, value)
+
+
+def format_ratios(ratios: dict[str, float]) -> str:
+    """``ratios`` in the flag's EASY,HARD,INTER form, e.g. ``10,40,50``."""
+    return flag_form({c: ratios[c] for c in RATIO_ORDER})
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    """A config file (or a preset by name) as typed values by option name; unknown keys, keys
+    in the wrong table and unreadable files are usage errors (edgegcl.config.load_values)."""
+    return {k: coerce(k, v) for k, v in load_values(path, TrainConfig).items()}
+
+
+def build(file_values: dict[str, Any], flag_values: dict[str, Any]) -> TrainConfig:
+    """Defaults, then the file, then the flags (flags win); every section checked."""
+    return TrainConfig(**{**file_values, **flag_values})
+
+
+def validate(cfg: TrainConfig) -> None:
+    """Check a configuration again (each section checks itself when made; kept for callers
+    that build one by parts): rebuilding it raises the first problem as one line."""
+    TrainConfig(**{s.name: getattr(cfg, s.name) for s in fields(cfg)})
+
+
+def unused_settings(cfg: TrainConfig) -> tuple[str, ...]:
+    """The options ``cfg`` never reads: HANS's strata and gate under the random-subset
+    baseline, every HANS setting under ``scheduler = none``, the GCN's widths with another
+    ``encoder``."""
+    scheduler = cfg.hans.scheduler
+    return (*cfg.hans.unused(), *cfg.contrast.unused(scheduler), *cfg.model.unused())
+
+
+def tuned_defaults(dataset: str) -> tuple[Path | None, dict[str, Any]]:
+    """A named benchmark dataset's tuned defaults: the shipped preset named after it
+    (``presets/CiteSeer.toml``), whose settings were chosen on validation micro-F1 (its
+    comments say how), and its values; ``(None, {})`` for other graphs. ``edgegcl train``
+    starts from them when no ``--config`` is given, as GRACE ships one setting per dataset:
+    a setting tuned on one graph (Cora: the global defaults) can cost points on another.
+
+    Example:
+        >>> path, values = tuned_defaults("citeseer")
+        >>> path.name, values["tau"]
+        ('CiteSeer.toml', 0.9)
+        >>> tuned_defaults("synthetic")
+        (None, {})
+    """
+    name = canonical_name(dataset)
+    path = None if name is None else PRESETS_DIR / f"{name}.toml"
+    if path is None or not path.is_file():
+        return None, {}
+    return path, load_toml(path)
