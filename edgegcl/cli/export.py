@@ -13,7 +13,7 @@ from edgegcl.errors import UsageError
 if TYPE_CHECKING:
     from torch_geometric.data import Data
 
-    from edgegcl.config import TrainConfig
+    from edgegcl.training.config import TrainConfig
     from edgegcl.training.checkpoint import Checkpoint
 
 RUNS_DIR = Path("runs")  # where ``edgegcl train`` puts runs without --out (run.prepare_run_dir)
@@ -220,6 +220,25 @@ def _write(args: argparse.Namespace, paths: dict[str, Path], ckpt_path: Path,
     return lines
 
 
+def _write_any(args: argparse.Namespace, ckpt: Checkpoint, data: Data) -> list[str]:
+    """Export an encoder other than the built-in GCN through torch.onnx (atomically), checked
+    against torch; the INT8 model and the staged graph are the built-in GCN's."""
+    from edgegcl.onnx.export import export_any_encoder
+    from edgegcl_embed.files import replacing
+
+    if args.quantize or args.graph_out:
+        raise UsageError(f"--quantize and --graph-out take the built-in GCN's export; this "
+                         f"checkpoint's encoder is {ckpt.config.model.encoder}: drop them")
+    out = Path(args.out)
+    with replacing([out], UsageError, "free space or choose another output path (nothing was "
+                   "replaced)") as (temp,):
+        checks = export_any_encoder(ckpt, temp, data.x, data.edge_index, args.opset)
+    summary = "; ".join(f"{c.graph} ({c.nodes} nodes): max abs diff {c.max_abs_diff:.2g}"
+                        for c in checks)
+    return [f"wrote {out} (fp32, torch.onnx: inputs x and edge_index): onnxruntime vs torch "
+            f"{summary}"]
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     from edgegcl.training.checkpoint import load_checkpoint
     from edgegcl.onnx.export import MAX_OPSET, MIN_OPSET, ExportCheckError
@@ -235,7 +254,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
         raise UsageError(f"graph {data.name} has {data.x.size(1)} features but the encoder "
                          f"expects {ckpt.in_dim}; pass the training graph with --graph")
     try:
-        lines = _write(args, paths, ckpt_path, ckpt, data)
+        lines = _write_any(args, ckpt, data) if ckpt.config.model.encoder else \
+            _write(args, paths, ckpt_path, ckpt, data)
     except ExportCheckError as exc:
         print(f"edgegcl: error: export check failed: {exc}; nothing was written",
               file=sys.stderr)

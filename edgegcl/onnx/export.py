@@ -27,7 +27,7 @@ from torch_geometric.utils import subgraph
 
 from edgegcl import __version__
 from edgegcl.training.checkpoint import Checkpoint
-from edgegcl.config import TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.module import ScatterGCN, StageGCN
 from edgegcl.onnx.portable import portable_model
@@ -225,4 +225,63 @@ def check_against_torch(path: Path, encoder: GCNEncoder, x: Tensor, edge_index: 
                                    f"nodes, {check.edges} edges): max abs difference {diff:.3g} "
                                    f"> {tolerance:g}")
         checks.append(check)
+    return checks
+
+
+def export_any_encoder(ckpt: Checkpoint, path: Path, x: Tensor, edge_index: Tensor,
+                       opset: int = DEFAULT_OPSET,
+                       tolerance: float = TOLERANCE) -> list[GraphCheck]:
+    """Write an encoder other than the built-in GCN (``--encoder``) as ONNX with torch.onnx:
+    inputs ``x`` and ``edge_index``, output ``embeddings``, nodes and edges dynamic, then
+    check onnxruntime against torch on the training graph and a random subgraph.
+
+    What torch.onnx cannot export (an op without an ONNX form, such as some of PyG's
+    scatter reductions) is one UsageError line naming the reason; a model onnxruntime cannot
+    run, or that disagrees with torch beyond ``tolerance``, is an ExportCheckError.
+    """
+    import onnxruntime
+
+    from edgegcl.errors import UsageError, first_line
+
+    encoder = ckpt.encoder.eval()
+    x = x.to_dense().float() if x.layout != torch.strided else x.float()
+    buffer = io.BytesIO()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(encoder, (x, edge_index), buffer, dynamo=False,
+                              opset_version=opset, input_names=[INPUT_X, INPUT_EDGE_INDEX],
+                              output_names=[OUTPUT],
+                              dynamic_axes={INPUT_X: {0: "nodes"}, INPUT_EDGE_INDEX: {1: "edges"},
+                                            OUTPUT: {0: "nodes"}})
+    except Exception as exc:  # torch.onnx raises many types for what it cannot lower
+        raise UsageError(f"torch.onnx cannot export the encoder {ckpt.config.model.encoder} "
+                         f"({type(exc).__name__}: {first_line(exc)[:200]}); export covers the "
+                         "built-in GCN and encoders whose ops torch.onnx lowers") from None
+    model = onnx.load_from_string(buffer.getvalue())
+    model.doc_string = f"edgegcl encoder {ckpt.config.model.encoder}: (x, edge_index) -> " \
+                       "embeddings (torch.onnx)"
+    try:
+        session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                               providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise ExportCheckError(f"onnxruntime cannot load the exported encoder "
+                               f"({type(exc).__name__}: {first_line(exc)[:200]})") from None
+    checks = []
+    with torch.no_grad():
+        for name, gx, gei in (("training graph", x, edge_index),
+                              ("random subgraph", *random_subgraph(x, edge_index, 0))):
+            expected = encoder(gx, gei).numpy()
+            try:
+                got = session.run([OUTPUT], {INPUT_X: gx.numpy(), INPUT_EDGE_INDEX: gei.numpy()})
+            except Exception as exc:
+                raise ExportCheckError(f"onnxruntime cannot run the exported encoder on the "
+                                       f"{name} ({type(exc).__name__}: {first_line(exc)[:200]})"
+                                       ) from None
+            diff = float(np.abs(expected - got[0]).max())
+            if not diff <= tolerance:
+                raise ExportCheckError(f"onnxruntime and torch disagree on the {name}: max abs "
+                                       f"difference {diff:.3g} > {tolerance:g}")
+            checks.append(GraphCheck(name, gx.size(0), gei.size(1), diff))
+    onnx.save(model, str(path))
     return checks
