@@ -8,12 +8,11 @@ checkpoint, the HANS event log and the metrics.
 
 from __future__ import annotations
 
-import copy
 import json
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,20 +22,13 @@ from torch_geometric.data import Data
 
 from edgegcl import __version__
 from edgegcl.nn.augment import as_features
-from edgegcl.evaluation.authors import AUTHORS_LABEL, AuthorsScore, authors_figure, authors_probe
+from edgegcl.evaluation.authors import AUTHORS_LABEL, AuthorsScore, authors_figure
 from edgegcl.training.checkpoint import misfit, save_checkpoint
 from edgegcl.training.config import TrainConfig, to_toml
 from edgegcl.training.curves import csv_text
 from edgegcl.training.engine import Trainer
 from edgegcl.errors import UsageError, first_line
-from edgegcl.evaluation.probe import (
-    ProbeScores,
-    Selection,
-    checkpoint_probe_split,
-    linear_probe,
-    random_split,
-    select_checkpoint,
-)
+from edgegcl.evaluation.probe import ProbeScores, Selection
 from edgegcl.memory import PeakMemory, current_bytes
 from edgegcl.contrast.negatives import CATEGORIES
 from edgegcl.progress import Progress
@@ -55,6 +47,7 @@ from edgegcl.training.state import (
     write_atomic,
 )
 from edgegcl.training.distributed import World, on_main
+from edgegcl.training.prober import Prober
 from edgegcl.training.step import resolve_mode, structure_loader
 
 
@@ -143,14 +136,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     baseline = current_bytes(device)
     trainer = Trainer(cfg, x.size(1), mode=mode, device=device, seed=seed, world=world)
     model, hans = trainer.model, trainer.hans
-    labelled = getattr(data, "y", None) is not None
-    split = random_split(data.num_nodes, seed) if labelled else None
-    # checkpoints are probed on at most CHECKPOINT_PROBE_MAX_LABELLED train + val nodes
-    probe_split = None if split is None else checkpoint_probe_split(split)
-    history: list[tuple[int, ProbeScores]] = []
-    authors: list[tuple[int, AuthorsScore]] = []
-    authors_stream = torch.Generator().manual_seed(seed)  # its splits and classifiers
-    best_val, best_state, best_epoch = -1.0, None, 0
+    prober = Prober(data, seed, device, cfg.protocol)  # rank 0 alone probes under torchrun
     times: list[float] = []
     rows: list[dict[str, object]] = []  # epochs.csv
     anchors = data.num_nodes if mode == "full" else min(cfg.batch_size, data.num_nodes)
@@ -167,11 +153,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
             "seed": seed,
             "epoch": trainer.epoch, "trainer": trainer.state_dict(),
             "loader": loader_state(loader),
-            "global_rng": torch.get_rng_state(),
-            "history": [[e, asdict(sc)] for e, sc in history],
-            "authors": [[e, asdict(a)] for e, a in authors],
-            "authors_stream": authors_stream.get_state(),
-            "best": {"val": best_val, "epoch": best_epoch, "state": best_state},
+            "global_rng": torch.get_rng_state(), **prober.state_dict(),
             "times": times, "rows": rows, "peak": peak, "ranks": ranks}, run_dir / "state.pt")
 
     state = None
@@ -189,11 +171,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
             trainer.load_streams(mine)
             load_loader_state(loader, mine["loader"])
         torch.set_rng_state(state["global_rng"])
-        history = [(e, ProbeScores(**sc)) for e, sc in state["history"]]
-        authors = [(e, AuthorsScore(**a)) for e, a in state["authors"]]
-        authors_stream.set_state(state["authors_stream"])
-        best = state["best"]
-        best_val, best_epoch, best_state = best["val"], best["epoch"], best["state"]
+        prober.load_state_dict(state)
         times, peak = list(state["times"]), int(state["peak"])
         rows = list(state["rows"])
     start = trainer.epoch
@@ -226,25 +204,8 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                 "budget_used": hans.budget_share(),
                 "epoch_s": times[-1], "peak_memory_bytes": memory.peak_bytes,
                 "val_micro_f1": "", "test_micro_f1": "", "authors_test_micro_f1": ""}
-            if not main:
-                pass  # rank 0 probes
-            elif epoch % cfg.eval_every == 0 or epoch == cfg.epochs:
-                if split is None:  # unlabelled graph: nothing to select on, keep the last epoch
-                    keep = epoch == cfg.epochs
-                else:
-                    embeddings = model.embed(x, edge_index)
-                    scores = linear_probe(embeddings, data.y.to(device), probe_split, seed=seed)
-                    history.append((epoch, scores))
-                    row.update(val_micro_f1=scores.val_micro, test_micro_f1=scores.test_micro)
-                    if cfg.protocol == "both":
-                        authors.append((epoch, authors_probe(embeddings, data.y, authors_stream)))
-                        row["authors_test_micro_f1"] = authors[-1][1].test_micro
-                    del embeddings
-                    keep = scores.val_micro > best_val
-                    best_val = max(best_val, scores.val_micro)
-                if keep:
-                    best_state = copy.deepcopy(model.encoder.state_dict())
-                    best_epoch = epoch
+            if main and (epoch % cfg.eval_every == 0 or epoch == cfg.epochs):  # rank 0 probes
+                row.update(prober.probe(epoch, model, x, edge_index, epoch == cfg.epochs))
             rows.append(row)
             curve.write(csv_text([row], header=False))
             eta = " ".join(f"{c} {v:.2f}" for c, v in hans.eta.items())
@@ -263,17 +224,12 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     if not main:  # rank 0 chose the checkpoint; this rank's part ends with training
         return SeedResult(seed, mode, None, [], times, dict(hans.eta), hans.saturated_at, {},
                           0, peak, cfg.T_int)
-    if best_state is None:  # resumed at the last epoch: nothing left to train
+    if prober.best_state is None:  # resumed at the last epoch: nothing left to train
         raise UsageError(f"{run_dir} has no chosen checkpoint; remove its state.pt to restart "
                          "this seed")
-    selection = select_checkpoint(history) if history else None
-    if selection is not None and probe_split is not split:  # the chosen one on the full split
-        model.encoder.load_state_dict(best_state)
-        selection = replace(selection, scores=linear_probe(
-            model.embed(x, edge_index), data.y.to(device), split, seed=seed))
-    return SeedResult(seed, mode, selection, history,
-                      times, dict(hans.eta), hans.saturated_at, best_state, best_epoch, peak,
-                      cfg.T_int, authors)
+    return SeedResult(seed, mode, prober.selection(model, x, edge_index), prober.history,
+                      times, dict(hans.eta), hans.saturated_at, prober.best_state,
+                      prober.best_epoch, peak, cfg.T_int, prober.authors)
 
 
 def _check_world(run_dir: Path, size: int, state: dict[str, Any]) -> None:
