@@ -338,10 +338,16 @@ def test_the_canonical_forms_are_those_from_before_the_sections(tmp_path: Path) 
         assert (config_hash(cfg), config_digest(cfg)) == (forms["config_hash"],
                                                           forms["config_digest"]), name
         assert build(load_toml(_write(tmp_path, forms["toml"])), {}) == cfg
-        flat = "\n".join(f"{k} = {json.dumps(v) if not isinstance(v, dict) else json.dumps(','.join(f'{x:g}' for x in v.values()))}"
-                         for k, v in forms["flat"].items() if not isinstance(v, list))
-        assert build(load_toml(_write(tmp_path, flat + "\n", "flat.toml")), {
-            k: v for k, v in forms["flat"].items() if isinstance(v, list)}) == cfg
+        # the older flat form: every key at the top, mappings in their flag form ("20,30,50")
+        flat = "".join(f"{k} = {json.dumps(_flag_string(v))}\n" for k, v in forms["flat"].items())
+        assert build(load_toml(_write(tmp_path, flat, "flat.toml")), {}) == cfg
+
+
+def _flag_string(value):
+    """A mapping or list as its flag writes it (``20,30,50``); anything else as it is."""
+    if isinstance(value, dict):
+        return ",".join(f"{v:g}" for v in value.values())
+    return ",".join(map(str, value)) if isinstance(value, list) else value
 
 
 def test_a_flat_config_toml_of_an_earlier_version_still_loads(tmp_path: Path) -> None:
