@@ -176,6 +176,7 @@ def test_train_with_an_unmeetable_target_trains_and_says_so_in_one_line(tmp_path
     assert code == 0, err
     said = [line for line in err.splitlines() if "closest fit" in line]
     assert len(said) == 1 and "1e-06 s" in said[0] and "predicted" in said[0], err
+    assert said[0].endswith("s per epoch; training with it")
     report = json.loads((out / "metrics.json").read_text())["auto_budget"]
     assert report["meets_target"] is False and report["budgets"]["epoch_s"] == 1e-6
     assert report["predicted"]["epoch_s"] > 0 and report["measured"]["epoch_s"] > 0

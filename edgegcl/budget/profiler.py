@@ -305,9 +305,6 @@ def calibrate(data: Data, cfg: TrainConfig, profile: DeviceProfile, device: torc
             notes.append(f"batch size {batch} is outside profile {profile.name}'s bounds "
                          f"[{profile.batch_size_min}, {profile.batch_size_max}]; using {clipped}")
             batch = clipped
-    if cache is not None and len(cache):
-        log(f"{len(cache)} measurement(s) of this graph, device and settings in the profile "
-            f"cache {cache.path}")
     tried: list[Calibration] = []
     while True:
         run_cfg = replace(cfg, batch_size=batch)
@@ -355,13 +352,13 @@ def _closest(tried: list[Calibration], notes: list[str]) -> Calibration:
 
 
 def closest_fit_line(cal: Calibration, profile: DeviceProfile) -> str:
-    """One line for a run that trains with the closest fit: what was asked, what was chosen
-    and its predicted epoch time."""
+    """One line for a calibration that ended with the closest fit: what was asked, what was
+    chosen and its predicted epoch time."""
     predicted, budgets = cal.predicted(), cal.result.budgets
     assert predicted is not None and predicted.epoch_s is not None
     return (f"no setting meets the epoch-time target of {budgets.epoch_s:g} s (profile "
-            f"{profile.name}, less the {budgets.margin:.0%} margin): training with the closest "
-            f"fit, theta_max = {cal.chosen:.2f} ({cal.logits} logits"
+            f"{profile.name}, less the {budgets.margin:.0%} margin); the closest fit is "
+            f"theta_max = {cal.chosen:.2f} ({cal.logits} logits"
             + (f", batch size {cal.batch_size}" if cal.mode == "minibatch" else "")
             + f"), predicted {predicted.epoch_s:.3f} s per epoch")
 
