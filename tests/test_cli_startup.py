@@ -16,7 +16,9 @@ import pytest
 HEAVY = ("torch", "torch_geometric", "onnx", "onnxruntime", "scipy", "numba")
 
 PROBE = """
-import sys
+import os, sys
+for name in filter(None, os.environ.get("BLOCK_MODULES", "").split(",")):
+    sys.modules[name] = None  # as if not installed
 from edgegcl.cli.main import main
 try:
     code = main(sys.argv[1:])
@@ -27,11 +29,12 @@ print(f"EXIT={{code}} HEAVY={{','.join(heavy)}}", file=sys.stderr)
 """.format(heavy=HEAVY)
 
 
-def _run(argv: list[str], cwd: Path) -> tuple[int, str, str, list[str]]:
-    """The command in a fresh interpreter: exit code, stdout, stderr without the probe's
-    line, and the heavy modules it imported."""
+def _run(argv: list[str], cwd: Path, block: str = "") -> tuple[int, str, str, list[str]]:
+    """The command in a fresh interpreter (``block``: modules it finds missing): exit code,
+    stdout, stderr without the probe's line, and the heavy modules it imported."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "BLOCK_MODULES": block}
     proc = subprocess.run([sys.executable, "-c", PROBE, *argv], capture_output=True, text=True,
-                          cwd=cwd, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=120)
+                          cwd=cwd, env=env, timeout=120)
     *err, probe = proc.stderr.strip().splitlines() or [""]
     assert probe.startswith("EXIT="), proc.stderr
     code, heavy = probe.removeprefix("EXIT=").split(" HEAVY=")
@@ -56,6 +59,18 @@ def test_answers_without_importing_torch(tmp_path: Path, argv: list[str], code: 
     assert heavy == [], f"edgegcl {' '.join(argv)} imported {heavy}"
     if code == 2:
         assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_plot_without_matplotlib_says_so_without_importing_torch(tmp_path: Path) -> None:
+    from edgegcl.training.curves import FIELDS, csv_text
+
+    (tmp_path / "run" / "seed-0").mkdir(parents=True)
+    row = dict.fromkeys(FIELDS, 1.0) | {"val_micro_f1": "", "test_micro_f1": "",
+                                        "authors_test_micro_f1": ""}
+    (tmp_path / "run" / "seed-0" / "epochs.csv").write_text(csv_text([row]))
+    got, _, err, heavy = _run(["plot", "run"], tmp_path, block="matplotlib")
+    assert got == 2 and heavy == []
+    assert err == "edgegcl: error: edgegcl plot needs matplotlib: pip install 'edgegcl[plot]'"
 
 
 def test_a_subcommands_options_still_load_when_it_is_named(tmp_path: Path) -> None:
