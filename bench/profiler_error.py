@@ -36,7 +36,9 @@ def one_run(args: argparse.Namespace, work: Path, k: int) -> dict[str, Any]:
            args.profile, "--auto-budget", "--epochs", str(args.epochs), "--out", str(out),
            *(["--root", args.root] if args.root else []), *shlex.split(args.flags)]
     env = {**os.environ, "EDGEGCL_CACHE": str(work / f"cache-{k}")}
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"{shlex.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
     return json.loads((out / "metrics.json").read_text())["auto_budget"]
 
 
