@@ -592,8 +592,14 @@ def test_run_directories_are_named_by_the_canonical_dataset_name(
                                    "graphs/my.graph.npz")] == \
         ["Cora", "CiteSeer", "Amazon-Photo", "synthetic", "my.graph"]
     assert main(["train", *TINY, "--epochs", "2", "--dataset", "Synthetic"]) == 0
-    made = [p.name for p in (tmp_path / "runs").iterdir()]
-    assert len(made) == 1 and made[0].startswith("synthetic-"), made
+    rng = np.random.default_rng(0)
+    edges = rng.integers(0, 40, (2, 200))
+    np.savez(tmp_path / "my.graph.npz", x=rng.standard_normal((40, 8)).astype(np.float32),
+             edge_index=np.concatenate([edges, edges[::-1]], axis=1))
+    assert main(["train", *TINY, "--epochs", "2", "--dataset",
+                 str(tmp_path / "my.graph.npz")]) == 0
+    made = sorted(p.name.rsplit("-", 2)[0] for p in (tmp_path / "runs").iterdir())
+    assert made == ["my.graph", "synthetic"], made
 
 
 def test_one_seed_prints_no_spread(tmp_path: Path, capsys: pytest.CaptureFixture,

@@ -408,10 +408,11 @@ def summarise(results: list[SeedResult]) -> dict[str, Any]:
     return summary
 
 
-def prepare_run_dir(out: str, dataset: str) -> RunLock:
+def prepare_run_dir(out: str, name: str) -> RunLock:
     """A new, empty run directory, locked for this process (``with prepare_run_dir(...) as
-    run_dir``); an existing non-empty one is never written, nor one another process holds."""
-    path = Path(out) if out else Path("runs") / f"{Path(dataset).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir``): ``out``, or ``runs/NAME-TIMESTAMP``; an existing non-empty one is never
+    written, nor one another process holds."""
+    path = Path(out) if out else Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
     def refuse_if_used() -> None:
         if path.exists() and (not path.is_dir() or any(p.name != LOCK_NAME
