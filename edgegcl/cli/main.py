@@ -11,10 +11,8 @@ loads is one line and exit code 130 too.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
-import shutil
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -274,99 +272,25 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
 
 
 def _calibrate(s: _Setup, run_dir: Path, then: str = "") -> Calibration:
-    """Run the profiler (measurements cached per device, graph and settings), print its table
-    and choice, and keep it as RUN_DIR/profile.json; one line when only the closest fit is
-    left (``then`` ends it), a UsageError when nothing fits in memory."""
-    from edgegcl.budget.cache import ProfileCache
-    from edgegcl.budget.profiler import calibrate, closest_fit_line
-    from edgegcl.budget.search import format_table
-    from edgegcl.training.state import write_atomic
+    """The profiler under ``s``'s profile, its table and choice printed and kept
+    (edgegcl.cli.autobudget)."""
+    from edgegcl.cli.autobudget import calibrate_and_report
 
     assert s.profile is not None and s.data is not None
-
-    def say(line: str) -> None:
-        print(f"edgegcl: {line}", file=sys.stderr)
-
-    print(f"edgegcl: profiling on {s.device} under profile {s.profile.name} "
-          f"(HANS at the costliest state the run can reach)", file=sys.stderr)
-    cache = ProfileCache.for_run(s.data, s.cfg, s.device, lambda w: say(f"warning: {w}"))
-    cal = calibrate(s.data, s.cfg, s.profile, s.device, log=say, cache=cache)
-    if cal.cached:
-        say(f"{cal.cached} of the {len(cal.paths)} measurements came from the profile cache "
-            f"{cache.path} (delete it to measure again)")
-    write_atomic(run_dir / "profile.json", json.dumps(cal.to_json(s.profile), indent=2) + "\n")
-    print(format_table(cal.result))
-    if cal.chosen is None:
-        raise UsageError(f"nothing fits profile {s.profile.name}'s memory: {cal.result.reason}; "
-                         f"nothing was trained ({_memory_advice(cal)})")
-    if cal.meets_target:
-        print(cal.result.reason)
-    else:
-        say(closest_fit_line(cal, s.profile) + then)
-    return cal
-
-
-def _memory_advice(cal: Calibration) -> str:
-    """What can make a run fit in memory, for the mode it was measured in."""
-    if cal.mode == "full":
-        return ("give more memory with --memory-gib, or train neighbour-sampled mini-batches: "
-                "--mode minibatch")
-    return ("give more memory with --memory-gib, or sample fewer neighbours (--fanout), or "
-            "use a profile whose batch_size_min is smaller")
+    return calibrate_and_report(s.data, s.cfg, s.profile, s.device, run_dir, then)
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
+    from edgegcl.cli.rundir import new_run_dir, run_name
     from edgegcl.config import to_toml
     from edgegcl.training.state import write_atomic
 
     with ExitStack() as hold:
         s = _setup(args, hold)
-        run_dir, _ = _new_run_dir(hold, s.cfg.out, f"profile-{_run_name(s.cfg.dataset)}")
+        run_dir, _ = new_run_dir(hold, s.cfg.out, f"profile-{run_name(s.cfg.dataset)}")
         write_atomic(run_dir / "config.toml", to_toml(s.cfg))
         _calibrate(s, run_dir)
     return 0
-
-
-def _run_name(dataset: str) -> str:
-    """A run directory's name for ``dataset``: the benchmark's canonical spelling (``cora``
-    -> Cora), ``synthetic``, or a graph file's name without its suffix."""
-    from edgegcl.data.datasets import canonical_name
-
-    if dataset.strip().lower() == "synthetic":
-        return "synthetic"
-    return canonical_name(dataset) or Path(dataset).stem
-
-
-def _new_run_dir(hold: ExitStack, out: str, name: str) -> tuple[Path, Callable[[], None]]:
-    """A new run directory, locked in ``hold``, and a function to call once the run has
-    really started: until then, ``hold`` closing on an exception removes the directory, what
-    was written into it and the folders made for it (a directory that existed, empty, is
-    emptied), so that a failed start leaves nothing behind."""
-    from edgegcl.training.run import prepare_run_dir
-    from edgegcl.training.state import LOCK_NAME
-
-    existed = bool(out) and Path(out).is_dir()
-    parent = (Path(out) if out else Path("runs") / name).absolute().parent
-    made = [p for p in (parent, *parent.parents) if not p.exists()]  # mkdir's parents
-    run_dir = hold.enter_context(prepare_run_dir(out, name))
-    started: list[bool] = []
-
-    def discard(kind: type[BaseException] | None, *exc: object) -> None:
-        if kind is None or started:
-            return
-        for path in list(run_dir.iterdir()) if run_dir.is_dir() else []:
-            if path.name != LOCK_NAME:
-                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
-        if not existed:
-            shutil.rmtree(run_dir, ignore_errors=True)
-            for folder in made:  # innermost first; one another process wrote into stays
-                try:
-                    folder.rmdir()
-                except OSError:
-                    break
-
-    hold.push(discard)
-    return run_dir, lambda: started.append(True)
 
 
 def _auto_budget_report(cal: Calibration, profile: DeviceProfile | None
@@ -385,6 +309,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace, hold: ExitStack) -> int:
     from edgegcl.budget.profiler import pace_line
+    from edgegcl.cli.rundir import new_run_dir, run_name
     from edgegcl.evaluation.authors import AUTHORS_LABEL
     from edgegcl.training.distributed import RankLost, launched, on_main, share_graph, start
     from edgegcl.training.distributed import stop as stop_world
@@ -418,7 +343,7 @@ def _train(args: argparse.Namespace, hold: ExitStack) -> int:
     def make_run_dir() -> Path:
         if args.resume:
             return Path(args.resume)
-        path, started = _new_run_dir(hold, cfg.out, _run_name(cfg.dataset))
+        path, started = new_run_dir(hold, cfg.out, run_name(cfg.dataset))
         starts.append(started)
         return path
 
