@@ -15,23 +15,18 @@ import dataclasses
 import json
 import math
 import re
-import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from edgegcl.errors import UsageError, first_line
+from edgegcl.errors import UsageError
 from edgegcl.nn.model import ACTIVATIONS, ModelConfig
 from edgegcl.contrast.hans import CATEGORY_LOSSES, GATES
 from edgegcl.contrast.negatives import CANDIDATES, PICKS, SAMPLE_MIN, STRATIFY
 from edgegcl.contrast.pairs import LOGITS
 from edgegcl.data.sampling import SAMPLERS
 from edgegcl.data.synthetic import SyntheticSpec
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from edgegcl.tomlfile import read_toml
 
 _SYNTHETIC = SyntheticSpec()
 
@@ -335,18 +330,6 @@ def resolve_config(name: str | Path) -> Path:
     if p.exists() or p.suffix == ".toml" or str(name) not in list_presets():
         return p
     return PRESETS_DIR / f"{name}.toml"
-
-
-def read_toml(path: Path, what: str, missing_hint: str) -> dict[str, Any]:
-    """A TOML file's table; a missing file (``missing_hint`` says what to do) or invalid TOML
-    is one UsageError line naming ``what`` (e.g. "config file x.toml")."""
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise UsageError(f"{what} does not exist; {missing_hint}") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{what} is not valid TOML ({first_line(exc)}); fix the file") from None
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
