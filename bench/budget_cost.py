@@ -115,9 +115,7 @@ def held_budgets(base: TrainConfig, data: Data, x: torch.Tensor, rounds: int
                 clock = clocks[name] if r else None
                 if clock is not None:
                     clock.start()
-                step(clock)
-                if clock is not None:
-                    clock.steps += 1
+                step(clock)  # Trainer.train_step counts the clock's steps
             if r:
                 _sync(x.device)
                 seconds[name] += time.perf_counter() - t0
@@ -161,7 +159,10 @@ def report(res: dict[str, Any]) -> str:
     lines = [f"# What theta_max costs on {res['dataset']}'s full graph (issue 22, item 5)", "",
              f"Measured {res['started']} on: {res['machine']}; {res['wall_min']:.1f} min wall, "
              "nothing else running.", "", f"    {res['command']}", "",
-             (__doc__ or "").split("\n\n")[1].replace("\n", " "), "",
+             *([res["note"], ""] if res.get("note") else []),
+             "Held: HANS held saturated at each budget, stepped in interleaved blocks of T_int "
+             "epochs (strata refreshes counted). Whole runs: the default scheduler at "
+             "`--theta-max` against `--scheduler none`, alternating blocks of 10 epochs.", "",
              f"Configuration: `edgegcl train --dataset {res['dataset']}`'s (its tuned defaults); "
              f"pick {res['pick']}, strata {res['stratify']}, logits {res['logits']}.", "",
              "## Held at a saturated budget", "",
@@ -215,7 +216,16 @@ def main() -> None:
                    "key=value,key=value (e.g. pick=random)")
     p.add_argument("--name", default=None)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--report-only", action="store_true",
+                   help="rewrite the .md of --name's existing JSON")
     args = p.parse_args()
+    name = args.name or f"budget-cost-{args.dataset.lower()}" + (
+        "" if args.device == "cpu" else f"-{torch.device(args.device).type}")
+    if args.report_only:
+        from edgegcl.training.state import write_atomic
+        res = json.loads((HERE / "results" / f"{name}.json").read_text())
+        write_atomic(HERE / "results" / f"{name}.md", report(res))
+        return
 
     from edgegcl.training.config import tuned_defaults
     from edgegcl.data import load_graph
@@ -244,8 +254,6 @@ def main() -> None:
     res["held"] = held_budgets(base, data, x, args.rounds)
     res["whole"] = whole_runs(base, data, x, args.theta)
     res["wall_min"] = (time.perf_counter() - t0) / 60
-    name = args.name or f"budget-cost-{args.dataset.lower()}" + (
-        "" if device.type == "cpu" else f"-{device.type}")
     write_atomic(HERE / "results" / f"{name}.json", json.dumps(res, indent=1) + "\n")
     write_atomic(HERE / "results" / f"{name}.md", report(res))
     print(report(res))

@@ -79,10 +79,15 @@ def _mean(runs: list[dict], key: str, form: str, scale: float = 1.0) -> str:
     return form.format(scale * statistics.fmean(r[key] for r in runs)) if runs else "—"
 
 
-def side_by_side(ds: str) -> dict[str, float]:
+def side_by_side(ds: str, records: list[dict] = ()) -> dict[str, float]:
     """Epoch seconds of each cell held at its saturated budget, measured side by side by
-    bench.budget_cost on the same dataset (bench/results/budget-cost-DS.json), if present."""
-    path = HERE / "results" / f"budget-cost-{ds.lower()}.json"
+    bench.budget_cost on the same dataset and device as ``records``' runs
+    (bench/results/budget-cost-DS[-cuda].json), if present."""
+    devices = {r.get("device", "cpu") for r in records if r["dataset"] == ds}
+    suffix = "" if devices <= {"cpu"} else "-cuda" if devices == {"cuda"} else None
+    if suffix is None:  # runs on several devices: no one time axis fits them
+        return {}
+    path = HERE / "results" / f"budget-cost-{ds.lower()}{suffix}.json"
     if not path.exists():
         return {}
     return {name: row["epoch_s"] for name, row in json.loads(path.read_text())["held"].items()}
@@ -107,7 +112,8 @@ def report(records: list[dict], invocations: list[dict], name: str, datasets: li
     lines = ["# Does hardness help? HANS, a random subset of the same size, all negatives",
              "", "Measured by these commands, each adding its runs to the same JSON:", ""]
     for h in invocations:
-        lines += [f"- {h['started']}, {h['runs']} runs, {h['jobs']} at a time, "
+        done = f" ({h['done']} finished)" if h.get("done", h["runs"]) != h["runs"] else ""
+        lines += [f"- {h['started']}, {h['runs']} runs{done}, {h['jobs']} at a time, "
                   f"{h['wall_min']:.1f} min wall; {h['machine']}:", "",
                   f"      {h['command']}", ""]
     intro = (__doc__ or "").split("\n\n")
@@ -122,7 +128,7 @@ def report(records: list[dict], invocations: list[dict], name: str, datasets: li
               "accuracy-cost curve; epoch ms in-run = the runs' own mean epoch, on a shared "
               "machine (runs went two at a time beside other work: not comparable).", ""]
     for ds in datasets:
-        held = side_by_side(ds)
+        held = side_by_side(ds, records)
         lines += [f"## {ds}", "", "| cell | n | val | test | active | at 90 % | epoch ms held "
                   "| epoch ms in-run |", "|---|---|---|---|---|---|---|---|"]
         for cell in cells:
@@ -170,7 +176,7 @@ def plot(records: list[dict], datasets: list[str], path: Path) -> None:
             axes[0][j].errorbar(thetas, [statistics.fmean(a) for a in acc],
                                 [statistics.pstdev(a) for a in acc], marker=marker, capsize=3,
                                 label=f"{kind}, honest test")
-            held = side_by_side(ds)
+            held = side_by_side(ds, mine)
             if all(f"{kind}@{t:g}" in held for t in thetas):  # the accuracy-cost curve
                 ms, how = [1000 * held[f"{kind}@{t:g}"] for t in thetas], "held, side by side"
             else:
@@ -183,8 +189,8 @@ def plot(records: list[dict], datasets: list[str], path: Path) -> None:
             if runs:
                 axes[0][j].axhline(statistics.fmean(r["honest_test_micro_f1"] for r in runs),
                                    color="gray", ls=style, label=cell)
-                if cell in side_by_side(ds):
-                    axes[1][j].axhline(1000 * side_by_side(ds)[cell], color="gray", ls=style,
+                if cell in side_by_side(ds, mine):
+                    axes[1][j].axhline(1000 * side_by_side(ds, mine)[cell], color="gray", ls=style,
                                        label=f"{cell} (held)")
         axes[0][j].set_title(f"{ds}: honest test micro-F1 vs theta_max")
         axes[1][j].set_xlabel("theta_max")

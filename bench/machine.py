@@ -7,14 +7,11 @@ import platform
 import psutil
 import torch
 
+from edgegcl.budget.cache import cpu_model
+
 
 def describe() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
+    cpu = cpu_model()
     mem = psutil.virtual_memory().total / 2**30
     gpu = f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
     return (f"{cpu}, {psutil.cpu_count(logical=True)} cores, {mem:.0f} GiB RAM{gpu}; "

@@ -176,6 +176,7 @@ class Results:
         def save(rec: dict | None = None) -> None:
             if rec is not None:
                 self.records.append(rec)
+                header["done"] = header.get("done", 0) + 1
             header["wall_min"] = (time.perf_counter() - start) / 60
             write_atomic(self.path, json.dumps({"invocations": self.invocations,
                                                 "runs": self.records}, indent=1) + "\n")
@@ -191,6 +192,9 @@ def save_png(fig: Any, path: Path) -> None:
     tmp = path.with_name(path.stem + ".tmp.png")
     fig.savefig(tmp, dpi=90)
     os.replace(tmp, path)
+    fig.clf()
+    import matplotlib.pyplot as plt
+    plt.close(fig)
 
 
 def pyplot() -> Any:

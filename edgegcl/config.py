@@ -20,18 +20,13 @@ import dataclasses
 import functools
 import json
 import math
-import sys
 import typing
 from dataclasses import Field, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
-from edgegcl.errors import UsageError, first_line
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
+from edgegcl.errors import UsageError
+from edgegcl.tomlfile import read_toml
 
 
 def option(default: Any, help: str, *, at_least: float | None = None,
@@ -106,7 +101,7 @@ def _check_bounds(f: Field[Any], value: Any) -> None:
     elif hi is not None:
         rule = f"<= {hi:g}"
     else:
-        rule = f">= {lo:g}" if lo is not None else f"> {gt:g}"
+        rule = f"at least {lo:g}" if lo is not None else f"> {gt:g}"
     why = f" ({meta['why']})" if meta["why"] else ""
     raise UsageError(f"{flag(f.name)} must be {rule}{why}, got {value!r}")
 
@@ -233,18 +228,6 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     return repr(value)
-
-
-def read_toml(path: Path, what: str, missing_hint: str) -> dict[str, Any]:
-    """A TOML file's table; a missing file (``missing_hint`` says what to do) or invalid TOML
-    is one UsageError line naming ``what`` (e.g. "config file x.toml")."""
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise UsageError(f"{what} does not exist; {missing_hint}") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{what} is not valid TOML ({first_line(exc)}); fix the file") from None
 
 
 _HERE = Path(__file__).resolve().parent

@@ -13,6 +13,13 @@ os.environ.setdefault("EDGEGCL_MALLOC", "system")
 
 
 @pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory,
+                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own profile cache (edgegcl.budget.cache), never ~/.cache."""
+    monkeypatch.setenv("EDGEGCL_CACHE", str(tmp_path_factory.mktemp("edgegcl-cache")))
+
+
+@pytest.fixture(autouse=True)
 def _one_thread():
     """The tests' graphs are tiny: threads gain nothing and, on a busy 2-core machine, thrash."""
     before = torch.get_num_threads()

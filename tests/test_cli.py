@@ -20,6 +20,7 @@ from helpers import capture
 
 from edgegcl.cli.main import main
 from edgegcl.training.config import TrainConfig, build, load_toml
+from edgegcl.errors import UsageError
 from edgegcl.nn.model import GCNEncoder, ModelConfig
 
 # A graph and model small enough that a seed trains in well under a second.
@@ -535,3 +536,77 @@ def test_an_option_the_scheduler_does_not_use_is_refused(tmp_path: Path, argv: l
         code, _, err = _run_main(["train", *TINY, "--scheduler", "hans", *argv,
                                   "--out", str(tmp_path / "ok")])
         assert code == 0, err
+
+
+# --------------------------------------------------------------------------- a failed start
+
+def test_a_failed_start_leaves_no_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from edgegcl.data.sampling import pyg_sampler_available
+    from edgegcl.training import run as run_module
+
+    if not pyg_sampler_available():  # the real case: a sampler that is not installed
+        out = tmp_path / "pyg"
+        code = main(["train", *TINY, "--mode", "minibatch", "--batch-size", "32",
+                     "--sampler", "pyg", "--out", str(out)])
+        assert code == 2 and "sampler 'pyg' needs" in capsys.readouterr().err
+        assert not out.exists()
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise UsageError("refused before the first epoch")
+    monkeypatch.setattr(run_module, "train_seed", refuse)
+    assert main(["train", *TINY, "--out", str(tmp_path / "new")]) == 2
+    assert not (tmp_path / "new").exists()
+    assert main(["train", *TINY]) == 2 and not (tmp_path / "runs").exists()
+    given = tmp_path / "given"  # an empty directory the user made stays, empty
+    given.mkdir()
+    assert main(["train", *TINY, "--out", str(given)]) == 2
+    assert given.is_dir() and list(given.iterdir()) == []
+
+
+def test_a_crash_after_an_epoch_keeps_the_run_directory(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the first epoch a run can be resumed: its directory is kept."""
+    from edgegcl.training import run as run_module
+
+    real = run_module.train_seed
+
+    def crash_after_one_epoch(*args: object):
+        *rest, on_epoch = args  # run() passes the epoch hook last
+
+        def crash(*a: object) -> None:
+            on_epoch(*a)
+            raise RuntimeError("power cut")
+        return real(*rest, crash)
+    monkeypatch.setattr(run_module, "train_seed", crash_after_one_epoch)
+    with pytest.raises(RuntimeError, match="power cut"):
+        main(["train", *TINY, "--out", str(tmp_path / "run")])
+    assert (tmp_path / "run" / "config.toml").is_file()
+
+
+def test_run_directories_are_named_by_the_canonical_dataset_name(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from edgegcl.cli.rundir import run_name
+
+    assert [run_name(n) for n in ("cora", "CITESEER", "amazon_photo", "SYNTHETIC",
+                                   "graphs/my.graph.npz")] == \
+        ["Cora", "CiteSeer", "Amazon-Photo", "synthetic", "my.graph"]
+    assert main(["train", *TINY, "--epochs", "2", "--dataset", "Synthetic"]) == 0
+    rng = np.random.default_rng(0)
+    edges = rng.integers(0, 40, (2, 200))
+    np.savez(tmp_path / "my.graph.npz", x=rng.standard_normal((40, 8)).astype(np.float32),
+             edge_index=np.concatenate([edges, edges[::-1]], axis=1))
+    assert main(["train", *TINY, "--epochs", "2", "--dataset",
+                 str(tmp_path / "my.graph.npz")]) == 0
+    made = sorted(p.name.rsplit("-", 2)[0] for p in (tmp_path / "runs").iterdir())
+    assert made == ["my.graph", "synthetic"], made
+
+
+def test_one_seed_prints_no_spread(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                   two_seed_run) -> None:
+    assert main(["train", *TINY, "--epochs", "2", "--out", str(tmp_path / "one")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("test micro"))
+    assert "±" not in line and "seeds" not in line
+    _, _, out, _ = two_seed_run
+    line = next(x for x in out.splitlines() if x.startswith("test micro"))
+    assert "±" in line and "over 2 seeds" in line

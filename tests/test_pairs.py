@@ -230,7 +230,7 @@ def test_exact_strata_remain_available():
 def test_stratify_options_are_validated():
     with pytest.raises(UsageError, match="--stratify must be one of auto, sampled, exact"):
         validate(TrainConfig(stratify="approx"))
-    with pytest.raises(UsageError, match="--stratify-sample must be >= 16"):
+    with pytest.raises(UsageError, match="--stratify-sample must be at least 16"):
         validate(TrainConfig(stratify_sample=4))
 
 

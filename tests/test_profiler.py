@@ -97,11 +97,18 @@ def test_calibrate_measures_both_logits_paths_and_trains_with_the_cheaper(graph,
 
 
 def test_calibrate_stops_at_the_profiles_smallest_batch(graph, monkeypatch):
-    monkeypatch.setattr(profiler, "measure_theta", lambda *a: Cost(100.0, 1000))
+    tried = []
+
+    def fake(data, cfg, device, theta):
+        tried.append(cfg.batch_size)
+        return Cost(100.0, 1000)
+    monkeypatch.setattr(profiler, "measure_theta", fake)
     cfg = replace(SMALL, mode="minibatch", batch_size=64)
     cal = profiler.calibrate(graph, cfg, _profile(batch_size_min=32), torch.device("cpu"),
                              log=lambda _: None)
-    assert cal.chosen is None and cal.batch_size == 32
+    assert sorted(set(tried)) == [32, 64] and len(cal.notes) == 1
+    # nothing meets the target anywhere: of equally fast settings, the largest theta
+    assert not cal.meets_target and cal.chosen == 0.1
 
 
 def test_train_auto_budget_end_to_end(tmp_path, capsys):
@@ -120,15 +127,104 @@ def test_train_auto_budget_end_to_end(tmp_path, capsys):
     assert "fits?" in printed and "auto-budget theta_max" in printed
 
 
-def test_nothing_fits_exits_2_and_trains_nothing(tmp_path, capsys):
-    user = tmp_path / "tiny.toml"
-    user.write_text('name = "tiny"\ndevice = "cpu"\nmemory_budget_gib = "auto"\nheadroom = 0.1\n'
-                    'target_epoch_s = 1e-9\nbatch_size_min = 16\nbatch_size_max = 64\n')
+def test_a_target_no_setting_meets_trains_the_closest_fit(graph, monkeypatch):
+    """Latency grows with theta; memory fits up to 0.5: nothing meets a 0.01 s target, the
+    fastest within memory (the smallest theta measured) is chosen, flagged as such."""
+    def fake(data, cfg, device, theta):
+        return Cost(0.1 + theta, 1000 if theta <= 0.5 else 10**15)
+    monkeypatch.setattr(profiler, "measure_theta", fake)
+    cal = profiler.calibrate(graph, SMALL, _profile(target_epoch_s=0.01), torch.device("cpu"),
+                             log=lambda _: None)
+    fastest = min(m.theta for m in cal.result.measurements)
+    assert not cal.meets_target and cal.chosen == fastest
+    assert cal.predicted().epoch_s == pytest.approx(0.1 + fastest)
+    line = profiler.closest_fit_line(cal, _profile(target_epoch_s=0.01))
+    assert "0.01 s" in line and f"theta_max = {fastest:.2f}" in line
+    assert f"predicted {0.1 + fastest:.3f} s per epoch" in line and "\n" not in line
+
+    # over memory everywhere: nothing to train with
+    monkeypatch.setattr(profiler, "measure_theta", lambda *a: Cost(0.1, 10**15))
+    cal = profiler.calibrate(graph, SMALL, _profile(target_epoch_s=0.01), torch.device("cpu"),
+                             log=lambda _: None)
+    assert cal.chosen is None
+
+
+def test_the_closest_fit_is_the_fastest_over_every_batch_size_tried(graph, monkeypatch):
+    """Epoch time lowest at batch 100 (of 400, 200, 100, 50): that batch is trained."""
+    times = {400: 5.0, 200: 3.0, 100: 2.0, 50: 4.0}
+    monkeypatch.setattr(profiler, "measure_theta",
+                        lambda data, cfg, device, theta: Cost(times[cfg.batch_size] + theta,
+                                                              1000))
+    cfg = replace(SMALL, mode="minibatch", batch_size=400)
+    cal = profiler.calibrate(graph, cfg, _profile(target_epoch_s=1.0, batch_size_min=50),
+                             torch.device("cpu"), log=lambda _: None)
+    assert not cal.meets_target and cal.batch_size == 100 and cal.chosen == 0.05
+    assert len(cal.notes) == 3  # 400 -> 200 -> 100 -> 50, each halving said
+
+
+def _one_line_error(err: str) -> str:
+    lines = [line for line in err.strip().splitlines() if line.startswith("edgegcl: error")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_train_with_an_unmeetable_target_trains_and_says_so_in_one_line(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["train", *TINY, "--profile", str(user), "--auto-budget", "--out", str(out)])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and err[-1].startswith("edgegcl: error: nothing fits profile tiny")
-    assert (out / "profile.json").exists() and not (out / "checkpoint.pt").exists()
+    code = main(["train", *TINY, "--profile", "cpu", "--auto-budget", "--target-epoch-s",
+                 "1e-6", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    said = [line for line in err.splitlines() if "closest fit" in line]
+    assert len(said) == 1 and "1e-06 s" in said[0] and "predicted" in said[0], err
+    assert said[0].endswith("s per epoch; training with it")
+    report = json.loads((out / "metrics.json").read_text())["auto_budget"]
+    assert report["meets_target"] is False and report["budgets"]["epoch_s"] == 1e-6
+    assert report["predicted"]["epoch_s"] > 0 and report["measured"]["epoch_s"] > 0
+    assert report["predicted"]["peak_memory_bytes"] >= 0
+    assert report["measured"]["peak_memory_bytes"] >= 0
+    assert not report["within_budgets"]
+
+
+def test_a_memory_budget_nothing_fits_in_is_exit_2_one_line_and_leaves_nothing(tmp_path,
+                                                                              capsys):
+    out = tmp_path / "run"
+    code = main(["train", *TINY, "--profile", "cpu", "--auto-budget", "--memory-gib", "1e-6",
+                 "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    line = _one_line_error(err)
+    assert "nothing fits profile cpu's memory" in line and "--memory-gib" in line
+    assert "--mode minibatch" in line and "--batch-size" not in line  # full-graph advice
+    assert err.count("nothing fits") == 1  # said once
+    assert not out.exists()  # a failed start writes nothing
+
+
+def test_the_second_identical_run_reuses_the_measurements(tmp_path, capsys):
+    argv = ["train", *TINY, "--profile", "cpu", "--auto-budget"]
+    assert main([*argv, "--out", str(tmp_path / "first")]) == 0
+    first = capsys.readouterr().err
+    assert "profiling theta_max" in first and "from the profile cache" not in first
+    assert main([*argv, "--out", str(tmp_path / "second")]) == 0
+    second = capsys.readouterr().err
+    assert "profiling theta_max" not in second  # nothing measured again
+    assert "came from the profile cache" in second
+    a, b = (json.loads((tmp_path / run / "profile.json").read_text())
+            for run in ("first", "second"))
+    assert a["paths"] == b["paths"] and a["chosen_theta_max"] == b["chosen_theta_max"]
+    assert b["from_cache"] == len(b["paths"]) and a["from_cache"] == 0
+    # another budget reuses what was measured and measures only the thetas it adds
+    assert main([*argv, "--target-epoch-s", "1e-6", "--out", str(tmp_path / "third")]) == 0
+    third = capsys.readouterr().err
+    assert "profiling theta_max = 0.10" not in third and "profiling theta_max = 0.05" in third
+
+
+def test_budget_flags_need_a_profile_and_positive_values(capsys):
+    assert main(["train", *TINY, "--target-epoch-s", "2"]) == 2
+    assert "add --profile" in _one_line_error(capsys.readouterr().err)
+    assert main(["train", *TINY, "--profile", "cpu", "--memory-gib", "-1"]) == 2
+    assert "--memory-gib must be a positive number" in _one_line_error(capsys.readouterr().err)
+    assert main(["train", *TINY, "--profile", "cpu", "--target-epoch-s", "nan"]) == 2
+    assert "--target-epoch-s must be" in _one_line_error(capsys.readouterr().err)
 
 
 def test_profile_command_writes_its_table(tmp_path, capsys):

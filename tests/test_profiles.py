@@ -206,3 +206,24 @@ def test_cli_bad_profile_is_exit_2_and_one_line(tmp_path: Path) -> None:
     assert code == 2 and out == ""
     assert err.startswith("edgegcl: error: profile file ") and "headroom must be" in err
     assert err.count("\n") == 1
+
+
+def test_the_profiles_point_to_documentation_that_exists() -> None:
+    """Each shipped file and the missing-field error name docs/profiles.md's section."""
+    root = Path(profiles.__file__).resolve().parents[2]
+    doc = root / "docs" / "profiles.md"
+    assert "\n## Device profiles\n" in doc.read_text()
+    for path in profiles.SHIPPED_DIR.glob("*.toml"):
+        head = " ".join(line.lstrip("# ") for line in path.read_text().splitlines()[:2])
+        assert 'docs/profiles.md, "Device profiles"' in head, path.name
+
+
+def test_command_line_budgets_replace_the_profiles() -> None:
+    pi = load_profile("raspberry-pi-5")
+    mine = profiles.with_budgets(pi, target_epoch_s=0.5, memory_gib=3)
+    assert (mine.target_epoch_s, mine.memory_budget_gib) == (0.5, 3.0)
+    assert mine.headroom == pi.headroom and mine.name == pi.name
+    assert profiles.with_budgets(pi) == pi
+    for bad in (0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(UsageError, match="--memory-gib must be a positive number"):
+            profiles.with_budgets(pi, memory_gib=bad)

@@ -25,6 +25,11 @@ goes on. The memory budget of a fixed-size profile covers what the process alrea
 (graph, libraries), so that is subtracted before comparing; an ``"auto"`` budget is what is
 free, which already excludes it. When no theta_max fits a mini-batch run, the batch size is
 halved (down to the profile's minimum) and the search repeated, and the output says so.
+
+When nothing meets the epoch-time budget, the run still trains: with the fastest setting
+measured within the memory budget (``closest_fit_line`` says so); only when nothing fits in
+memory is there nothing to train with. Measurements are kept per device, graph and settings
+(edgegcl.budget.cache), so a second run with the same ones measures nothing again.
 """
 
 from __future__ import annotations
@@ -44,12 +49,14 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from edgegcl.nn.augment import as_features
+from edgegcl.budget.cache import ProfileCache
 from edgegcl.budget.search import (
     OUT_OF_MEMORY,
     Budgets,
     Cost,
     SearchResult,
     best_of,
+    closest_fit,
     is_out_of_memory,
     search_theta,
     to_json,
@@ -237,13 +244,19 @@ def training_memory_budget(profile: DeviceProfile, device: torch.device) -> int:
 @dataclass(frozen=True)
 class Calibration:
     """The search's outcome at the batch size it ended with, the notes it printed, and every
-    (theta_max, logits path) it measured there (``paths``; the search kept the cheaper)."""
+    (theta_max, logits path) it measured there (``paths``; the search kept the cheaper).
+
+    ``meets_target``: False when no setting met the epoch-time budget and ``chosen`` is the
+    closest fit instead (edgegcl.budget.search.closest_fit); ``cached``: how many of the
+    measurements came from the profile cache (edgegcl.budget.cache)."""
 
     result: SearchResult
     mode: str
     batch_size: int
     notes: list[str]
     paths: list[tuple[float, Cost]]
+    meets_target: bool = True
+    cached: int = 0
 
     @property
     def chosen(self) -> float | None:
@@ -263,15 +276,20 @@ class Calibration:
     def to_json(self, profile: DeviceProfile) -> dict[str, Any]:
         return {"profile": profile.name, "device_kind": profile.device, "mode": self.mode,
                 "batch_size": self.batch_size, "notes": self.notes, "logits": self.logits,
+                "meets_target": self.meets_target, "from_cache": self.cached,
                 **to_json(self.result),
                 "paths": [{"theta": theta, "logits": c.label, "epoch_s": c.epoch_s,
                            "peak_bytes": c.peak_bytes, "oom": c.oom} for theta, c in self.paths]}
 
 
 def calibrate(data: Data, cfg: TrainConfig, profile: DeviceProfile, device: torch.device,
-              log: Callable[[str], None] = print) -> Calibration:
+              log: Callable[[str], None] = print, cache: ProfileCache | None = None
+              ) -> Calibration:
     """Search theta_max under the profile's budgets; in mini-batch mode, halve the batch size
-    while nothing fits. ``log`` receives the progress lines and the tables."""
+    while nothing fits. When nothing meets the epoch-time budget at any batch size tried, the
+    fastest setting within the memory budget is chosen (``meets_target`` False); only when
+    none is within memory is ``chosen`` None. ``log`` receives the progress lines; ``cache``
+    answers the measurements it holds and keeps the new ones."""
     mode = resolve_mode(cfg.mode, data.num_nodes)
     budgets = Budgets(profile.target_epoch_s, training_memory_budget(profile, device))
     notes: list[str] = []
@@ -282,6 +300,7 @@ def calibrate(data: Data, cfg: TrainConfig, profile: DeviceProfile, device: torc
             notes.append(f"batch size {batch} is outside profile {profile.name}'s bounds "
                          f"[{profile.batch_size_min}, {profile.batch_size_max}]; using {clipped}")
             batch = clipped
+    tried: list[Calibration] = []
     while True:
         run_cfg = replace(cfg, batch_size=batch)
         paths: list[tuple[float, Cost]] = []
@@ -289,22 +308,54 @@ def calibrate(data: Data, cfg: TrainConfig, profile: DeviceProfile, device: torc
         def measure(theta: float) -> Cost:
             costs = []
             for logits in PATHS:
-                log(f"profiling theta_max = {theta:.2f} ({mode}"
-                    + (f", batch size {batch}" if mode == "minibatch" else "")
-                    + f", {logits} logits)")
-                cost = replace(measure_theta(data, replace(run_cfg, logits=logits), device,
-                                             theta), label=logits)
+                cost = None if cache is None else cache.get(batch, theta, logits)
+                if cost is None:
+                    log(f"profiling theta_max = {theta:.2f} ({mode}"
+                        + (f", batch size {batch}" if mode == "minibatch" else "")
+                        + f", {logits} logits)")
+                    cost = measure_theta(data, replace(run_cfg, logits=logits), device, theta)
+                    if cache is not None:
+                        cache.put(batch, theta, logits, cost)
+                cost = replace(cost, label=logits)
                 paths.append((theta, cost))
                 costs.append(cost)
             return best_of(costs, budgets)
 
         result = search_theta(measure, budgets)
-        if result.chosen is not None or mode == "full" or batch // 2 < profile.batch_size_min:
-            return Calibration(result, mode, batch, notes, paths)
+        cal = Calibration(result, mode, batch, list(notes), paths,
+                          cached=0 if cache is None else cache.hits)
+        if result.chosen is not None:
+            return cal
+        tried.append(cal)
+        if mode == "full" or batch // 2 < profile.batch_size_min:
+            return _closest(tried, notes)
         notes.append(f"no theta_max fits at batch size {batch} ({result.reason}); "
                      f"halving the batch size to {batch // 2}")
         log(notes[-1])
         batch //= 2
+
+
+def _closest(tried: list[Calibration], notes: list[str]) -> Calibration:
+    """Of searches where nothing fit both budgets, the fastest setting within memory (the
+    last search unchanged when none is)."""
+    fits = [(m, cal) for cal in tried if (m := closest_fit(cal.result)) is not None]
+    if not fits:
+        return replace(tried[-1], notes=notes)
+    m, cal = min(fits, key=lambda f: (f[0].epoch_s, -f[0].theta))
+    return replace(cal, result=replace(cal.result, chosen=m.theta), notes=notes,
+                   meets_target=False, cached=tried[-1].cached)
+
+
+def closest_fit_line(cal: Calibration, profile: DeviceProfile) -> str:
+    """One line for a calibration that ended with the closest fit: what was asked, what was
+    chosen and its predicted epoch time."""
+    predicted, budgets = cal.predicted(), cal.result.budgets
+    assert predicted is not None and predicted.epoch_s is not None
+    return (f"no setting meets the epoch-time target of {budgets.epoch_s:g} s (profile "
+            f"{profile.name}, less the {budgets.margin:.0%} margin); the closest fit is "
+            f"theta_max = {cal.chosen:.2f} ({cal.logits} logits"
+            + (f", batch size {cal.batch_size}" if cal.mode == "minibatch" else "")
+            + f"), predicted {predicted.epoch_s:.3f} s per epoch")
 
 
 def auto_budget_report(cal: Calibration, profile: DeviceProfile,
@@ -329,6 +380,7 @@ def auto_budget_report(cal: Calibration, profile: DeviceProfile,
         "measured_over_predicted": {"epoch_s": epoch_s / predicted.epoch_s,
                                     "peak_memory_bytes": peak / max(1, predicted.peak_bytes or 1)},
         "within_budgets": epoch_s <= budgets.epoch_s and peak <= budgets.memory_bytes,
+        "meets_target": cal.meets_target, "measurements_from_cache": cal.cached,
     }
 
 

@@ -13,21 +13,26 @@ A profile is a small TOML file (the shipped ones are in the repository's ``profi
   on this device, integers with 1 <= min <= max
 
 Every problem with a file is one ``UsageError`` line naming the field, what is wrong and the fix.
+Reading and listing profiles needs the standard library alone (``edgegcl profiles`` answers
+without loading torch); what asks the device (``check_device_present``,
+``memory_budget_bytes``) imports torch when called.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import psutil
-import torch
 
-from edgegcl.config import read_toml
 from edgegcl.errors import UsageError
+from edgegcl.tomlfile import read_toml
+
+if TYPE_CHECKING:
+    import torch
 
 DEVICE_KINDS = ("cuda", "cpu")
 FIELDS = ("name", "description", "device", "memory_budget_gib", "headroom", "target_epoch_s",
@@ -93,7 +98,7 @@ def _parse(raw: dict[str, Any], where: str) -> DeviceProfile:
     missing = [f for f in FIELDS if f not in raw and f not in OPTIONAL]
     if missing:
         raise UsageError(f"{where}: missing field(s) {', '.join(missing)}; "
-                         f"add them (README.md, 'Device profiles', says what each means)")
+                         f"add them (docs/profiles.md, 'Device profiles', says what each means)")
 
     def fail(field: str, what: str, example: str) -> UsageError:
         return UsageError(f"{where}: {field} must be {what}, got {raw[field]!r}; "
@@ -127,6 +132,23 @@ def _parse(raw: dict[str, Any], where: str) -> DeviceProfile:
                          batch_size_min=raw["batch_size_min"], batch_size_max=raw["batch_size_max"])
 
 
+def with_budgets(profile: DeviceProfile, target_epoch_s: float | None = None,
+                 memory_gib: float | None = None) -> DeviceProfile:
+    """``profile`` with the budgets given on the command line (``--target-epoch-s``,
+    ``--memory-gib``) in place of its own; None keeps the profile's. Each must be a positive
+    number: anything else is one UsageError line."""
+    for flag, value in (("--target-epoch-s", target_epoch_s), ("--memory-gib", memory_gib)):
+        if value is not None and not (_is_number(value) and value > 0):
+            raise UsageError(f"{flag} must be a positive number, got {value:g}; e.g. {flag} "
+                             + ("2.0 (seconds per epoch)" if flag == "--target-epoch-s"
+                                else "8 (GiB)"))
+    return replace(profile,
+                   target_epoch_s=profile.target_epoch_s if target_epoch_s is None
+                   else float(target_epoch_s),
+                   memory_budget_gib=profile.memory_budget_gib if memory_gib is None
+                   else float(memory_gib))
+
+
 def _is_number(value: Any) -> bool:
     """A finite TOML integer or float (TOML booleans are Python ints: not numbers here)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -134,6 +156,8 @@ def _is_number(value: Any) -> bool:
 
 def check_device_present(profile: DeviceProfile) -> None:
     """Raise a one-line ``UsageError`` when the profile's device is not usable from this torch."""
+    import torch
+
     if profile.device != "cuda" or torch.cuda.is_available():
         return
     why = ("a CPU-only build" if torch.version.cuda is None else
@@ -151,6 +175,8 @@ def memory_budget_bytes(profile: DeviceProfile, device: torch.device | None = No
     or ``torch.cuda.mem_get_info``), so call it where the profiler takes its memory baseline.
     ``device`` picks the GPU of a cuda profile (default: the current one).
     """
+    import torch
+
     check_device_present(profile)
     if profile.device == "cuda":
         free, total = torch.cuda.mem_get_info(device)

@@ -193,6 +193,14 @@ def search_theta(measure: Callable[[float], Cost], budgets: Budgets, *,
     return SearchResult(chosen, measurements, _reason(chosen, measurements, budgets), budgets)
 
 
+def closest_fit(result: SearchResult) -> Measurement | None:
+    """When no θ fits both budgets: the measurement to train with anyway, the fastest of
+    those within the memory limit (of equal times, the larger θ); None when none is, since a
+    run past the memory limit may fail where one past the epoch target is only slower."""
+    within = [m for m in result.measurements if not m.oom and "memory" not in m.over]
+    return min(within, key=lambda m: (m.epoch_s, -m.theta), default=None)
+
+
 def _mib(n: int) -> str:
     return f"{n / 2**20:.0f} MiB"
 

@@ -20,9 +20,8 @@ RUNS_DIR = Path("runs")  # where ``edgegcl train`` puts runs without --out (run.
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register the ``export`` subcommand."""
-    from edgegcl.onnx.export import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
-
+    """Register the ``export`` subcommand; its options (which import torch and onnx, for the
+    opset range) are added when it is parsed (edgegcl.cli.main._Parser)."""
     p = sub.add_parser(
         "export", help="write a trained encoder to ONNX for torch-free inference",
         description="Export a run's encoder (not the projection head) to a portable ONNX model "
@@ -30,7 +29,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     "runtime runs it alone; edgegcl-embed cuts it into its dense stages), then "
                     "check it against torch on the training graph and a random subgraph, run by "
                     "onnxruntime alone and by edgegcl-embed's runtime (dense and sparse first "
-                    "layer): max abs difference <= 1e-4.")
+                    "layer): max abs difference <= 1e-4.",
+        options=_options)
+    p.set_defaults(func=_cmd_export)
+
+
+def _options(p: argparse.ArgumentParser) -> None:
+    from edgegcl.onnx.export import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
+
     p.add_argument("out", metavar="OUT.onnx", help="the model file to write")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--run", metavar="RUN_DIR",
@@ -49,7 +55,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="overwrite existing output files (without it, an existing OUT that is "
                         "this checkpoint's fp32 export is reused by --quantize and --graph-out)")
-    p.set_defaults(func=_cmd_export)
 
 
 def latest_run(runs_dir: Path) -> Path:

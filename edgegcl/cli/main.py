@@ -1,13 +1,16 @@
 """The ``edgegcl`` command line. Usage errors print one line and exit with code 2.
 
-Importing this module loads the standard library alone; torch and the rest load inside
-``main``, so that Ctrl-C while they load is one line and exit code 130 too.
+Importing this module loads the standard library alone, and so does building the parser: a
+subcommand's options that need the library (``train``'s one flag per config field, ``export``'s
+opset range) are added when that subcommand is parsed (``_Parser``'s ``options``). So
+``--version``, ``--help``, ``profiles``, ``plot``'s errors and the errors of the command line
+itself answer before torch is imported; torch loads inside ``main``, so that Ctrl-C while it
+loads is one line and exit code 130 too.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import signal
@@ -31,7 +34,26 @@ if TYPE_CHECKING:
     from edgegcl.training.run import SeedResult
 
 class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line (no usage dump) with exit code 2."""
+    """argparse whose errors are one line (no usage dump) with exit code 2.
+
+    ``options``: adds the parser's arguments when it first parses (a subcommand's parser
+    parses only when that subcommand is named, its ``--help`` included), so that what they
+    import loads only for the subcommand that needs it.
+    """
+
+    def __init__(self, *args: Any,
+                 options: Callable[[argparse.ArgumentParser], None] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._options = options
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        if self._options is not None:
+            options, self._options = self._options, None
+            options(self)
+        return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"edgegcl: error: {message} (see '{self.prog} --help')\n")
@@ -64,39 +86,69 @@ def _flag_form(name: str, cfg: TrainConfig) -> str:
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
-    from edgegcl.training.state import RESUMABLE
-
     p = sub.add_parser("train", help="train AdNGCL with HANS and evaluate it",
                        description="Train AdNGCL with HANS; writes config, metrics, the HANS "
-                                   "event log and checkpoints into a run directory.")
+                                   "event log and checkpoints into a run directory.",
+                       options=_train_options)
+    p.set_defaults(func=_cmd_train)
+
+
+def _train_options(p: argparse.ArgumentParser) -> None:
+    from edgegcl.training.logger import LOGGERS
+    from edgegcl.training.state import RESUMABLE
+
     p.add_argument("--profile", metavar="NAME|FILE.toml",
                    help="device profile (see 'edgegcl profiles'): trains on its device")
     p.add_argument("--auto-budget", action="store_true",
-                   help="with --profile: measure theta_max on the device first and train with "
-                        "the largest that fits the profile's memory and epoch-time budgets")
+                   help="with --profile: measure theta_max on the device first (measurements "
+                        "are cached) and train with the largest that fits the profile's memory "
+                        "and epoch-time budgets, or, when none meets the epoch time, the "
+                        "fastest that fits in memory")
+    _add_budget_flags(p)
+    p.add_argument("--logger", choices=LOGGERS, default=LOGGERS[0],
+                   help="where the per-epoch rows and HANS events go besides the run "
+                        "directory's files: none, or tensorboard (event files in each "
+                        "RUN_DIR/seed-K; 'tensorboard --logdir RUN_DIR'; needs the tensorboard "
+                        "extra) (default: none)")
     p.add_argument("--resume", metavar="RUN_DIR",
                    help="continue a stopped or crashed run from its seeds' saved state; only "
-                        f"{', '.join('--' + f.replace('_', '-') for f in RESUMABLE)} may change")
+                        f"{', '.join('--' + f.replace('_', '-') for f in RESUMABLE)} (and "
+                        "--logger) may change")
     _add_config_flags(p)
-    p.set_defaults(func=_cmd_train)
+
+
+def _add_budget_flags(p: argparse.ArgumentParser) -> None:
+    """``--target-epoch-s`` and ``--memory-gib``: a profile's budgets from the command line."""
+    p.add_argument("--target-epoch-s", type=float, metavar="SECONDS",
+                   help="with --profile: the epoch time to meet, instead of the profile's "
+                        "target_epoch_s")
+    p.add_argument("--memory-gib", type=float, metavar="GIB",
+                   help="with --profile: the memory training may use, in GiB, instead of the "
+                        "profile's memory_budget_gib (its headroom still applies)")
 
 
 def _add_profile(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("profile", help="measure epoch time and memory per theta_max on a device",
                        description="Run the resource profiler alone: per theta_max, the epoch "
                                    "latency and peak memory on the profile's device, and the "
-                                   "largest theta_max within its budgets (no training).")
+                                   "largest theta_max within its budgets (no training).",
+                       options=_profile_options)
+    p.set_defaults(func=_cmd_profile)
+
+
+def _profile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", metavar="NAME|FILE.toml", required=True,
                    help="device profile (see 'edgegcl profiles')")
+    _add_budget_flags(p)
     _add_config_flags(p)
-    p.set_defaults(func=_cmd_profile)
 
 
 def _saved_config(run_dir: Path) -> dict[str, Any]:
     """RUN_DIR/config.toml's values, refused in one line when fields are missing (a
     truncated file; defaults in their place would train another configuration)."""
     from edgegcl.config import NEWER_THAN_HARD_PICK
-    from edgegcl.training.config import FIELDS, load_toml, read_toml
+    from edgegcl.tomlfile import read_toml
+    from edgegcl.training.config import FIELDS, load_toml
 
     path = run_dir / "config.toml"
     saved = load_toml(path)
@@ -164,7 +216,7 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
     when one is given) and, with ``graph``, the graph; the allocator set to reuse freed pages
     (edgegcl.memory.reuse_freed_memory). A resumed run is locked (in ``hold``) before its
     files are read, and refused if they cannot continue (edgegcl.training.run.check_resume)."""
-    from edgegcl.budget.profiles import check_device_present, load_profile
+    from edgegcl.budget.profiles import check_device_present, load_profile, with_budgets
     from edgegcl.training.config import FIELDS, build, load_toml, tuned_defaults, unused_settings
     from edgegcl.data import load_graph
     from edgegcl.memory import reuse_freed_memory
@@ -172,6 +224,9 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
     from edgegcl.training.run import check_resume
     from edgegcl.training.step import resolve_device
 
+    if not args.profile and (args.target_epoch_s, args.memory_gib) != (None, None):
+        raise UsageError("--target-epoch-s and --memory-gib replace a device profile's "
+                         "budgets: add --profile NAME (see 'edgegcl profiles')")
     reuse_freed_memory()
 
     flags = {name: getattr(args, name) for name in FIELDS if getattr(args, name) is not None}
@@ -200,6 +255,7 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
                          f"{'it' if len(unused) == 1 else 'them'}")
     profile = load_profile(args.profile) if args.profile else None
     if profile is not None:
+        profile = with_budgets(profile, args.target_epoch_s, args.memory_gib)
         check_device_present(profile)
         if cfg.device != "auto" and not cfg.device.startswith(profile.device):
             raise UsageError(f"--device {cfg.device} contradicts profile {profile.name} "
@@ -214,36 +270,23 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
     return _Setup(cfg, data, device, profile, tuned)
 
 
-def _calibrate(s: _Setup, run_dir: Path) -> Calibration:
-    """Run the profiler, print its table and choice, and keep it as RUN_DIR/profile.json."""
-    from edgegcl.budget.profiler import calibrate
-    from edgegcl.budget.search import format_table
-    from edgegcl.training.state import write_atomic
+def _calibrate(s: _Setup, run_dir: Path, then: str = "") -> Calibration:
+    """The profiler under ``s``'s profile, its table and choice printed and kept
+    (edgegcl.cli.autobudget)."""
+    from edgegcl.cli.autobudget import calibrate_and_report
 
-    assert s.profile is not None
-    print(f"edgegcl: profiling on {s.device} under profile {s.profile.name} "
-          f"(HANS at the costliest state the run can reach)", file=sys.stderr)
-    cal = calibrate(s.data, s.cfg, s.profile, s.device,
-                    log=lambda line: print(f"edgegcl: {line}", file=sys.stderr))
-    write_atomic(run_dir / "profile.json", json.dumps(cal.to_json(s.profile), indent=2) + "\n")
-    print(format_table(cal.result))
-    print(cal.result.reason)
-    if cal.chosen is None:
-        raise UsageError(f"nothing fits profile {s.profile.name}: {cal.result.reason}; nothing "
-                         "was trained (try a smaller --batch-size, --mode minibatch or a "
-                         f"profile with larger budgets; table in {run_dir / 'profile.json'})")
-    return cal
+    assert s.profile is not None and s.data is not None
+    return calibrate_and_report(s.data, s.cfg, s.profile, s.device, run_dir, then)
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
+    from edgegcl.cli.rundir import new_run_dir, run_name
     from edgegcl.training.config import to_toml
-    from edgegcl.training.run import prepare_run_dir
     from edgegcl.training.state import write_atomic
 
     with ExitStack() as hold:
         s = _setup(args, hold)
-        run_dir = hold.enter_context(prepare_run_dir(s.cfg.out,
-                                                     f"profile-{Path(s.cfg.dataset).stem}"))
+        run_dir, _ = new_run_dir(hold, s.cfg.out, f"profile-{run_name(s.cfg.dataset)}")
         write_atomic(run_dir / "config.toml", to_toml(s.cfg))
         _calibrate(s, run_dir)
     return 0
@@ -265,16 +308,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 def _train(args: argparse.Namespace, hold: ExitStack) -> int:
     from edgegcl.budget.profiler import pace_line
+    from edgegcl.cli.rundir import new_run_dir, run_name
     from edgegcl.evaluation.authors import AUTHORS_LABEL
     from edgegcl.training.distributed import (
         RankLost, launched, on_main, require_minibatch, share_graph, start)
     from edgegcl.training.distributed import stop as stop_world
-    from edgegcl.training.run import Stopped, prepare_run_dir, run
+    from edgegcl.training.logger import make_logger
+    from edgegcl.training.run import Stopped, run
     from edgegcl.training.step import check_full_graph_memory, resolve_mode
 
     if args.auto_budget and not args.profile:
         raise UsageError("--auto-budget needs a device profile: add --profile NAME "
                          "(see 'edgegcl profiles')")
+    logger = make_logger(args.logger)
     # under torchrun only each machine's local rank 0 loads the graph; it is then shared
     s = _setup(args, hold, graph=not launched() or os.environ.get("LOCAL_RANK", "0") == "0")
     cfg, world = s.cfg, None
@@ -289,13 +335,21 @@ def _train(args: argparse.Namespace, hold: ExitStack) -> int:
     main = world is None or world.is_main
     if resolve_mode(cfg.mode, data.num_nodes) == "full":
         check_full_graph_memory(data.num_nodes, s.device)
-    run_dir = on_main(world, lambda: Path(args.resume) if args.resume
-                       else hold.enter_context(prepare_run_dir(cfg.out, cfg.dataset)))
+    starts: list[Callable[[], None]] = []  # marks a new run directory as started (rank 0)
+
+    def make_run_dir() -> Path:
+        if args.resume:
+            return Path(args.resume)
+        path, started = new_run_dir(hold, cfg.out, run_name(cfg.dataset))
+        starts.append(started)
+        return path
+
+    run_dir = on_main(world, make_run_dir)
     cal = None
     if args.auto_budget:  # measured on rank 0's device, its choice used by every rank
-        cal = on_main(world, lambda: _calibrate(s, run_dir))
+        cal = on_main(world, lambda: _calibrate(s, run_dir, "; training with it"))
         cfg = replace(cfg, theta_max=cal.chosen, batch_size=cal.batch_size, logits=cal.logits)
-        if main:
+        if main and cal.meets_target:
             print(f"edgegcl: training with theta_max = {cal.chosen:.2f}"
                   + (f", batch size {cal.batch_size}" if cal.mode == "minibatch" else "")
                   + f", {cal.logits} logits", file=sys.stderr)
@@ -327,12 +381,19 @@ def _train(args: argparse.Namespace, hold: ExitStack) -> int:
                   + (" (signal again to stop at once)" if world is None else ""),
                   file=sys.stderr)
 
+    def on_epoch(seed_dir: Path, row: dict[str, object], events: list[Any]) -> None:
+        while starts:  # an epoch is trained: the run directory is kept from here on
+            starts.pop()()
+        if logger is not None:
+            logger.epoch(seed_dir, row, events)
+
     previous = {sig: signal.signal(sig, stop_after_epoch)
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         metrics = run(cfg, data, run_dir, s.device,
                       report=None if cal is None else _auto_budget_report(cal, s.profile),
-                      stop=lambda: bool(signals), resume=bool(args.resume), world=world)
+                      stop=lambda: bool(signals), resume=bool(args.resume), world=world,
+                      on_epoch=on_epoch)
     except Stopped as stopped:
         if main:
             again = "edgegcl train" if world is None else "torchrun ... -m edgegcl train"
@@ -350,21 +411,31 @@ def _train(args: argparse.Namespace, hold: ExitStack) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         stop_world()
+        if logger is not None:
+            logger.close()
     if not main:
         return 0
     summary = metrics["summary"]
     if "test_micro_f1" in summary:
-        t = summary["test_micro_f1"]
-        print(f"test micro-F1 {t['mean']:.2f} ± {t['std']:.2f} (checkpoint chosen on validation)")
+        print(f"test micro-F1 {_over_seeds(summary['test_micro_f1'], cfg.seeds)} (checkpoint "
+              "chosen on validation)")
     if "authors_protocol_test_micro_f1" in summary:
-        a = summary["authors_protocol_test_micro_f1"]
-        print(f"{AUTHORS_LABEL}: test micro-F1 {a['mean']:.2f} ± {a['std']:.2f}")
+        print(f"{AUTHORS_LABEL}: test micro-F1 "
+              f"{_over_seeds(summary['authors_protocol_test_micro_f1'], cfg.seeds)}")
     print(f"mean epoch time {summary['epoch_time_s']['mean']:.3f} s; results in {run_dir}")
     if "auto_budget" in metrics:
         from edgegcl.budget.profiler import auto_budget_line
 
         print(auto_budget_line(metrics["auto_budget"]))
     return 0
+
+
+def _over_seeds(figure: dict[str, float], seeds: int) -> str:
+    """A figure over seeds: ``0.83 ± 0.01 over 5 seeds``, or ``0.83`` for one seed (its
+    spread is not measured, not zero)."""
+    if seeds == 1:
+        return f"{figure['mean']:.2f}"
+    return f"{figure['mean']:.2f} ± {figure['std']:.2f} over {seeds} seeds"
 
 
 def _add_plot(sub: argparse._SubParsersAction) -> None:
@@ -404,7 +475,7 @@ def _negative_values(argv: Sequence[str]) -> list[str]:
 
 
 def _parser() -> _Parser:
-    """The whole command line (this imports torch and the subcommands' modules)."""
+    """The whole command line; the subcommands' options are added when one is parsed."""
     from edgegcl.budget.profiles import add_profiles_parser
     from edgegcl.cli.export import add_parser as add_export_parser
 
@@ -446,10 +517,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
         if not isinstance(exc, UsageError):
             raise
-        from edgegcl.training.distributed import QuietUsageError
-
-        # under torchrun rank 0 speaks for all: every rank meets the same bad input
-        if not isinstance(exc, QuietUsageError) and os.environ.get("RANK", "0") == "0":
+        # under torchrun rank 0 speaks for all: every rank meets the same bad input (a
+        # QuietUsageError exists only once edgegcl.training.distributed is loaded)
+        dist = sys.modules.get("edgegcl.training.distributed")
+        quiet = dist is not None and isinstance(exc, dist.QuietUsageError)
+        if not quiet and os.environ.get("RANK", "0") == "0":
             print(f"edgegcl: error: {exc}", file=sys.stderr)
         return 2
     finally:

@@ -52,6 +52,10 @@ from edgegcl.training.step import resolve_mode, structure_loader
 
 
 
+EpochHook = Callable[[Path, "dict[str, object]", "list[Any]"], None]
+"""Called after each epoch with the seed's directory, its epochs.csv row and HANS events."""
+
+
 @dataclass
 class SeedResult:
     """What one seed produced: the checkpoint choice, the probe history, timings and HANS."""
@@ -110,7 +114,8 @@ def _result_from_dict(raw: dict[str, Any]) -> SeedResult:
 
 def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                run_dir: Path, label: str, stop: Callable[[], bool] | None = None,
-               resume: bool = False, world: World | None = None) -> SeedResult:
+               resume: bool = False, world: World | None = None,
+               on_epoch: EpochHook | None = None) -> SeedResult:
     """Train one independent run (own split, initialisation and random streams) and probe it.
 
     Every ``checkpoint_every`` epochs (0: the probe interval), at the last epoch and when
@@ -122,6 +127,10 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     Under torchrun (``world``) every rank trains its shard of each epoch's seeds; rank 0 alone
     probes and writes (the other ranks' random streams go into its ``state.pt``), and a stop
     request reaching any rank stops all of them after the same epoch.
+
+    ``on_epoch(run_dir, row, events)``: called on rank 0 after each epoch with its
+    ``epochs.csv`` row and HANS events, the first epoch's with the bootstrap's too
+    (edgegcl.training.logger).
     """
     main = world is None or world.is_main
     torch.manual_seed(seed)
@@ -175,6 +184,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
         times, peak = list(state["times"]), int(state["peak"])
         rows = list(state["rows"])
     start = trainer.epoch
+    bootstrap = len(hans.events)  # the events before any epoch (a new seed's: its bootstrap)
     bar = Progress(cfg.epochs, label, start=start, enabled=main)
     if main:
         # the event log so far is HANS's own (it keeps every event); later ones are appended
@@ -208,6 +218,9 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                 row.update(prober.probe(epoch, model, x, edge_index, epoch == cfg.epochs))
             rows.append(row)
             curve.write(csv_text([row], header=False))
+            if on_epoch is not None and main:  # a new seed's first also gets the bootstrap's
+                on_epoch(run_dir, row, [*(hans.events[:bootstrap] if epoch == 1 else []),
+                                        *result.events])
             eta = " ".join(f"{c} {v:.2f}" for c, v in hans.eta.items())
             bar.update(epoch, f"loss {result.loss:.4f} | eta {eta}")
             stopping = stop is not None and stop()
@@ -347,10 +360,11 @@ def summarise(results: list[SeedResult]) -> dict[str, Any]:
     return summary
 
 
-def prepare_run_dir(out: str, dataset: str) -> RunLock:
+def prepare_run_dir(out: str, name: str) -> RunLock:
     """A new, empty run directory, locked for this process (``with prepare_run_dir(...) as
-    run_dir``); an existing non-empty one is never written, nor one another process holds."""
-    path = Path(out) if out else Path("runs") / f"{Path(dataset).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir``): ``out``, or ``runs/NAME-TIMESTAMP``; an existing non-empty one is never
+    written, nor one another process holds."""
+    path = Path(out) if out else Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
     def refuse_if_used() -> None:
         if path.exists() and (not path.is_dir() or any(p.name != LOCK_NAME
@@ -462,7 +476,7 @@ def _seed_file(path: Path, raw: dict[str, Any], seed: int, cfg: TrainConfig,
 def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
         report: Callable[[list[SeedResult]], dict[str, Any]] | None = None,
         stop: Callable[[], bool] | None = None, resume: bool = False,
-        world: World | None = None) -> dict[str, Any]:
+        world: World | None = None, on_epoch: EpochHook | None = None) -> dict[str, Any]:
     """Train ``cfg.seeds`` independent seeds, write the run directory, return the metrics.
 
     ``report``: more entries for ``metrics.json`` from the seeds' results (``--auto-budget``:
@@ -471,6 +485,7 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
     after every epoch (edgegcl.training.run.train_seed). ``resume``: continue the run in ``run_dir``:
     finished seeds are kept, the others continue from their ``state.pt``. ``world``: this
     rank under torchrun; rank 0 writes everything, the others train and return ``{}``.
+    ``on_epoch``: called after every epoch of every seed (``train_seed``).
     """
     main = world is None or world.is_main
     if resume:
@@ -493,7 +508,7 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
             results.append(done)
             continue
         result = train_seed(data, cfg, seed, device, seed_dir, f"seed {seed + 1}/{cfg.seeds}",
-                            stop, resume, world)
+                            stop, resume, world, on_epoch)
         if not main:
             continue
         save_checkpoint(seed_dir / "checkpoint.pt", result.encoder_state, cfg, data.x.size(1),

@@ -1,0 +1,63 @@
+"""The profiler on the command line (``train --auto-budget``, ``profile``): measurements from
+the profile cache where it has them, the table and the choice printed and kept in the run
+directory, one line when only the closest fit is left, one refusal when nothing fits in
+memory, with what can make it fit for the mode measured.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from edgegcl.errors import UsageError
+
+if TYPE_CHECKING:
+    import torch
+    from torch_geometric.data import Data
+
+    from edgegcl.budget.profiler import Calibration
+    from edgegcl.budget.profiles import DeviceProfile
+    from edgegcl.training.config import TrainConfig
+
+
+def calibrate_and_report(data: Data, cfg: TrainConfig, profile: DeviceProfile,
+                         device: torch.device, run_dir: Path, then: str = "") -> Calibration:
+    """Run the profiler (measurements cached per device, graph and settings), print its table
+    and choice, and keep it as RUN_DIR/profile.json; one line when only the closest fit is
+    left (``then`` ends it), a UsageError when nothing fits in memory."""
+    from edgegcl.budget.cache import ProfileCache
+    from edgegcl.budget.profiler import calibrate, closest_fit_line
+    from edgegcl.budget.search import format_table
+    from edgegcl.training.state import write_atomic
+
+    def say(line: str) -> None:
+        print(f"edgegcl: {line}", file=sys.stderr)
+
+    say(f"profiling on {device} under profile {profile.name} (HANS at the costliest state "
+        "the run can reach)")
+    cache = ProfileCache.for_run(data, cfg, device, lambda w: say(f"warning: {w}"))
+    cal = calibrate(data, cfg, profile, device, log=say, cache=cache)
+    if cal.cached:
+        say(f"{cal.cached} of the {len(cal.paths)} measurements came from the profile cache "
+            f"{cache.path} (delete it to measure again)")
+    write_atomic(run_dir / "profile.json", json.dumps(cal.to_json(profile), indent=2) + "\n")
+    print(format_table(cal.result))
+    if cal.chosen is None:
+        raise UsageError(f"nothing fits profile {profile.name}'s memory: {cal.result.reason}; "
+                         f"nothing was trained ({memory_advice(cal)})")
+    if cal.meets_target:
+        print(cal.result.reason)
+    else:
+        say(closest_fit_line(cal, profile) + then)
+    return cal
+
+
+def memory_advice(cal: Calibration) -> str:
+    """What can make a run fit in memory, for the mode it was measured in."""
+    if cal.mode == "full":
+        return ("give more memory with --memory-gib, or train neighbour-sampled mini-batches: "
+                "--mode minibatch")
+    return ("give more memory with --memory-gib, or sample fewer neighbours (--fanout), or "
+            "use a profile whose batch_size_min is smaller")
