@@ -51,7 +51,8 @@ def _worker(rank: int, port: int, tmp: str, queue: mp.SimpleQueue) -> None:
     from edgegcl.training.run import run
 
     out: dict[str, object] = {}
-    world = distributed.start("gloo", "cpu", 30.0, "global")
+    world = distributed.start(distributed.DistributedConfig(
+        dist_backend="gloo", dist_timeout=30.0, negatives="global"), "cpu")
     try:
         for scheduler, candidates in SETTINGS:  # every negative; HANS's sampled strata
             cfg = TrainConfig(**SMALL, scheduler=scheduler, candidates=candidates)
@@ -91,12 +92,12 @@ def _free_port() -> int:
 def ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict]:
     tmp = tmp_path_factory.mktemp("dist")
     ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
+    queue = ctx.Queue()  # a rank that dies is a failure, not a hang: get() times out
     port = _free_port()
     procs = [ctx.Process(target=_worker, args=(r, port, str(tmp), queue)) for r in range(2)]
     for p in procs:
         p.start()
-    got = dict(queue.get() for _ in procs)
+    got = dict(queue.get(timeout=300) for _ in procs)
     for p in procs:
         p.join(timeout=120)
         assert p.exitcode == 0, f"rank process exited with {p.exitcode}"
@@ -173,7 +174,8 @@ def _dying_worker(rank: int, port: int, queue: mp.SimpleQueue) -> None:
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     from edgegcl.training import distributed
 
-    world = distributed.start("gloo", "cpu", 20.0, "local")
+    world = distributed.start(distributed.DistributedConfig(
+        dist_backend="gloo", dist_timeout=20.0, negatives="local"), "cpu")
     world.barrier()
     if rank == 1:
         os._exit(1)  # dies without a word, as under SIGKILL
@@ -186,12 +188,12 @@ def _dying_worker(rank: int, port: int, queue: mp.SimpleQueue) -> None:
 
 def test_a_rank_that_dies_is_named_by_the_others() -> None:
     ctx = mp.get_context("spawn")
-    queue = ctx.SimpleQueue()
+    queue = ctx.Queue()  # a rank that dies is a failure, not a hang: get() times out
     port = _free_port()
     procs = [ctx.Process(target=_dying_worker, args=(r, port, queue)) for r in range(2)]
     for p in procs:
         p.start()
-    message = queue.get()
+    message = queue.get(timeout=300)
     for p in procs:
         p.join(timeout=60)
     assert message.startswith("rank 0: rank 1 stopped"), message

@@ -35,7 +35,8 @@ def test_backend_and_device_follow_local_rank(two_gpus: dict[str, list],
                                               device: str, local_rank: str, chosen: str,
                                               expected: str) -> None:
     monkeypatch.setenv("LOCAL_RANK", local_rank)
-    world = distributed.start(backend, device, 30.0, "global")
+    world = distributed.start(distributed.DistributedConfig(
+        dist_backend=backend, dist_timeout=30.0, negatives="global"), device)
     (name, kwargs), = two_gpus["init"]
     assert name == chosen and str(world.device) == expected
     assert kwargs["timeout"].total_seconds() == 30.0
@@ -48,5 +49,6 @@ def test_more_local_ranks_than_gpus_is_one_line(two_gpus: dict[str, list],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCAL_RANK", "2")
     with pytest.raises(UsageError, match="local rank 2 has no GPU .2 on this machine."):
-        distributed.start("auto", "cuda", 30.0, "local")
+        distributed.start(distributed.DistributedConfig(
+            dist_backend="auto", dist_timeout=30.0, negatives="local"), "cuda")
     assert two_gpus["init"] == []  # refused before joining the group
