@@ -292,7 +292,7 @@ def test_hardest_pick_is_the_top_and_bottom_of_the_exact_ranking(b, counts) -> N
 def test_hardest_pick_needs_exact_strata() -> None:
     from edgegcl.contrast.selection import NegativeSelector
 
-    with pytest.raises(ValueError, match="stratify='exact'"):
+    with pytest.raises(ValueError, match="use --stratify exact"):
         NegativeSelector(RATIOS, 20, "sampled", pick="hardest")
     assert NegativeSelector(RATIOS, 20, "exact", pick="hardest").pick == "hardest"
     with pytest.raises(ValueError, match="pick must be one of"):
