@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
+from multiprocessing.connection import Connection
 from dataclasses import replace
 from pathlib import Path
 
@@ -43,7 +45,7 @@ def _loss_and_grads(trainer: Trainer, x: torch.Tensor) -> tuple[float, dict[str,
     return out.loss.item(), {n: p.grad.clone() for n, p in trainer.model.named_parameters()}
 
 
-def _worker(rank: int, port: int, tmp: str, queue: mp.SimpleQueue) -> None:
+def _worker(rank: int, port: int, tmp: str, conn: Connection) -> None:
     os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -79,7 +81,7 @@ def _worker(rank: int, port: int, tmp: str, queue: mp.SimpleQueue) -> None:
         out["events"] = [repr(e) for e in trainer.hans.events]
     finally:
         distributed.stop()
-    queue.put((rank, out))
+    conn.send((rank, out))
 
 
 def _free_port() -> int:
@@ -88,19 +90,38 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _spawn_ranks(target: Callable[..., None], *args: object, timeout: float = 300.0
+                 ) -> list[object]:
+    """Run ``target(rank, port, *args, conn)`` in two spawned ranks; what each sends on its own
+    pipe, in rank order. A pipe is written synchronously (no feeder thread that must flush at
+    exit); a rank that dies or hangs fails the test after ``timeout`` with the exit codes,
+    and no rank outlives it."""
+    ctx = mp.get_context("spawn")
+    port = _free_port()
+    pipes = [ctx.Pipe(duplex=False) for _ in range(2)]
+    procs = [ctx.Process(target=target, args=(r, port, *args, pipes[r][1])) for r in range(2)]
+    try:
+        for p in procs:
+            p.start()
+        got = []
+        for rank, (reader, _) in enumerate(pipes):
+            if not reader.poll(timeout):
+                codes = [p.exitcode for p in procs]
+                pytest.fail(f"rank {rank} sent nothing in {timeout:.0f} s; exit codes {codes}")
+            got.append(reader.recv())
+        for p in procs:
+            p.join(timeout=120)
+        return got
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+
+
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict]:
-    tmp = tmp_path_factory.mktemp("dist")
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()  # a rank that dies is a failure, not a hang: get() times out
-    port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, port, str(tmp), queue)) for r in range(2)]
-    for p in procs:
-        p.start()
-    got = dict(queue.get(timeout=300) for _ in procs)
-    for p in procs:
-        p.join(timeout=120)
-        assert p.exitcode == 0, f"rank process exited with {p.exitcode}"
+    got = dict(_spawn_ranks(_worker, str(tmp_path_factory.mktemp("dist"))))
+    assert sorted(got) == [0, 1]
     return got
 
 
@@ -169,7 +190,7 @@ def test_refusals_under_torchrun_are_one_line(flags: list[str], needle: str, mon
     assert code == 2 and len(lines) == 1 and needle in lines[0], lines
 
 
-def _dying_worker(rank: int, port: int, queue: mp.SimpleQueue) -> None:
+def _dying_worker(rank: int, port: int, conn: Connection) -> None:
     os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     from edgegcl.training import distributed
@@ -178,22 +199,16 @@ def _dying_worker(rank: int, port: int, queue: mp.SimpleQueue) -> None:
         dist_backend="gloo", dist_timeout=20.0, negatives="local"), "cpu")
     world.barrier()
     if rank == 1:
+        conn.send("died")
         os._exit(1)  # dies without a word, as under SIGKILL
     try:
         world.any(False)
-        queue.put("no error")
+        conn.send("no error")
     except distributed.RankLost as lost:
-        queue.put(str(lost))
+        conn.send(str(lost))
 
 
 def test_a_rank_that_dies_is_named_by_the_others() -> None:
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()  # a rank that dies is a failure, not a hang: get() times out
-    port = _free_port()
-    procs = [ctx.Process(target=_dying_worker, args=(r, port, queue)) for r in range(2)]
-    for p in procs:
-        p.start()
-    message = queue.get(timeout=300)
-    for p in procs:
-        p.join(timeout=60)
+    message, died = _spawn_ranks(_dying_worker)
+    assert died == "died"
     assert message.startswith("rank 0: rank 1 stopped"), message
