@@ -249,6 +249,18 @@ def test_a_full_budget_takes_whole_pools_despite_rounding():
     assert part == {"hard": 61, "inter": 102, "easy": 40}  # floor(eta theta_cat |N_i|)
 
 
+def test_a_budget_whose_floors_are_all_zero_keeps_one_negative():
+    """B = 50 at theta_max 0.1 in the bootstrap (eta_0 0.05): floor(eta theta_cat |N_i|) is 0
+    for every category; the loss would be 0 with no gradient, so the largest takes one."""
+    from edgegcl.contrast.negatives import negative_counts
+
+    c = 98
+    fractions = {cat: 0.05 * 0.1 * share for cat, share in
+                 (("hard", 0.3), ("inter", 0.5), ("easy", 0.2))}
+    assert negative_counts(fractions, c, RATIOS) == {"hard": 0, "inter": 1, "easy": 0}
+    assert sum(negative_counts(dict.fromkeys(CATEGORIES, 0.0), c, RATIOS).values()) == 0
+
+
 def _ranking(sims: torch.Tensor, i: int, views: int = 2) -> list[int]:
     """Anchor i's candidates by a brute-force sort, most similar first."""
     b = sims.size(0)

@@ -78,12 +78,21 @@ def negative_counts(fractions: Mapping[str, float], num_cand: int,
     pools are floors of ratio x |N_i| with the rounding in the intermediate pool, so the bare
     formula would leave a candidate or two out of a full budget, and theta_max = 1 at
     saturation would pay a stratification for them every batch instead of contrasting with
-    every candidate.
+    every candidate. Where every floor is 0 (a small batch at a small budget), the category with
+    the largest fraction takes one negative, so the loss keeps a gradient.
     """
     total = sum(ratios[c] for c in CATEGORIES)
     pools = pool_sizes(num_cand, ratios)
-    return {c: pools[c] if fractions[c] >= ratios[c] / total - 1e-9
-            else min(pools[c], math.floor(fractions[c] * num_cand + 1e-9)) for c in CATEGORIES}
+    counts = {c: pools[c] if fractions[c] >= ratios[c] / total - 1e-9
+              else min(pools[c], math.floor(fractions[c] * num_cand + 1e-9)) for c in CATEGORIES}
+    if not any(counts.values()):
+        # At least one negative: with none, Eq. 6 is log(e^p / e^p) = 0 and the step has no
+        # gradient (a small batch at a small budget in the bootstrap); the category closest
+        # to a whole negative takes it.
+        open_ = [c for c in CATEGORIES if pools[c] > 0 and fractions[c] > 0]
+        if open_:
+            counts[max(open_, key=lambda c: fractions[c])] = 1
+    return counts
 
 
 @dataclass(frozen=True)
