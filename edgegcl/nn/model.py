@@ -86,6 +86,10 @@ class ModelConfig(Section):
         if self.encoder and ":" not in self.encoder.strip(":"):
             raise UsageError(f"--encoder must be FILE.py:FN or package.module:FN, got "
                              f"{self.encoder!r}")
+        where = self.encoder.rpartition(":")[0]
+        if where.endswith(".py") and not Path(where).expanduser().is_file():
+            raise UsageError(f"--encoder {self.encoder}: {where} does not exist; pass the path "
+                             "of a Python file")
 
     def unused(self) -> tuple[str, ...]:
         """The fields the encoder this section names does not read."""
