@@ -79,7 +79,7 @@ def _mean(runs: list[dict], key: str, form: str, scale: float = 1.0) -> str:
     return form.format(scale * statistics.fmean(r[key] for r in runs)) if runs else "—"
 
 
-def side_by_side(ds: str, records: list[dict] = ()) -> dict[str, float]:
+def side_by_side(ds: str, records: list[dict]) -> dict[str, float]:
     """Epoch seconds of each cell held at its saturated budget, measured side by side by
     bench.budget_cost on the same dataset and device as ``records``' runs
     (bench/results/budget-cost-DS[-cuda].json), if present."""
@@ -164,6 +164,7 @@ def plot(records: list[dict], datasets: list[str], path: Path) -> None:
     fig, axes = plt.subplots(2, len(datasets), figsize=(5 * len(datasets), 7), squeeze=False)
     for j, ds in enumerate(datasets):
         mine = [r for r in records if r["dataset"] == ds]
+        held = side_by_side(ds, mine)
         for kind, marker in (("hans", "o"), ("random", "s")):
             by_theta: dict[float, list[dict]] = {}
             for r in mine:
@@ -176,7 +177,6 @@ def plot(records: list[dict], datasets: list[str], path: Path) -> None:
             axes[0][j].errorbar(thetas, [statistics.fmean(a) for a in acc],
                                 [statistics.pstdev(a) for a in acc], marker=marker, capsize=3,
                                 label=f"{kind}, honest test")
-            held = side_by_side(ds, mine)
             if all(f"{kind}@{t:g}" in held for t in thetas):  # the accuracy-cost curve
                 ms, how = [1000 * held[f"{kind}@{t:g}"] for t in thetas], "held, side by side"
             else:
@@ -189,8 +189,8 @@ def plot(records: list[dict], datasets: list[str], path: Path) -> None:
             if runs:
                 axes[0][j].axhline(statistics.fmean(r["honest_test_micro_f1"] for r in runs),
                                    color="gray", ls=style, label=cell)
-                if cell in side_by_side(ds, mine):
-                    axes[1][j].axhline(1000 * side_by_side(ds, mine)[cell], color="gray", ls=style,
+                if cell in held:
+                    axes[1][j].axhline(1000 * held[cell], color="gray", ls=style,
                                        label=f"{cell} (held)")
         axes[0][j].set_title(f"{ds}: honest test micro-F1 vs theta_max")
         axes[1][j].set_xlabel("theta_max")

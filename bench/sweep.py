@@ -192,9 +192,9 @@ def save_png(fig: Any, path: Path) -> None:
     tmp = path.with_name(path.stem + ".tmp.png")
     fig.savefig(tmp, dpi=90)
     os.replace(tmp, path)
-    fig.clf()
     import matplotlib.pyplot as plt
-    plt.close(fig)
+
+    plt.close(fig)  # a sweep saves after every run: an open figure each time would pile up
 
 
 def pyplot() -> Any:
