@@ -27,6 +27,23 @@ SAMPLE_INTERVAL_S = 0.002
 """RSS sampling period: a step of the smallest graphs we profile lasts tens of milliseconds."""
 
 
+def memory_limit() -> int:
+    """Bytes of memory available now: the most that a size read from the user's input (a
+    file's length, a declared shape, a width) may ask for before it is allocated."""
+    return int(psutil.virtual_memory().available)
+
+
+def check_allocation(nbytes: float, what: str, fix: str) -> None:
+    """One UsageError line when ``nbytes`` (what ``what`` would take) exceeds the memory
+    available now, before anything is allocated, instead of an allocator's traceback."""
+    from edgegcl.errors import UsageError
+
+    free = memory_limit()
+    if not nbytes <= free:  # NaN and inf too
+        raise UsageError(f"{what} would take {nbytes / 2**30:.3g} GiB, more than the "
+                         f"{free / 2**30:.3g} GiB of memory available; {fix}")
+
+
 def release_cpu_memory() -> None:
     """Return free heap pages to the OS (glibc ``malloc_trim``; a no-op elsewhere), so RSS
     reflects live memory before a measurement starts.

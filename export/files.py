@@ -14,9 +14,12 @@ from __future__ import annotations
 import errno
 import os
 import re
+import secrets
+import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 from numpy.lib.format import open_memmap
@@ -43,6 +46,116 @@ def refused_write(exc: BaseException, depth: int = 4) -> str | None:
             return os.strerror(code)
     inner = exc.__cause__ or exc.__context__
     return None if inner is None else refused_write(inner, depth - 1)
+
+
+def describe_open_error(exc: OSError) -> str:
+    """What an OSError from opening a path says about that path, in a few words."""
+    if exc.errno == errno.ELOOP:
+        return "is a symlink loop"
+    if exc.errno == errno.ENAMETOOLONG:
+        return "has a name too long for the file system"
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return "does not exist"
+    if exc.errno == errno.EISDIR:
+        return "is a directory, not a file"
+    return f"cannot be opened ({exc.strerror or exc})"
+
+
+def open_regular(path: Path, what: str, fix: str, limit: int,
+                 error: type[Exception] = InputError) -> BinaryIO:
+    """``path`` opened for reading when it is a regular file of at most ``limit`` bytes.
+
+    Opened without blocking and checked on the open descriptor (no race between a check and
+    the read): a FIFO, socket or device (which a reader would wait on, or read forever), a
+    directory, a missing file or one over ``limit`` is one ``error`` line naming ``what`` and
+    ending in ``fix``. A symlink the user named is followed; its target is checked.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise error(f"{what} {path} {describe_open_error(exc)}; {fix}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            problem = "is a directory, not a file"
+        elif not stat.S_ISREG(info.st_mode):
+            problem = "is not a regular file (a FIFO, socket or device)"
+        elif info.st_size > limit:
+            problem = f"is {info.st_size} bytes, more than the {limit} such a file can hold"
+        else:
+            os.set_blocking(fd, True)
+            return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    raise error(f"{what} {path} {problem}; {fix}")
+
+
+def read_regular(path: Path, what: str, fix: str, limit: int,
+                 error: type[Exception] = InputError) -> bytes:
+    """The bytes of ``path`` (``open_regular``'s checks), never more than ``limit``: a file
+    that grows while it is read is cut there and refused."""
+    with open_regular(path, what, fix, limit, error) as fh:
+        try:
+            data = fh.read(limit + 1)
+        except OSError as exc:
+            raise error(f"{what} {path} cannot be read ({exc.strerror or exc}); {fix}") from None
+    if len(data) > limit:
+        raise error(f"{what} {path} is more than the {limit} bytes such a file can hold; {fix}")
+    return data
+
+
+TEMP_SUFFIX = ".tmp"
+
+
+def temp_name(target: Path) -> Path:
+    """A fresh temporary path beside ``target``, created empty and exclusively (O_EXCL,
+    O_NOFOLLOW: nothing planted at that name is opened): ``.NAME.PID.RANDOM.tmp``."""
+    while True:
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o644)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return tmp
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_orphan_temps(target: Path) -> None:
+    """Remove the temporaries a killed writer of ``target`` left beside it (``temp_name``'s
+    names whose process is gone); a live writer's are kept. Links are removed, not followed."""
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return
+    pattern = re.compile(rf"^\.{re.escape(target.name)}\.(\d+)(?:\.[0-9a-f]+)?{re.escape(TEMP_SUFFIX)}$")
+    for name in names:
+        match = pattern.match(name)
+        if match is None:
+            continue
+        pid = int(match.group(1))
+        if pid != os.getpid() and not _pid_alive(pid):  # our own are in use
+            _remove(target.parent / name)
+
+
+def refuse_link(path: Path, what: str, error: type[Exception] = InputError) -> None:
+    """One ``error`` line when ``path`` is a symbolic link: a file or folder a run writes is
+    never reached through a link planted in a directory it received."""
+    if path.is_symlink():
+        raise error(f"{what} {path} is a symbolic link; edgegcl does not write through links "
+                    "in a run's files: remove the link (or pick another output)")
 
 
 def _remove(path: Path) -> None:
@@ -83,14 +196,22 @@ def replacing(targets: Sequence[Path], error: type[Exception] = InputError,
               hint: str = "free space or choose another --out") -> Iterator[list[Path]]:
     """Replace ``targets`` atomically: yields one temporary path per target, beside it.
 
-    The caller writes the temporaries. When the block ends cleanly each is fsynced and
-    renamed over its target, then the directories are fsynced, so every target is either
-    untouched or complete. Any exception removes the temporaries and leaves the targets as
-    they were; a refused write is one ``error`` line (``refusals``).
+    The caller writes the temporaries, each created empty and exclusively beside its target
+    (``temp_name``), after the orphans of a killed writer are removed. When the block ends
+    cleanly each is fsynced and renamed over its target, then the directories are fsynced, so
+    every target is either untouched or complete. A target that is a symbolic link is refused
+    (a planted link is never written through, nor silently replaced). Any exception removes
+    the temporaries and leaves the targets as they were; a refused write is one ``error`` line
+    (``refusals``).
     """
-    temps = [t.with_name(f".{t.name}.{os.getpid()}.tmp") for t in targets]
+    for target in targets:
+        refuse_link(target, "output", error)
+    temps: list[Path] = []
     with refusals(targets, error, hint):
         try:
+            for target in targets:
+                remove_orphan_temps(target)
+                temps.append(temp_name(target))
             yield temps
             for tmp in temps:
                 _fsync(tmp)

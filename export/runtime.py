@@ -17,11 +17,15 @@ from scipy.sparse import csr_matrix, issparse
 from .adjacency import NormalisedAdjacency
 from .contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, PORTABLE, STAGE0_WEIGHT,
                        STAGE0_WEIGHT_INT8, ModelMetadata, aggregate_input, stage_output)
-from .errors import InputError, first_line
+from .errors import InputError, first_line, shown
 from .features import dense_rows, density, sparse_product, use_sparse_product
-from .graph import Features, InNeighbourhoods, check_file, check_graph, gcn_degree
+from .files import read_regular
+from .graph import Features, InNeighbourhoods, check_graph, gcn_degree
 from .kernels import resolve_kernel, warm_up
-from .stages import ModelFormatError, stage_model
+from .stages import ModelFormatError, external_tensors, stage_model
+
+MODEL_LIMIT = 2**31 - 1
+"""The largest model file read: protocol buffers cannot exceed 2 GiB."""
 
 # Rows per block of a stage: a block is one unit of work for one thread (its CSR rows, then
 # its dense stage). The block size depends on the graph only, never on the thread count, so
@@ -105,7 +109,17 @@ class EncoderSession:
                  device: str = "cpu", first_layer: str = "auto", kernel: str = "auto") -> None:
         """Open ``path``; a missing, corrupt or foreign model file is a one-line InputError."""
         p = Path(path)
-        check_file(p, "model file", "pass a .onnx written by edgegcl export")
+        fix = "pass a .onnx written by edgegcl export"
+        model = read_regular(p, "model file", fix, MODEL_LIMIT)
+        try:
+            external = external_tensors(model)
+        except ModelFormatError as exc:
+            raise InputError(f"model file {p} is not an ONNX model ({first_line(exc)}); "
+                             f"{fix}") from None
+        if external:  # read from bytes below: nothing outside the file is ever opened
+            raise InputError(f"model file {p} keeps tensor {shown(external[0])} as external "
+                             "data (a path to another file), which edgegcl never writes and "
+                             f"the runtime does not follow; {fix}")
         if threads is not None and threads < 1:
             raise InputError(f"threads must be >= 1, got {threads}; pass a positive number or "
                              "leave it out for every core")
@@ -128,7 +142,8 @@ class EncoderSession:
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # errors only: a bad model is reported in one line below
-        self.session = self._load(str(p), options, providers, p)
+        self.session = self._load(model, options, providers, p)
+        self._size = len(model)
         if device == "cuda" and "CUDAExecutionProvider" not in self.session.get_providers():
             raise InputError("onnxruntime could not start its CUDA provider (CUDA or cuDNN "
                              "libraries missing or mismatched); fix the install or use the CPU")
@@ -141,7 +156,7 @@ class EncoderSession:
         self._check_graph(p, self.metadata)
         if self.metadata.interface == PORTABLE:  # run its dense stages; aggregate here
             try:
-                stages = stage_model(p.read_bytes())
+                stages = stage_model(model)
             except (ModelFormatError, OSError) as exc:
                 raise InputError(f"model file {p} cannot be cut into its stages ("
                                  f"{first_line(exc)}); re-export it with edgegcl export") from None
@@ -175,11 +190,20 @@ class EncoderSession:
             raise InputError(f"model file {path} cannot be loaded by onnxruntime "
                              f"({first_line(exc)}); re-export it with edgegcl export") from None
 
+    def _run(self, outputs: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """``session.run``; an error onnxruntime raises while computing (a model whose ops
+        fail on this input or provider) is one InputError line."""
+        try:
+            return self.session.run(outputs, feeds)
+        except Exception as exc:  # onnxruntime's own exception types
+            raise InputError(f"onnxruntime failed while running the model ({first_line(exc)}); "
+                             "re-export it with edgegcl export, or check the graph") from None
+
     def _check_graph(self, path: Path, meta: ModelMetadata) -> None:
         """A one-line InputError when the session's graph contradicts ``meta``."""
         problem = meta.graph_problem({i.name: i.shape for i in self.session.get_inputs()},
                                      {o.name: o.shape for o in self.session.get_outputs()},
-                                     path.stat().st_size)
+                                     self._size)
         if problem is not None:
             raise InputError(f"model file {path} does not match its edgegcl metadata "
                              f"({problem}); re-export it with edgegcl export")
@@ -214,17 +238,17 @@ class EncoderSession:
         dequantised as DequantizeLinear does; None when the model has neither."""
         outputs = {o.name for o in self.session.get_outputs()}
         if STAGE0_WEIGHT in outputs:
-            w1 = self.session.run([STAGE0_WEIGHT], self._idle)[0]
+            w1 = self._run([STAGE0_WEIGHT], self._idle)[0]
         elif outputs.issuperset(STAGE0_WEIGHT_INT8):
-            q, scale, zero = self.session.run(list(STAGE0_WEIGHT_INT8), self._idle)
+            q, scale, zero = self._run(list(STAGE0_WEIGHT_INT8), self._idle)
             w1 = (q.astype(np.int32) - zero.astype(np.int32)).astype(np.float32) * scale
         else:
             return None
         expected = (self.metadata.in_dim, self._widths[stage_output(0, self.metadata.num_layers)])
-        if w1.shape != expected or w1.dtype != np.float32:
+        if w1.shape != expected or w1.dtype != np.float32 or not np.isfinite(w1).all():
             raise InputError(f"model file {path} has a stage-0 weight of {w1.dtype} "
-                             f"{list(w1.shape)}, not float32 {list(expected)}; re-export it "
-                             "with edgegcl export")
+                             f"{list(w1.shape)}, not finite float32 {list(expected)}; re-export "
+                             "it with edgegcl export")
         return np.ascontiguousarray(w1)
 
     def _sparse_first_layer(self, x: np.ndarray | csr_matrix) -> bool:
@@ -239,7 +263,7 @@ class EncoderSession:
         stages through it (an INT8 stage quantises ``h`` as one block)."""
         name = INPUT_X if j == 0 else aggregate_input(j)
         feeds = {**self._idle, name: h}
-        return self.session.run([stage_output(j, self.metadata.num_layers)], feeds)[0]
+        return self._run([stage_output(j, self.metadata.num_layers)], feeds)[0]
 
     def _forward(self, inputs: list[np.ndarray | csr_matrix], adj: NormalisedAdjacency,
                  out: np.ndarray | None, sparse0: bool) -> np.ndarray:
@@ -302,7 +326,7 @@ class EncoderSession:
     def _run_interface1(self, x: np.ndarray, edge_index: np.ndarray,
                         deg: np.ndarray) -> np.ndarray:
         """One onnxruntime call of an interface-1 model (ScatterND inside, one thread)."""
-        return self.session.run([OUTPUT], {INPUT_X: x, INPUT_EDGE_INDEX: edge_index,
+        return self._run([OUTPUT], {INPUT_X: x, INPUT_EDGE_INDEX: edge_index,
                                            INPUT_DEG: deg})[0]
 
     def embed(self, x: Features, edge_index: np.ndarray, batch_size: int = 0,
@@ -329,6 +353,16 @@ class EncoderSession:
         reference: the list is emptied, and edge_index (once the adjacency is built) and x
         (after the first layer) are freed early, which lowers the peak memory of a large graph.
         """
+        z = self._embed_checked(graph, batch_size, progress, out)
+        if not np.isfinite(z).all():  # NaN or inf weights, or INT8 scales: never exit 0
+            raise InputError("the model computed non-finite embeddings (NaN or inf) from a "
+                             "finite graph: its weights or INT8 scales are not finite; "
+                             "re-export it with edgegcl export")
+        return z
+
+    def _embed_checked(self, graph: list[Features], batch_size: int,
+                       progress: Callable[[int, int], None] | None,
+                       out: np.ndarray | None) -> np.ndarray:
         x, edge_index = check_graph(graph.pop(0), graph.pop(0), self.metadata.in_dim)
         n = x.shape[0]
         if batch_size < 0:

@@ -107,6 +107,76 @@ def _name(buf: bytes, number: int = NAME) -> str:
     return names[0] if names else ""
 
 
+# where tensors can sit: TensorProto's external data, and every message that holds tensors
+TENSOR_EXTERNAL_DATA, TENSOR_DATA_LOCATION, EXTERNAL = 13, 14, 1
+MODEL_FUNCTIONS, FUNCTION_NODE = 25, 7
+GRAPH_SPARSE_INITIALIZER, NODE_ATTRIBUTE = 15, 5
+ATTR_TENSOR, ATTR_GRAPH, ATTR_TENSORS, ATTR_GRAPHS = 5, 6, 10, 11
+ATTR_SPARSE_TENSOR, ATTR_SPARSE_TENSORS, SPARSE_VALUES, SPARSE_INDICES = 22, 23, 1, 2
+MAX_NESTING = 32
+
+
+def external_tensors(model: bytes) -> list[str]:
+    """The names of the tensors in a model file whose data is stored outside it (ONNX external
+    data: initializers, node attributes, sparse initializers, in subgraphs and functions too).
+
+    edgegcl never writes such a file; a runtime that reads one opens whatever path the file
+    names (an absolute path, ``../``, or a name resolved against the current directory when
+    the model is loaded from bytes), so the runtime refuses them all before onnxruntime sees
+    the model."""
+    found: list[str] = []
+
+    def tensor(buf: bytes) -> None:
+        for f in _fields(buf):
+            if (f.number == TENSOR_EXTERNAL_DATA and f.wire == LENGTH) or (
+                    f.number == TENSOR_DATA_LOCATION and f.wire == VARINT and f.value == EXTERNAL):
+                found.append(_name(buf, TENSOR_NAME) or "(unnamed)")
+                return
+
+    def sparse(buf: bytes) -> None:
+        for f in _fields(buf):
+            if f.number in (SPARSE_VALUES, SPARSE_INDICES) and f.wire == LENGTH:
+                tensor(f.value)
+
+    def nodes(buf: bytes, depth: int) -> None:  # a NodeProto: its attributes
+        for f in _fields(buf):
+            if f.number != NODE_ATTRIBUTE or f.wire != LENGTH:
+                continue
+            for a in _fields(f.value):
+                if a.wire != LENGTH:
+                    continue
+                if a.number in (ATTR_TENSOR, ATTR_TENSORS):
+                    tensor(a.value)
+                elif a.number in (ATTR_SPARSE_TENSOR, ATTR_SPARSE_TENSORS):
+                    sparse(a.value)
+                elif a.number in (ATTR_GRAPH, ATTR_GRAPHS):
+                    graph(a.value, depth + 1)
+
+    def graph(buf: bytes, depth: int) -> None:
+        if depth > MAX_NESTING:
+            raise ModelFormatError(f"subgraphs nested more than {MAX_NESTING} deep")
+        for f in _fields(buf):
+            if f.wire != LENGTH:
+                continue
+            if f.number == GRAPH_INITIALIZER:
+                tensor(f.value)
+            elif f.number == GRAPH_SPARSE_INITIALIZER:
+                sparse(f.value)
+            elif f.number == GRAPH_NODE:
+                nodes(f.value, depth)
+
+    for f in _fields(model):
+        if f.wire != LENGTH:
+            continue
+        if f.number == MODEL_GRAPH:
+            graph(f.value, 0)
+        elif f.number == MODEL_FUNCTIONS:
+            for g in _fields(f.value):
+                if g.number == FUNCTION_NODE and g.wire == LENGTH:
+                    nodes(g.value, 0)
+    return found
+
+
 @dataclass
 class _Node:
     inputs: list[str]

@@ -384,7 +384,7 @@ def _foreign_model(path: Path) -> None:
 
 
 @pytest.mark.parametrize("existing, needle", [
-    ("bytes", "cannot be loaded by onnxruntime"),
+    ("bytes", "is not an ONNX model"),
     ("foreign", "not an edgegcl encoder"),
     ("interface3", "interface-3 fp32 model, not a portable"),
     ("other_encoder", "does not compute this checkpoint's encoder"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -52,6 +53,9 @@ def _options(p: argparse.ArgumentParser) -> None:
                         "x as CSR arrays, and edge_index)")
     p.add_argument("--quantize", choices=["int8"],
                    help="also write OUT.int8.onnx (dynamic INT8) and its report OUT.int8.json")
+    p.add_argument("--encoder", metavar="FILE.py:FN|module:FN",
+                   help="the encoder the checkpoint names (its code runs to rebuild it): a "
+                        "checkpoint that names one is refused unless you name the same here")
     p.add_argument("--force", action="store_true",
                    help="overwrite existing output files (without it, an existing OUT that is "
                         "this checkpoint's fp32 export is reused by --quantize and --graph-out)")
@@ -93,7 +97,7 @@ def _outputs(args: argparse.Namespace) -> dict[str, Path]:
         paths["report"] = out.with_name(stem + ".int8.json")
     if args.graph_out:
         paths["graph"] = Path(args.graph_out)
-    if len(set(paths.values())) < len(paths):
+    if len({os.path.realpath(p) for p in paths.values()}) < len(paths):  # sub/../m.onnx too
         raise UsageError(f"--graph-out {args.graph_out} is one of the model files; choose "
                          "another path")
     for path in dict.fromkeys(p.parent for p in paths.values()):
@@ -247,12 +251,15 @@ def _write_any(args: argparse.Namespace, ckpt: Checkpoint, data: Data) -> list[s
 def _cmd_export(args: argparse.Namespace) -> int:
     from edgegcl.training.checkpoint import load_checkpoint
     from edgegcl.onnx.export import MAX_OPSET, MIN_OPSET, ExportCheckError
+    from edgegcl.trust import allow_encoder
 
     if not MIN_OPSET <= args.opset <= MAX_OPSET:
         raise UsageError(f"--opset must be in {MIN_OPSET}..{MAX_OPSET} (the encoder's ops need "
                          f"{MIN_OPSET}, torch exports up to {MAX_OPSET}), got {args.opset}")
     paths = _outputs(args)
     ckpt_path = _checkpoint_path(args)
+    if args.encoder:
+        allow_encoder(args.encoder)
     ckpt = load_checkpoint(ckpt_path)
     data = _training_graph(args, ckpt.config)
     if data.x.size(1) != ckpt.in_dim:

@@ -220,7 +220,7 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
     from edgegcl.training.config import FIELDS, build, load_toml, tuned_defaults, unused_settings
     from edgegcl.data import load_graph
     from edgegcl.memory import reuse_freed_memory
-    from edgegcl.nn.encoders import canonical_spec
+    from edgegcl.trust import allow_encoder
     from edgegcl.training.run import check_resume
     from edgegcl.training.step import resolve_device
 
@@ -230,8 +230,8 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
     reuse_freed_memory()
 
     flags = {name: getattr(args, name) for name in FIELDS if getattr(args, name) is not None}
-    if "encoder" in flags:  # a file's path as the run directory records it
-        flags["encoder"] = canonical_spec(str(flags["encoder"]))
+    if "encoder" in flags:  # named here: files may name it too; as the run directory records it
+        flags["encoder"] = allow_encoder(str(flags["encoder"]))
     tuned = None
     if getattr(args, "resume", None):
         cfg = build(_resume_values(args, flags, hold), {})
@@ -397,8 +397,8 @@ def _train(args: argparse.Namespace, hold: ExitStack) -> int:
     except Stopped as stopped:
         if main:
             again = "edgegcl train" if world is None else "torchrun ... -m edgegcl train"
-            print(f"edgegcl: stopped after epoch {stopped.epoch} of seed {stopped.seed}; state "
-                  f"saved; continue with: {again} --resume {run_dir}", file=sys.stderr)
+            print(f"edgegcl: {stopped}; state saved; continue with: {again} --resume "
+                  f"{run_dir}", file=sys.stderr)
         return 128 + (signals[0] if signals else signal.SIGTERM)
     except RuntimeError as exc:  # a collective failed: gloo / NCCL raise RuntimeErrors
         if world is None:
@@ -444,14 +444,16 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
                                    "micro-F1 against the epoch, from RUN_DIR/seed-*/epochs.csv "
                                    "(a finished, running or stopped run). Needs matplotlib.")
     p.add_argument("run_dir", metavar="RUN_DIR", help="the --out of an edgegcl train run")
-    p.add_argument("--out", metavar="FILE.png", help="where to write (default RUN_DIR/curves.png)")
+    p.add_argument("--out", metavar="FILE.png", help="where to write (default RUN_DIR/curves.png, "
+                   "redrawn each time); an existing FILE is kept unless --force")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file")
     p.set_defaults(func=_cmd_plot)
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     from edgegcl.training.curves import plot_run
 
-    print(plot_run(args.run_dir, args.out))
+    print(plot_run(args.run_dir, args.out, args.force))
     return 0
 
 
@@ -491,30 +493,73 @@ def _parser() -> _Parser:
 
 
 _INTERRUPTED: list[int] = []
-"""SIGINTs received before training took Ctrl-C over (``_interrupt``)."""
+"""SIGINTs and SIGTERMs received before training took them over (``_interrupt``)."""
 
 
 def _interrupt(signum: int, frame: object) -> NoReturn:
-    """Ctrl-C while starting up: remembered, then raised. A module being imported when it
-    lands may swallow the KeyboardInterrupt or fail otherwise as it unwinds; ``main`` reads
-    any exception after it as the interruption."""
+    """Ctrl-C or SIGTERM while starting up (or profiling): remembered, then raised. A module
+    being imported when it lands may swallow the KeyboardInterrupt or fail otherwise as it
+    unwinds; ``main`` reads any exception after it as the interruption. What the command had
+    made is removed on the way out (a new run directory that never trained)."""
     _INTERRUPTED.append(signum)
     raise KeyboardInterrupt
 
 
+def rank_environment_problem(env: dict[str, str] | os._Environ[str] = os.environ) -> str | None:
+    """Why torchrun's rank variables in ``env`` cannot be used, or None: ``RANK`` without the
+    process group it belongs to (``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``), or out of
+    range. A stray ``RANK=1`` would otherwise make this process a silent follower."""
+    if "RANK" not in env:
+        return None
+    missing = [k for k in ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if not env.get(k)]
+    if missing:
+        return (f"RANK={env['RANK']} is set without {', '.join(missing)}: start several "
+                "processes with torchrun, or unset RANK")
+    rank, size = env["RANK"], env["WORLD_SIZE"]
+    if not (rank.isdigit() and size.isdigit() and int(rank) < int(size)):
+        return (f"RANK={rank} does not fit WORLD_SIZE={size}: start the processes with "
+                "torchrun, or unset RANK")
+    return None
+
+
+def _os_error_line(exc: OSError) -> str | None:
+    """One line for an OSError a user's path caused (a name too long, a loop of links), or
+    None for one that is a bug."""
+    import errno
+
+    if exc.errno in (errno.ENAMETOOLONG, errno.ELOOP, errno.ENOTDIR):
+        name = f" {exc.filename}" if exc.filename else ""
+        return f"the path{name[:300]} cannot be used ({exc.strerror}); pass a shorter or plain path"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line (``argv``, else ``sys.argv``); returns the exit code: 2 with one
-    line for a usage error, 130 with one line for Ctrl-C outside training's own handling."""
+    line for a usage error, 130 (143) with one line for Ctrl-C (SIGTERM) outside training's
+    own handling."""
     _INTERRUPTED.clear()
-    previous = signal.signal(signal.SIGINT, _interrupt)
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
+        problem = rank_environment_problem()
+        if problem is not None:
+            os.environ.pop("RANK")  # this process speaks for itself
+            raise UsageError(problem)
         args = _parser().parse_args(_negative_values(sys.argv[1:] if argv is None else argv))
         return int(args.func(args))
     except BaseException as exc:
         # Ctrl-C while starting up (whatever it broke), or a second one while training
         if isinstance(exc, KeyboardInterrupt) or (_INTERRUPTED and isinstance(exc, Exception)):
-            print("edgegcl: interrupted", file=sys.stderr)
-            return 130
+            signum = _INTERRUPTED[0] if _INTERRUPTED else signal.SIGINT
+            print("edgegcl: terminated" if signum == signal.SIGTERM else "edgegcl: interrupted",
+                  file=sys.stderr)
+            return 128 + signum
+        line = None
+        if isinstance(exc, RecursionError):
+            line = "an input file is nested too deeply to be read; check the file you passed"
+        elif isinstance(exc, OSError):
+            line = _os_error_line(exc)
+        if line is not None:
+            exc = UsageError(line)
         if not isinstance(exc, UsageError):
             raise
         # under torchrun rank 0 speaks for all: every rank meets the same bad input (a
@@ -525,7 +570,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"edgegcl: error: {exc}", file=sys.stderr)
         return 2
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 if __name__ == "__main__":  # pragma: no cover

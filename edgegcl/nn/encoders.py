@@ -7,6 +7,11 @@ finds and calls it; ``Encoded`` gives it what the engine needs of a model (the p
 ``project``, and frozen embeddings, ``embed``), as ``AdNGCL`` does for the GCN; ``make_model``
 picks between them. The run directory's config.toml records the name, so ``--resume`` and
 ``edgegcl export`` rebuild the same encoder.
+
+Naming an encoder runs code, so a name read from a file (a checkpoint, a run's config.toml, a
+``--config`` file) is used only when the user named the same encoder themselves
+(``allow_encoder``: ``--encoder SPEC`` on the command line); ``check_named`` refuses it
+otherwise, before anything is imported.
 """
 
 from __future__ import annotations
@@ -22,20 +27,12 @@ import torch
 from torch import Tensor, nn
 
 from edgegcl.errors import UsageError, first_line
+from edgegcl.trust import allow_encoder, canonical_spec, check_named
 from edgegcl.nn.augment import keep_columns
 from edgegcl.nn.model import AdNGCL, ModelConfig, ProjectionHead
 
-__all__ = ["Encoded", "canonical_spec", "load_encoder", "make_model"]
-
-
-def canonical_spec(spec: str) -> str:
-    """``spec`` as a run directory records it: ``FILE.py:FN`` with the file's absolute path
-    (so ``--resume`` from another directory finds it), ``package.module:FN`` as given."""
-    where, colon, name = spec.rpartition(":")
-    if not colon or not where.endswith(".py"):
-        return spec
-    return f"{Path(where).expanduser().resolve()}:{name}"
-
+__all__ = ["Encoded", "allow_encoder", "canonical_spec", "check_named", "load_encoder",
+           "make_model"]
 
 def _function(spec: str) -> Callable[[int], nn.Module]:
     """The function ``FILE.py:FN`` or ``package.module:FN`` names, or one UsageError line."""

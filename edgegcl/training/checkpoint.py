@@ -18,7 +18,10 @@ from edgegcl import __version__
 from edgegcl.training.config import FIELDS, TrainConfig
 from edgegcl.errors import UsageError, first_line
 from edgegcl.nn.encoders import load_encoder
+from edgegcl.memory import memory_limit
 from edgegcl.nn.model import GCNEncoder
+from edgegcl.trust import check_named
+from edgegcl_embed.files import open_regular
 
 FORMAT = "edgegcl-checkpoint-1"
 
@@ -63,10 +66,12 @@ class Checkpoint:
 def load_checkpoint(path: str | Path) -> Checkpoint:
     """Read a checkpoint written by ``save_checkpoint``; anything else is a usage error."""
     p = Path(path)
+    fix = "pass a checkpoint.pt written by edgegcl train"
     try:
-        raw = torch.load(p, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise UsageError(f"checkpoint {p} does not exist; pass a run's checkpoint.pt") from None
+        with open_regular(p, "checkpoint", fix, memory_limit(), UsageError) as fh:
+            raw = torch.load(fh, map_location="cpu", weights_only=True)
+    except UsageError:
+        raise
     except Exception as exc:  # torch raises many types for corrupt or unsafe files
         raise UsageError(f"checkpoint {p} cannot be read ({first_line(exc)[:160]}); "
                          "pass a checkpoint.pt written by edgegcl train") from None
@@ -74,11 +79,25 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         raise UsageError(f"{p} is not an edgegcl checkpoint (format {FORMAT!r} expected); "
                          "pass a checkpoint.pt written by edgegcl train")
     try:
+        named = raw["config"].get("encoder")
+        if named:  # code: only the encoder the user named (edgegcl.trust)
+            check_named(str(named), p)
         cfg = TrainConfig(**{k: v for k, v in raw["config"].items() if k in FIELDS})
-        encoder = load_encoder(cfg.model.encoder, raw["in_dim"]) if cfg.model.encoder else \
-            GCNEncoder(raw["in_dim"], cfg.model)
         seed, epoch, weights = int(raw["seed"]), int(raw["epoch"]), raw["encoder"]
+        in_dim = raw["in_dim"]
+        if not isinstance(in_dim, int) or in_dim < 1:
+            raise ValueError(f"in_dim {in_dim!r}")
+        if not cfg.model.encoder:  # shapes first: nothing allocated that the file does not hold
+            with torch.device("meta"):
+                why = misfit(weights, GCNEncoder(in_dim, cfg.model).state_dict())
+            if why is not None:
+                raise UsageError(f"{p} does not fit the encoder its configuration describes "
+                                 f"({why}); pass a checkpoint.pt written by edgegcl train")
+        encoder = load_encoder(cfg.model.encoder, in_dim) if cfg.model.encoder else \
+            GCNEncoder(in_dim, cfg.model)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        if isinstance(exc, UsageError):
+            raise
         raise UsageError(f"{p} is an incomplete edgegcl checkpoint ({type(exc).__name__}: "
                          f"{first_line(exc)[:160]}); pass a checkpoint.pt written by edgegcl "
                          "train") from None

@@ -25,6 +25,7 @@ from edgegcl.config import (
     load_values,
     option,
     read_toml,
+    resolve_config,
     section_fields,
     split_values,
     to_toml,
@@ -38,6 +39,7 @@ from edgegcl.errors import UsageError
 from edgegcl.nn.augment import AugmentConfig
 from edgegcl.nn.model import ModelConfig
 from edgegcl.training.distributed import DistributedConfig
+from edgegcl.trust import check_named
 
 __all__ = ["FIELDS", "SECTIONS", "RunConfig", "TrainConfig", "build", "coerce",
            "format_ratios", "list_presets", "load_toml", "read_toml", "to_toml",
@@ -197,8 +199,14 @@ def format_ratios(ratios: dict[str, float]) -> str:
 
 def load_toml(path: str | Path) -> dict[str, Any]:
     """A config file (or a preset by name) as typed values by option name; unknown keys, keys
-    in the wrong table and unreadable files are usage errors (edgegcl.config.load_values)."""
-    return {k: coerce(k, v) for k, v in load_values(path, TrainConfig).items()}
+    in the wrong table and unreadable files are usage errors (edgegcl.config.load_values). An
+    encoder it names must have been named by the user (edgegcl.trust.check_named); a relative
+    one is resolved against the file's folder."""
+    values = {k: coerce(k, v) for k, v in load_values(path, TrainConfig).items()}
+    if values.get("encoder"):
+        where = resolve_config(path)
+        values["encoder"] = check_named(str(values["encoder"]), where, where.parent)
+    return values
 
 
 def build(file_values: dict[str, Any], flag_values: dict[str, Any]) -> TrainConfig:

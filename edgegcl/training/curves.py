@@ -12,16 +12,18 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
 from pathlib import Path
 
 from edgegcl.errors import UsageError, first_line
 from edgegcl_embed.errors import shown
+from edgegcl_embed.files import read_regular, replacing
 
 FIELDS = ("epoch", "loss", "loss_hard", "loss_inter", "loss_easy", "eta_hard", "eta_inter",
           "eta_easy", "active_per_anchor", "budget_used", "epoch_s", "peak_memory_bytes",
           "val_micro_f1", "test_micro_f1", "authors_test_micro_f1")
 """Columns of ``epochs.csv``; the F1 columns are empty on epochs without a probe."""
+CSV_LIMIT = 256 << 20
+"""The most bytes an epochs.csv is read for: about a million epochs' rows."""
 ADDED = ("budget_used",)
 """Columns newer than some files: read as NaN where a file lacks them."""
 
@@ -44,7 +46,7 @@ def _read(path: Path) -> dict[str, list[float]]:
     """
     fix = "pass the directory of an edgegcl train run (--out), or delete the damaged file"
     try:
-        text = path.read_text()
+        text = read_regular(path, "epochs file", fix, CSV_LIMIT, UsageError).decode()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path} cannot be read as an edgegcl epochs.csv ({first_line(exc)}); "
                          f"{fix}") from None
@@ -77,15 +79,20 @@ def _read(path: Path) -> dict[str, list[float]]:
     return columns
 
 
-def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
+def plot_run(run_dir: str | Path, out: str | Path | None = None, force: bool = False) -> Path:
     """Draw every seed's loss, eta and micro-F1 against the epoch into a PNG (default
-    ``RUN_DIR/curves.png``, written atomically); returns its path.
+    ``RUN_DIR/curves.png``, written atomically); returns its path. An existing ``out`` is
+    replaced only with ``force`` (the default ``curves.png`` is the run's own and redrawn).
 
     Example:
         >>> plot_run("runs/Cora-20261126-120000")  # doctest: +SKIP
         PosixPath('runs/Cora-20261126-120000/curves.png')
     """
     run = Path(run_dir)
+    target = Path(out) if out is not None else run / "curves.png"
+    if out is not None and not force and (target.exists() or target.is_symlink()):
+        raise UsageError(f"{target} already exists; pass --force to replace it, or another "
+                         "--out")
     files = sorted(run.glob("seed-*/epochs.csv"))
     if not files:
         raise UsageError(f"{run} has no seed-*/epochs.csv; pass the directory of an edgegcl "
@@ -116,15 +123,9 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     fig.tight_layout()
-    target = Path(out) if out is not None else run / "curves.png"
-    tmp = target.with_name(f".{target.stem}.tmp.png")
     try:
-        fig.savefig(tmp, dpi=90)
-        os.replace(tmp, target)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"cannot write {target} ({exc.strerror or exc}); pass a writable "
-                         "--out") from None
+        with replacing([target], UsageError, "pass a writable --out") as (tmp,):
+            fig.savefig(tmp, dpi=90, format="png")
     finally:
         plt.close(fig)
     return target

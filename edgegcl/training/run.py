@@ -49,6 +49,7 @@ from edgegcl.training.state import (
 from edgegcl.training.distributed import World, on_main
 from edgegcl.training.prober import Prober
 from edgegcl.training.step import resolve_mode, structure_loader
+from edgegcl_embed.files import refuse_link
 
 
 
@@ -82,10 +83,12 @@ class SeedResult:
 
 
 class Stopped(Exception):
-    """Training stopped on request (SIGINT / SIGTERM) after an epoch; its state is saved."""
+    """Training stopped on request (SIGINT / SIGTERM) after an epoch, its state saved, or
+    before seed ``seed`` started (``epoch`` 0: the seeds before it are finished)."""
 
     def __init__(self, seed: int, epoch: int) -> None:
-        super().__init__(f"stopped after epoch {epoch} of seed {seed}")
+        super().__init__(f"stopped after epoch {epoch} of seed {seed}" if epoch else
+                         f"stopped before seed {seed}")
         self.seed, self.epoch = seed, epoch
 
 
@@ -495,8 +498,14 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
         write_atomic(run_dir / "config.toml", to_toml(cfg))
     results = []
     for seed in range(cfg.seeds):
+        stopping = stop is not None and stop()
+        if world is not None:
+            stopping = world.any(stopping)
+        if stopping:  # between seeds: the ones before are finished and saved
+            raise Stopped(seed, 0)
         seed_dir = run_dir / f"seed-{seed}"
         if main:
+            refuse_link(seed_dir, "seed directory", UsageError)
             with guard_writes(seed_dir):
                 seed_dir.mkdir(exist_ok=resume)
         done = _finished(seed_dir, cfg.epochs) if resume and main else None

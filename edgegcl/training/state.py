@@ -18,6 +18,7 @@ import errno
 import fcntl
 import hashlib
 import os
+import stat
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
@@ -27,7 +28,8 @@ import torch
 
 from edgegcl.training.config import FIELDS, TrainConfig, to_toml
 from edgegcl.errors import UsageError
-from edgegcl_embed.files import refusals, replacing
+from edgegcl_embed.errors import InputError
+from edgegcl_embed.files import read_regular, refusals, replacing
 
 if TYPE_CHECKING:
     from torch_geometric.loader import NodeLoader
@@ -84,11 +86,18 @@ class RunLock:
 
     def _acquire(self) -> int:
         while True:
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:  # a planted link or FIFO is refused, never followed or waited on
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                             | os.O_CLOEXEC, 0o644)
             except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise UsageError(f"{self.path} is a symbolic link; a run directory's lock "
+                                     "is never a link: remove it") from None
                 raise UsageError(f"cannot lock {self.run_dir} ({exc.strerror}); pick a "
                                  "writable run directory") from None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise UsageError(f"{self.path} is not a regular file; remove it")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
@@ -114,8 +123,8 @@ class RunLock:
 
     def _holder(self) -> str:
         try:
-            pid = self.path.read_text().strip()
-        except OSError:
+            pid = read_regular(self.path, "lock", "", 64).decode().strip()
+        except (OSError, UnicodeDecodeError, InputError):
             return ""
         return f" (pid {pid})" if pid.isdigit() else ""
 
