@@ -89,6 +89,9 @@ def _hints(cls: type) -> dict[str, Any]:
 
 
 def _check_bounds(f: Field[Any], value: Any) -> None:
+    numbers = value.values() if isinstance(value, dict) else [value]
+    if any(isinstance(v, float) and not math.isfinite(v) for v in numbers):
+        raise UsageError(f"{flag(f.name)} must be a finite number, got {value!r}")
     meta = f.metadata
     lo, gt, hi = meta["at_least"], meta["above"], meta["at_most"]
     if lo is None and gt is None and hi is None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from edgegcl.errors import UsageError, first_line
+from edgegcl_embed.files import open_checked
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -18,13 +19,22 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 
+TOML_LIMIT = 1 << 20
+"""The most bytes a TOML file (a config, a profile) is read for: such files are a few KB."""
+
+
 def read_toml(path: Path, what: str, missing_hint: str) -> dict[str, Any]:
-    """A TOML file's table; a missing file (``missing_hint`` says what to do) or invalid TOML
-    is one UsageError line naming ``what`` (e.g. "config file x.toml")."""
+    """A TOML file's table; a missing file (``missing_hint`` says what to do), one that is
+    not a regular file of at most ``TOML_LIMIT`` bytes (a FIFO, a device), invalid or too
+    deeply nested TOML is one UsageError line naming ``what`` (e.g. "config file x.toml")."""
+    fh, problem = open_checked(Path(path), TOML_LIMIT)
+    if fh is None:
+        hint = missing_hint if problem == "does not exist" else "pass a TOML file"
+        raise UsageError(f"{what} {problem}; {hint}")
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise UsageError(f"{what} does not exist; {missing_hint}") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{what} is not valid TOML ({first_line(exc)}); fix the file") from None
+        with fh:
+            text = fh.read(TOML_LIMIT + 1).decode()
+        return tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else first_line(exc)
+        raise UsageError(f"{what} is not valid TOML ({why}); fix the file") from None

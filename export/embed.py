@@ -12,13 +12,14 @@ under a temporary name, renamed when complete.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from .errors import InputError
+from .errors import InputError, shown
 from .files import npy_writer
 from .graph import check_graph, load_npz
 from .kernels import KERNELS, one_shot_kernel
@@ -99,6 +100,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         _embed(args)
     except InputError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a path the system refuses (a name too long, a loop of links)
+        if exc.errno not in (errno.ENAMETOOLONG, errno.ELOOP, errno.ENOTDIR):
+            raise
+        print(f"{PROG}: error: the path {shown(str(exc.filename), 80)} cannot be used "
+              f"({exc.strerror}); pass a shorter or plain path", file=sys.stderr)
+        return 2
+    except RecursionError:
+        print(f"{PROG}: error: an input file is nested too deeply to be read; check the files "
+              "you passed", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

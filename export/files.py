@@ -61,19 +61,19 @@ def describe_open_error(exc: OSError) -> str:
     return f"cannot be opened ({exc.strerror or exc})"
 
 
-def open_regular(path: Path, what: str, fix: str, limit: int,
-                 error: type[Exception] = InputError) -> BinaryIO:
-    """``path`` opened for reading when it is a regular file of at most ``limit`` bytes.
+def open_checked(path: Path, limit: int) -> tuple[BinaryIO | None, str]:
+    """``path`` opened for reading when it is a regular file of at most ``limit`` bytes, else
+    None and what it is instead ("is a FIFO ...", "does not exist", ...).
 
     Opened without blocking and checked on the open descriptor (no race between a check and
     the read): a FIFO, socket or device (which a reader would wait on, or read forever), a
-    directory, a missing file or one over ``limit`` is one ``error`` line naming ``what`` and
-    ending in ``fix``. A symlink the user named is followed; its target is checked.
+    directory, a missing file or one over ``limit`` is refused. A symlink the user named is
+    followed; its target is checked.
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
-        raise error(f"{what} {path} {describe_open_error(exc)}; {fix}") from None
+        return None, describe_open_error(exc)
     try:
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
@@ -84,12 +84,22 @@ def open_regular(path: Path, what: str, fix: str, limit: int,
             problem = f"is {info.st_size} bytes, more than the {limit} such a file can hold"
         else:
             os.set_blocking(fd, True)
-            return os.fdopen(fd, "rb")
+            return os.fdopen(fd, "rb"), ""
     except BaseException:
         os.close(fd)
         raise
     os.close(fd)
-    raise error(f"{what} {path} {problem}; {fix}")
+    return None, problem
+
+
+def open_regular(path: Path, what: str, fix: str, limit: int,
+                 error: type[Exception] = InputError) -> BinaryIO:
+    """``path`` opened for reading (``open_checked``), or one ``error`` line naming ``what``
+    and ``path``, what it is instead, and ending in ``fix``."""
+    fh, problem = open_checked(path, limit)
+    if fh is None:
+        raise error(f"{what} {path} {problem}; {fix}")
+    return fh
 
 
 def read_regular(path: Path, what: str, fix: str, limit: int,

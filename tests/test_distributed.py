@@ -183,8 +183,9 @@ def test_refusals_under_torchrun_are_one_line(flags: list[str], needle: str, mon
     """Found before any process group is joined, so one process shows them."""
     from edgegcl.cli.main import main
 
-    monkeypatch.setenv("RANK", "0")
-    monkeypatch.setenv("WORLD_SIZE", "2")
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"),
+                        ("MASTER_PORT", "29500")):  # what torchrun sets
+        monkeypatch.setenv(name, value)
     code = main(["train", "--nodes", "100", "--features", "8", *flags])
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and needle in lines[0], lines

@@ -220,8 +220,9 @@ def test_linear_probe_rejects_bad_arguments(kwargs: dict) -> None:
 
 def test_linear_probe_rejects_empty_split_part() -> None:
     x, y = _blobs(50, 4, 2, spread=1.0, seed=0)
+    split = random_split(50, seed=0)
     with pytest.raises(ValueError):
-        linear_probe(x, y, random_split(50, seed=0, train=0.01))
+        linear_probe(x, y, Split(train=split.train[:0], val=split.val, test=split.test))
 
 
 # --- select_checkpoint ----------------------------------------------------------------------

@@ -474,7 +474,7 @@ def _row(epoch: int) -> dict[str, object]:
     ("not-a-number", "line 3: loss = abc is not a number"),
     ("short-row", "line 2 has no"),
     ("nul", r"loss = '0\x005' is not a number"),
-    ("directory", "cannot be read"),
+    ("directory", "is a directory"),
 ])
 def test_plot_refuses_a_garbage_epochs_csv(tmp_path: Path, kind: str, needle: str) -> None:
     """Garbage epochs.csv used to plot silently: now one line naming the file, no PNG."""

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from edgegcl import __version__
 from edgegcl.budget.search import Cost
 from edgegcl.errors import UsageError, first_line
+from edgegcl_embed.files import open_checked
 
 if TYPE_CHECKING:
     import torch
@@ -48,6 +49,13 @@ NOT_MEASURED_BY_PROFILER = ("theta_max", "batch_size", "logits", "dataset", "roo
                             "weight_decay", "dist_timeout")
 """Config fields left out of the key: set by the search itself, named by the graph's and the
 device's own entries, or never read by the profiler's steps."""
+
+CACHE_LIMIT = 16 << 20
+"""The most bytes a cache file is read for (one holds a few dozen measurements)."""
+MIN_EPOCH_S, MAX_EPOCH_S, MAX_PEAK_BYTES = 1e-6, 1e7, 1 << 50
+"""Bounds of a cost a device can have measured: an epoch takes at least a microsecond (a
+kernel launch) and less than four months; memory is positive and below a petabyte. A cache
+entry outside them was not measured: the file is ignored with a warning."""
 
 Entry = tuple[int, float, str]
 """(batch size, theta_max, logits path)."""
@@ -112,32 +120,37 @@ class ProfileCache:
     """
 
     def __init__(self, directory: Path, key: dict[str, Any],
-                 warn: Callable[[str], None]) -> None:
+                 warn: Callable[[str], None], remeasure: bool = False) -> None:
         text = json.dumps(key, sort_keys=True)
         self.key = json.loads(text)  # as it reads back
         self.path = directory / f"{hashlib.blake2b(text.encode(), digest_size=16).hexdigest()}.json"
         self._warn = warn
         self._writable = True
-        self._costs: dict[Entry, Cost] = self._load()
+        self._costs: dict[Entry, Cost] = {} if remeasure else self._load()
         self.hits = 0
         """Measurements ``get`` has answered from the file."""
 
     @classmethod
     def for_run(cls, data: Data, cfg: TrainConfig, device: torch.device,
-                warn: Callable[[str], None]) -> ProfileCache:
-        """The cache of this graph, settings and device, in ``cache_root()/profiles``."""
+                warn: Callable[[str], None], remeasure: bool = False) -> ProfileCache:
+        """The cache of this graph, settings and device, in ``cache_root()/profiles``;
+        ``remeasure``: what it holds is not read, and is replaced by what is measured now."""
         return cls(cache_root() / "profiles",
                    {"device": device_key(device), "graph": graph_digest(data),
-                    "settings": settings_key(cfg)}, warn)
+                    "settings": settings_key(cfg)}, warn, remeasure)
 
     def __len__(self) -> int:
         return len(self._costs)
 
     def _load(self) -> dict[Entry, Cost]:
-        if not self.path.exists():
+        if not self.path.exists() and not self.path.is_symlink():
             return {}
         try:
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            fh, problem = open_checked(self.path, CACHE_LIMIT)
+            if fh is None:
+                raise ValueError(f"it {problem}")
+            with fh:
+                raw = json.loads(fh.read(CACHE_LIMIT + 1).decode("utf-8"))
             if not (isinstance(raw, dict) and raw.get("format") == FORMAT):
                 raise ValueError("not an edgegcl profile cache")
             if raw.get("version") != VERSION:
@@ -145,7 +158,8 @@ class ProfileCache:
             if raw.get("key") != self.key:
                 raise ValueError("written for another device, graph or settings")
             return {_entry(e): _cost(e) for e in raw["costs"]}
-        except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError) as exc:
+        except (OSError, UnicodeDecodeError, ValueError, TypeError, KeyError,
+                RecursionError) as exc:
             self._warn(f"ignoring the profile cache {self.path} ({first_line(exc)}); measuring "
                        "again, and it will be rewritten")
             return {}
@@ -190,5 +204,7 @@ def _cost(e: dict[str, Any]) -> Cost:
     epoch_s, peak = e["epoch_s"], e["peak_bytes"]
     if not (isinstance(epoch_s, float) and math.isfinite(epoch_s) and isinstance(peak, int)):
         raise ValueError("a cost of the wrong type")
+    if not (MIN_EPOCH_S <= epoch_s <= MAX_EPOCH_S and 0 < peak <= MAX_PEAK_BYTES):
+        raise ValueError(f"an impossible cost (epoch {epoch_s:g} s, peak {peak} bytes)")
     phases = tuple((str(name), float(s)) for name, s in e["phases"])
     return Cost(epoch_s, peak, phases=phases)

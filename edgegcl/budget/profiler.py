@@ -126,10 +126,14 @@ def _equal_loss_eta(cfg: TrainConfig) -> dict[str, float]:
 
 
 def _equal_loss_run(cfg: TrainConfig) -> HANS:
-    """The run's scheduler after ``epochs - 1`` epochs of equal, constant category losses."""
+    """The run's scheduler after ``epochs - 1`` epochs of equal, constant category losses.
+
+    Once saturated no later epoch changes eta: the loop stops there."""
     hans = cfg.hans.build(cfg.epochs)
     for _ in range(cfg.epochs - 1):
         hans.step(dict.fromkeys(CATEGORIES, 1.0))
+        if hans.saturated_at is not None:
+            break
     return hans
 
 

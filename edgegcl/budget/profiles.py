@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     import torch
 
 DEVICE_KINDS = ("cuda", "cpu")
+MAX_GIB, MAX_EPOCH_S = 1 << 20, 1e7
+"""Largest budgets a profile may state: a petabyte (2**20 GiB) of memory, four months an epoch."""
 FIELDS = ("name", "description", "device", "memory_budget_gib", "headroom", "target_epoch_s",
           "batch_size_min", "batch_size_max")
 OPTIONAL = ("description",)
@@ -112,13 +114,15 @@ def _parse(raw: dict[str, Any], where: str) -> DeviceProfile:
     if raw["device"] not in DEVICE_KINDS:
         raise fail("device", " or ".join(f'"{k}"' for k in DEVICE_KINDS), '"cuda"')
     memory = raw["memory_budget_gib"]
-    if memory != "auto" and not (_is_number(memory) and memory > 0):
-        raise fail("memory_budget_gib", 'a positive number of GiB or "auto"', "8")
+    if memory != "auto" and not (_is_number(memory) and 0 < memory <= MAX_GIB):
+        raise fail("memory_budget_gib", f'a positive number of GiB up to {MAX_GIB} or "auto"',
+                   "8")
     headroom = raw["headroom"]
     if not (_is_number(headroom) and 0 <= headroom < 1):
         raise fail("headroom", "a fraction in [0, 1) of the memory budget held back", "0.1")
-    if not (_is_number(raw["target_epoch_s"]) and raw["target_epoch_s"] > 0):
-        raise fail("target_epoch_s", "a positive number of seconds", "2.0")
+    if not (_is_number(raw["target_epoch_s"]) and 0 < raw["target_epoch_s"] <= MAX_EPOCH_S):
+        raise fail("target_epoch_s", f"a positive number of seconds up to {MAX_EPOCH_S:g}",
+                   "2.0")
     for field in ("batch_size_min", "batch_size_max"):
         value = raw[field]
         if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
@@ -137,9 +141,11 @@ def with_budgets(profile: DeviceProfile, target_epoch_s: float | None = None,
     """``profile`` with the budgets given on the command line (``--target-epoch-s``,
     ``--memory-gib``) in place of its own; None keeps the profile's. Each must be a positive
     number: anything else is one UsageError line."""
-    for flag, value in (("--target-epoch-s", target_epoch_s), ("--memory-gib", memory_gib)):
-        if value is not None and not (_is_number(value) and value > 0):
-            raise UsageError(f"{flag} must be a positive number, got {value:g}; e.g. {flag} "
+    for flag, value, top in (("--target-epoch-s", target_epoch_s, MAX_EPOCH_S),
+                             ("--memory-gib", memory_gib, MAX_GIB)):
+        if value is not None and not (_is_number(value) and 0 < value <= top):
+            raise UsageError(f"{flag} must be a positive number up to {top:g}, got {value:g}; "
+                             f"e.g. {flag} "
                              + ("2.0 (seconds per epoch)" if flag == "--target-epoch-s"
                                 else "8 (GiB)"))
     return replace(profile,

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 
 def calibrate_and_report(data: Data, cfg: TrainConfig, profile: DeviceProfile,
-                         device: torch.device, run_dir: Path, then: str = "") -> Calibration:
+                         device: torch.device, run_dir: Path, then: str = "",
+                         remeasure: bool = False) -> Calibration:
     """Run the profiler (measurements cached per device, graph and settings), print its table
     and choice, and keep it as RUN_DIR/profile.json; one line when only the closest fit is
     left (``then`` ends it), a UsageError when nothing fits in memory."""
@@ -37,11 +38,11 @@ def calibrate_and_report(data: Data, cfg: TrainConfig, profile: DeviceProfile,
 
     say(f"profiling on {device} under profile {profile.name} (HANS at the costliest state "
         "the run can reach)")
-    cache = ProfileCache.for_run(data, cfg, device, lambda w: say(f"warning: {w}"))
+    cache = ProfileCache.for_run(data, cfg, device, lambda w: say(f"warning: {w}"), remeasure)
     cal = calibrate(data, cfg, profile, device, log=say, cache=cache)
     if cal.cached:
         say(f"{cal.cached} of the {len(cal.paths)} measurements came from the profile cache "
-            f"{cache.path} (delete it to measure again)")
+            f"{cache.path} (--remeasure measures again)")
     write_atomic(run_dir / "profile.json", json.dumps(cal.to_json(profile), indent=2) + "\n")
     print(format_table(cal.result))
     if cal.chosen is None:

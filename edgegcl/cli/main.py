@@ -125,6 +125,9 @@ def _add_budget_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-gib", type=float, metavar="GIB",
                    help="with --profile: the memory training may use, in GiB, instead of the "
                         "profile's memory_budget_gib (its headroom still applies)")
+    p.add_argument("--remeasure", action="store_true",
+                   help="with --profile: measure every theta_max again instead of reading the "
+                        "profile cache, and replace what the cache holds")
 
 
 def _add_profile(sub: argparse._SubParsersAction) -> None:
@@ -209,6 +212,7 @@ class _Setup:
     device: torch.device
     profile: DeviceProfile | None
     tuned: Path | None = None  # the dataset's tuned defaults the config started from
+    remeasure: bool = False  # --remeasure: the profile cache is measured anew
 
 
 def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Setup:
@@ -220,6 +224,7 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
     from edgegcl.training.config import FIELDS, build, load_toml, tuned_defaults, unused_settings
     from edgegcl.data import load_graph
     from edgegcl.memory import reuse_freed_memory
+    from edgegcl.nn.encoders import check_model_size
     from edgegcl.trust import allow_encoder
     from edgegcl.training.run import check_resume
     from edgegcl.training.step import resolve_device
@@ -227,6 +232,9 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
     if not args.profile and (args.target_epoch_s, args.memory_gib) != (None, None):
         raise UsageError("--target-epoch-s and --memory-gib replace a device profile's "
                          "budgets: add --profile NAME (see 'edgegcl profiles')")
+    if not args.profile and args.remeasure:
+        raise UsageError("--remeasure measures a device profile's budgets again: add --profile "
+                         "NAME (see 'edgegcl profiles')")
     reuse_freed_memory()
 
     flags = {name: getattr(args, name) for name in FIELDS if getattr(args, name) is not None}
@@ -264,10 +272,12 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
             cfg = replace(cfg, device=profile.device)
     device = resolve_device(cfg.device)
     data = load_graph(cfg.dataset, cfg.root or None, cfg.synthetic_spec()) if graph else None
+    if data is not None and not cfg.model.encoder:
+        check_model_size(data.x.size(1), cfg.model)
     if getattr(args, "resume", None):  # refused here, before the run is announced
         check_resume(Path(args.resume), cfg, None if data is None else data.x.size(1),
                      int(os.environ.get("WORLD_SIZE", "1")))
-    return _Setup(cfg, data, device, profile, tuned)
+    return _Setup(cfg, data, device, profile, tuned, args.remeasure)
 
 
 def _calibrate(s: _Setup, run_dir: Path, then: str = "") -> Calibration:
@@ -276,7 +286,8 @@ def _calibrate(s: _Setup, run_dir: Path, then: str = "") -> Calibration:
     from edgegcl.cli.autobudget import calibrate_and_report
 
     assert s.profile is not None and s.data is not None
-    return calibrate_and_report(s.data, s.cfg, s.profile, s.device, run_dir, then)
+    return calibrate_and_report(s.data, s.cfg, s.profile, s.device, run_dir, then,
+                                s.remeasure)
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
@@ -528,8 +539,10 @@ def _os_error_line(exc: OSError) -> str | None:
     import errno
 
     if exc.errno in (errno.ENAMETOOLONG, errno.ELOOP, errno.ENOTDIR):
-        name = f" {exc.filename}" if exc.filename else ""
-        return f"the path{name[:300]} cannot be used ({exc.strerror}); pass a shorter or plain path"
+        from edgegcl_embed.errors import shown
+
+        name = f" {shown(str(exc.filename), 80)}" if exc.filename else ""
+        return f"the path{name} cannot be used ({exc.strerror}); pass a shorter or plain path"
     return None
 
 

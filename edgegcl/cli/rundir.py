@@ -8,10 +8,17 @@ from there. Importing this module loads the standard library alone.
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+
+
+WRITTEN = re.compile(r"config\.toml|profile\.json|metrics\.json|checkpoint\.pt|seed-\d+|"
+                     r"\.edgegcl\.lock|\..+\.\d+\.[0-9a-f]+\.tmp")
+"""The names a run writes in its directory (and its temporaries): a failed start removes
+these and nothing else."""
 
 
 def run_name(dataset: str) -> str:
@@ -27,10 +34,10 @@ def run_name(dataset: str) -> str:
 def new_run_dir(hold: ExitStack, out: str, name: str) -> tuple[Path, Callable[[], None]]:
     """A new run directory (``out``, or ``runs/NAME-TIMESTAMP``), locked in ``hold``, and a
     function to call once the run has really started: until then, ``hold`` closing on an
-    exception removes the directory, what was written into it and the folders made for it (a
-    directory that existed, empty, is emptied), so that a failed start leaves nothing behind."""
+    exception removes the files a run writes (``WRITTEN``), then the directory and the folders
+    made for it when nothing else is in them, so that a failed start leaves nothing behind and
+    takes nothing it did not make."""
     from edgegcl.training.run import prepare_run_dir
-    from edgegcl.training.state import LOCK_NAME
 
     existed = bool(out) and Path(out).is_dir()
     parent = (Path(out) if out else Path("runs") / name).absolute().parent
@@ -42,11 +49,14 @@ def new_run_dir(hold: ExitStack, out: str, name: str) -> tuple[Path, Callable[[]
         if kind is None or started:
             return
         for path in list(run_dir.iterdir()) if run_dir.is_dir() else []:
-            if path.name != LOCK_NAME:
-                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
+            if not WRITTEN.fullmatch(path.name):
+                continue  # not a file a run writes: another process's, kept
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
         if not existed:
-            shutil.rmtree(run_dir, ignore_errors=True)
-            for folder in made:  # innermost first; one another process wrote into stays
+            for folder in (run_dir, *made):  # innermost first; one holding others' files stays
                 try:
                     folder.rmdir()
                 except OSError:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import fsspec.config
+import numpy as np
 from torch_geometric.data import Data, InMemoryDataset
 from torch_geometric.datasets import Actor, Amazon, CitationFull, Coauthor, Planetoid, WikiCS
 from torch_geometric.utils import coalesce, remove_self_loops
@@ -25,6 +26,7 @@ from edgegcl.data.files import _load_file
 from edgegcl.data.synthetic import SyntheticSpec, synthetic_graph
 from edgegcl.data.validation import validate_graph
 from edgegcl.errors import UsageError, first_line
+from edgegcl_embed.files import read_regular
 
 
 DATASETS: tuple[str, ...] = (
@@ -224,8 +226,18 @@ _RAW_GLOBALS = frozenset({
 sparse matrices and the graph's dict of lists. Nothing that can run code."""
 
 
-class _RawUnpickler(pickle.Unpickler):
-    """An unpickler that builds only ``_RAW_GLOBALS``; any other global is refused."""
+PLANETOID_SHAPES = {"Cora": (2708, 1433, 7), "CiteSeer": (3327, 3703, 6),
+                    "PubMed": (19717, 500, 3)}
+"""(nodes, features, classes) of the Planetoid datasets: every raw array is checked against
+them before PyG sizes anything by it (a 20 KB file may declare a matrix of any shape)."""
+
+
+class _RawUnpickler(pickle._Unpickler):  # the Python unpickler: its BUILD can be checked
+    """An unpickler that builds only ``_RAW_GLOBALS``; any other global is refused, and a
+    ``numpy.dtype``'s state must be a plain one (numpy trusts it, and a forged one reads
+    memory out of bounds)."""
+
+    dispatch = dict(pickle._Unpickler.dispatch)
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) not in _RAW_GLOBALS:
@@ -235,24 +247,60 @@ class _RawUnpickler(pickle.Unpickler):
             warnings.simplefilter("ignore", DeprecationWarning)
             return super().find_class(module, name)
 
+    def load_build(self) -> None:
+        state, inst = self.stack[-1], self.stack[-2]
+        if isinstance(inst, np.dtype):
+            plain = inst.__reduce__()[2]
+            if not (isinstance(state, tuple) and len(state) == len(plain)
+                    and state[0] == plain[0] and state[1] in ("<", ">", "|", "=")
+                    and state[2:] == plain[2:]):
+                raise pickle.UnpicklingError("it holds a numpy dtype with a forged state")
+        super().load_build()
+
+    dispatch[pickle.BUILD[0]] = load_build
+
+
+def _check_raw(name: str, obj: Any) -> Any:
+    """A Planetoid raw object whose shapes and indices fit dataset ``name``, else an error
+    (raised before PyG densifies or indexes by it)."""
+    import scipy.sparse
+
+    nodes, features, classes = PLANETOID_SHAPES[name]
+    if isinstance(obj, dict):  # the graph: node -> neighbours
+        for node, neighbours in obj.items():
+            if not (isinstance(node, int) and 0 <= node < nodes
+                    and all(isinstance(v, int) and 0 <= v < nodes for v in neighbours)):
+                raise ValueError(f"its graph names a node outside 0..{nodes - 1}")
+        return obj
+    shape = getattr(obj, "shape", None)
+    if not (isinstance(shape, tuple) and len(shape) == 2 and 0 <= shape[0] <= nodes
+            and shape[1] in (features, classes)):
+        raise ValueError(f"it holds an array of shape {shape}, not up to {nodes} rows of "
+                         f"{features} features or {classes} classes")
+    if scipy.sparse.issparse(obj):
+        obj.check_format(full_check=True)  # indices within the shape, before todense
+    return obj
+
 
 class _RawPickle:
     """Stands in for the ``pickle`` module inside PyG's Planetoid reader, whose ``read_file``
     calls ``pickle.load(f, encoding="latin1")``."""
 
     UnpicklingError = pickle.UnpicklingError
+    dataset = "Cora"
 
-    @staticmethod
-    def load(file: Any, **kwargs: Any) -> Any:
-        return _RawUnpickler(file, **kwargs).load()
+    @classmethod
+    def load(cls, file: Any, **kwargs: Any) -> Any:
+        return _check_raw(cls.dataset, _RawUnpickler(file, **kwargs).load())
 
 
 @contextmanager
-def _restricted_raw_pickles() -> Iterator[None]:
+def _restricted_raw_pickles(name: str) -> Iterator[None]:
     """PyG's Planetoid reader unpickles with ``_RawPickle`` instead of ``pickle``."""
     import torch_geometric.io.planetoid as planetoid
 
     real = planetoid.pickle
+    _RawPickle.dataset = name
     planetoid.pickle = _RawPickle  # type: ignore[assignment]
     try:
         yield
@@ -260,12 +308,27 @@ def _restricted_raw_pickles() -> Iterator[None]:
         planetoid.pickle = real
 
 
+def _check_test_index(name: str, probe: InMemoryDataset) -> None:
+    """The Planetoid test index file: integers within the dataset's nodes (PyG allocates a
+    matrix as tall as their range)."""
+    nodes = PLANETOID_SHAPES[name][0]
+    path = Path(probe.raw_dir) / f"ind.{name.lower()}.test.index"
+    text = read_regular(path, "raw file", "replace it with the dataset's original file",
+                        1 << 20, UsageError).decode("ascii", errors="replace")
+    values = text.split()
+    if not all(v.isdigit() and int(v) < nodes for v in values):
+        raise ValueError(f"{path.name} holds an index outside 0..{nodes - 1}")
+
+
 def _parse_raw(name: str, probe: InMemoryDataset) -> Data:
     """The dataset's graph from its raw files, by the class's own ``process``, kept in memory."""
     captured: list[Data] = []
     probe.save = lambda data_list, path: captured.extend(data_list)  # type: ignore[method-assign]
     try:
-        with _restricted_raw_pickles(), warnings.catch_warnings():
+        planetoid = name in PLANETOID_SHAPES
+        if planetoid:
+            _check_test_index(name, probe)
+        with _restricted_raw_pickles(name if planetoid else "Cora"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             probe.process()
     except (pickle.UnpicklingError, EOFError, OSError, ValueError, KeyError, IndexError,

@@ -17,6 +17,8 @@ from torch_geometric.data.storage import GlobalStorage
 from edgegcl.data.validation import validate_graph
 from edgegcl.errors import UsageError, first_line
 from edgegcl_embed.errors import InputError, shown
+from edgegcl.memory import memory_limit
+from edgegcl_embed.files import open_regular
 from edgegcl_embed.graph import check_file, open_npz
 
 
@@ -47,8 +49,9 @@ def _load_pt(path: Path) -> Data:
     loader before it runs, so a hostile file cannot execute code here.
     """
     try:
-        with torch.serialization.safe_globals(_SAFE_PT_GLOBALS):
-            obj = torch.load(path, map_location="cpu", weights_only=True)
+        with torch.serialization.safe_globals(_SAFE_PT_GLOBALS), \
+                open_regular(path, "graph file", "check the path", memory_limit(), UsageError) as fh:
+            obj = torch.load(fh, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         refused = _disallowed_globals(path)
         if refused is None:  # no class to name: the pickle itself is broken or not torch's
@@ -67,7 +70,12 @@ def _load_pt(path: Path) -> Data:
             f"{path} holds a {type(obj).__name__}, not a torch_geometric Data; "
             "save it with torch.save(Data(x=..., edge_index=..., y=...), path)"
         )
-    return Data(x=obj.x, edge_index=obj.edge_index, y=obj.y)
+    try:
+        return Data(x=obj.x, edge_index=obj.edge_index, y=obj.y)
+    except Exception as exc:  # a Data whose inner store was forged or damaged
+        raise UsageError(f"{path} holds a damaged torch_geometric Data ({type(exc).__name__}: "
+                         f"{first_line(exc)[:120]}); save it with torch.save(Data(x=..., "
+                         "edge_index=..., y=...), path)") from None
 
 
 def _disallowed_globals(path: Path) -> str | None:

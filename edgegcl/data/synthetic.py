@@ -12,6 +12,7 @@ from torch_geometric.utils import remove_self_loops
 from edgegcl.config import Section, option
 from edgegcl.data.validation import validate_graph
 from edgegcl.errors import UsageError
+from edgegcl.memory import check_allocation
 
 
 # Norm of each class's mean feature vector, in units of the per-dimension noise std.
@@ -125,6 +126,11 @@ def synthetic_graph(spec: SyntheticSpec) -> Data:
         >>> data.x.shape, int(data.y.max()) + 1
         (torch.Size([100, 8]), 4)
     """
+    edges = spec.num_nodes * spec.avg_degree
+    check_allocation(4.0 * spec.num_nodes * spec.num_features + 8 * 6 * edges,
+                     f"a synthetic graph of {spec.num_nodes} nodes x {spec.num_features} "
+                     f"features, average degree {spec.avg_degree:g}",
+                     "pass smaller --nodes, --features or --avg-degree")
     gen = torch.Generator().manual_seed(spec.seed)
     n, c = spec.num_nodes, spec.num_classes
     y = torch.randperm(n, generator=gen) % c

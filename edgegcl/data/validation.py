@@ -11,6 +11,11 @@ from torch_geometric.data import Data
 from edgegcl.errors import UsageError
 
 FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+PLAIN_DTYPES = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64,
+                          torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                          torch.bool, torch.complex64, torch.complex128})
+"""Dtypes a graph's tensors may arrive in (bool and complex get their own refusal below);
+quantized and other special dtypes are refused in one line."""
 
 
 def validate_graph(data: Data) -> Data:
@@ -113,6 +118,9 @@ def _tensor_attr(data: Data, key: str, name: str) -> torch.Tensor | None:
         raise UsageError(
             f"{name}: {key} must be a dense torch tensor, not {type(value).__name__}; convert it with torch.as_tensor"
         )
+    if value.is_quantized or value.dtype not in PLAIN_DTYPES:
+        raise UsageError(f"{name}: {key} has dtype {value.dtype}, not plain numbers; store it "
+                         "as float32 (x) or int64 (edge_index, y)")
     return value
 
 

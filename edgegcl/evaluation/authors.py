@@ -62,6 +62,9 @@ def authors_split(num_nodes: int, generator: torch.Generator, train_ratio: float
     if not train_ratio + test_ratio < 1:
         raise ValueError(f"need train_ratio + test_ratio < 1, got {train_ratio} + {test_ratio}")
     n_train, n_val = int(num_nodes * train_ratio), int(num_nodes * test_ratio)
+    if num_nodes >= 3:  # a small graph: at least one node in each set (unchanged from N = 10)
+        n_train = max(1, n_train)
+        n_val = max(1, min(n_val, num_nodes - n_train - 1))
     perm = torch.randperm(num_nodes, generator=generator)
     return Split(train=perm[:n_train], val=perm[n_train:n_train + n_val],
                  test=perm[n_train + n_val:])

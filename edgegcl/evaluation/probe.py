@@ -72,6 +72,10 @@ def random_split(num_nodes: int, seed: int, train: float = 0.1, val: float = 0.1
         raise ValueError(f"need train >= 0, val >= 0 and train + val <= 1, got {train=}, {val=}")
     n_train = math.floor(train * num_nodes)
     n_val = math.floor(val * num_nodes)
+    if num_nodes >= 3 and train > 0 and val > 0 and train + val < 1:
+        # a small graph: one node at least in each set (the same split from N = 1 / train on)
+        n_train, n_val = max(1, n_train), max(1, n_val)
+        n_val = min(n_val, num_nodes - n_train - 1)
     generator = torch.Generator().manual_seed(seed)
     perm = torch.randperm(num_nodes, generator=generator)
     return Split(

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from edgegcl.errors import UsageError, first_line
+from edgegcl.memory import check_allocation
 from edgegcl.trust import allow_encoder, canonical_spec, check_named
 from edgegcl.nn.augment import keep_columns
 from edgegcl.nn.model import AdNGCL, ModelConfig, ProjectionHead
@@ -166,11 +167,21 @@ class Encoded(nn.Module):
             self.train(was_training)
 
 
+def check_model_size(in_dim: int, cfg: ModelConfig) -> None:
+    """One UsageError line, before anything is allocated, when the built-in GCN's weights with
+    their gradients and Adam's two moments (four copies) exceed the memory available."""
+    weights = in_dim * cfg.hidden_dim + cfg.hidden_dim * cfg.out_dim + 2 * cfg.out_dim * cfg.proj_dim
+    check_allocation(4.0 * 4 * weights, f"a GCN of widths {in_dim} -> {cfg.hidden_dim} -> "
+                     f"{cfg.out_dim} (head {cfg.proj_dim}) with its gradients and Adam's state",
+                     "pass smaller --hidden-dim, --out-dim or --proj-dim")
+
+
 def make_model(in_dim: int, cfg: ModelConfig, encoder: nn.Module | None = None) -> nn.Module:
     """The model a run trains: ``encoder`` with the head (``Encoded``), else the encoder
     ``cfg.encoder`` names, else the built-in GCN (``AdNGCL``)."""
     if encoder is None and cfg.encoder:
         encoder = load_encoder(cfg.encoder, in_dim)
     if encoder is None:
+        check_model_size(in_dim, cfg)
         return AdNGCL(in_dim, cfg)
     return Encoded(encoder, in_dim, cfg.proj_dim)

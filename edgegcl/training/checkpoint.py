@@ -79,10 +79,10 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         raise UsageError(f"{p} is not an edgegcl checkpoint (format {FORMAT!r} expected); "
                          "pass a checkpoint.pt written by edgegcl train")
     try:
-        named = raw["config"].get("encoder")
-        if named:  # code: only the encoder the user named (edgegcl.trust)
-            check_named(str(named), p)
-        cfg = TrainConfig(**{k: v for k, v in raw["config"].items() if k in FIELDS})
+        values = {k: v for k, v in raw["config"].items() if k in FIELDS}
+        if values.get("encoder"):  # code: only the encoder the user named (edgegcl.trust)
+            values["encoder"] = check_named(str(values["encoder"]), p, p.parent)
+        cfg = TrainConfig(**values)
         seed, epoch, weights = int(raw["seed"]), int(raw["epoch"]), raw["encoder"]
         in_dim = raw["in_dim"]
         if not isinstance(in_dim, int) or in_dim < 1:

@@ -41,6 +41,11 @@ from edgegcl.nn.model import ModelConfig
 from edgegcl.training.distributed import DistributedConfig
 from edgegcl.trust import check_named
 
+MAX_EPOCHS = 1_000_000
+"""The most epochs a run may ask for (ten thousand is already a long run)."""
+MAX_HOPS = 16
+"""The most hops a mini-batch may sample: one per encoder layer."""
+
 __all__ = ["FIELDS", "SECTIONS", "RunConfig", "TrainConfig", "build", "coerce",
            "format_ratios", "list_presets", "load_toml", "read_toml", "to_toml",
            "tuned_defaults", "unused_settings", "validate"]
@@ -69,7 +74,7 @@ class RunConfig(Section):
                                "flag: 10,10")
     sampler: SamplerName = option("auto", "minibatch: auto (PyG's NeighborLoader when pyg-lib "
                                   "or torch-sparse is installed), builtin, or pyg")
-    epochs: int = option(300, "training epochs per seed", at_least=1)
+    epochs: int = option(300, "training epochs per seed", at_least=1, at_most=MAX_EPOCHS)
     seeds: int = option(1, "independent runs, each with its own split and initialisation",
                         at_least=1)
     lr: float = option(5e-4, "Adam learning rate", above=0.0)
@@ -89,6 +94,9 @@ class RunConfig(Section):
         if not self.fanout or not all(f == -1 or f > 0 for f in self.fanout):
             raise UsageError(f"--fanout must be neighbours per hop (positive, or -1 for all), "
                              f"got {self.fanout!r}")
+        if len(self.fanout) > MAX_HOPS:
+            raise UsageError(f"--fanout names {len(self.fanout)} hops; at most {MAX_HOPS} (one "
+                             "per layer of the encoder), e.g. --fanout 10,10")
         if self.device not in ("auto", "cpu", "cuda") and \
                 re.fullmatch(r"cuda:\d+", self.device) is None:
             raise UsageError(f"--device must be auto, cpu, cuda or cuda:N, got {self.device!r}")

@@ -27,7 +27,11 @@ from edgegcl.evaluation.probe import (
     select_checkpoint,
 )
 
-__all__ = ["Prober"]
+__all__ = ["MIN_LABELLED_NODES", "Prober"]
+
+MIN_LABELLED_NODES = 3
+"""The fewest nodes whose labels can be probed: one each to train on, validate and test.
+A smaller labelled graph trains as an unlabelled one (its last epoch kept)."""
 
 
 class Prober:
@@ -35,8 +39,8 @@ class Prober:
 
     Checkpoints are probed on at most CHECKPOINT_PROBE_MAX_LABELLED train + val nodes
     (edgegcl.evaluation.probe.checkpoint_probe_split); with ``protocol = "both"`` each is also
-    evaluated by the authors' protocol. An unlabelled graph has nothing to select on: the last
-    epoch's encoder is kept.
+    evaluated by the authors' protocol. An unlabelled graph (or one of fewer than
+    ``MIN_LABELLED_NODES`` nodes) has nothing to select on: the last epoch's encoder is kept.
 
     Example:
         >>> from edgegcl.data import SyntheticSpec, synthetic_graph
@@ -52,6 +56,8 @@ class Prober:
 
     def __init__(self, data: Data, seed: int, device: torch.device, protocol: str) -> None:
         self.y = getattr(data, "y", None)
+        if data.num_nodes < MIN_LABELLED_NODES:  # no train, validation and test nodes to probe
+            self.y = None
         self.seed, self.device, self.protocol = seed, device, protocol
         self.split = random_split(data.num_nodes, seed) if self.y is not None else None
         self.probe_split = None if self.split is None else checkpoint_probe_split(self.split)

@@ -37,6 +37,7 @@ from edgegcl.training.state import (
     LOCK_NAME,
     STATE_FORMAT,
     RunLock,
+    load_tensors,
     check_config,
     config_hash,
     guard_writes,
@@ -266,7 +267,8 @@ class _appending:
 
     def __init__(self, path: Path, enabled: bool) -> None:
         self.path, self.fh = path, None
-        if enabled:
+        if enabled:  # the file write_atomic has just made: a link planted since is refused
+            refuse_link(path, "run file", UsageError)
             with guard_writes(path):
                 self.fh = path.open("a")
 
@@ -393,8 +395,10 @@ def prepare_run_dir(out: str, name: str) -> RunLock:
 def _read_result(path: Path) -> dict[str, Any]:
     """A finished seed's ``result.pt`` as saved, or one line naming the problem."""
     try:
-        raw = torch.load(path, map_location="cpu", weights_only=True)
+        raw = load_tensors(path, "seed result", "remove it to finish that seed again")
         _result_from_dict(raw)
+    except UsageError:
+        raise
     except Exception:  # torch raises many types for truncated or foreign files
         raise UsageError(f"{path} cannot be read; remove it (and keep state.pt) to finish that "
                          "seed again") from None

@@ -29,7 +29,7 @@ import torch
 from edgegcl.training.config import FIELDS, TrainConfig, to_toml
 from edgegcl.errors import UsageError
 from edgegcl_embed.errors import InputError
-from edgegcl_embed.files import read_regular, refusals, replacing
+from edgegcl_embed.files import open_regular, read_regular, refusals, replacing
 
 if TYPE_CHECKING:
     from torch_geometric.loader import NodeLoader
@@ -188,13 +188,26 @@ def load_loader_state(loader: NodeLoader | None, state: dict[str, Any]) -> None:
         loader.node_sampler._generator.set_state(state["neighbours"])  # type: ignore[attr-defined]
 
 
+def load_tensors(path: Path, what: str, fix: str) -> Any:
+    """``torch.load(weights_only=True)`` of a regular file no larger than the memory available
+    (a FIFO, device or oversized file is one UsageError line naming ``what``); torch's own
+    errors for a damaged file pass through for the caller to name."""
+    from edgegcl.memory import memory_limit
+
+    with open_regular(path, what, fix, memory_limit(), UsageError) as fh:
+        return torch.load(fh, map_location="cpu", weights_only=True)
+
+
 def read_state(path: Path) -> dict[str, Any]:
     """A seed's ``state.pt``, or one line naming the problem (truncated, foreign)."""
+    fix = "remove it to restart that seed from epoch 0"
     try:
-        raw = torch.load(path, map_location="cpu", weights_only=True)
+        raw = load_tensors(path, "seed state", fix)
+    except UsageError:
+        raise
     except Exception:  # torch raises many types for truncated or unsafe files
-        raise UsageError(f"{path} cannot be read: it is truncated or not edgegcl's; remove it "
-                         "to restart that seed from epoch 0") from None
+        raise UsageError(f"{path} cannot be read: it is truncated or not edgegcl's; {fix}"
+                         ) from None
     if not isinstance(raw, dict) or raw.get("format") != STATE_FORMAT:
         raise UsageError(f"{path} is not an edgegcl seed state (format {STATE_FORMAT!r}); "
                          "remove it to restart that seed from epoch 0")

@@ -1,0 +1,642 @@
+"""Received run directories, checkpoints, configs and model files, as an attacker would send
+them: nothing runs, nothing outside the target is touched, no reader blocks or reads without
+bound, and every refusal is one line with exit code 2.
+
+Each test draws its cases from ``PROBES`` (class, what is tried); ``test_probe_list_is_complete``
+checks that every class has a test, so the suite's parametrisation is the count of probes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from helpers import capture
+
+from edgegcl.cli.main import main as edgegcl_main
+from edgegcl_embed.embed import main as embed_main
+from edgegcl_embed.errors import InputError
+from edgegcl_embed.runtime import EncoderSession
+
+PROBES: list[tuple[str, str]] = [
+    ("code", "a checkpoint, a run's config.toml or a --config file naming evil.py:make, "
+             "time:sleep or os:_exit, on export, resume and --config"),
+    ("links", "a planted .edgegcl.lock, seed-0, config.toml, curves.png or temporary name "
+              "that is a symlink to a victim file or folder"),
+    ("outputs", "plot --out over an existing file, export --graph-out aliasing the model, a "
+                "failed start beside another process's file"),
+    ("onnx-external", "an initializer stored as external data: absolute, ../, beside the "
+                      "model, in the current directory"),
+    ("onnx-run", "NaN weights, INT8 scales of NaN, an input onnxruntime refuses at run time"),
+    ("blocking", "a FIFO or /dev/zero as --config, profile, epochs.csv, state.pt, checkpoint, "
+                 "profile cache"),
+    ("names", "a 300-character name for --out, --resume, export, plot --out, --config, "
+              "edgegcl-embed --out"),
+    ("nesting", "TOML and JSON nested 100 000 deep"),
+    ("numbers", "inf or NaN for lr, tau, gamma, weight_decay; budgets of 1e300; epochs 1e9; "
+                "100 000 hops; a poisoned profile cache"),
+    ("sizes", "synthetic graphs and widths larger than memory; a checkpoint's in_dim of 1e12"),
+    ("planetoid", "Planetoid raw files declaring 150 000 columns or a forged numpy dtype"),
+    ("graphs", "labelled graphs of 2 to 9 nodes, a quantized x, a damaged Data in a .pt"),
+    ("signals", "SIGTERM between seeds of a 200-seed run, SIGTERM while profiling, RANK "
+                "without a process group"),
+]
+
+_cli = partial(capture, edgegcl_main)
+MARKER_CODE = "import pathlib; pathlib.Path({marker!r}).write_text('ran')\n"
+
+
+def one_line(code: int, err: str, prefix: str = "edgegcl: error:") -> str:
+    """The single stderr line of a refused command (exit 2)."""
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, (code, err)
+    assert lines[0].startswith(prefix) and "Traceback" not in err
+    return lines[0]
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Fail (TimeoutError) a block that takes longer than ``seconds``: a reader blocked on a
+    FIFO is interrupted instead of hanging the suite."""
+    def fire(signum: int, frame: object) -> None:
+        raise TimeoutError(f"blocked for more than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+TINY = ["--nodes", "60", "--features", "6", "--hidden-dim", "8", "--out-dim", "4",
+        "--proj-dim", "4", "--epochs", "2", "--eval-every", "1", "--device", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished tiny run directory, copied by each test that plants something in it."""
+    run = tmp_path_factory.mktemp("received") / "run"
+    torch.set_num_threads(1)
+    code, _, err = _cli(["train", *TINY, "--out", str(run)])
+    assert code == 0, err
+    return run
+
+
+@pytest.fixture
+def received(finished_run: Path, tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    return run
+
+
+# --------------------------------------------------------------------------- code
+
+SPECS = ["evil.py:make", "time:sleep", "os:_exit"]
+
+
+def _plant_encoder(run: Path, spec: str) -> None:
+    """Name ``spec`` as the encoder in the run's config.toml and its checkpoints."""
+    text = (run / "config.toml").read_text()
+    (run / "config.toml").write_text(text.replace("[model]", f'[model]\nencoder = "{spec}"', 1))
+    for ckpt in run.rglob("checkpoint.pt"):
+        raw = torch.load(ckpt, weights_only=True)
+        raw["config"]["encoder"] = spec
+        torch.save(raw, ckpt)
+
+
+@pytest.mark.parametrize("spec", SPECS)
+@pytest.mark.parametrize("how", ["export", "resume", "config"])
+def test_a_received_file_naming_code_runs_nothing(received: Path, tmp_path: Path, spec: str,
+                                                  how: str) -> None:
+    marker = tmp_path / "MARKER"
+    (received / "evil.py").write_text(MARKER_CODE.format(marker=str(marker))
+                                      + "def make(d):\n    raise SystemExit(7)\n")
+    _plant_encoder(received, spec)
+    before = {p: p.read_bytes() for p in received.rglob("*") if p.is_file()}
+    args = {"export": ["export", str(tmp_path / "m.onnx"), "--run", str(received)],
+            "resume": ["train", "--resume", str(received), "--epochs", "3"],
+            "config": ["train", "--config", str(received / "config.toml"), "--out",
+                       str(tmp_path / "new")]}[how]
+    with deadline(60):
+        code, _, err = _cli(args)
+    line = one_line(code, err)
+    assert "names the encoder" in line and "--encoder" in line and "nothing was run" in line
+    assert not marker.exists() and not (tmp_path / "m.onnx").exists()
+    assert not (tmp_path / "new").exists()
+    assert {p: p.read_bytes() for p in received.rglob("*") if p.is_file()} == before
+
+
+def test_the_encoder_named_on_the_command_line_is_allowed(received: Path, tmp_path: Path
+                                                          ) -> None:
+    """Naming the recorded encoder lets it run: the refusal is about consent, not a ban."""
+    marker = tmp_path / "MARKER"
+    (received / "enc.py").write_text(
+        MARKER_CODE.format(marker=str(marker))
+        + "from edgegcl.nn.model import GCNEncoder, ModelConfig\n"
+          "def make(d):\n    return GCNEncoder(d, ModelConfig(8, 4, 4))\n")
+    _plant_encoder(received, "enc.py:make")
+    code, _, err = _cli(["export", str(tmp_path / "m.onnx"), "--run", str(received),
+                         "--encoder", str(received / "enc.py") + ":make"])
+    assert marker.exists()  # the user's own code ran, as asked
+    assert "names the encoder" not in err
+
+
+# --------------------------------------------------------------------------- links
+
+def _victim(tmp_path: Path) -> tuple[Path, bytes]:
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"the user's precious file\n")
+    return victim, victim.read_bytes()
+
+
+@pytest.mark.parametrize("how", ["resume", "new-run"])
+def test_a_planted_lock_link_is_not_followed(received: Path, tmp_path: Path, how: str) -> None:
+    victim, content = _victim(tmp_path)
+    if how == "resume":
+        (received / ".edgegcl.lock").symlink_to(victim)
+        code, _, err = _cli(["train", "--resume", str(received), "--epochs", "3"])
+    else:
+        target = tmp_path / "empty"
+        target.mkdir()
+        (target / ".edgegcl.lock").symlink_to(victim)
+        code, _, err = _cli(["train", *TINY, "--out", str(target)])
+    assert "symbolic link" in one_line(code, err)
+    assert victim.read_bytes() == content
+
+
+@pytest.mark.parametrize("name", ["seed-0", "config.toml", "seed-0/epochs.csv",
+                                  "seed-0/state.pt"])
+def test_a_resumed_run_never_writes_through_a_planted_link(received: Path, tmp_path: Path,
+                                                           name: str) -> None:
+    victim, content = _victim(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    if name == "seed-0":
+        shutil.copytree(received / "seed-0", elsewhere)
+        shutil.rmtree(received / "seed-0")
+        (received / "seed-0").symlink_to(elsewhere)
+        (received / "metrics.json").unlink()
+    else:
+        (received / name).unlink()
+        (received / name).symlink_to(victim)
+        (received / "metrics.json").unlink()
+    before = {p: p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()}
+    code, _, err = _cli(["train", "--resume", str(received), "--epochs", "3"])
+    assert code == 2 and "Traceback" not in err
+    assert victim.read_bytes() == content
+    assert {p: p.read_bytes() for p in elsewhere.rglob("*") if p.is_file()} == before
+
+
+def test_plot_never_writes_through_a_planted_link(received: Path, tmp_path: Path) -> None:
+    victim, content = _victim(tmp_path)
+    (received / "curves.png").symlink_to(victim)
+    code, _, err = _cli(["plot", str(received)])
+    assert "symbolic link" in one_line(code, err)
+    assert victim.read_bytes() == content
+
+
+def test_temporary_files_are_created_exclusively(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A link planted at the next temporary name is skipped, never opened."""
+    import secrets
+
+    from edgegcl.training.state import write_atomic
+
+    victim, content = _victim(tmp_path)
+    target = tmp_path / "config.toml"
+    names = iter(["aaaaaaaa", "bbbbbbbb"])
+    monkeypatch.setattr(secrets, "token_hex", lambda n: next(names))
+    (tmp_path / f".config.toml.{os.getpid()}.aaaaaaaa.tmp").symlink_to(victim)
+    write_atomic(target, "x = 1\n")
+    assert target.read_text() == "x = 1\n" and victim.read_bytes() == content
+    assert not (tmp_path / f".config.toml.{os.getpid()}.bbbbbbbb.tmp").exists()
+
+
+def test_orphan_temporaries_of_a_killed_writer_are_cleaned(tmp_path: Path) -> None:
+    from edgegcl.training.state import write_atomic
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    orphan = tmp_path / f".metrics.json.{dead}.0123abcd.tmp"
+    orphan.write_text("half")
+    write_atomic(tmp_path / "metrics.json", "{}\n")
+    assert not orphan.exists() and (tmp_path / "metrics.json").read_text() == "{}\n"
+
+
+# --------------------------------------------------------------------------- outputs
+
+def test_plot_out_keeps_an_existing_file_without_force(received: Path, tmp_path: Path) -> None:
+    victim, content = _victim(tmp_path)
+    code, _, err = _cli(["plot", str(received), "--out", str(victim)])
+    assert "--force" in one_line(code, err) and victim.read_bytes() == content
+    pytest.importorskip("matplotlib")
+    code, _, err = _cli(["plot", str(received), "--out", str(victim), "--force"])
+    assert code == 0 and victim.read_bytes().startswith(b"\x89PNG")
+
+
+def test_export_graph_out_aliasing_the_model_is_refused(received: Path, tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    code, _, err = _cli(["export", str(tmp_path / "m.onnx"), "--run", str(received),
+                         "--graph-out", str(tmp_path / "sub" / ".." / "m.onnx")])
+    assert "one of the model files" in one_line(code, err)
+    assert not (tmp_path / "m.onnx").exists()
+
+
+def test_a_failed_start_removes_only_what_it_made(tmp_path: Path) -> None:
+    from edgegcl.cli.rundir import new_run_dir
+
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(RuntimeError), ExitStack() as hold:
+        run_dir, _ = new_run_dir(hold, str(out), "synthetic")
+        (run_dir / "config.toml").write_text("mine")
+        (run_dir / "seed-0").mkdir()
+        (run_dir / "theirs.txt").write_text("another process's")
+        raise RuntimeError("the start failed")
+    assert sorted(p.name for p in out.iterdir()) == ["theirs.txt"]
+
+
+# --------------------------------------------------------------------------- onnx
+
+@pytest.fixture(scope="module")
+def model_and_graph(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    from edgegcl.nn.model import GCNEncoder, ModelConfig
+    from edgegcl.onnx.export import export_encoder
+    from edgegcl.training.checkpoint import Checkpoint
+    from edgegcl.training.config import TrainConfig
+
+    torch.manual_seed(0)
+    folder = tmp_path_factory.mktemp("onnx")
+    cfg = TrainConfig(hidden_dim=8, out_dim=4, features=3)
+    model = folder / "model.onnx"
+    export_encoder(Checkpoint(GCNEncoder(3, ModelConfig(8, 4, 4)).eval(), cfg, 3, 0, 0), model)
+    graph = folder / "g.npz"
+    np.savez(graph, x=np.ones((5, 3), np.float32), edge_index=np.array([[0, 1, 2], [1, 2, 3]]))
+    return model, graph
+
+
+def _externalised(model: Path, target: Path, location: str) -> Path:
+    """``model`` with its largest initializer moved to external data at ``location``."""
+    from onnx.external_data_helper import set_external_data
+
+    proto = onnx.load(str(model))
+    tensor = max(proto.graph.initializer, key=lambda t: len(t.raw_data))
+    Path(location if os.path.isabs(location) else target.parent / location).write_bytes(
+        tensor.raw_data)
+    set_external_data(tensor, location=location)
+    tensor.ClearField("raw_data")
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    onnx.save(proto, str(target))
+    return target
+
+
+@pytest.mark.parametrize("where", ["absolute", "parent", "beside", "cwd"])
+def test_onnx_external_data_is_refused(model_and_graph: tuple[Path, Path], tmp_path: Path,
+                                       where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    model, graph = model_and_graph
+    folder = tmp_path / "models"
+    folder.mkdir()
+    location = {"absolute": str(tmp_path / "w.bin"), "parent": "../w.bin",
+                "beside": "w.bin", "cwd": "w.bin"}[where]
+    forged = _externalised(model, folder / "forged.onnx", location)
+    if where == "cwd":  # the data lies in the current directory only
+        monkeypatch.chdir(tmp_path)
+        shutil.move(str(folder / "w.bin"), str(tmp_path / "w.bin"))
+    out = tmp_path / "emb.npy"
+    code, _, err = capture(embed_main, [str(forged), "--graph", str(graph), "--out", str(out)])
+    assert "external data" in one_line(code, err, "edgegcl-embed: error:")
+    assert not out.exists()
+
+
+def _with_initializer(model: Path, target: Path, pick: str, value: float) -> Path:
+    proto = onnx.load(str(model))
+    for tensor in proto.graph.initializer:
+        if pick in tensor.name:
+            array = onnx.numpy_helper.to_array(tensor).copy()
+            array.fill(value)
+            tensor.CopyFrom(onnx.numpy_helper.from_array(array, tensor.name))
+            break
+    else:
+        raise AssertionError(f"no initializer named like {pick}")
+    onnx.save(proto, str(target))
+    return target
+
+
+def test_nan_weights_are_an_error_not_exit_0(model_and_graph: tuple[Path, Path],
+                                             tmp_path: Path) -> None:
+    model, graph = model_and_graph
+    first = onnx.load(str(model)).graph.initializer[0].name
+    forged = _with_initializer(model, tmp_path / "nan.onnx", first, float("nan"))
+    out = tmp_path / "emb.npy"
+    code, _, err = capture(embed_main, [str(forged), "--graph", str(graph), "--out", str(out)])
+    assert "not finite" in one_line(code, err, "edgegcl-embed: error:")
+    assert not out.exists()
+
+
+def test_int8_scales_of_nan_are_an_error(model_and_graph: tuple[Path, Path],
+                                         tmp_path: Path) -> None:
+    from edgegcl.onnx.quantize import quantize_int8
+
+    model, graph = model_and_graph
+    int8 = tmp_path / "m.int8.onnx"
+    quantize_int8(model, int8)
+    forged = _with_initializer(int8, tmp_path / "nan-scale.onnx", "scale", float("nan"))
+    out = tmp_path / "emb.npy"
+    code, _, err = capture(embed_main, [str(forged), "--graph", str(graph), "--out", str(out)])
+    assert "finite" in one_line(code, err, "edgegcl-embed: error:")
+    assert not out.exists()
+
+
+def test_an_onnxruntime_run_time_error_is_one_line(model_and_graph: tuple[Path, Path]) -> None:
+    session = EncoderSession(model_and_graph[0], threads=1)
+    with pytest.raises(InputError, match="onnxruntime failed while running"):
+        session.stage(1, np.ones((2, 99), np.float32))  # a width the model does not take
+
+
+# --------------------------------------------------------------------------- blocking readers
+
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
+BLOCKING = ["config", "profile", "epochs.csv", "state.pt", "checkpoint"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+@pytest.mark.parametrize("what", BLOCKING)
+def test_a_fifo_or_device_is_refused_at_once(received: Path, tmp_path: Path, what: str,
+                                             kind: str) -> None:
+    def plant(path: Path) -> Path:
+        if path.exists():
+            path.unlink()
+        if kind == "fifo":
+            return _fifo(path)
+        path.symlink_to("/dev/zero")
+        return path
+
+    if what == "config":
+        args = ["train", "--config", str(plant(tmp_path / "c.toml"))]
+    elif what == "profile":
+        args = ["profile", "--profile", str(plant(tmp_path / "p.toml")), *TINY]
+    elif what == "epochs.csv":
+        plant(received / "seed-0" / "epochs.csv")
+        args = ["plot", str(received)]
+    elif what == "state.pt":
+        plant(received / "seed-0" / "state.pt")
+        (received / "metrics.json").unlink()
+        (received / "seed-0" / "result.pt").unlink()
+        args = ["train", "--resume", str(received), "--epochs", "3"]
+    else:
+        args = ["export", str(tmp_path / "m.onnx"), "--checkpoint",
+                str(plant(tmp_path / "c.pt"))]
+    start = time.monotonic()
+    with deadline(5):
+        code, _, err = _cli(args)
+    assert time.monotonic() - start < 5
+    assert "not a regular file" in one_line(code, err)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "poisoned", "nested"])
+def test_a_hostile_profile_cache_is_ignored_with_a_warning(tmp_path: Path, kind: str) -> None:
+    from edgegcl.budget.cache import FORMAT, VERSION, ProfileCache
+
+    key = {"device": "d", "graph": "g", "settings": {}}
+    cache = ProfileCache(tmp_path, key, lambda w: None)
+    if kind == "fifo":
+        _fifo(cache.path)
+    elif kind == "dev-zero":
+        cache.path.symlink_to("/dev/zero")
+    elif kind == "poisoned":  # an epoch of a nanosecond, no memory: never measured
+        cache.path.write_text(json.dumps({"format": FORMAT, "version": VERSION, "key": key,
+                                          "costs": [{"batch_size": 64, "theta": 0.1,
+                                                     "logits": "dense", "epoch_s": 1e-9,
+                                                     "peak_bytes": 0, "phases": []}]}))
+    else:
+        cache.path.write_text("[" * 100_000 + "]" * 100_000)
+    warnings: list[str] = []
+    with deadline(5):
+        again = ProfileCache(tmp_path, key, warnings.append)
+    assert len(again) == 0 and len(warnings) == 1 and "ignoring" in warnings[0]
+    fresh = ProfileCache(tmp_path, key, warnings.append, remeasure=True)
+    assert len(fresh) == 0 and len(warnings) == 1  # --remeasure does not read it at all
+
+
+# --------------------------------------------------------------------------- names, nesting
+
+LONG = "a" * 300
+
+
+@pytest.mark.parametrize("what", ["out", "resume", "export", "plot", "config", "embed"])
+def test_a_name_too_long_is_one_line(received: Path, tmp_path: Path, what: str,
+                                     model_and_graph: tuple[Path, Path]) -> None:
+    if what == "embed":
+        model, graph = model_and_graph
+        code, _, err = capture(embed_main, [str(model), "--graph", str(graph), "--out",
+                                            str(tmp_path / f"{LONG}.npy")])
+        assert "too long" in one_line(code, err, "edgegcl-embed: error:")
+        return
+    args = {"out": ["train", *TINY, "--out", str(tmp_path / LONG)],
+            "resume": ["train", "--resume", str(tmp_path / LONG)],
+            "export": ["export", str(tmp_path / f"{LONG}.onnx"), "--run", str(received)],
+            "plot": ["plot", str(received), "--out", str(tmp_path / f"{LONG}.png")],
+            "config": ["train", "--config", str(tmp_path / f"{LONG}.toml")]}[what]
+    code, _, err = _cli(args)
+    one_line(code, err)
+
+
+def test_deeply_nested_toml_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "deep.toml"
+    config.write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    code, _, err = _cli(["train", "--config", str(config)])
+    assert "nested too deeply" in one_line(code, err)
+
+
+# --------------------------------------------------------------------------- numbers, sizes
+
+@pytest.mark.parametrize("flags", [
+    ["--lr", "inf"], ["--tau", "inf"], ["--tau", "nan"], ["--weight-decay", "inf"],
+    ["--scheduler", "hans", "--gamma", "inf"], ["--theta-max", "nan"],
+    ["--epochs", "1000000000"], ["--mode", "minibatch", "--fanout", ",".join(["2"] * 100_000)],
+    ["--nodes", "100000000000"], ["--features", "10000000000"],
+    ["--hidden-dim", "1000000000"]])
+def test_nonsense_numbers_are_one_line(tmp_path: Path, flags: list[str]) -> None:
+    start = time.monotonic()
+    with deadline(60):
+        code, _, err = _cli(["train", "--device", "cpu", *flags, "--out", str(tmp_path / "r")])
+    one_line(code, err)
+    assert time.monotonic() - start < 30 and not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("field, value", [("memory_budget_gib", "1e300"),
+                                          ("target_epoch_s", "1e300")])
+def test_impossible_budgets_are_one_line(tmp_path: Path, field: str, value: str) -> None:
+    profile = tmp_path / "p.toml"
+    body = {"name": '"p"', "device": '"cpu"', "memory_budget_gib": "8", "headroom": "0.1",
+            "target_epoch_s": "2.0", "batch_size_min": "64", "batch_size_max": "1024",
+            field: value}
+    profile.write_text("".join(f"{k} = {v}\n" for k, v in body.items()))
+    code, _, err = _cli(["profile", "--profile", str(profile), *TINY])
+    assert field in one_line(code, err)
+    code, _, err = _cli(["profile", "--profile", "cpu", "--memory-gib", "1e300", *TINY])
+    assert "--memory-gib" in one_line(code, err)
+
+
+def test_a_checkpoint_declaring_a_huge_in_dim_allocates_nothing(received: Path,
+                                                                tmp_path: Path) -> None:
+    ckpt = received / "checkpoint.pt"
+    raw = torch.load(ckpt, weights_only=True)
+    raw["in_dim"] = 10**12
+    torch.save(raw, ckpt)
+    with deadline(30):
+        code, _, err = _cli(["export", str(tmp_path / "m.onnx"), "--checkpoint", str(ckpt)])
+    assert "does not fit" in one_line(code, err)
+
+
+# --------------------------------------------------------------------------- planetoid
+
+def _cora_copy(tmp_path: Path) -> Path:
+    raw = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "Cora" / "raw"
+    if not raw.is_dir():
+        pytest.skip("the Cora raw files are not beside the repository")
+    root = tmp_path / "root"
+    shutil.copytree(raw, root / "Cora" / "raw")
+    return root
+
+
+class _ForgedDtype:
+    """Pickles as numpy.dtype('f8') with a state numpy would trust."""
+
+    def __reduce__(self) -> tuple:
+        return (np.dtype, ("f8", False, True), (3, "<", None, None, None, 2**40, 1, 0))
+
+
+@pytest.mark.parametrize("kind", ["columns", "dtype", "test-index"])
+def test_forged_planetoid_raw_files_are_one_line(tmp_path: Path, kind: str) -> None:
+    import scipy.sparse
+
+    root = _cora_copy(tmp_path)
+    raw = root / "Cora" / "raw"
+    if kind == "columns":  # 20 KB declaring a dense 140 x 150 000 matrix
+        forged = scipy.sparse.csr_matrix((140, 150_000), dtype=np.float32)
+        (raw / "ind.cora.x").write_bytes(pickle.dumps(forged, protocol=2))
+    elif kind == "dtype":
+        (raw / "ind.cora.x").write_bytes(pickle.dumps(_ForgedDtype(), protocol=2))
+    else:
+        (raw / "ind.cora.test.index").write_text("0\n4000000000\n")
+    with deadline(60):
+        code, _, err = _cli(["train", "--dataset", "Cora", "--root", str(root), "--epochs",
+                             "1", "--out", str(tmp_path / "r")])
+    assert "raw files" in one_line(code, err)
+
+
+# --------------------------------------------------------------------------- graphs
+
+@pytest.mark.parametrize("nodes", range(2, 10))
+def test_a_labelled_graph_of_two_to_nine_nodes_trains(tmp_path: Path, nodes: int) -> None:
+    graph = tmp_path / "g.npz"
+    np.savez(graph, x=np.random.default_rng(nodes).random((nodes, 3), np.float32),
+             edge_index=np.array([[0, 1], [1, 0]]), y=np.arange(nodes) % 2)
+    code, _, err = _cli(["train", "--dataset", str(graph), "--epochs", "2", "--eval-every",
+                         "1", "--protocol", "both", "--out", str(tmp_path / "r")])
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("kind", ["quantized", "damaged"])
+def test_a_hostile_pt_graph_is_one_line(tmp_path: Path, kind: str) -> None:
+    from torch_geometric.data import Data
+
+    edges = torch.tensor([[0, 1], [1, 0]])
+    if kind == "quantized":
+        with pytest.warns(UserWarning):
+            x = torch.quantize_per_tensor(torch.rand(20, 4), 0.1, 0, torch.qint8)
+        data = Data(x=x, edge_index=edges)
+    else:
+        data = Data(x=torch.rand(20, 4), edge_index=edges)
+        del data.__dict__["_store"]
+    torch.save(data, tmp_path / "g.pt")
+    code, _, err = _cli(["train", "--dataset", str(tmp_path / "g.pt"), "--epochs", "1",
+                         "--out", str(tmp_path / "r")])
+    one_line(code, err)
+    assert not (tmp_path / "r").exists()
+
+
+# --------------------------------------------------------------------------- signals, env
+
+def _start(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "edgegcl", *args], cwd=cwd, text=True,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})})
+
+
+def _wait_for(proc: subprocess.Popen, needle: str, limit: float = 120) -> str:
+    seen, start = "", time.monotonic()
+    while needle not in seen:
+        assert time.monotonic() - start < limit, seen[-2000:]
+        line = proc.stderr.readline()
+        assert line or proc.poll() is None, seen[-2000:]
+        seen += line
+    return seen
+
+
+def test_sigterm_between_seeds_stops_the_run(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = _start(["train", "--nodes", "30", "--features", "4", "--hidden-dim", "4",
+                   "--out-dim", "4", "--proj-dim", "4", "--epochs", "1", "--seeds", "200",
+                   "--out", str(run)], tmp_path)
+    _wait_for(proc, "seed 3/200")
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "stopped" in err and "--resume" in err and "Traceback" not in err
+    assert len(list(run.glob("seed-*"))) < 20  # seconds, not 175 seeds more
+
+
+def test_sigterm_while_profiling_leaves_nothing(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = _start(["train", "--profile", "cpu", "--auto-budget", "--nodes", "3000",
+                   "--out", str(run)], tmp_path)
+    _wait_for(proc, "profiling on")
+    proc.send_signal(signal.SIGTERM)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines()[-1] == "edgegcl: terminated" and "Traceback" not in err
+    assert not run.exists()
+
+
+def test_rank_without_a_process_group_is_refused(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "edgegcl", "train", "--epochs", "1", "--out",
+                           str(tmp_path / "r")], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "RANK": "1"}, timeout=120)
+    line = one_line(proc.returncode, proc.stderr)
+    assert "RANK=1" in line and "torchrun" in line and not (tmp_path / "r").exists()
+
+
+def test_probe_list_is_complete() -> None:
+    """Every class of PROBES is named by a test section above (its marker comment)."""
+    source = Path(__file__).read_text()
+    tested = {"code": "naming_code", "links": "planted", "outputs": "plot_out_keeps",
+              "onnx-external": "external_data_is_refused", "onnx-run": "nan_weights",
+              "blocking": "fifo_or_device", "names": "name_too_long",
+              "nesting": "nested_toml", "numbers": "nonsense_numbers",
+              "sizes": "huge_in_dim", "planetoid": "forged_planetoid",
+              "graphs": "two_to_nine", "signals": "sigterm_between_seeds"}
+    assert set(tested) == {name for name, _ in PROBES}
+    for name, needle in tested.items():
+        assert f"def test_{needle}" in source or needle in source, name
