@@ -1,8 +1,10 @@
 """Small fixed-seed runs of ``edgegcl train`` with the built-in GCN, recorded for comparison.
 
-``tests/fixtures/reference-runs.json`` holds what these runs produced before the engine was
-rebuilt around any encoder (issue 25): final and chosen weights, HANS events, epochs.csv and
-metrics (timings left out). ``tests/test_reference.py`` runs them again and compares.
+``tests/fixtures/reference-runs.json`` holds what these runs produced on the machine that
+recorded them (its ``platform`` key says which, for information only): final and chosen
+weights, HANS events, epochs.csv and metrics (timings left out). ``tests/test_reference.py``
+runs them again and compares what the maths fixes on any CPU (the schedule exactly, floats
+within a rounding bound, F1 within a node), never the recorded bits.
 Regenerate (only on purpose, when a change is meant to alter the numbers)::
 
     OMP_NUM_THREADS=1 python tests/reference_runs.py tests/fixtures/reference-runs.json
