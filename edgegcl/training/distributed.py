@@ -265,10 +265,16 @@ def share_graph(data: Any, world: World) -> Any:
     folder = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
     tag = f"{os.environ.get('TORCHELASTIC_RUN_ID', 'run')}-{os.environ.get('MASTER_PORT', '0')}"
     path = folder / f"edgegcl-graph-{tag}-{os.environ.get('GROUP_RANK', '0')}.pt"
-    if world.local_rank == 0:
-        tmp = path.with_suffix(".tmp")
-        torch.save(data.to_dict(), tmp)
-        os.replace(tmp, path)
+    if world.local_rank == 0:  # a shared folder: the temporary is created exclusively
+        from edgegcl_embed.files import temp_name
+
+        tmp = temp_name(path)
+        try:
+            torch.save(data.to_dict(), tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     world.barrier()
     try:
         shared = Data.from_dict(torch.load(path, mmap=True, weights_only=True))
