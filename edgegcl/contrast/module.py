@@ -36,6 +36,8 @@ from edgegcl.phases import PhaseClock
 
 __all__ = ["ContrastConfig", "EpochLoss", "HANSContrast"]
 
+Hardness = Literal["similarity", "progcl"]
+"""``hardness``: edgegcl.contrast.falseneg.HARDNESS."""
 Stratify = Literal["auto", "sampled", "exact"]
 """``stratify``: ``auto`` is exact with ``pick = hardest`` (the top of a ranking needs every
 candidate) and sampled with ``pick = random``."""
@@ -70,8 +72,14 @@ class ContrastConfig(Section):
     logits: Logits = option("auto", "auto (the cheaper of the two for HANS's current state), "
                             "dense (B x B similarity blocks with their gradients) or pairs (a "
                             "gradient for the scheduled pairs only)")
+    hardness: Hardness = option("similarity", "what the strata rank: similarity (the paper's "
+                                "S_i) or progcl (ProGCL's p(true negative) x similarity, the "
+                                "probability from a Beta mixture fitted to each refresh's "
+                                "similarities: the hard stratum keeps fewer likely same-class "
+                                "candidates)", omit_default=True)
 
-    STRATA_SETTINGS: ClassVar[tuple[str, ...]] = ("pick", "stratify", "stratify_sample")
+    STRATA_SETTINGS: ClassVar[tuple[str, ...]] = ("pick", "stratify", "stratify_sample",
+                                                  "hardness")
     """How HANS's hardness strata are found, which the baselines do not read."""
 
     def resolved_stratify(self, scheduler: str) -> str:
@@ -134,6 +142,8 @@ class HANSContrast(nn.Module):
         ratios: the strata's category shares (fractions keyed hard / inter / easy).
         world: data-parallel ranks: each call's anchors are every rank's (global negatives,
             ``world.gather_views``), and HANS reads the losses averaged over the ranks.
+        hardness: what the strata rank: ``"similarity"`` or ``"progcl"`` (p(true negative)
+            x similarity, the mixture fitted at each refresh: edgegcl.contrast.falseneg).
 
     Example:
         >>> import torch
@@ -151,7 +161,7 @@ class HANSContrast(nn.Module):
                  logits: str = "auto", seed: int = 0, candidates: str = "both",
                  pick: str = "random", uniform: bool = False,
                  ratios: dict[str, float] | None = None,
-                 world: ContrastWorld | None = None) -> None:
+                 world: ContrastWorld | None = None, hardness: str = "similarity") -> None:
         super().__init__()
         if tau <= 0 or refresh_every < 1:
             raise ValueError(f"need tau > 0 and refresh_every >= 1, got {tau=}, {refresh_every=}")
@@ -164,7 +174,7 @@ class HANSContrast(nn.Module):
             total = sum(self.hans.theta_cat.values())
             ratios = {c: self.hans.theta_cat[c] / total for c in CATEGORIES}
         self.selector = NegativeSelector(ratios, refresh_every, stratify, stratify_sample, seed,
-                                         pick, candidates, uniform=uniform)
+                                         pick, candidates, uniform=uniform, hardness=hardness)
         self.tau, self.logits, self.uniform, self.world = tau, logits, uniform, world
         self.calls = 0
         self.last_epoch: EpochLoss | None = None
@@ -184,7 +194,8 @@ class HANSContrast(nn.Module):
                    stratify_sample=contrast.stratify_sample, logits=contrast.logits, seed=seed,
                    candidates=contrast.candidates,
                    pick=contrast.pick if scheduler == "hans" else "random",
-                   uniform=scheduler == "random", ratios=hans.ratio_map(), world=world)
+                   uniform=scheduler == "random", ratios=hans.ratio_map(), world=world,
+                   hardness=contrast.hardness if scheduler == "hans" else "similarity")
 
     def forward(self, h1: Tensor, h2: Tensor, *, step: int | None = None,
                 clock: PhaseClock | None = None) -> LossOutput:

@@ -337,11 +337,18 @@ def select_active(strata: Strata, counts: Mapping[str, int], draw: int) -> Activ
     return ActiveNegatives(_pick(strata, plan), _active_sizes(plan), strata.num_cand)
 
 
+HardnessKey = Callable[[Tensor], Tensor]
+"""An elementwise map of a block of similarities to the values the strata rank (a larger value
+is harder): the identity ranks by similarity; edgegcl.contrast.falseneg's ranks by ProGCL's
+true-negative hardness. The similarities themselves are what the loss reads."""
+
+
 @torch.no_grad()
 def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.device,
                        ratios: Mapping[str, float], counts: Mapping[str, int], draw: int, *,
                        keep_values: bool = False, pick: str = "random",
-                       candidates: str = "both") -> ActiveNegatives:
+                       candidates: str = "both", key: HardnessKey | None = None
+                       ) -> ActiveNegatives:
     """``select_active(stratify(candidates), counts, draw)`` (``pick = "random"``) or the
     hardest ``counts`` (``pick = "hardest"``, ``_cut_hardest``), anchors a block at a time.
 
@@ -353,7 +360,8 @@ def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.devi
     what lets a smaller theta_max need less (bench/results/budgets.md). ``keep_values`` also
     keeps each active column's similarity (``ActiveNegatives.values``). The result equals the
     unblocked composition, draw for draw (tests/test_negatives.py). ``candidates``: the
-    layout of ``rows`` (``CANDIDATES``).
+    layout of ``rows`` (``CANDIDATES``). ``key``: what is ranked instead of the similarity
+    (``HardnessKey``).
     """
     if pick not in PICKS:
         raise ValueError(f"pick must be one of {', '.join(PICKS)}, got {pick!r}")
@@ -369,11 +377,12 @@ def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.devi
     for start in range(0, num_anchors, step):
         stop = min(start + step, num_anchors)
         block = rows(start, stop)
+        ranked = block if key is None else key(block)
         if hardest:
             own = _own_columns(torch.arange(start, stop, device=block.device), num_anchors, views)
-            picked = torch.cat(_cut_hardest(block, own, counts), dim=1)
+            picked = torch.cat(_cut_hardest(ranked, own, counts), dim=1)
         else:
-            picked = _pick(stratify(block, ratios, start, candidates),
+            picked = _pick(stratify(ranked, ratios, start, candidates),
                            [(positions, offsets[start:stop]) for positions, offsets in plan])
         cols.append(picked)
         if keep_values:
@@ -469,7 +478,7 @@ def _all_but_excluded(num_cols: int, excluded: Tensor) -> Tensor:
 def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.device,
                      ratios: Mapping[str, float], counts: Mapping[str, int], draw: int,
                      sample: CandidateSample, *, keep_values: bool = False,
-                     grouped: bool = True) -> ActiveNegatives:
+                     grouped: bool = True, key: HardnessKey | None = None) -> ActiveNegatives:
     """Sampled strata: each anchor's pools cut from its block's sample, then drawn from.
 
     Anchor i ranks the M = ``sample.size`` candidates of its sample (a uniform random subset
@@ -499,7 +508,7 @@ def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.de
         if whole and not grouped:
             picked = _all_but_excluded(sample.cols.size(1), excluded)
         else:
-            pools = _cut_pools(v, excluded, sizes)
+            pools = _cut_pools(v if key is None else key(v), excluded, sizes)
             picked = torch.cat(pools, dim=1) if whole else _pick(
                 Strata(pools, sample.size), [(pos, offsets[start:stop]) for pos, offsets in plan])
         cols.append(sample.row_cols(start, stop).gather(1, picked))

@@ -16,6 +16,7 @@ import torch
 from edgegcl.contrast.hans import HANS
 from edgegcl.contrast.loss import AnchorSimilarities
 from edgegcl.errors import UsageError
+from edgegcl.contrast.falseneg import HARDNESS, fit_rows, sample_columns, true_negative_hardness
 from edgegcl.contrast.negatives import (
     PICKS,
     SAMPLE_MIN,
@@ -72,9 +73,13 @@ class NegativeSelector:
 
     def __init__(self, ratios: dict[str, float], refresh_every: int, stratify: str = "sampled",
                  sample_min: int = SAMPLE_MIN, seed: int = 0, pick: str = "random",
-                 candidates: str = "both", uniform: bool = False) -> None:
+                 candidates: str = "both", uniform: bool = False,
+                 hardness: str = "similarity") -> None:
         if pick not in PICKS:
             raise ValueError(f"pick must be one of {', '.join(PICKS)}, got {pick!r}")
+        if hardness not in HARDNESS:
+            raise ValueError(f"hardness must be one of {', '.join(HARDNESS)}, got {hardness!r}")
+        self.hardness = hardness
         if not uniform:
             check_pick(pick, stratify)
         candidate_views(candidates)  # validates it
@@ -162,12 +167,24 @@ class NegativeSelector:
         if self.stratify == "sampled" and size < c:
             sample = draw_sample(b, size, self.generator, sims.device,
                                  candidates=self.candidates)
-            return schedule_sampled(sims.candidate_values(direction), b, sims.device, self.ratios,
+            values = sims.candidate_values(direction)
+            key = None
+            if self.hardness == "progcl":
+                start, stop = next(iter(sample.chunks(b)))
+                key = true_negative_hardness(values(start, stop, sample), sims.tau)
+            return schedule_sampled(values, b, sims.device, self.ratios,
                                     counts, draw, sample, keep_values=sims.keeps_values,
-                                    grouped=labels and direction == 0)  # the loss reads d 0's
-        return schedule_negatives(sims.candidate_rows(direction), b, sims.device, self.ratios,
+                                    grouped=labels and direction == 0,  # the loss reads d 0's
+                                    key=key)
+        rows = sims.candidate_rows(direction)
+        key = None
+        if self.hardness == "progcl":  # fitted on a few anchors' rows, a sample of columns
+            block = rows(0, fit_rows(b))
+            cols = sample_columns(block.size(1), 256, self.generator).to(block.device)
+            key = true_negative_hardness(block[:, cols], sims.tau)
+        return schedule_negatives(rows, b, sims.device, self.ratios,
                                   counts, draw, keep_values=sims.keeps_values, pick=self.pick,
-                                  candidates=self.candidates)
+                                  candidates=self.candidates, key=key)
 
 
 def _active_to_dict(active: ActiveNegatives) -> dict[str, Any]:
