@@ -128,22 +128,25 @@ def anchors_per_block(num_anchors: int, device: torch.device, width: int | None 
     return max(1, elements // (2 * num_anchors if width is None else width))
 
 
-def _cut_pools(sims: Tensor, excluded: Tensor, sizes: Mapping[str, int]
-               ) -> tuple[Tensor, Tensor, Tensor]:
+def _cut_pools(sims: Tensor, excluded: Tensor, sizes: Mapping[str, int],
+               top: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """Each row of ``sims`` cut into hard (top ``sizes["hard"]``), easy (bottom) and
     intermediate (the rest) positions, leaving out the ``excluded`` positions of each row
-    ([b, k]: the anchor's own columns).
+    ([b, k]: the anchor's own columns). ``top``: what the hard pool is the top of, when not
+    the similarity itself (a ``HardnessKey``'s values); easy stays the least similar.
 
     Only membership matters downstream (negatives are drawn uniformly inside a pool), so no
     full sort: two partial selections (``topk``, unsorted) and the remainder, equal to cutting
     the sorted row up to ties (docs/performance.md has the timings).
     """
     b = sims.size(0)
-    s = sims.detach().clone()
+    s = (sims if top is None else top).detach().clone()
     rows = torch.arange(b, device=s.device).unsqueeze(1)
     s[rows, excluded] = -math.inf
     hard = s.topk(sizes["hard"], dim=1, sorted=False).indices
     # The easy pool is taken from what is left, so the pools stay disjoint even under ties.
+    if top is not None:
+        s = sims.detach().clone()
     s[rows, excluded] = math.inf
     s.scatter_(1, hard, math.inf)
     easy = s.topk(sizes["easy"], dim=1, largest=False, sorted=False).indices
@@ -153,21 +156,25 @@ def _cut_pools(sims: Tensor, excluded: Tensor, sizes: Mapping[str, int]
     return hard, inter, easy
 
 
-def _cut_hardest(sims: Tensor, excluded: Tensor, counts: Mapping[str, int]
-                 ) -> tuple[Tensor, Tensor, Tensor]:
+def _cut_hardest(sims: Tensor, excluded: Tensor, counts: Mapping[str, int],
+                 ranked: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """"Pool = count" (``pick = "hardest"``): each row's ``counts["hard"]`` most similar
     positions, the ``counts["inter"]`` next most similar, and the ``counts["easy"]`` least
-    similar, leaving out the ``excluded`` positions ([b, k]). One sorted partial selection
-    for the top and one for the bottom; deterministic (ties broken by the selection).
+    similar, leaving out the ``excluded`` positions ([b, k]). ``ranked``: what hard and inter
+    are the top of, when not the similarity (a ``HardnessKey``'s values); easy stays the least
+    similar. One sorted partial selection for the top and one for the bottom; deterministic
+    (ties broken by the selection).
     """
     b = sims.size(0)
-    s = sims.detach().clone()
+    s = (sims if ranked is None else ranked).detach().clone()
     rows = torch.arange(b, device=s.device).unsqueeze(1)
     s[rows, excluded] = -math.inf
     top = s.topk(counts["hard"] + counts["inter"], dim=1, sorted=True).indices
     hard, inter = top[:, :counts["hard"]], top[:, counts["hard"]:]
     if counts["easy"] == 0:
         return hard, inter, top[:, :0]
+    if ranked is not None:
+        s = sims.detach().clone()
     s[rows, excluded] = math.inf
     s.scatter_(1, top, math.inf)  # the bottom is taken from what the top left
     easy = s.topk(counts["easy"], dim=1, largest=False, sorted=False).indices
@@ -176,21 +183,22 @@ def _cut_hardest(sims: Tensor, excluded: Tensor, counts: Mapping[str, int]
 
 @torch.no_grad()
 def stratify(cand_sims: Tensor, ratios: Mapping[str, float], first_anchor: int = 0,
-             candidates: str = "both") -> Strata:
+             candidates: str = "both", top: Tensor | None = None) -> Strata:
     """S_i of the paper, cut into its pools: hard = the top of each anchor's ranking, easy =
     the bottom, intermediate = the rest, in the sizes the ratios give.
 
     ``cand_sims`` is [b, 2B] (inter-view block, then intra-view block; [b, B], the inter-view
     block, with ``candidates = "inter"``) for anchors ``first_anchor`` .. ``first_anchor + b -
     1`` of B (all of them by default); anchor i's positive (column i) and the anchor itself
-    (column B + i) belong to no pool.
+    (column B + i) belong to no pool. ``top``: what the hard pool is the top of, when not the
+    similarity (``_cut_pools``).
     """
     views = candidate_views(candidates)
     b, num_anchors = cand_sims.size(0), cand_sims.size(1) // views
     c = num_candidates(num_anchors, candidates)
     anchors = torch.arange(first_anchor, first_anchor + b, device=cand_sims.device)
     excluded = _own_columns(anchors, num_anchors, views)
-    return Strata(_cut_pools(cand_sims, excluded, pool_sizes(c, ratios)), c)
+    return Strata(_cut_pools(cand_sims, excluded, pool_sizes(c, ratios), top), c)
 
 
 @dataclass(frozen=True)
@@ -338,9 +346,10 @@ def select_active(strata: Strata, counts: Mapping[str, int], draw: int) -> Activ
 
 
 HardnessKey = Callable[[Tensor], Tensor]
-"""An elementwise map of a block of similarities to the values the strata rank (a larger value
-is harder): the identity ranks by similarity; edgegcl.contrast.falseneg's ranks by ProGCL's
-true-negative hardness. The similarities themselves are what the loss reads."""
+"""An elementwise map of a block of similarities to the values the hard (and, with hardest
+picks, intermediate) negatives are the top of: edgegcl.contrast.falseneg's ranks by ProGCL's
+true-negative hardness. The easy negatives stay the least similar (a likely false negative,
+dissimilar in no way, is never easy), and the loss reads the similarities themselves."""
 
 
 @torch.no_grad()
@@ -377,12 +386,12 @@ def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.devi
     for start in range(0, num_anchors, step):
         stop = min(start + step, num_anchors)
         block = rows(start, stop)
-        ranked = block if key is None else key(block)
+        ranked = None if key is None else key(block)
         if hardest:
             own = _own_columns(torch.arange(start, stop, device=block.device), num_anchors, views)
-            picked = torch.cat(_cut_hardest(ranked, own, counts), dim=1)
+            picked = torch.cat(_cut_hardest(block, own, counts, ranked), dim=1)
         else:
-            picked = _pick(stratify(ranked, ratios, start, candidates),
+            picked = _pick(stratify(block, ratios, start, candidates, ranked),
                            [(positions, offsets[start:stop]) for positions, offsets in plan])
         cols.append(picked)
         if keep_values:
@@ -508,7 +517,7 @@ def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.de
         if whole and not grouped:
             picked = _all_but_excluded(sample.cols.size(1), excluded)
         else:
-            pools = _cut_pools(v if key is None else key(v), excluded, sizes)
+            pools = _cut_pools(v, excluded, sizes, None if key is None else key(v))
             picked = torch.cat(pools, dim=1) if whole else _pick(
                 Strata(pools, sample.size), [(pos, offsets[start:stop]) for pos, offsets in plan])
         cols.append(sample.row_cols(start, stop).gather(1, picked))
