@@ -45,9 +45,9 @@ def _log_beta_pdf(x: Tensor, a: Tensor, b: Tensor) -> Tensor:
 class BetaMixture:
     """Two Beta components over [0, 1]: 0 the true negatives (lower mean), 1 the false ones.
 
-    ``fit(x)`` runs ``iters`` EM steps from ProGCL's start (Beta(1, 2) and Beta(2, 1), the
-    upper one weighted ``weight_init``): responsibilities, then each component's alpha and beta
-    by weighted moment matching; ``true_negative(x)`` is the posterior of component 0.
+    ``fit(x)`` runs ``iters`` EM steps as ProGCL does (responsibilities, then each component's
+    alpha and beta by weighted moment matching) from a two-means split of the data;
+    ``true_negative(x)`` is the posterior of component 0.
 
     Example:
         >>> g = torch.Generator().manual_seed(0)
@@ -74,22 +74,39 @@ class BetaMixture:
         log_p = _log_beta_pdf(x, self.alphas, self.betas) + torch.log(self.weights)
         return torch.softmax(log_p, dim=0)  # [2, n]
 
+    def _m_step(self, x: Tensor, r: Tensor) -> None:
+        """Each component's alpha and beta by weighted moment matching, its weight by mass."""
+        mass = r.sum(dim=1, keepdim=True).clamp_min(_EPS)
+        mean = ((r * x).sum(dim=1, keepdim=True) / mass).clamp(_EPS, 1 - _EPS)
+        var = (r * (x - mean) ** 2).sum(dim=1, keepdim=True) / mass
+        var = torch.minimum(var.clamp_min(_EPS ** 2), mean * (1 - mean) * (1 - _EPS))
+        common = mean * (1 - mean) / var - 1  # a + b of a Beta with this mean and variance
+        self.alphas = (mean * common).clamp_min(_EPS)
+        self.betas = ((1 - mean) * common).clamp_min(_EPS)
+        self.weights = (mass / mass.sum()).clamp_min(_EPS)
+
     def fit(self, x: Tensor) -> BetaMixture:
+        """Fit to the values ``x`` in [0, 1]. The start is a two-means split of ``x`` (its
+        upper cluster, then ``iters`` EM steps): ProGCL's fixed start (Beta(1, 2) and
+        Beta(2, 1)) can settle on two broad overlapping components when the upper one is small,
+        a start from the data does not."""
         x = self._clamp(x.flatten())
-        self.alphas, self.betas = self.alphas.to(x.device), self.betas.to(x.device)
-        self.weights = torch.tensor([[1 - self.weight_init], [self.weight_init]],
-                                    dtype=torch.float64, device=x.device)
+        lo, hi = torch.quantile(x[: 1 << 16], torch.tensor([0.25, 0.95], dtype=x.dtype,
+                                                           device=x.device)).tolist()
+        for _ in range(20):  # 1-D two-means (Lloyd)
+            upper = (x - hi).abs() < (x - lo).abs()
+            if not bool(upper.any()) or bool(upper.all()):
+                break
+            lo, hi = float(x[~upper].mean()), float(x[upper].mean())
+        r = torch.stack([(~upper).to(x.dtype), upper.to(x.dtype)])
+        if float(r[1].sum()) < 2 or float(r[0].sum()) < 2:  # one cluster: ProGCL's start
+            self.weights = torch.tensor([[1 - self.weight_init], [self.weight_init]],
+                                        dtype=torch.float64, device=x.device)
+            self.alphas, self.betas = self.alphas.to(x.device), self.betas.to(x.device)
+        else:
+            self._m_step(x, r)
         for _ in range(self.iters):
-            r = self._responsibilities(x)
-            mass = r.sum(dim=1, keepdim=True).clamp_min(_EPS)
-            mean = (r * x).sum(dim=1, keepdim=True) / mass
-            var = (r * (x - mean) ** 2).sum(dim=1, keepdim=True) / mass
-            var = torch.minimum(var.clamp_min(_EPS), mean * (1 - mean) * (1 - _EPS))
-            common = mean * (1 - mean) / var - 1  # moment matching: a + b
-            self.alphas = (mean * common).clamp_min(_EPS)
-            self.betas = ((1 - mean) * common).clamp_min(_EPS)
-            self.betas[1] = self.betas[1].clamp_min(1.01)  # the upper component stays unimodal
-            self.weights = (mass / mass.sum()).clamp_min(_EPS)
+            self._m_step(x, self._responsibilities(x))
         means = self.alphas / (self.alphas + self.betas)
         if bool(means[0] > means[1]):  # component 0 is the lower one by definition
             self.alphas, self.betas = self.alphas.flip(0), self.betas.flip(0)

@@ -1,0 +1,141 @@
+"""ProGCL's Beta mixture and ``--hardness progcl``: the estimate, the key, and every path."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from edgegcl.contrast.falseneg import BetaMixture, true_negative_hardness
+from edgegcl.contrast.hans import HANS
+from edgegcl.contrast.loss import similarities
+from edgegcl.contrast.negatives import _cut_hardest, schedule_negatives
+from edgegcl.contrast.selection import NegativeSelector
+from edgegcl.training.config import TrainConfig
+
+
+def _mixture_sample(n_low: int, n_high: int, seed: int = 0) -> torch.Tensor:
+    torch.manual_seed(seed)
+    low = torch.distributions.Beta(3.0, 7.0).sample((n_low,))
+    high = torch.distributions.Beta(12.0, 2.0).sample((n_high,))
+    return torch.cat([low, high])
+
+
+def test_the_mixture_recovers_two_planted_components() -> None:
+    mix = BetaMixture().fit(_mixture_sample(8000, 2000))
+    means = (mix.alphas / (mix.alphas + mix.betas)).flatten()
+    assert abs(float(means[0]) - 0.3) < 0.03 and abs(float(means[1]) - 12 / 14) < 0.03
+    assert abs(float(mix.weights[1]) - 0.2) < 0.03  # the upper component's share
+    p = mix.true_negative(torch.tensor([0.2, 0.5, 0.95]))
+    assert float(p[0]) > 0.99 and float(p[2]) < 0.01 and bool(p[0] >= p[1] >= p[2])
+
+
+def test_component_zero_is_the_lower_whatever_the_start() -> None:
+    mix = BetaMixture(alphas=torch.tensor([[5.0], [1.0]], dtype=torch.float64),
+                      betas=torch.tensor([[1.0], [5.0]], dtype=torch.float64))
+    mix.fit(_mixture_sample(3000, 1000, seed=1))
+    means = (mix.alphas / (mix.alphas + mix.betas)).flatten()
+    assert float(means[0]) < float(means[1])
+
+
+def test_the_key_is_p_true_negative_times_similarity() -> None:
+    tau = 0.5
+    cos = _mixture_sample(5000, 1000) * 2 - 1
+    key = true_negative_hardness(cos / tau, tau)
+    block = torch.tensor([[-0.5, 0.2, 0.9, math.inf]]) / tau
+    out = key(block)
+    s = (block[0, :3] * tau + 1) / 2
+    expected = key.mixture.true_negative(s) * s  # type: ignore[attr-defined]
+    torch.testing.assert_close(out[0, :3], expected.float(), rtol=1e-6, atol=1e-7)
+    assert out[0, 3] == math.inf  # a marked column keeps its mark
+    # a likely false negative (cos 0.9) is less hard than a true one of moderate similarity
+    assert float(out[0, 2]) < float(out[0, 1])
+
+
+def test_progcl_hard_picks_leave_out_planted_false_negatives() -> None:
+    """Anchors whose most similar candidates are (by construction) of their own class: ranked
+    by similarity the hard picks are those; ranked by the key, true negatives, and the easy
+    picks stay the least similar either way."""
+    b, torch_gen = 60, torch.Generator().manual_seed(0)
+    classes = torch.arange(b) % 3
+    same = classes.unsqueeze(1) == classes.repeat(2).unsqueeze(0)
+    cos = torch.where(same, 0.85 + 0.1 * torch.rand(b, 2 * b, generator=torch_gen),
+                      -0.2 + 0.8 * torch.rand(b, 2 * b, generator=torch_gen))
+    tau = 0.5
+    block = cos / tau
+    own = torch.stack([torch.arange(b), torch.arange(b) + b], dim=1)
+    counts = {"hard": 10, "inter": 10, "easy": 10}
+    key = true_negative_hardness(block, tau)
+    by_sim = _cut_hardest(block, own, counts)
+    by_key = _cut_hardest(block, own, counts, key(block))
+    assert float(same.gather(1, by_sim[0]).float().mean()) > 0.9
+    assert float(same.gather(1, by_key[0]).float().mean()) < 0.05
+    assert torch.equal(by_sim[2].sort(1).values, by_key[2].sort(1).values)  # easy unchanged
+    # the hard picks are still the hardest true negatives: more similar than the inter ones
+    assert float(cos.gather(1, by_key[0]).mean()) > float(cos.gather(1, by_key[1]).mean())
+
+
+@pytest.mark.parametrize("stratify, pick", [("exact", "hardest"), ("exact", "random"),
+                                            ("sampled", "random")])
+@pytest.mark.parametrize("logits", ["dense", "pairs"])
+def test_progcl_strata_on_every_path(stratify: str, pick: str, logits: str) -> None:
+    from edgegcl.contrast.module import HANSContrast
+
+    torch.manual_seed(0)
+    h1, h2 = torch.randn(80, 8, requires_grad=True), torch.randn(80, 8, requires_grad=True)
+    contrast = HANSContrast(HANS(theta_max=0.3, T_init=1, T_int=1, e=1), tau=0.5,
+                            stratify=stratify, pick=pick, logits=logits, hardness="progcl",
+                            stratify_sample=16)
+    out = contrast(h1, h2)
+    out.loss.backward()
+    assert math.isfinite(float(out.loss)) and h1.grad is not None
+    plain = HANSContrast(HANS(theta_max=0.3, T_init=1, T_int=1, e=1), tau=0.5,
+                         stratify=stratify, pick=pick, logits=logits, stratify_sample=16)
+    assert plain.selector.hardness == "similarity" and contrast.selector.hardness == "progcl"
+
+
+def test_progcl_changes_the_hard_picks_of_a_selector() -> None:
+    torch.manual_seed(0)
+    h1, h2 = torch.randn(100, 8), torch.randn(100, 8)
+    sims = similarities(h1, h2, 0.5)
+    hans = HANS(theta_max=0.3)
+    hans.eta = {"hard": 0.999, "inter": 0.999, "easy": 0.999}
+    picks = {}
+    for hardness in ("similarity", "progcl"):
+        selector = NegativeSelector({"hard": 0.3, "inter": 0.5, "easy": 0.2}, 1, "exact",
+                                    pick="hardest", hardness=hardness)
+        picks[hardness] = selector.get(sims, hans, 1)[0].segments()
+    assert not torch.equal(picks["similarity"]["hard"], picks["progcl"]["hard"])
+    assert torch.equal(picks["similarity"]["easy"].sort(1).values,
+                       picks["progcl"]["easy"].sort(1).values)
+
+
+def test_the_option_is_refused_where_nothing_is_ranked() -> None:
+    from edgegcl.training.config import unused_settings
+
+    assert "hardness" in unused_settings(TrainConfig(scheduler="random", hardness="progcl"))
+    assert "hardness" not in unused_settings(TrainConfig(scheduler="hans", hardness="progcl"))
+    with pytest.raises(ValueError):
+        NegativeSelector({"hard": 0.3, "inter": 0.5, "easy": 0.2}, 1, hardness="oracle")
+
+
+def test_blocked_progcl_schedule_equals_one_block() -> None:
+    """The key is fitted once per refresh and applied block by block: blocks change nothing."""
+    import edgegcl.contrast.negatives as negatives
+
+    torch.manual_seed(0)
+    sims = similarities(torch.randn(64, 8), torch.randn(64, 8), 0.5)
+    key = true_negative_hardness(sims.candidates(0), 0.5)
+    counts = {"hard": 5, "inter": 5, "easy": 5}
+    ratios = {"hard": 0.3, "inter": 0.5, "easy": 0.2}
+    whole = schedule_negatives(sims.candidate_rows(0), 64, torch.device("cpu"), ratios, counts,
+                               0, pick="hardest", key=key)
+    before = dict(negatives.STRATIFY_BLOCK_ELEMENTS)
+    negatives.STRATIFY_BLOCK_ELEMENTS["cpu"] = 128 * 10
+    try:
+        blocked = schedule_negatives(sims.candidate_rows(0), 64, torch.device("cpu"), ratios,
+                                     counts, 0, pick="hardest", key=key)
+    finally:
+        negatives.STRATIFY_BLOCK_ELEMENTS.update(before)
+    assert torch.equal(whole.cols, blocked.cols)
