@@ -48,6 +48,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from edgegcl.contrast.scheduler import scheduler_class
 from edgegcl.nn.augment import as_features
 from edgegcl.budget.cache import ProfileCache
 from edgegcl.budget.search import (
@@ -144,7 +145,8 @@ def pace_line(cfg: TrainConfig) -> str | None:
     bring it there (the fixed pace), the share of theta_max it reaches, and at most
     (``reachable_eta``). None without a schedule (``--scheduler none``).
     """
-    if cfg.scheduler == "none":
+    who = scheduler_class(cfg.scheduler).who
+    if not who:  # no schedule (--scheduler none)
         return None
     if cfg.theta_max == 0:
         return (f"theta_max = 0: every category stays at its bootstrap share eta_0 = "
@@ -159,7 +161,6 @@ def pace_line(cfg: TrainConfig) -> str | None:
         at = hans.saturated_at
         why = (f"--pace deadline, --reach {cfg.reach:g}" if cfg.pace == "deadline" else
                f"--pace fixed, b = {cfg.b:g}")
-        who = "HANS has" if cfg.scheduler == "hans" else "the random subset has"
         return (f"{who} theta_max = {cfg.theta_max:g} in use from epoch {at + 1} of "
                 f"{cfg.epochs} ({100 * (cfg.epochs - at) / cfg.epochs:.0f} % of the epochs; "
                 f"{why}, T_init = {cfg.T_init}, T_int = {cfg.T_int})")
@@ -169,7 +170,7 @@ def pace_line(cfg: TrainConfig) -> str | None:
                 f"comes after T_init = {cfg.T_init} at a multiple of T_int = {cfg.T_int}): "
                 f"the negatives stay at {100 * typical:.0f} % of theta_max = "
                 f"{cfg.theta_max:g}; a smaller --T-init or --T-int, or more --epochs, reach it")
-    return (f"with {cfg.epochs} epochs HANS reaches about {100 * typical:.0f} % of theta_max = "
+    return (f"with {cfg.epochs} epochs {who.removesuffix(' has')} reaches about {100 * typical:.0f} % of theta_max = "
             f"{cfg.theta_max:g} (equal category losses; at most "
             f"{100 * share(reachable_eta(cfg)):.0f} %): with --pace fixed, after T_init = "
             f"{cfg.T_init} it grows one category in turn every T_int = {cfg.T_int} epochs by "

@@ -256,11 +256,9 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
     unused = [name for name in flags if name in unused_settings(cfg)]
     if unused:  # an option that would do nothing is refused, not ignored
         named = ", ".join("--" + name.replace("_", "-") for name in unused)
-        raise UsageError(f"{named}: --scheduler {cfg.scheduler} does not use "
-                         f"{'it' if len(unused) == 1 else 'them'} (HANS's "
-                         f"{'settings' if cfg.scheduler == 'none' else 'strata and gate'}); add "
-                         "--scheduler hans, or drop "
-                         f"{'it' if len(unused) == 1 else 'them'}")
+        it = "it" if len(unused) == 1 else "them"
+        raise UsageError(f"{named}: --scheduler {cfg.scheduler} does not use {it} (HANS's "
+                         f"settings it does without); add --scheduler hans, or drop {it}")
     profile = load_profile(args.profile) if args.profile else None
     if profile is not None:
         profile = with_budgets(profile, args.target_epoch_s, args.memory_gib)

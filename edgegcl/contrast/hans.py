@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Literal
 
 from edgegcl.config import Section, choices, flag, option
+from edgegcl.contrast.scheduler import NegativeScheduler, register, scheduler_class
 from edgegcl.errors import UsageError
 
 CATEGORIES = ("hard", "inter", "easy")
@@ -60,10 +61,6 @@ CategoryLoss = Literal["mean", "sum"]
 """What the per-category losses HANS reads are: InfoNCE against the category's mean
 exp-similarity (``mean``), or over its active negatives (``sum``, the paper's)."""
 CATEGORY_LOSSES: tuple[str, ...] = choices(CategoryLoss)
-Scheduler = Literal["hans", "random", "none"]
-"""``scheduler``: HANS; random (as many negatives as HANS's schedule with every gate open,
-drawn uniformly from all candidates: the random-subset baseline); or none (every candidate a
-negative from epoch 1: GRACE's contrast)."""
 Pace = Literal["deadline", "fixed"]
 """``pace``: b and c_cat rescaled so that theta_max is in use by ``reach`` x the epochs, or
 used as given (the paper's fixed pace)."""
@@ -88,7 +85,8 @@ class HANSEvent:
     reason: str
 
 
-class HANS:
+@register
+class HANS(NegativeScheduler):
     """The scheduler of eta_t^cat, the used fraction of each category's budget theta_cat.
 
     Args (Algorithm 1's names):
@@ -120,6 +118,9 @@ class HANS:
         >>> hans.saturated, round(hans.used(), 2)
         (True, 0.6)
     """
+
+    name = "hans"
+    who = "HANS has"
 
     def __init__(self, theta_max: float = 1.0, theta_cat: Mapping[str, float] | None = None, *,
                  T_init: int = 60, T_int: int = 20, e: int = 10, gamma: float = 0.99,
@@ -160,6 +161,18 @@ class HANS:
         self._next = 0
         if theta_max == 0.0:
             self._log(0, "all", 0.0, "theta_max = 0: the bootstrap share only, never grown")
+
+    @classmethod
+    def from_config(cls, cfg: HANSConfig, epochs: int | None = None) -> HANS:
+        """HANS under ``cfg``: caps theta_cat = ratio x theta_max (with theta_max = 0 the caps
+        of a full budget, held at eta_0); the deadline pace for ``epochs`` (None: none)."""
+        ratios = cfg.ratio_map()
+        return cls(cfg.theta_max, {c: r * (cfg.theta_max or 1.0) for c, r in ratios.items()},
+                   T_init=cfg.T_init, T_int=cfg.T_int, e=cfg.e, gamma=cfg.gamma, b=cfg.b,
+                   c_cat=dict(cfg.c_cat), eta_0=cfg.eta_0, floor=cfg.floor,
+                   swap_every=cfg.swap_every or None,
+                   T_reach=None if epochs is None else cfg.reach_epoch(epochs),
+                   category_loss=cfg.category_loss, gate=cfg.gate)
 
     # ---- what the training loop reads -------------------------------------------------
     def used(self) -> float:
@@ -352,10 +365,9 @@ class HANS:
 class HANSConfig(Section):
     """A run's negative schedule (the ``[hans]`` section; Algorithm 1's names).
 
-    ``build(epochs)`` makes the scheduler, whose own checks (theta_max in [0, 1], the windows)
-    are this section's too. ``scheduler = "none"`` (the all-negatives baseline) builds a HANS
-    saturated from the first epoch; ``"random"`` schedules as HANS does and is handed equal
-    losses (``EQUAL_LOSSES``), so it follows the pace with every gate open.
+    ``build(epochs)`` makes the scheduler ``scheduler`` names (edgegcl.contrast.scheduler:
+    HANS, or the baselines of edgegcl.contrast.baselines), whose own checks (theta_max in
+    [0, 1], the windows) are this section's too.
 
     Example:
         >>> hans = HANSConfig(theta_max=0.6, ratios="10,40,50").build(epochs=100)
@@ -364,12 +376,13 @@ class HANSConfig(Section):
     """
 
     TITLE = "the Hardness-Aware Negative Scheduler (Algorithm 1; the paper's names)"
-    scheduler: Scheduler = option(
+    scheduler: str = option(
         "random", "random: as many negatives as HANS's pace gives with every gate open, a "
         "uniform random subset of the candidates (measured as accurate as HANS's hardness or "
         "all negatives on Cora and CiteSeer, and the cheapest: docs/hans.md); hans: HANS's "
         "hardness strata, gate and loss-aware steps; none: every candidate (2B - 2 or B - 1 "
-        "by --candidates) from epoch 1, the HANS settings ignored")
+        "by --candidates) from epoch 1, the HANS settings ignored "
+        "(edgegcl.contrast.scheduler lists every member)")
     theta_max: float = option(0.1, "global negative budget theta_max: the largest fraction of "
                               "each anchor's candidates used (of 2B - 2, or B - 1 with "
                               "--candidates inter), in [0, 1]; 0: the bootstrap share eta_0 "
@@ -408,10 +421,11 @@ class HANSConfig(Section):
     swap_every: int = option(0, "epochs between stochastic swaps once saturated (0: T_int)",
                              at_least=0)
 
-    GATE_SETTINGS: ClassVar[tuple[str, ...]] = ("gate", "category_loss", "gamma", "e")
-    """The loss gate's settings, which the random-subset baseline does not read."""
-
     def check(self) -> None:
+        try:
+            scheduler_class(self.scheduler)
+        except ValueError as exc:
+            raise UsageError(f"--{exc}") from None
         ratios = list(self.ratios.values())
         if not (all(r > 0 for r in ratios) and abs(sum(ratios) - 100.0) < 1e-6):
             raise UsageError(f"--ratios EASY,HARD,INTER must be positive and sum to 100, got "
@@ -438,28 +452,13 @@ class HANSConfig(Section):
         return math.ceil(self.reach * epochs - 1e-9) if self.pace == "deadline" else None
 
     def build(self, epochs: int | None = None) -> HANS:
-        """The scheduler of a run of ``epochs`` epochs: caps theta_cat = ratio x theta_max (with
-        theta_max = 0 the caps of a full budget, held at eta_0); None: no deadline pace."""
-        if self.scheduler == "none":
-            return HANS(1.0, self.ratio_map(), T_init=self.T_init, T_int=self.T_int, e=self.e,
-                        gamma=self.gamma, b=self.b, c_cat=dict(self.c_cat), eta_0=1.0,
-                        floor=self.floor)
-        return self._scheduled(epochs)
+        """The scheduler of a run of ``epochs`` epochs (None: no deadline pace), of the class
+        ``scheduler`` names."""
+        return scheduler_class(self.scheduler).from_config(self, epochs)  # type: ignore[return-value]
 
     def _scheduled(self, epochs: int | None) -> HANS:
-        ratios = self.ratio_map()
-        return HANS(self.theta_max, {c: r * (self.theta_max or 1.0) for c, r in ratios.items()},
-                    T_init=self.T_init, T_int=self.T_int, e=self.e, gamma=self.gamma, b=self.b,
-                    c_cat=dict(self.c_cat), eta_0=self.eta_0, floor=self.floor,
-                    swap_every=self.swap_every or None,
-                    T_reach=None if epochs is None else self.reach_epoch(epochs),
-                    category_loss=self.category_loss, gate=self.gate)
+        return HANS.from_config(self, epochs)
 
     def unused(self) -> tuple[str, ...]:
-        """The fields its scheduler never reads: the gate's under ``random`` (its counts follow
-        the pace alone), all but ``scheduler`` under ``none``."""
-        if self.scheduler == "random":
-            return self.GATE_SETTINGS
-        if self.scheduler == "none":
-            return tuple(name for name in self.values() if name != "scheduler")
-        return ()
+        """The fields its scheduler never reads (``NegativeScheduler.unused``)."""
+        return scheduler_class(self.scheduler).unused(self)

@@ -31,6 +31,7 @@ from edgegcl.contrast.negatives import (
     num_candidates,
 )
 from edgegcl.contrast.pairs import LOGITS, Logits, choose_logits, pair_similarities
+from edgegcl.contrast.scheduler import scheduler_class
 from edgegcl.contrast.selection import NegativeSelector, check_pick
 from edgegcl.phases import PhaseClock
 
@@ -84,8 +85,9 @@ class ContrastConfig(Section):
 
     def resolved_stratify(self, scheduler: str) -> str:
         """``stratify`` with ``auto`` resolved: exact for ``pick = hardest``, sampled
-        otherwise; sampled (nothing ranked) for the baselines, whatever it says."""
-        if scheduler != "hans":
+        otherwise; sampled (nothing ranked) for a scheduler that ranks no candidates (the
+        baselines), whatever it says."""
+        if not scheduler_class(scheduler).ranks_candidates:
             return "sampled"
         if self.stratify == "auto":
             return "exact" if self.pick == "hardest" else "sampled"
@@ -94,12 +96,12 @@ class ContrastConfig(Section):
     def check_with(self, scheduler: str) -> None:
         """The rule between this section and the scheduler: HANS's hardest picks rank every
         candidate (``check_pick``)."""
-        if scheduler == "hans":
+        if scheduler_class(scheduler).ranks_candidates:
             check_pick(self.pick, self.resolved_stratify(scheduler))
 
     def unused(self, scheduler: str) -> tuple[str, ...]:
-        """The fields ``scheduler`` does not read: the strata's, unless it is HANS."""
-        return () if scheduler == "hans" else self.STRATA_SETTINGS
+        """The fields ``scheduler`` does not read: the strata's, unless it ranks candidates."""
+        return () if scheduler_class(scheduler).ranks_candidates else self.STRATA_SETTINGS
 
 
 class ContrastWorld(Protocol):
@@ -189,13 +191,14 @@ class HANSContrast(nn.Module):
         its selection as the scheduler wants it (the baselines rank nothing)."""
         scheduler = hans.scheduler
         contrast.check_with(scheduler)
-        return cls(hans.build(epochs), tau=contrast.tau, refresh_every=refresh_every,
+        schedule = hans.build(epochs)
+        ranks = schedule.ranks_candidates
+        return cls(schedule, tau=contrast.tau, refresh_every=refresh_every,
                    stratify=contrast.resolved_stratify(scheduler),
                    stratify_sample=contrast.stratify_sample, logits=contrast.logits, seed=seed,
-                   candidates=contrast.candidates,
-                   pick=contrast.pick if scheduler == "hans" else "random",
-                   uniform=scheduler == "random", ratios=hans.ratio_map(), world=world,
-                   hardness=contrast.hardness if scheduler == "hans" else "similarity")
+                   candidates=contrast.candidates, pick=contrast.pick if ranks else "random",
+                   uniform=not ranks, ratios=hans.ratio_map(), world=world,
+                   hardness=contrast.hardness if ranks else "similarity")
 
     def forward(self, h1: Tensor, h2: Tensor, *, step: int | None = None,
                 clock: PhaseClock | None = None) -> LossOutput:
@@ -255,7 +258,8 @@ class HANSContrast(nn.Module):
         events (Algorithm 1)."""
         self.last_epoch = self.epoch_loss()
         self._epoch = []
-        return self.hans.step(EQUAL_LOSSES if self.uniform else self.last_epoch.category)
+        reads = self.hans.reads_losses and not self.uniform
+        return self.hans.step(self.last_epoch.category if reads else EQUAL_LOSSES)
 
     def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
         """HANS's state, the selector's kept strata and stream, and the count of calls (no
