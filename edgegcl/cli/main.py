@@ -69,11 +69,15 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
                         "preset: paper-Cora, paper-CiteSeer (the paper's settings, presets/)")
     defaults = TrainConfig()
     groups = {name: p.add_argument_group(f"{name}: {what}") for name, what in SECTIONS.items()}
+    from edgegcl.contrast.scheduler import scheduler_names
+
+    members = {"scheduler": f"; every member: {', '.join(scheduler_names())}"}
     for name, (section, f) in section_fields(TrainConfig).items():
         kind = {"int": int, "float": float}.get(str(f.type), str)
         groups[section].add_argument(
             flag(name), dest=name, type=kind, default=None, metavar=name.upper(),
-            help=f"{f.metadata['help']} (default: {_flag_form(name, defaults)})")
+            help=f"{f.metadata['help']}{members.get(name, '')} (default: "
+                 f"{_flag_form(name, defaults)})")
 
 
 def _flag_form(name: str, cfg: TrainConfig) -> str:
