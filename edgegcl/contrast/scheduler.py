@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MEMBERS", "NegativeScheduler", "register", "scheduler_class", "scheduler_names"]
 
-MEMBERS = ("edgegcl.contrast.hans", "edgegcl.contrast.baselines")
+MEMBERS = ("edgegcl.contrast.hans", "edgegcl.contrast.baselines", "edgegcl.contrast.constant")
 """The modules whose ``@register``-ed classes are the schedulers ``--scheduler`` names."""
 
 _REGISTRY: dict[str, type[NegativeScheduler]] = {}
