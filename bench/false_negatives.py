@@ -138,7 +138,9 @@ def report(res: dict[str, Any]) -> str:
     intro = (__doc__ or "").split("\n\n")
     lines = ["# False negatives: estimates against the labels, and what the strata hold", "",
              f"Measured {res['started']} on: {res['machine']}; {res['wall_min']:.1f} min wall.",
-             "", f"    {res['command']}", "", *(p.replace("\n", " ") for p in intro[1:4]), ""]
+             "", f"    {res['command']}", "",
+             *(p.replace("\n  ", " ").replace("\n- ", "\0").replace("\n", " ").replace("\0", "\n- ")
+               + "\n" for p in intro[1:4])]
     for g in res["graphs"]:
         lines += [f"## {g['name']}: B = {g['nodes']} anchors, |N_i| = {g['candidates']}, after "
                   f"{res['epochs']} epochs of its tuned defaults", "",

@@ -1,0 +1,110 @@
+"""Negative schedulers as one family: the registry, what each member declares, and a member
+added from outside running through the config, the contrast and the trainer."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from edgegcl.contrast import scheduler as family
+from edgegcl.contrast.baselines import AllNegatives, RandomSubset
+from edgegcl.contrast.constant import ConstantSubset
+from edgegcl.contrast.hans import CATEGORIES, HANS, HANSConfig
+from edgegcl.contrast.module import HANSContrast
+from edgegcl.errors import UsageError
+from edgegcl.training.config import TrainConfig, unused_settings
+
+
+def test_every_member_is_registered_under_its_name() -> None:
+    names = family.scheduler_names()
+    assert {"hans", "random", "none", "constant"} <= set(names)
+    for name in names:
+        cls = family.scheduler_class(name)
+        assert cls.name == name and issubclass(cls, family.NegativeScheduler)
+    with pytest.raises(ValueError, match="scheduler must be one of"):
+        family.scheduler_class("oracle")
+    with pytest.raises(UsageError, match="--scheduler must be one of"):
+        HANSConfig(scheduler="oracle")
+
+
+@pytest.mark.parametrize("name, cls, ranks, reads", [
+    ("hans", HANS, True, True), ("random", RandomSubset, False, False),
+    ("none", AllNegatives, False, False), ("constant", ConstantSubset, False, False)])
+def test_a_config_builds_its_member(name: str, cls: type, ranks: bool, reads: bool) -> None:
+    built = HANSConfig(scheduler=name, theta_max=0.3).build(epochs=100)
+    assert type(built) is cls
+    assert built.ranks_candidates is ranks and built.reads_losses is reads
+    contrast = HANSContrast.from_config(HANSConfig(scheduler=name, theta_max=0.3),
+                                        TrainConfig().contrast, epochs=100)
+    assert contrast.selector.uniform is (not ranks)
+
+
+def test_hans_from_config_is_the_runs_scheduler() -> None:
+    cfg = HANSConfig(theta_max=0.6, ratios="10,40,50")
+    a, b = HANS.from_config(cfg, 100), cfg.build(100)
+    assert a.state_dict() == b.state_dict() and a.T_reach == 40
+
+
+def test_the_baselines_read_no_losses() -> None:
+    cfg = HANSConfig(scheduler="random", theta_max=0.3, T_init=2, T_int=2, e=1)
+    a, b = cfg.build(20), cfg.build(20)
+    for epoch in range(19):
+        a.step({"hard": 9.0, "inter": 0.1 * epoch, "easy": 3.0})
+        b.step({"hard": 1.0, "inter": 1.0, "easy": 1.0})
+    assert a.state_dict() == b.state_dict() and a.saturated
+    none = HANSConfig(scheduler="none").build(20)
+    assert none.saturated and none.counts(100) == {"hard": 30, "inter": 50, "easy": 20}
+
+
+def test_constant_uses_theta_max_from_the_first_epoch() -> None:
+    s = HANSConfig(scheduler="constant", theta_max=0.2).build(100)
+    assert s.saturated and math.isclose(s.used(), 0.2)
+    assert sum(s.counts(1000).values()) == 200
+    assert "T_init" in unused_settings(TrainConfig(scheduler="constant"))
+    assert "T_int" not in unused_settings(TrainConfig(scheduler="constant"))  # its swaps
+
+
+def test_unused_settings_come_from_the_member() -> None:
+    assert unused_settings(TrainConfig(scheduler="hans")) == ()
+    random = unused_settings(TrainConfig(scheduler="random"))
+    assert "gamma" in random and "pick" in random and "theta_max" not in random
+    none = unused_settings(TrainConfig(scheduler="none"))
+    assert "theta_max" in none and "scheduler" not in none
+
+
+class _Doubling(RandomSubset):
+    """A member defined outside the package: twice the random subset's eta, capped."""
+
+    name = "test-doubling"
+    who = "the doubling subset has"
+
+    def step(self, losses):  # type: ignore[no-untyped-def]
+        events = super().step(losses)
+        self.eta = {c: min(1.0, 2 * self.eta[c]) for c in CATEGORIES}
+        return events
+
+
+@pytest.fixture
+def doubling(monkeypatch: pytest.MonkeyPatch) -> type:
+    registry = dict(family._REGISTRY)
+    monkeypatch.setattr(family, "_REGISTRY", registry)
+    return family.register(_Doubling)
+
+
+def test_a_member_registered_from_outside_trains(doubling: type, tmp_path) -> None:
+    from edgegcl.budget.profiler import pace_line
+    from edgegcl.data import SyntheticSpec, synthetic_graph
+    from edgegcl.training.engine import Trainer
+
+    cfg = TrainConfig(scheduler="test-doubling", theta_max=0.4, epochs=6, T_init=1, T_int=1,
+                      hidden_dim=8, out_dim=4, proj_dim=4)
+    data = synthetic_graph(SyntheticSpec(num_nodes=60, num_features=6))
+    trainer = Trainer(cfg, 6)
+    assert type(trainer.hans) is _Doubling and trainer.contrast.selector.uniform
+    for _ in range(cfg.epochs):
+        result = trainer.fit_epoch(data.x, data.edge_index)
+        assert torch.isfinite(torch.tensor(result.loss))
+    assert trainer.hans.saturated
+    assert (pace_line(cfg) or "").startswith("the doubling subset has")
