@@ -4,7 +4,8 @@ One harness, the honest protocol (checkpoint chosen on validation micro-F1, test
 each dataset at its tuned defaults (``edgegcl train --dataset D`` with no ``--config``) with
 one cell's change:
 
-- ``hans@T``: HANS at theta_max = T (the defaults: hardest picks, the deadline pace);
+- ``hans@T``: HANS at theta_max = T (hardest picks, the deadline pace; ``+pick=random`` for
+  Algorithm 1's picks, HANS's default now);
 - ``random@T``: ``--scheduler random`` at theta_max = T: the same pace with every gate open,
   each anchor's active set a uniform random subset of its candidates of HANS's size;
 - ``all``: ``--scheduler none``, every candidate from epoch 1 (GRACE's contrast);
@@ -53,7 +54,8 @@ def cell_flags(cell: str) -> dict[str, Any]:
         flags = dict(BEFORE)
     elif head.startswith(("hans@", "random@")):
         kind, theta = head.split("@")
-        flags = {"theta_max": float(theta), "scheduler": kind}
+        flags = {"theta_max": float(theta), "scheduler": kind,  # hans@: the hardest picks,
+                 **({"pick": "hardest"} if kind == "hans" else {})}  # as its rows were run
     else:
         raise SystemExit(f"hardness: unknown cell {cell!r}; use hans@T, random@T, all or before, "
                          "with optional +key=value")

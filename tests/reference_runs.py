@@ -29,7 +29,8 @@ COMMON = ["--nodes", "200", "--features", "16", "--hidden-dim", "16", "--out-dim
 RUNS = {
     "full-random": ["--mode", "full", "--seeds", "2"],
     "minibatch-hans": ["--mode", "minibatch", "--batch-size", "64", "--fanout", "4,4",
-                       "--scheduler", "hans", "--e", "1", "--b", "0.5", "--pace", "fixed"],
+                       "--scheduler", "hans", "--e", "1", "--b", "0.5", "--pace", "fixed",
+                       "--pick", "hardest"],  # the default when it was recorded
     "full-hans-sampled": ["--mode", "full", "--scheduler", "hans", "--e", "1", "--pick", "random",
                           "--stratify", "sampled", "--stratify-sample", "16", "--logits",
                           "pairs", "--gate", "any", "--category-loss", "sum", "--fixed-half",
