@@ -139,3 +139,58 @@ def test_blocked_progcl_schedule_equals_one_block() -> None:
     finally:
         negatives.STRATIFY_BLOCK_ELEMENTS.update(before)
     assert torch.equal(whole.cols, blocked.cols)
+
+
+# --------------------------------------------------------------------------- ProGCL-weight
+
+def _every(b: int, intra: bool):
+    from edgegcl.contrast.negatives import ActiveNegatives, num_candidates
+
+    c = num_candidates(b, "both" if intra else "inter")
+    every = ActiveNegatives(torch.empty(b, 0, dtype=torch.long), (0, c, 0), c, grouped=False)
+    return every, every
+
+
+@pytest.mark.parametrize("candidates", ["both", "inter"])
+def test_weighted_loss_is_progcl_weight_by_brute_force(candidates: str) -> None:
+    from edgegcl.contrast.loss import scheduled_info_nce
+
+    torch.manual_seed(0)
+    b, tau = 12, 0.5
+    h1, h2 = torch.randn(b, 4), torch.randn(b, 4)
+    sims = similarities(h1, h2, tau, candidates)
+    weigh = torch.sigmoid  # any non-negative weighting of the similarities
+    got = scheduled_info_nce(sims, _every(b, candidates == "both"), "sum", weigh).loss
+    z1, z2 = torch.nn.functional.normalize(h1), torch.nn.functional.normalize(h2)
+    s12, s11, s22 = z1 @ z2.t() / tau, z1 @ z1.t() / tau, z2 @ z2.t() / tau
+    losses = []
+    for rows_a, rows_b in ((s12, s11), (s12.t(), s22)):
+        for i in range(b):
+            neg = [rows_a[i, j] for j in range(b) if j != i]
+            if candidates == "both":
+                neg += [rows_b[i, j] for j in range(b) if j != i]
+            neg_t = torch.stack(neg)
+            w = torch.sigmoid(neg_t)
+            denom = (w * torch.exp(neg_t)).sum() / w.mean()
+            losses.append(torch.log(torch.exp(rows_a[i, i]) + denom) - rows_a[i, i])
+    want = 0.5 * (torch.stack(losses[:b]).mean() + torch.stack(losses[b:]).mean())
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    plain = scheduled_info_nce(sims, _every(b, candidates == "both"), "sum").loss
+    ones = scheduled_info_nce(sims, _every(b, candidates == "both"), "sum",
+                              lambda s: torch.ones_like(s)).loss
+    torch.testing.assert_close(ones, plain, rtol=1e-6, atol=1e-6)  # equal weights: unweighted
+
+
+def test_weighted_loss_is_the_same_on_dense_and_pairs_logits() -> None:
+    from edgegcl.contrast.module import HANSContrast
+
+    torch.manual_seed(0)
+    h1, h2 = torch.randn(50, 8), torch.randn(50, 8)
+    out = {}
+    for logits in ("dense", "pairs"):
+        contrast = HANSContrast(HANS(theta_max=1.0, eta_0=1.0), tau=0.5, logits=logits,
+                                uniform=True, negative_weight="progcl")
+        out[logits] = contrast(h1, h2).loss
+    torch.testing.assert_close(out["dense"], out["pairs"], rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError):
+        HANSContrast(HANS(), negative_weight="oracle")

@@ -31,6 +31,7 @@ candidates), so no max-subtraction pass is needed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
@@ -45,6 +46,7 @@ from edgegcl.contrast.negatives import (
     CandidateSample,
     CandidateValues,
     candidate_views,
+    num_candidates,
 )
 
 
@@ -208,9 +210,38 @@ def _dense_sums(sims: Similarities) -> tuple[Tensor, Tensor, Tensor, Tensor | No
     return neg_1, neg_2, e12, e11
 
 
+NegativeWeights = Callable[[Tensor], Tensor]
+"""Detached cos / tau similarities to unnormalised, non-negative weights of those negatives in
+the InfoNCE denominator (ProGCL-weight: edgegcl.contrast.falseneg.true_negative_hardness)."""
+
+
+def _off_diagonal(w: Tensor) -> Tensor:
+    """``w`` with its diagonal zeroed (the positive, or the anchor itself: no negatives)."""
+    return w - torch.diag_embed(w.diagonal())
+
+
+def _weighted_dense_sums(sims: Similarities, weigh: NegativeWeights) -> tuple[Tensor, Tensor]:
+    """``_dense_sums``' two denominators with each negative's exp weighted by ``weigh`` of its
+    similarity over the mean weight of the anchor's negatives (ProGCL-weight); the weights
+    carry no gradient. Direction 1 reads the rows of s12 and s11, direction 2 the columns of
+    s12 and the rows of s22."""
+    count = num_candidates(sims.num_anchors, "both" if sims.intra else "inter")
+    e12, w12 = torch.exp(sims.s12), _off_diagonal(weigh(sims.s12.detach()))
+    num_1, num_2 = (e12 * w12).sum(1), (e12 * w12).sum(0)
+    den_1, den_2 = w12.sum(1), w12.sum(0)
+    if sims.intra:
+        e11, w11 = torch.exp(sims.s11), _off_diagonal(weigh(sims.s11.detach()))  # type: ignore[arg-type, union-attr]
+        e22, w22 = torch.exp(sims.s22), _off_diagonal(weigh(sims.s22.detach()))  # type: ignore[arg-type, union-attr]
+        num_1, num_2 = num_1 + (e11 * w11).sum(1), num_2 + (e22 * w22).sum(1)
+        den_1, den_2 = den_1 + w11.sum(1), den_2 + w22.sum(1)
+    return (num_1 / (den_1 / count).clamp_min(1e-12),
+            num_2 / (den_2 / count).clamp_min(1e-12))
+
+
 def scheduled_info_nce(sims: AnchorSimilarities,
                        active: tuple[ActiveNegatives, ActiveNegatives],
-                       category_loss: str = "sum") -> LossOutput:
+                       category_loss: str = "sum",
+                       weigh: NegativeWeights | None = None) -> LossOutput:
     """Eq. 6, symmetrised, over the active negatives of each direction.
 
     With the dense blocks and every candidate active (theta_max = 1 at saturation) the
@@ -218,12 +249,17 @@ def scheduled_info_nce(sims: AnchorSimilarities,
     gather); otherwise they sum the active logits, ``sims.logits``. The per-category losses
     are taken over the view-1 anchors h_i^1, the anchors of the paper's Eq. 6 and of its
     stratification, as ``category_loss`` says (``"sum"`` or ``"mean"``, see the module); NaN
-    when those were drawn without categories (``ActiveNegatives.grouped``).
+    when those were drawn without categories (``ActiveNegatives.grouped``). ``weigh``: each
+    negative's exp in the two denominators is weighted by ``weigh(similarity)`` over the mean
+    weight of the anchor's negatives (ProGCL-weight, Xia et al. 2022, Eq. 9); the
+    per-category losses stay unweighted.
     """
     pos = sims.positives()
     sums: dict[str, Tensor] | None = None
     if isinstance(sims, Similarities) and active[0].complete and active[1].complete:
         neg_1, neg_2, e12, e11 = _dense_sums(sims)
+        if weigh is not None:  # the categories below stay the unweighted sums HANS reads
+            neg_1, neg_2 = _weighted_dense_sums(sims, weigh)
         if active[0].grouped:  # hard and easy gathered, intermediate (the largest) by difference
             with torch.no_grad():
                 seg = active[0].segments()
@@ -232,8 +268,13 @@ def scheduled_info_nce(sims: AnchorSimilarities,
                 easy = cand.gather(1, seg["easy"]).sum(1)
                 sums = {"hard": hard, "inter": (neg_1 - hard - easy).clamp_min(0.0), "easy": easy}
     else:
-        exp_1, exp_2 = (torch.exp(sims.logits(d, a)) for d, a in enumerate(active))
+        logits = [sims.logits(d, a) for d, a in enumerate(active)]
+        exp_1, exp_2 = (torch.exp(x) for x in logits)
         neg_1, neg_2 = exp_1.sum(1), exp_2.sum(1)
+        if weigh is not None:  # each negative over the mean weight of the anchor's active ones
+            w_1, w_2 = (weigh(x.detach()) for x in logits)
+            neg_1 = (exp_1 * w_1).sum(1) / w_1.mean(1).clamp_min(1e-12)
+            neg_2 = (exp_2 * w_2).sum(1) / w_2.mean(1).clamp_min(1e-12)
         if active[0].grouped:
             with torch.no_grad():
                 blocks = torch.split(exp_1, list(active[0].sizes), dim=1)

@@ -16,11 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol
 
+import torch
 from torch import Tensor, nn
 
 from edgegcl.config import Section, option
 from edgegcl.contrast.hans import EQUAL_LOSSES, HANS, HANSConfig, HANSEvent
-from edgegcl.contrast.loss import LossOutput, scheduled_info_nce, similarities
+from edgegcl.contrast.loss import (AnchorSimilarities, LossOutput, NegativeWeights,
+                                   scheduled_info_nce, similarities)
 from edgegcl.contrast.negatives import (
     CANDIDATES,
     CATEGORIES,
@@ -31,12 +33,16 @@ from edgegcl.contrast.negatives import (
     num_candidates,
 )
 from edgegcl.contrast.pairs import LOGITS, Logits, choose_logits, pair_similarities
+from edgegcl.contrast.falseneg import fit_rows, true_negative_hardness
 from edgegcl.contrast.scheduler import scheduler_class
 from edgegcl.contrast.selection import NegativeSelector, check_pick
 from edgegcl.phases import PhaseClock
 
 __all__ = ["ContrastConfig", "EpochLoss", "HANSContrast"]
 
+NegativeWeight = Literal["none", "progcl"]
+"""``negative_weight``: the InfoNCE denominator's negatives as they are, or weighted as
+ProGCL-weight weighs them."""
 Hardness = Literal["similarity", "progcl"]
 """``hardness``: edgegcl.contrast.falseneg.HARDNESS."""
 Stratify = Literal["auto", "sampled", "exact"]
@@ -79,6 +85,12 @@ class ContrastConfig(Section):
                                 "probability from a Beta mixture fitted to each refresh's "
                                 "similarities: the hard stratum keeps fewer likely same-class "
                                 "candidates)", omit_default=True)
+
+    negative_weight: NegativeWeight = option(
+        "none", "none, or progcl: each negative's exp-similarity in the InfoNCE denominator "
+        "weighted by p(true negative) x similarity over the anchor's mean (ProGCL-weight; the "
+        "Beta mixture fitted to each step's similarities); with --scheduler none this is "
+        "ProGCL-weight itself", omit_default=True)
 
     STRATA_SETTINGS: ClassVar[tuple[str, ...]] = ("pick", "stratify", "stratify_sample",
                                                   "hardness")
@@ -164,7 +176,8 @@ class HANSContrast(nn.Module):
                  logits: str = "auto", seed: int = 0, candidates: str = "both",
                  pick: str = "random", uniform: bool = False,
                  ratios: dict[str, float] | None = None,
-                 world: ContrastWorld | None = None, hardness: str = "similarity") -> None:
+                 world: ContrastWorld | None = None, hardness: str = "similarity",
+                 negative_weight: str = "none") -> None:
         super().__init__()
         if tau <= 0 or refresh_every < 1:
             raise ValueError(f"need tau > 0 and refresh_every >= 1, got {tau=}, {refresh_every=}")
@@ -179,6 +192,9 @@ class HANSContrast(nn.Module):
         self.selector = NegativeSelector(ratios, refresh_every, stratify, stratify_sample, seed,
                                          pick, candidates, uniform=uniform, hardness=hardness)
         self.tau, self.logits, self.uniform, self.world = tau, logits, uniform, world
+        if negative_weight not in ("none", "progcl"):
+            raise ValueError(f"negative_weight must be none or progcl, got {negative_weight!r}")
+        self.negative_weight = negative_weight
         self.calls = 0
         self.last_epoch: EpochLoss | None = None
         """The means HANS read at the last ``step()``."""
@@ -199,7 +215,8 @@ class HANSContrast(nn.Module):
                    stratify_sample=contrast.stratify_sample, logits=contrast.logits, seed=seed,
                    candidates=contrast.candidates, pick=contrast.pick if ranks else "random",
                    uniform=not ranks, ratios=hans.ratio_map(), world=world,
-                   hardness=contrast.hardness if ranks else "similarity")
+                   hardness=contrast.hardness if ranks else "similarity",
+                   negative_weight=contrast.negative_weight)
 
     def forward(self, h1: Tensor, h2: Tensor, *, step: int | None = None,
                 clock: PhaseClock | None = None) -> LossOutput:
@@ -225,11 +242,21 @@ class HANSContrast(nn.Module):
         active = self.selector.get(sims, self.hans, self.calls if step is None else step)
         if clock is not None:
             clock.mark("strata")
-        out = scheduled_info_nce(sims, active, self.hans.category_loss)
+        out = scheduled_info_nce(sims, active, self.hans.category_loss, self._weights(sims))
         if clock is not None:
             clock.mark("loss forward")
         self._epoch.append((out.loss.detach(), out.category, anchors))
         return out
+
+    def _weights(self, sims: AnchorSimilarities) -> NegativeWeights | None:
+        """ProGCL-weight's weighting of this step (``negative_weight = "progcl"``): the Beta
+        mixture fitted to the first anchors' similarities with every ``C / 256``-th candidate
+        (a fixed sample: nothing random, so a resumed run weighs as the uninterrupted one)."""
+        if self.negative_weight != "progcl":
+            return None
+        block = sims.candidate_rows(0)(0, fit_rows(sims.num_anchors))
+        cols = torch.arange(0, block.size(1), max(1, block.size(1) // 256), device=block.device)
+        return true_negative_hardness(block[:, cols], sims.tau)
 
     def epoch_loss(self) -> EpochLoss:
         """The loss and per-category losses of the calls since the last ``step()``, each the
