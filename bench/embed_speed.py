@@ -38,7 +38,7 @@ The aggregation designs are also timed side by side in one process (A_hat times 
 the encoder aggregates at): scipy's and numba's CSR kernels (export/kernels.py), onnxruntime's
 SparseToDenseMatMul, numpy degree buckets; and the two builds of A_hat.
 
-    python3 -m bench.embed_speed --root /work/shared/datasets
+    python3 -m bench.embed_speed --root ROOT
     python3 -m bench.embed_speed --root DATASETS --device cuda --out $OUT   # GPU machine
 
 ``--device cuda`` times torch on CUDA and onnxruntime's CUDA provider (dense stages on the GPU,

@@ -13,7 +13,7 @@ so a pair |a[k] w[k] + a[k+1] w[k+1]| above 32767 gives other numbers than on a 
 CPU. The bench counts such pairs on the uint8 activations the portable INT8 model actually
 quantises (whole graph) and its int8 weights.
 
-    python3 -m bench.int8 --root /work/shared/datasets --run Cora=runs/Cora-... \\
+    python3 -m bench.int8 --root ROOT --run Cora=runs/Cora-... \\
         --run CiteSeer=runs/CiteSeer-...
 
 Writes bench/results/int8-CPUTAG.md and .json (CPUTAG: the instruction set that picks the
