@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 from edgegcl.config import Section, choices, flag, option
 from edgegcl.contrast.scheduler import NegativeScheduler, register, scheduler_class
