@@ -55,7 +55,7 @@ def train_record(root: str, dataset: str, base: str | None, flags: dict[str, Any
     torch.set_num_threads(threads)
     reuse_freed_memory()
     cfg = build(base_values(dataset, base), {"root": root, "dataset": dataset, **flags})
-    data = load_graph(dataset, root)
+    data = load_graph(dataset, root, cfg.synthetic_spec())
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         r = train_seed(data, cfg, seed, torch.device(device), Path(tmp), f"{dataset} {seed}")

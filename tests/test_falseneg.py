@@ -12,7 +12,7 @@ from edgegcl.contrast.hans import HANS
 from edgegcl.contrast.loss import similarities
 from edgegcl.contrast.negatives import _cut_hardest, schedule_negatives
 from edgegcl.contrast.selection import NegativeSelector
-from edgegcl.training.config import TrainConfig
+from edgegcl.training.config import TrainConfig, unused_settings
 
 
 def _mixture_sample(n_low: int, n_high: int, seed: int = 0) -> torch.Tensor:
@@ -112,8 +112,6 @@ def test_progcl_changes_the_hard_picks_of_a_selector() -> None:
 
 
 def test_the_option_is_refused_where_nothing_is_ranked() -> None:
-    from edgegcl.training.config import unused_settings
-
     assert "hardness" in unused_settings(TrainConfig(scheduler="random", hardness="progcl"))
     assert "hardness" not in unused_settings(TrainConfig(scheduler="hans", hardness="progcl"))
     with pytest.raises(ValueError):
@@ -194,3 +192,100 @@ def test_weighted_loss_is_the_same_on_dense_and_pairs_logits() -> None:
     torch.testing.assert_close(out["dense"], out["pairs"], rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError):
         HANSContrast(HANS(), negative_weight="oracle")
+
+
+# --------------------------------------------------------------------------- ProGCL-mix
+
+@pytest.mark.parametrize("candidates", ["both", "inter"])
+def test_mixed_loss_is_progcl_mix_by_brute_force(candidates: str) -> None:
+    """Every candidate active: the plain denominators plus, per anchor, exp of the B-weighted
+    mixes of its ``count`` inter-view negatives of highest B, paired by one permutation."""
+    from edgegcl.contrast.loss import scheduled_info_nce
+
+    torch.manual_seed(0)
+    b, tau, count = 10, 0.5, 4
+    h1, h2 = torch.randn(b, 4), torch.randn(b, 4)
+    sims = similarities(h1, h2, tau, candidates)
+    weigh = torch.sigmoid
+    torch.manual_seed(7)
+    got = scheduled_info_nce(sims, _every(b, candidates == "both"), "sum", weigh, mix=count).loss
+    torch.manual_seed(7)
+    perms = [torch.randperm(count), torch.randperm(count)]  # the two directions' draws
+    z1, z2 = torch.nn.functional.normalize(h1), torch.nn.functional.normalize(h2)
+    s12, s11, s22 = z1 @ z2.t() / tau, z1 @ z1.t() / tau, z2 @ z2.t() / tau
+    losses = []
+    for d, (rows_a, rows_b) in enumerate(((s12, s11), (s12.t(), s22))):
+        for i in range(b):
+            inter = [(float(torch.sigmoid(rows_a[i, j])), rows_a[i, j]) for j in range(b)
+                     if j != i]
+            top = sorted(inter, key=lambda t: -t[0])[:count]
+            mixed = []
+            for k in range(count):
+                (wa, sa), (wb, sb) = top[k], top[int(perms[d][k])]
+                mixed.append(torch.exp((wa * sa + wb * sb) / (wa + wb)))
+            neg = [rows_a[i, j] for j in range(b) if j != i]
+            if candidates == "both":
+                neg += [rows_b[i, j] for j in range(b) if j != i]
+            denom = torch.exp(torch.stack(neg)).sum() + torch.stack(mixed).sum()
+            losses.append(torch.log(torch.exp(rows_a[i, i]) + denom) - rows_a[i, i])
+    want = 0.5 * (torch.stack(losses[:b]).mean() + torch.stack(losses[b:]).mean())
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_mix_acts_on_dense_and_pairs_logits_and_keeps_the_categories() -> None:
+    """On an active subset (the logits path, dense or pairs) the mix draws from each anchor's
+    active negatives: more denominator than without, the same on both logits, and the
+    categories HANS reads are the unmixed ones; a count above the candidates takes them all."""
+    from edgegcl.contrast.module import HANSContrast
+
+    torch.manual_seed(0)
+    h1, h2 = torch.randn(40, 8), torch.randn(40, 8)
+    out = {}
+    for logits in ("dense", "pairs"):
+        for weight in ("none", "progcl-mix"):
+            torch.manual_seed(3)
+            contrast = HANSContrast(HANS(theta_max=0.5, eta_0=1.0), tau=0.5, logits=logits,
+                                    negative_weight=weight, mix_negatives=10 ** 6)
+            out[logits, weight] = contrast(h1, h2)
+    torch.testing.assert_close(out["dense", "progcl-mix"].loss, out["pairs", "progcl-mix"].loss,
+                               rtol=1e-5, atol=1e-6)
+    assert float(out["dense", "progcl-mix"].loss) > float(out["dense", "none"].loss) + 0.05
+    assert out["dense", "progcl-mix"].category == out["dense", "none"].category
+    with pytest.raises(ValueError):
+        HANSContrast(HANS(), negative_weight="progcl-mix", mix_negatives=0)
+
+
+def test_the_estimate_waits_for_its_epoch() -> None:
+    """``false_negatives_from``: plain InfoNCE and similarity strata before the epoch, the
+    weights and the key from it on; a run that ends before it is refused in one line."""
+    from edgegcl.contrast.module import HANSContrast
+    from edgegcl.errors import UsageError
+
+    torch.manual_seed(0)
+    h1, h2 = torch.randn(30, 8), torch.randn(30, 8)
+    plain = HANSContrast(HANS(theta_max=1.0, eta_0=1.0), tau=0.5, uniform=True)
+    late = HANSContrast(HANS(theta_max=1.0, eta_0=1.0), tau=0.5, uniform=True,
+                        negative_weight="progcl", false_negatives_from=2)
+    losses = []
+    for _ in range(3):
+        a, b = plain(h1, h2).loss, late(h1, h2).loss
+        losses.append((float(a), float(b)))
+        plain.step(), late.step()
+    assert losses[0][0] == losses[0][1] and losses[1][0] == losses[1][1]
+    assert abs(losses[2][0] - losses[2][1]) > 1e-4  # epoch 3 (two stepped): weighted
+    selector = NegativeSelector({"hard": 0.3, "inter": 0.5, "easy": 0.2}, 1, stratify="exact",
+                                pick="hardest", hardness="progcl")
+    sims = similarities(h1, h2, 0.5, "both")
+    hans = HANS(theta_max=0.3, eta_0=1.0)
+    before = selector.get(sims, hans, 1, estimate=False)[0].segments()["hard"]
+    after = selector.get(sims, hans, 1, estimate=True)[0].segments()["hard"]
+    by_similarity = NegativeSelector({"hard": 0.3, "inter": 0.5, "easy": 0.2}, 1,
+                                     stratify="exact", pick="hardest").get(sims, hans, 1)
+    assert torch.equal(before, by_similarity[0].segments()["hard"])
+    assert not torch.equal(before, after)  # the key re-ranks once it acts
+    with pytest.raises(UsageError, match="false-negatives-from"):
+        TrainConfig(negative_weight="progcl", false_negatives_from=50, epochs=50)
+    TrainConfig(false_negatives_from=50, epochs=50)  # no estimate: nothing to wait for
+    assert "false_negatives_from" in unused_settings(TrainConfig(false_negatives_from=5))
+    assert "mix_negatives" in unused_settings(TrainConfig(negative_weight="progcl"))
+    assert "mix_negatives" not in unused_settings(TrainConfig(negative_weight="progcl-mix"))

@@ -67,7 +67,7 @@ def test_constant_uses_theta_max_from_the_first_epoch() -> None:
 
 
 def test_unused_settings_come_from_the_member() -> None:
-    assert unused_settings(TrainConfig(scheduler="hans")) == ()
+    assert unused_settings(TrainConfig(scheduler="hans", negative_weight="progcl-mix")) == ()
     random = unused_settings(TrainConfig(scheduler="random"))
     assert "gamma" in random and "pick" in random and "theta_max" not in random
     none = unused_settings(TrainConfig(scheduler="none"))

@@ -238,10 +238,35 @@ def _weighted_dense_sums(sims: Similarities, weigh: NegativeWeights) -> tuple[Te
             num_2 / (den_2 / count).clamp_min(1e-12))
 
 
+def mixed_negatives(logits: Tensor, weigh: NegativeWeights, count: int,
+                    exclude_diagonal: bool = False) -> Tensor:
+    """ProGCL-mix's synthesised negatives (Xia et al. 2022, Eq. 10), per anchor the sum of
+    their exp-similarities: the ``count`` candidates of highest B = ``weigh`` (p(true
+    negative) x similarity) are paired with a random permutation of themselves, and each pair
+    mixed by its B's, m = (B_a s_a + B_b s_b) / (B_a + B_b), the similarity to the B-weighted
+    mix of the two embeddings. ``logits``: [anchors, candidates] cos / tau, with gradient (the
+    weights carry none); ``exclude_diagonal``: column i of row i is the positive."""
+    b = weigh(logits.detach())
+    if exclude_diagonal:
+        b = b - torch.diag_embed(torch.full_like(b.diagonal(), math.inf))
+    count = min(count, logits.size(1) - int(exclude_diagonal))
+    if count < 1:
+        return logits.new_zeros(logits.size(0))
+    top, cols = b.topk(count, dim=1)
+    sel = logits.gather(1, cols)
+    perm = torch.randperm(count, device=logits.device)
+    top_b, sel_b = top[:, perm], sel[:, perm]
+    total = top + top_b
+    share = torch.where(total > 0, top / total.clamp_min(1e-30), 0.5)  # B's both 0: the mean
+    mixed = share * sel + (1 - share) * sel_b
+    ok = torch.isfinite(top) & torch.isfinite(top_b)  # a row with fewer candidates than count
+    return torch.where(ok, torch.exp(mixed), 0.0).sum(1)
+
+
 def scheduled_info_nce(sims: AnchorSimilarities,
                        active: tuple[ActiveNegatives, ActiveNegatives],
                        category_loss: str = "sum",
-                       weigh: NegativeWeights | None = None) -> LossOutput:
+                       weigh: NegativeWeights | None = None, mix: int = 0) -> LossOutput:
     """Eq. 6, symmetrised, over the active negatives of each direction.
 
     With the dense blocks and every candidate active (theta_max = 1 at saturation) the
@@ -251,14 +276,22 @@ def scheduled_info_nce(sims: AnchorSimilarities,
     stratification, as ``category_loss`` says (``"sum"`` or ``"mean"``, see the module); NaN
     when those were drawn without categories (``ActiveNegatives.grouped``). ``weigh``: each
     negative's exp in the two denominators is weighted by ``weigh(similarity)`` over the mean
-    weight of the anchor's negatives (ProGCL-weight, Xia et al. 2022, Eq. 9); the
-    per-category losses stay unweighted.
+    weight of the anchor's negatives (ProGCL-weight, Xia et al. 2022, Eq. 9); with ``mix`` > 0
+    the negatives stay unweighted and ``mix`` synthesised ones per anchor join them instead
+    (ProGCL-mix, ``mixed_negatives``, mixing inter-view candidates in the dense blocks and the
+    active ones otherwise); the per-category losses stay without either.
     """
+    if mix and weigh is None:
+        raise ValueError("ProGCL-mix needs the weights it mixes by (weigh)")
     pos = sims.positives()
     sums: dict[str, Tensor] | None = None
     if isinstance(sims, Similarities) and active[0].complete and active[1].complete:
         neg_1, neg_2, e12, e11 = _dense_sums(sims)
-        if weigh is not None:  # the categories below stay the unweighted sums HANS reads
+        plain_1 = neg_1
+        if mix:  # ProGCL mixes the other view's candidates, as its between-view similarities
+            extra = (mixed_negatives(sims.s12, weigh, mix, exclude_diagonal=True),  # type: ignore[arg-type]
+                     mixed_negatives(sims.s12.t(), weigh, mix, exclude_diagonal=True))  # type: ignore[arg-type]
+        elif weigh is not None:  # the categories below stay the unweighted sums HANS reads
             neg_1, neg_2 = _weighted_dense_sums(sims, weigh)
         if active[0].grouped:  # hard and easy gathered, intermediate (the largest) by difference
             with torch.no_grad():
@@ -266,12 +299,16 @@ def scheduled_info_nce(sims: AnchorSimilarities,
                 cand = e12 if e11 is None else torch.cat([e12, e11], dim=1)
                 hard = cand.gather(1, seg["hard"]).sum(1)
                 easy = cand.gather(1, seg["easy"]).sum(1)
-                sums = {"hard": hard, "inter": (neg_1 - hard - easy).clamp_min(0.0), "easy": easy}
+                sums = {"hard": hard, "inter": (plain_1 - hard - easy).clamp_min(0.0),
+                        "easy": easy}
     else:
         logits = [sims.logits(d, a) for d, a in enumerate(active)]
         exp_1, exp_2 = (torch.exp(x) for x in logits)
         neg_1, neg_2 = exp_1.sum(1), exp_2.sum(1)
-        if weigh is not None:  # each negative over the mean weight of the anchor's active ones
+        if mix:
+            extra = (mixed_negatives(logits[0], weigh, mix),  # type: ignore[arg-type]
+                     mixed_negatives(logits[1], weigh, mix))  # type: ignore[arg-type]
+        elif weigh is not None:  # each negative over the mean weight of the anchor's active ones
             w_1, w_2 = (weigh(x.detach()) for x in logits)
             neg_1 = (exp_1 * w_1).sum(1) / w_1.mean(1).clamp_min(1e-12)
             neg_2 = (exp_2 * w_2).sum(1) / w_2.mean(1).clamp_min(1e-12)
@@ -279,6 +316,8 @@ def scheduled_info_nce(sims: AnchorSimilarities,
             with torch.no_grad():
                 blocks = torch.split(exp_1, list(active[0].sizes), dim=1)
                 sums = {c: blk.sum(1) for c, blk in zip(CATEGORIES, blocks)}
+    if mix:  # the categories HANS reads stay the sums without the synthesised negatives
+        neg_1, neg_2 = neg_1 + extra[0], neg_2 + extra[1]
     loss = 0.5 * (_anchor_loss(pos, neg_1).mean() + _anchor_loss(pos, neg_2).mean())
     if sums is None:  # drawn without categories (sampled strata after saturation)
         return LossOutput(loss, dict.fromkeys(CATEGORIES, math.nan))

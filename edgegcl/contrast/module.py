@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from edgegcl.config import Section, option
+from edgegcl.errors import UsageError
 from edgegcl.contrast.hans import EQUAL_LOSSES, HANS, HANSConfig, HANSEvent
 from edgegcl.contrast.loss import (AnchorSimilarities, LossOutput, NegativeWeights,
                                    scheduled_info_nce, similarities)
@@ -40,9 +41,10 @@ from edgegcl.phases import PhaseClock
 
 __all__ = ["ContrastConfig", "EpochLoss", "HANSContrast"]
 
-NegativeWeight = Literal["none", "progcl"]
-"""``negative_weight``: the InfoNCE denominator's negatives as they are, or weighted as
-ProGCL-weight weighs them."""
+NegativeWeight = Literal["none", "progcl", "progcl-mix"]
+"""``negative_weight``: the InfoNCE denominator's negatives as they are, weighted as
+ProGCL-weight weighs them, or joined by ProGCL-mix's synthesised negatives."""
+NEGATIVE_WEIGHTS = ("none", "progcl", "progcl-mix")
 Hardness = Literal["similarity", "progcl"]
 """``hardness``: edgegcl.contrast.falseneg.HARDNESS."""
 Stratify = Literal["auto", "sampled", "exact"]
@@ -90,7 +92,18 @@ class ContrastConfig(Section):
         "none", "none, or progcl: each negative's exp-similarity in the InfoNCE denominator "
         "weighted by p(true negative) x similarity over the anchor's mean (ProGCL-weight; the "
         "Beta mixture fitted to each step's similarities); with --scheduler none this is "
-        "ProGCL-weight itself", omit_default=True)
+        "ProGCL-weight itself; or progcl-mix: the denominator gains --mix-negatives "
+        "synthesised negatives per anchor, each mixing two of its negatives of highest "
+        "p(true negative) x similarity by those weights (ProGCL-mix)", omit_default=True)
+    mix_negatives: int = option(1000, "--negative-weight progcl-mix: negatives of highest "
+                                "p(true negative) x similarity each anchor mixes in pairs, "
+                                "at most its candidates (ProGCL's sel_num)", at_least=1,
+                                at_most=1 << 20, omit_default=True)
+    false_negatives_from: int = option(
+        0, "epoch from which the false-negative estimate acts (--hardness progcl, "
+        "--negative-weight); before it the strata rank by similarity and the loss is plain "
+        "InfoNCE, as ProGCL's epoch_start waits for similarities worth fitting", at_least=0,
+        at_most=10**6, omit_default=True)
 
     STRATA_SETTINGS: ClassVar[tuple[str, ...]] = ("pick", "stratify", "stratify_sample",
                                                   "hardness")
@@ -106,15 +119,28 @@ class ContrastConfig(Section):
             return "exact" if self.pick == "hardest" else "sampled"
         return self.stratify
 
-    def check_with(self, scheduler: str) -> None:
-        """The rule between this section and the scheduler: HANS's hardest picks rank every
-        candidate (``check_pick``)."""
+    def check_with(self, scheduler: str, epochs: int | None = None) -> None:
+        """The rules between this section, the scheduler and the run's length: HANS's hardest
+        picks rank every candidate (``check_pick``); a false-negative estimate starts before
+        the last epoch."""
         if scheduler_class(scheduler).ranks_candidates:
             check_pick(self.pick, self.resolved_stratify(scheduler))
+        if epochs is not None and "false_negatives_from" not in self.unused(scheduler) \
+                and self.false_negatives_from >= epochs:
+            raise UsageError(f"--false-negatives-from {self.false_negatives_from} is not before "
+                             f"the run's end (--epochs {epochs}): the estimate would never act; "
+                             f"give an epoch below {epochs}")
 
     def unused(self, scheduler: str) -> tuple[str, ...]:
-        """The fields ``scheduler`` does not read: the strata's, unless it ranks candidates."""
-        return () if scheduler_class(scheduler).ranks_candidates else self.STRATA_SETTINGS
+        """The fields ``scheduler`` does not read: the strata's, unless it ranks candidates;
+        the mix's count without ProGCL-mix, the estimate's start without an estimate."""
+        ranks = scheduler_class(scheduler).ranks_candidates
+        out = () if ranks else self.STRATA_SETTINGS
+        if self.negative_weight != "progcl-mix":
+            out += ("mix_negatives",)
+        if self.negative_weight == "none" and (self.hardness == "similarity" or not ranks):
+            out += ("false_negatives_from",)
+        return out
 
 
 class ContrastWorld(Protocol):
@@ -159,6 +185,12 @@ class HANSContrast(nn.Module):
             ``world.gather_views``), and HANS reads the losses averaged over the ranks.
         hardness: what the strata rank: ``"similarity"`` or ``"progcl"`` (p(true negative)
             x similarity, the mixture fitted at each refresh: edgegcl.contrast.falseneg).
+        negative_weight: ``"none"``, ``"progcl"`` (ProGCL-weight: each negative's exp over
+            the anchor's mean of B = p(true negative) x similarity) or ``"progcl-mix"``
+            (ProGCL-mix: ``mix_negatives`` synthesised negatives added to the denominator).
+        mix_negatives: how many of each anchor's highest-B negatives ProGCL-mix pairs.
+        false_negatives_from: the epoch (``hans.epoch``, epochs stepped) from which the
+            estimate acts on the strata and the loss (ProGCL's epoch_start).
 
     Example:
         >>> import torch
@@ -177,7 +209,8 @@ class HANSContrast(nn.Module):
                  pick: str = "random", uniform: bool = False,
                  ratios: dict[str, float] | None = None,
                  world: ContrastWorld | None = None, hardness: str = "similarity",
-                 negative_weight: str = "none") -> None:
+                 negative_weight: str = "none", mix_negatives: int = 1000,
+                 false_negatives_from: int = 0) -> None:
         super().__init__()
         if tau <= 0 or refresh_every < 1:
             raise ValueError(f"need tau > 0 and refresh_every >= 1, got {tau=}, {refresh_every=}")
@@ -192,9 +225,13 @@ class HANSContrast(nn.Module):
         self.selector = NegativeSelector(ratios, refresh_every, stratify, stratify_sample, seed,
                                          pick, candidates, uniform=uniform, hardness=hardness)
         self.tau, self.logits, self.uniform, self.world = tau, logits, uniform, world
-        if negative_weight not in ("none", "progcl"):
-            raise ValueError(f"negative_weight must be none or progcl, got {negative_weight!r}")
+        if negative_weight not in NEGATIVE_WEIGHTS or mix_negatives < 1 or false_negatives_from < 0:
+            raise ValueError(f"negative_weight must be one of {NEGATIVE_WEIGHTS}, mix_negatives "
+                             f">= 1 and false_negatives_from >= 0, got {negative_weight!r}, "
+                             f"{mix_negatives}, {false_negatives_from}")
         self.negative_weight = negative_weight
+        self.mix_negatives = mix_negatives
+        self.false_negatives_from = false_negatives_from
         self.calls = 0
         self.last_epoch: EpochLoss | None = None
         """The means HANS read at the last ``step()``."""
@@ -216,7 +253,9 @@ class HANSContrast(nn.Module):
                    candidates=contrast.candidates, pick=contrast.pick if ranks else "random",
                    uniform=not ranks, ratios=hans.ratio_map(), world=world,
                    hardness=contrast.hardness if ranks else "similarity",
-                   negative_weight=contrast.negative_weight)
+                   negative_weight=contrast.negative_weight,
+                   mix_negatives=contrast.mix_negatives,
+                   false_negatives_from=contrast.false_negatives_from)
 
     def forward(self, h1: Tensor, h2: Tensor, *, step: int | None = None,
                 clock: PhaseClock | None = None) -> LossOutput:
@@ -239,20 +278,26 @@ class HANSContrast(nn.Module):
             h1, h2, self.tau, self.selector.candidates)
         if clock is not None:
             clock.mark("similarities")
-        active = self.selector.get(sims, self.hans, self.calls if step is None else step)
+        estimate = self.hans.epoch >= self.false_negatives_from
+        active = self.selector.get(sims, self.hans, self.calls if step is None else step,
+                                   estimate=estimate)
         if clock is not None:
             clock.mark("strata")
-        out = scheduled_info_nce(sims, active, self.hans.category_loss, self._weights(sims))
+        weigh = self._weights(sims) if estimate else None
+        out = scheduled_info_nce(sims, active, self.hans.category_loss, weigh,
+                                 mix=self.mix_negatives if weigh is not None
+                                 and self.negative_weight == "progcl-mix" else 0)
         if clock is not None:
             clock.mark("loss forward")
         self._epoch.append((out.loss.detach(), out.category, anchors))
         return out
 
     def _weights(self, sims: AnchorSimilarities) -> NegativeWeights | None:
-        """ProGCL-weight's weighting of this step (``negative_weight = "progcl"``): the Beta
-        mixture fitted to the first anchors' similarities with every ``C / 256``-th candidate
-        (a fixed sample: nothing random, so a resumed run weighs as the uninterrupted one)."""
-        if self.negative_weight != "progcl":
+        """ProGCL's B = p(true negative) x similarity of this step (``negative_weight``
+        ``"progcl"`` weighs by it, ``"progcl-mix"`` mixes by it): the Beta mixture fitted to the
+        first anchors' similarities with every ``C / 256``-th candidate (a fixed sample: nothing
+        random, so a resumed run weighs as the uninterrupted one)."""
+        if self.negative_weight == "none":
             return None
         block = sims.candidate_rows(0)(0, fit_rows(sims.num_anchors))
         cols = torch.arange(0, block.size(1), max(1, block.size(1) // 256), device=block.device)

@@ -136,7 +136,7 @@ class NegativeSelector:
         counts, size, _ = self.plan(num_anchors, hans)
         return size if self.stratify == "sampled" else sum(counts.values())
 
-    def get(self, sims: AnchorSimilarities, hans: HANS, epoch: int
+    def get(self, sims: AnchorSimilarities, hans: HANS, epoch: int, *, estimate: bool = True
             ) -> tuple[ActiveNegatives, ActiveNegatives]:
         if sims.intra != (self.candidates == "both"):
             raise ValueError(f"similarities {'with' if sims.intra else 'without'} intra-view "
@@ -148,12 +148,14 @@ class NegativeSelector:
                                                 device=sims.device),
                                     tuple(counts.values()), c, grouped=False)  # type: ignore[arg-type]
             return every, every
-        key = (tuple(counts.values()), hans.draw, sims.num_anchors, labels)
-        if self._active is not None and self._active[0].complete and key[0] == self._key[0]:
+        keyed = estimate and self.hardness == "progcl"  # strata by ProGCL's B from now on
+        key = (tuple(counts.values()), hans.draw, sims.num_anchors, labels, keyed)
+        if self._active is not None and self._active[0].complete and key[0] == self._key[0] \
+                and key[-1] == self._key[-1]:
             return self._active  # type: ignore[return-value]
         stale = (epoch - 1) % self.refresh_every == 0
         if self._active is None or key != self._key or stale:
-            fresh = tuple(self._schedule(sims, d, counts, size, labels, hans.draw)
+            fresh = tuple(self._schedule(sims, d, counts, size, labels, hans.draw, keyed)
                           for d in (0, 1))
             # similarities of this step only: a later step recomputes its own
             self._active = tuple(replace(a, values=None) for a in fresh)  # type: ignore[assignment]
@@ -162,14 +164,14 @@ class NegativeSelector:
         return self._active  # type: ignore[return-value]
 
     def _schedule(self, sims: AnchorSimilarities, direction: int, counts: dict[str, int],
-                  size: int, labels: bool, draw: int) -> ActiveNegatives:
+                  size: int, labels: bool, draw: int, keyed: bool) -> ActiveNegatives:
         b, c = sims.num_anchors, num_candidates(sims.num_anchors, self.candidates)
         if self.stratify == "sampled" and size < c:
             sample = draw_sample(b, size, self.generator, sims.device,
                                  candidates=self.candidates)
             values = sims.candidate_values(direction)
             key = None
-            if self.hardness == "progcl":
+            if keyed:
                 start, stop = next(iter(sample.chunks(b)))
                 key = true_negative_hardness(values(start, stop, sample), sims.tau)
             return schedule_sampled(values, b, sims.device, self.ratios,
@@ -178,7 +180,7 @@ class NegativeSelector:
                                     key=key)
         rows = sims.candidate_rows(direction)
         key = None
-        if self.hardness == "progcl":  # fitted on a few anchors' rows, a sample of columns
+        if keyed:  # fitted on a few anchors' rows, a sample of columns
             block = rows(0, fit_rows(b))
             cols = sample_columns(block.size(1), 256, self.generator).to(block.device)
             key = true_negative_hardness(block[:, cols], sims.tau)

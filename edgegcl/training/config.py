@@ -151,7 +151,7 @@ class TrainConfig:
             elif parts[name]:
                 section = replace(section, **parts[name])
             object.__setattr__(self, name, section)
-        self.contrast.check_with(self.hans.scheduler)
+        self.contrast.check_with(self.hans.scheduler, self.run.epochs)
 
     def __getattr__(self, name: str) -> Any:
         """An option by its unique name, from its section (``cfg.tau`` is
