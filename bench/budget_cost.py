@@ -147,6 +147,48 @@ def whole_runs(base: TrainConfig, data: Data, x: torch.Tensor, theta: float
             "saturated_at": float(hans.saturated_at or 0)}  # 0: never
 
 
+def whole_cells(values: dict[str, Any], data: Data, x: torch.Tensor, cells: list[str]
+                ) -> dict[str, float]:
+    """Mean epoch seconds over whole runs of bench.hardness's ``cells`` (``all`` first: the
+    baseline), each ``values`` + the cell's changes, stepped in alternating blocks of 10
+    epochs from epoch 1 to the last."""
+    from bench.hardness import cell_flags
+
+    cfgs = {cell: build(values, cell_flags(cell)) for cell in ["all", *cells]}
+    epochs = {c.epochs for c in cfgs.values()}
+    if len(epochs) != 1:
+        raise SystemExit(f"budget_cost: the cells run different epochs {sorted(epochs)}")
+    total = epochs.pop()
+    runs = {cell: Trainer(cfg, x.size(1), device=x.device, seed=0) for cell, cfg in cfgs.items()}
+    seconds = dict.fromkeys(runs, 0.0)
+    for start in range(0, total, 10):
+        for name, trainer in runs.items():
+            _sync(x.device)
+            t0 = time.perf_counter()
+            for _ in range(min(10, total - start)):
+                trainer.fit_epoch(x, data.edge_index)
+            _sync(x.device)
+            seconds[name] += time.perf_counter() - t0
+        print(f"budget_cost: whole runs, epoch {min(start + 10, total)}/{total}", flush=True)
+    return {name: s / total for name, s in seconds.items()}
+
+
+def cells_report(res: dict[str, Any]) -> str:
+    """The markdown of a ``--cells`` measurement: each cell's mean epoch against ``all``."""
+    lines = [f"# Whole-run epoch time of false-negative-aware settings on {res['dataset']}", "",
+             f"Measured {res['started']} on: {res['machine']}; {res['wall_min']:.1f} min wall, "
+             "nothing else running.", "", f"    {res['command']}", "",
+             f"Each cell is a whole {res['epochs']}-epoch run of `edgegcl train --dataset "
+             f"{res['dataset']}` (its tuned defaults) with bench.hardness's cell changes; all the "
+             "runs stepped side by side in one process, in alternating blocks of 10 epochs, so "
+             "a drift of the machine's speed falls on all of them. `all` is `--scheduler none`.",
+             "", "| cell | mean epoch ms | / all |", "|---|---|---|"]
+    base = res["whole"]["all"]
+    for cell, sec in res["whole"].items():
+        lines.append(f"| {cell} | {_ms(sec)} | {sec / base:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def _ms(s: float) -> str:
     return f"{1000 * s:.0f}"
 
@@ -218,13 +260,18 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--report-only", action="store_true",
                    help="rewrite the .md of --name's existing JSON")
+    p.add_argument("--cells", default="", help="instead: whole runs of these bench.hardness "
+                   "cells against all, side by side (e.g. random@0.1+negative_weight=progcl)")
     args = p.parse_args()
     name = args.name or f"budget-cost-{args.dataset.lower()}" + (
         "" if args.device == "cpu" else f"-{torch.device(args.device).type}")
+    if args.cells and args.name is None:
+        name = f"fn-cost-{args.dataset.lower()}"
     if args.report_only:
         from edgegcl.training.state import write_atomic
         res = json.loads((HERE / "results" / f"{name}.json").read_text())
-        write_atomic(HERE / "results" / f"{name}.md", report(res))
+        write_atomic(HERE / "results" / f"{name}.md",
+                     (cells_report if "cells" in res else report)(res))
         return
 
     from edgegcl.training.config import tuned_defaults
@@ -251,6 +298,15 @@ def main() -> None:
         "encoder_gflop": encoder_gflop(data, base),
         "rate_gflops": dense_rate_gflops(data.num_nodes, m.hidden_dim, m.out_dim, device),
         "rate_shape": f"[{data.num_nodes}, {m.hidden_dim}] x [{m.hidden_dim}, {m.out_dim}]"}
+    if args.cells:
+        cells = args.cells.split(",")
+        res.update(cells=cells, whole=whole_cells(
+            {"dataset": args.dataset, **tuned_defaults(args.dataset)[1], **flags}, data, x,
+            cells), wall_min=(time.perf_counter() - t0) / 60)
+        write_atomic(HERE / "results" / f"{name}.json", json.dumps(res, indent=1) + "\n")
+        write_atomic(HERE / "results" / f"{name}.md", cells_report(res))
+        print(cells_report(res))
+        return
     res["held"] = held_budgets(base, data, x, args.rounds)
     res["whole"] = whole_runs(base, data, x, args.theta)
     res["wall_min"] = (time.perf_counter() - t0) / 60

@@ -10,7 +10,9 @@ false negative" is scored against "same class":
 - **graph neighbours**: the candidate is a 1-hop neighbour of the anchor (message passing
   makes neighbours alike; homophily makes them same-class);
 - **mutual nearest neighbours across the views**: the candidate is among the anchor's k most
-  similar other-view rows and the anchor among the candidate's (k = 10).
+  similar other-view rows and the anchor among the candidate's (k = 10);
+- **closer than the positive**: the candidate is more similar to the anchor than the anchor's
+  own other view (one comparison per candidate against a number every step has).
 
 Then the strata themselves at each theta_max: the hard and intermediate picks of HANS's
 hardest picks ranked by similarity (``--hardness similarity``) and by ProGCL's
@@ -83,6 +85,7 @@ def estimates(cand: torch.Tensor, own: torch.Tensor, same: torch.Tensor,
     top = torch.zeros(b, b, dtype=torch.bool).scatter_(1, inter.topk(MUTUAL_K, 1).indices, True)
     mutual = top & top.t()
     mutual = torch.cat([mutual, torch.zeros_like(mutual)], dim=1)
+    closer = cand > cand.diagonal().unsqueeze(1)  # column i of row i: the positive
     means = (mixture.alphas / (mixture.alphas + mixture.betas)).flatten().tolist()
     return {"ProGCL Beta mixture (p(true negative) < 0.5)": {
                 **scores(p_tn < 0.5, same, valid),
@@ -91,6 +94,7 @@ def estimates(cand: torch.Tensor, own: torch.Tensor, same: torch.Tensor,
                            f"{float(mixture.weights[1]):.3f}"},
             "graph neighbours (1 hop)": scores(graph, same, valid),
             f"mutual {MUTUAL_K} nearest across the views": scores(mutual, same, valid),
+            "closer than the positive": scores(closer, same, valid),
             "uniform (every candidate)": scores(valid, same, valid)}
 
 
