@@ -159,10 +159,12 @@ def report(records: list[dict], invocations: list[dict], name: str, datasets: li
             lines.append(f"- theta_max {h.split('@')[1]}: val {val}, test {test}")
         base = min((c for c in mine if c.startswith("random@0.1")), key=len, default=None)
         if base is not None:
-            lines += ["", f"Each cell minus {base}, the same seeds (val / test):", ""]
+            common = set(base.split("+")[1:])  # the cells run with the same changes
+            lines += ["", f"Each cell with {base}'s changes minus it, the same seeds (val / "
+                      "test):", ""]
             lines += [f"- {c}: val {_paired(records, ds, c, base, 'honest_val_micro_f1')}, "
                       f"test {_paired(records, ds, c, base, 'honest_test_micro_f1')}"
-                      for c in mine if c != base]
+                      for c in mine if c != base and common <= set(c.split("+")[1:])]
         lines.append("")
     lines += [f"Raw runs: {name}.json; plot: {name}.png."]
     return "\n".join(lines) + "\n"
