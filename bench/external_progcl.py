@@ -128,7 +128,11 @@ def report(res: dict[str, Any]) -> str:
                   f"{h['machine']}:", "", f"      {h['command']}", ""]
     lines += [(__doc__ or "").split("\n\n")[1].replace("\n", " "), "",
               (__doc__ or "").split("\n\n")[2].replace("\n", " "), "",
-              "| dataset | mode | n | val | test | chosen epoch | epoch ms |", "|---|---|---|---|---|---|---|"]
+              "Columns: mean ± population std over seeds of the chosen checkpoint's validation "
+              "and honest test micro-F1; the median chosen epoch; epoch ms = the runs' own mean "
+              "epoch, on a machine doing other work too (not a side-by-side timing).", "",
+              "| dataset | mode | n | val | test | chosen epoch | epoch ms |",
+              "|---|---|---|---|---|---|---|"]
     for ds in sorted({r["dataset"] for r in res["runs"]}):
         for mode in MODES:
             runs = [r for r in res["runs"] if r["dataset"] == ds and r["mode"] == mode]
