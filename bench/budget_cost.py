@@ -124,6 +124,23 @@ def held_budgets(base: TrainConfig, data: Data, x: torch.Tensor, rounds: int
                    "phases_s": clocks[name].mean()} for name in steps}
 
 
+def _alternate(runs: dict[str, Trainer], data: Data, x: torch.Tensor, epochs: int
+               ) -> dict[str, float]:
+    """Mean epoch seconds of each trainer, all stepped ``epochs`` epochs in alternating blocks
+    of 10, so a drift of the machine's speed falls on all of them."""
+    seconds = dict.fromkeys(runs, 0.0)
+    for start in range(0, epochs, 10):
+        for name, trainer in runs.items():
+            _sync(x.device)
+            t0 = time.perf_counter()
+            for _ in range(min(10, epochs - start)):
+                trainer.fit_epoch(x, data.edge_index)
+            _sync(x.device)
+            seconds[name] += time.perf_counter() - t0
+        print(f"budget_cost: whole runs, epoch {min(start + 10, epochs)}/{epochs}", flush=True)
+    return {name: s / epochs for name, s in seconds.items()}
+
+
 def whole_runs(base: TrainConfig, data: Data, x: torch.Tensor, theta: float
                ) -> dict[str, float]:
     """Mean epoch seconds over whole runs: ``--theta-max theta`` against ``--scheduler
@@ -131,19 +148,9 @@ def whole_runs(base: TrainConfig, data: Data, x: torch.Tensor, theta: float
     runs = {f"{base.scheduler}@{theta:g}": Trainer(replace(base, theta_max=theta), x.size(1),
                                        device=x.device, seed=0),
             "all": Trainer(replace(base, scheduler="none"), x.size(1), device=x.device, seed=0)}
-    seconds = dict.fromkeys(runs, 0.0)
-    for start in range(0, base.epochs, 10):
-        for name, trainer in runs.items():
-            _sync(x.device)
-            t0 = time.perf_counter()
-            for _ in range(min(10, base.epochs - start)):
-                trainer.fit_epoch(x, data.edge_index)
-            _sync(x.device)
-            seconds[name] += time.perf_counter() - t0
-        print(f"budget_cost: whole runs, epoch {min(start + 10, base.epochs)}/{base.epochs}",
-              flush=True)
+    seconds = _alternate(runs, data, x, base.epochs)
     hans = runs[f"{base.scheduler}@{theta:g}"].hans
-    return {**{name: s / base.epochs for name, s in seconds.items()},
+    return {**seconds,
             "saturated_at": float(hans.saturated_at or 0)}  # 0: never
 
 
@@ -160,17 +167,7 @@ def whole_cells(values: dict[str, Any], data: Data, x: torch.Tensor, cells: list
         raise SystemExit(f"budget_cost: the cells run different epochs {sorted(epochs)}")
     total = epochs.pop()
     runs = {cell: Trainer(cfg, x.size(1), device=x.device, seed=0) for cell, cfg in cfgs.items()}
-    seconds = dict.fromkeys(runs, 0.0)
-    for start in range(0, total, 10):
-        for name, trainer in runs.items():
-            _sync(x.device)
-            t0 = time.perf_counter()
-            for _ in range(min(10, total - start)):
-                trainer.fit_epoch(x, data.edge_index)
-            _sync(x.device)
-            seconds[name] += time.perf_counter() - t0
-        print(f"budget_cost: whole runs, epoch {min(start + 10, total)}/{total}", flush=True)
-    return {name: s / total for name, s in seconds.items()}
+    return _alternate(runs, data, x, total)
 
 
 def cells_report(res: dict[str, Any]) -> str:
