@@ -20,9 +20,12 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory,
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    """The tests' graphs are tiny: threads gain nothing and, on a busy 2-core machine, thrash."""
+def _one_thread(monkeypatch: pytest.MonkeyPatch):
+    """The tests' graphs are tiny: threads gain nothing and, on a busy 2-core machine, thrash.
+    OMP_NUM_THREADS tells an in-process ``edgegcl train`` to keep that one thread instead of
+    measuring (edgegcl.training.threads); tests of the measurement remove it."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     yield
     torch.set_num_threads(before)

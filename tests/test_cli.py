@@ -35,7 +35,8 @@ SEED_KEYS = {"seed", "epoch_time_s", "train_time_s", "final_eta", "saturated_at_
 F1_KEYS = ("val_micro_f1", "val_macro_f1", "test_micro_f1", "test_macro_f1")
 SUMMARY_KEYS = {"epoch_time_s", "train_time_s", "peak_memory_bytes", *F1_KEYS,
                 "authors_protocol_test_micro_f1", "authors_protocol_test_macro_f1"}
-TOP_KEYS = {"edgegcl_version", "dataset", "num_nodes", "num_edges", "mode", "device", "labelled",
+TOP_KEYS = {"edgegcl_version", "dataset", "num_nodes", "num_edges", "mode", "device", "threads",
+            "labelled",
             "checkpoint_seed", "seeds", "summary"}
 
 
@@ -571,13 +572,13 @@ def test_a_crash_after_an_epoch_keeps_the_run_directory(tmp_path: Path,
 
     real = run_module.train_seed
 
-    def crash_after_one_epoch(*args: object):
-        *rest, on_epoch = args  # run() passes the epoch hook last
+    def crash_after_one_epoch(*args: object, **kwargs: object):
+        *rest, on_epoch = args  # run() passes the epoch hook last of its positionals
 
         def crash(*a: object) -> None:
             on_epoch(*a)
             raise RuntimeError("power cut")
-        return real(*rest, crash)
+        return real(*rest, crash, **kwargs)
     monkeypatch.setattr(run_module, "train_seed", crash_after_one_epoch)
     with pytest.raises(RuntimeError, match="power cut"):
         main(["train", *TINY, "--out", str(tmp_path / "run")])

@@ -71,6 +71,7 @@ from edgegcl.budget.profiles import DeviceProfile, memory_budget_bytes
 from edgegcl.training.engine import Trainer, batch_inputs
 from edgegcl.training.run import SeedResult
 from edgegcl.training.step import resolve_mode, structure_loader
+from edgegcl.training.threads import ThreadPicker
 
 WARMUP_STEPS = 2
 """Untimed steps first: allocator growth, kernel selection and the optimiser's state."""
@@ -207,6 +208,25 @@ def _measure(data: Data, cfg: TrainConfig, device: torch.device,
     else:  # an epoch is a sum of steps: the mean step, not the median, scales to it
         epoch_s = statistics.fmean(times) * steps_per_epoch(data.num_nodes, cfg, mode)
     return Cost(epoch_s, peak.peak_bytes, phases=tuple(clock.mean().items()))
+
+
+def pick_threads(data: Data, cfg: TrainConfig, device: torch.device,
+                 picker: ThreadPicker) -> None:
+    """Train a throwaway model at the run's settings (HANS at ``reachable_eta``) until
+    ``picker`` has chosen the thread count, so the measurements after it are taken at that
+    count (edgegcl.training.threads)."""
+    mode = resolve_mode(cfg.mode, data.num_nodes)
+    batches = _batches(data, cfg, mode, device)
+    trainer = Trainer(cfg, data.num_features, mode=mode, device=device, seed=0)
+    trainer.hans.eta = reachable_eta(cfg)
+    trainer.threads = picker
+    step = 0
+    while not picker.done:
+        step += 1
+        x, edge_index, hops, rows = next(batches)
+        trainer.train_step(x, edge_index, hops, rows, step=step)
+    del trainer, batches
+    _flush(device)
 
 
 def _flush(device: torch.device) -> None:

@@ -11,6 +11,8 @@ A profile is a small TOML file (the shipped ones are in the repository's ``profi
 - ``target_epoch_s``: seconds one training epoch may take, > 0
 - ``batch_size_min``, ``batch_size_max``: bounds on ``--batch-size`` (seed nodes per mini-batch)
   on this device, integers with 1 <= min <= max
+- ``threads``: CPU threads torch uses on this device (optional; 0 or absent: measured, as
+  ``--threads 0``); ``--threads N`` overrides it
 
 Every problem with a file is one ``UsageError`` line naming the field, what is wrong and the fix.
 Reading and listing profiles needs the standard library alone (``edgegcl profiles`` answers
@@ -38,8 +40,10 @@ DEVICE_KINDS = ("cuda", "cpu")
 MAX_GIB, MAX_EPOCH_S = 1 << 20, 1e7
 """Largest budgets a profile may state: a petabyte (2**20 GiB) of memory, four months an epoch."""
 FIELDS = ("name", "description", "device", "memory_budget_gib", "headroom", "target_epoch_s",
-          "batch_size_min", "batch_size_max")
-OPTIONAL = ("description",)
+          "batch_size_min", "batch_size_max", "threads")
+OPTIONAL = ("description", "threads")
+MAX_THREADS = 4096
+"""The most threads a profile may name (as ``--threads``)."""
 
 _HERE = Path(__file__).resolve().parents[1]  # edgegcl/
 # Installed from a wheel, the profiles are package data (pyproject.toml maps the repository's
@@ -61,6 +65,7 @@ class DeviceProfile:
     target_epoch_s: float
     batch_size_min: int
     batch_size_max: int
+    threads: int = 0
 
 
 def shipped_names() -> list[str]:
@@ -127,13 +132,18 @@ def _parse(raw: dict[str, Any], where: str) -> DeviceProfile:
         value = raw[field]
         if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
             raise fail(field, "a positive integer (seed nodes per mini-batch)", "1024")
+    threads = raw.get("threads", 0)
+    if not (isinstance(threads, int) and not isinstance(threads, bool)
+            and 0 <= threads <= MAX_THREADS):
+        raise fail("threads", f"an integer in [0, {MAX_THREADS}] (0: measured)", "4")
     if raw["batch_size_min"] > raw["batch_size_max"]:
         raise UsageError(f"{where}: batch_size_min ({raw['batch_size_min']}) is larger than "
                          f"batch_size_max ({raw['batch_size_max']}); swap them")
     return DeviceProfile(name=name, description=description, device=raw["device"],
                          memory_budget_gib=memory if memory == "auto" else float(memory),
                          headroom=float(headroom), target_epoch_s=float(raw["target_epoch_s"]),
-                         batch_size_min=raw["batch_size_min"], batch_size_max=raw["batch_size_max"])
+                         batch_size_min=raw["batch_size_min"], batch_size_max=raw["batch_size_max"],
+                         threads=threads)
 
 
 def with_budgets(profile: DeviceProfile, target_epoch_s: float | None = None,

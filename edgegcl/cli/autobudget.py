@@ -20,22 +20,30 @@ if TYPE_CHECKING:
     from edgegcl.budget.profiler import Calibration
     from edgegcl.budget.profiles import DeviceProfile
     from edgegcl.training.config import TrainConfig
+    from edgegcl.training.threads import ThreadChoice
 
 
 def calibrate_and_report(data: Data, cfg: TrainConfig, profile: DeviceProfile,
                          device: torch.device, run_dir: Path, then: str = "",
-                         remeasure: bool = False) -> Calibration:
-    """Run the profiler (measurements cached per device, graph and settings), print its table
-    and choice, and keep it as RUN_DIR/profile.json; one line when only the closest fit is
-    left (``then`` ends it), a UsageError when nothing fits in memory."""
+                         remeasure: bool = False, threads: ThreadChoice | None = None
+                         ) -> Calibration:
+    """Run the profiler (measurements cached per device, graph, settings and thread count),
+    print its table and choice, and keep it as RUN_DIR/profile.json; one line when only the
+    closest fit is left (``then`` ends it), a UsageError when nothing fits in memory. A
+    measuring ``threads`` chooses the thread count first (``pick_threads``), so the profiler
+    measures what training will run at."""
     from edgegcl.budget.cache import ProfileCache
-    from edgegcl.budget.profiler import calibrate, closest_fit_line
+    from edgegcl.budget.profiler import calibrate, closest_fit_line, pick_threads
     from edgegcl.budget.search import format_table
     from edgegcl.training.state import write_atomic
 
     def say(line: str) -> None:
         print(f"edgegcl: {line}", file=sys.stderr)
 
+    if threads is not None and threads.picker is not None and not threads.picker.done:
+        say(threads.line())
+        pick_threads(data, cfg, device, threads.picker)
+        say(threads.line())
     say(f"profiling on {device} under profile {profile.name} (HANS at the costliest state "
         "the run can reach)")
     cache = ProfileCache.for_run(data, cfg, device, lambda w: say(f"warning: {w}"), remeasure)

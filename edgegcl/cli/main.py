@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from edgegcl.budget.profiles import DeviceProfile
     from edgegcl.training.config import TrainConfig
     from edgegcl.training.run import SeedResult
+    from edgegcl.training.threads import ThreadChoice
 
 class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one line (no usage dump) with exit code 2.
@@ -282,14 +283,28 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
     return _Setup(cfg, data, device, profile, tuned, args.remeasure)
 
 
-def _calibrate(s: _Setup, run_dir: Path, then: str = "") -> Calibration:
+def _calibrate(s: _Setup, run_dir: Path, then: str = "",
+               threads: ThreadChoice | None = None) -> Calibration:
     """The profiler under ``s``'s profile, its table and choice printed and kept
-    (edgegcl.cli.autobudget)."""
+    (edgegcl.cli.autobudget); a measuring ``threads`` chooses the thread count first."""
     from edgegcl.cli.autobudget import calibrate_and_report
 
     assert s.profile is not None and s.data is not None
     return calibrate_and_report(s.data, s.cfg, s.profile, s.device, run_dir, then,
-                                s.remeasure)
+                                s.remeasure, threads)
+
+
+def _threads(s: _Setup, main: bool = True) -> ThreadChoice:
+    """How this run sets torch's threads: ``--threads``, else the profile's ``threads``,
+    else edgegcl.training.threads.resolve_threads's default; its line printed (rank 0) unless
+    the count is still to be measured (then the line comes once it is)."""
+    from edgegcl.training.threads import resolve_threads
+
+    count = s.cfg.threads or (s.profile.threads if s.profile is not None else 0)
+    choice = resolve_threads(count, s.device)
+    if choice.picker is None and main:
+        print(f"edgegcl: {choice.line()}", file=sys.stderr)
+    return choice
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
@@ -301,7 +316,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         s = _setup(args, hold)
         run_dir, _ = new_run_dir(hold, s.cfg.out, f"profile-{run_name(s.cfg.dataset)}")
         write_atomic(run_dir / "config.toml", to_toml(s.cfg))
-        _calibrate(s, run_dir)
+        _calibrate(s, run_dir, threads=_threads(s))
     return 0
 
 
@@ -358,9 +373,10 @@ def _train(args: argparse.Namespace, hold: ExitStack) -> int:
         return path
 
     run_dir = on_main(world, make_run_dir)
+    threads = _threads(s, main)
     cal = None
     if args.auto_budget:  # measured on rank 0's device, its choice used by every rank
-        cal = on_main(world, lambda: _calibrate(s, run_dir, "; training with it"))
+        cal = on_main(world, lambda: _calibrate(s, run_dir, "; training with it", threads))
         cfg = replace(cfg, theta_max=cal.chosen, batch_size=cal.batch_size, logits=cal.logits)
         if main and cal.meets_target:
             print(f"edgegcl: training with theta_max = {cal.chosen:.2f}"
@@ -406,7 +422,7 @@ def _train(args: argparse.Namespace, hold: ExitStack) -> int:
         metrics = run(cfg, data, run_dir, s.device,
                       report=None if cal is None else _auto_budget_report(cal, s.profile),
                       stop=lambda: bool(signals), resume=bool(args.resume), world=world,
-                      on_epoch=on_epoch)
+                      on_epoch=on_epoch, threads=threads)
     except Stopped as stopped:
         if main:
             again = "edgegcl train" if world is None else "torchrun ... -m edgegcl train"

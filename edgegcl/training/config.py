@@ -81,6 +81,10 @@ class RunConfig(Section):
     weight_decay: float = option(1e-5, "Adam weight decay", at_least=0.0)
     device: str = option("auto", "auto, cpu, cuda or cuda:N (under torchrun each rank's GPU is "
                          "LOCAL_RANK)")
+    threads: int = option(0, "CPU threads torch uses (0: OMP_NUM_THREADS when set, else the "
+                          "count of cores, cores/2, ..., 1 that the first training steps "
+                          "measure fastest; a GPU run keeps torch's default)", at_least=0,
+                          at_most=4096, omit_default=True)
     out: str = option("", "run directory to create ('': runs/DATASET-TIMESTAMP)")
     eval_every: int = option(20, "epochs between linear-probe checkpoints", at_least=1)
     checkpoint_every: int = option(0, "epochs between saves of each seed's full state for "

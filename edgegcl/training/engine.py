@@ -12,6 +12,7 @@ the augmentation stream and the epoch count), in the manner of ``torch.optim.lr_
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,7 @@ from edgegcl.nn.encoders import make_model
 from edgegcl.phases import PhaseClock
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.distributed import World, require_minibatch
+from edgegcl.training.threads import ThreadPicker
 
 __all__ = ["EpochResult", "Trainer", "batch_inputs"]
 
@@ -115,6 +117,9 @@ class Trainer:
             self.net = DistributedDataParallel(
                 self.model, device_ids=[self.device] if self.device.type == "cuda" else None)
         self.epoch = 0  # epochs completed
+        self.threads: ThreadPicker | None = None
+        """Times the first steps at its thread counts until it has chosen (``edgegcl.training.
+        threads``); the run sets it, None leaves torch's threads alone."""
 
     @property
     def hans(self) -> HANS:
@@ -162,6 +167,10 @@ class Trainer:
         """
         self.model.train()
         step = self.epoch + 1 if step is None else step
+        picker = self.threads if self.threads is not None and not self.threads.done else None
+        if picker is not None:
+            picker.begin()
+            t0 = time.perf_counter()
         h1, h2 = self.project(x, edge_index, num_sampled_nodes, rows)
         if clock is None:
             out = self.contrast(h1, h2, step=step)
@@ -180,6 +189,8 @@ class Trainer:
         if clock is not None:
             clock.mark("optimiser")
             clock.steps += 1
+        if picker is not None:
+            picker.end(time.perf_counter() - t0)
         return out
 
     def step(self) -> EpochResult:

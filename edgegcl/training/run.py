@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -50,6 +51,7 @@ from edgegcl.training.state import (
 from edgegcl.training.distributed import World, on_main
 from edgegcl.training.prober import Prober
 from edgegcl.training.step import resolve_mode, structure_loader
+from edgegcl.training.threads import ThreadChoice
 from edgegcl_embed.files import refuse_link
 
 
@@ -119,7 +121,8 @@ def _result_from_dict(raw: dict[str, Any]) -> SeedResult:
 def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                run_dir: Path, label: str, stop: Callable[[], bool] | None = None,
                resume: bool = False, world: World | None = None,
-               on_epoch: EpochHook | None = None) -> SeedResult:
+               on_epoch: EpochHook | None = None, threads: ThreadChoice | None = None
+               ) -> SeedResult:
     """Train one independent run (own split, initialisation and random streams) and probe it.
 
     Every ``checkpoint_every`` epochs (0: the probe interval), at the last epoch and when
@@ -135,6 +138,9 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     ``on_epoch(run_dir, row, events)``: called on rank 0 after each epoch with its
     ``epochs.csv`` row and HANS events, the first epoch's with the bootstrap's too
     (edgegcl.training.logger).
+
+    ``threads``: the run's thread choice (edgegcl.training.threads); a measuring one times
+    this seed's first steps, and its line is printed once it has chosen.
     """
     main = world is None or world.is_main
     torch.manual_seed(seed)
@@ -149,6 +155,9 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     baseline = current_bytes(device)
     trainer = Trainer(cfg, x.size(1), mode=mode, device=device, seed=seed, world=world)
     model, hans = trainer.model, trainer.hans
+    picker = None if threads is None else threads.picker
+    announce = picker is not None and not picker.done and main
+    trainer.threads = picker
     prober = Prober(data, seed, device, cfg.protocol)  # rank 0 alone probes under torchrun
     times: list[float] = []
     rows: list[dict[str, object]] = []  # epochs.csv
@@ -210,6 +219,10 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                     torch.cuda.synchronize(device)
                 times.append(time.perf_counter() - t0)
             peak = max(peak, memory.peak_bytes)
+            if announce and picker is not None and picker.done and threads is not None:
+                bar.close()
+                print(f"edgegcl: {threads.line()}", file=sys.stderr)
+                announce = False
             row: dict[str, object] = {
                 "epoch": epoch, "loss": result.loss,
                 **{f"loss_{c}": result.category[c] for c in CATEGORIES},
@@ -483,7 +496,8 @@ def _seed_file(path: Path, raw: dict[str, Any], seed: int, cfg: TrainConfig,
 def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
         report: Callable[[list[SeedResult]], dict[str, Any]] | None = None,
         stop: Callable[[], bool] | None = None, resume: bool = False,
-        world: World | None = None, on_epoch: EpochHook | None = None) -> dict[str, Any]:
+        world: World | None = None, on_epoch: EpochHook | None = None,
+        threads: ThreadChoice | None = None) -> dict[str, Any]:
     """Train ``cfg.seeds`` independent seeds, write the run directory, return the metrics.
 
     ``report``: more entries for ``metrics.json`` from the seeds' results (``--auto-budget``:
@@ -492,7 +506,8 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
     after every epoch (edgegcl.training.run.train_seed). ``resume``: continue the run in ``run_dir``:
     finished seeds are kept, the others continue from their ``state.pt``. ``world``: this
     rank under torchrun; rank 0 writes everything, the others train and return ``{}``.
-    ``on_epoch``: called after every epoch of every seed (``train_seed``).
+    ``on_epoch``: called after every epoch of every seed (``train_seed``). ``threads``: how
+    torch's CPU threads are set (edgegcl.training.threads); metrics.json records it.
     """
     main = world is None or world.is_main
     if resume:
@@ -521,7 +536,7 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
             results.append(done)
             continue
         result = train_seed(data, cfg, seed, device, seed_dir, f"seed {seed + 1}/{cfg.seeds}",
-                            stop, resume, world, on_epoch)
+                            stop, resume, world, on_epoch, threads=threads)
         if not main:
             continue
         save_checkpoint(seed_dir / "checkpoint.pt", result.encoder_state, cfg, data.x.size(1),
@@ -541,6 +556,7 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
         "num_edges": int(data.edge_index.size(1)),
         "mode": results[0].mode,
         "device": str(device),
+        **({} if threads is None else {"threads": threads.to_json()}),
         **({} if world is None else {"world_size": world.size, "negatives": world.negatives}),
         "labelled": any(r.selection is not None for r in results),
         "checkpoint_seed": best.seed,

@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 STATE_FORMAT = "edgegcl-seed-state-1"
 
-RESUMABLE = ("epochs", "device")
-"""Fields a resumed run may change: more (or as many) epochs, another device."""
+RESUMABLE = ("epochs", "device", "threads")
+"""Fields a resumed run may change: more (or as many) epochs, another device, its threads."""
 UNHASHED = (*RESUMABLE, "out")
 """Fields ``config_hash`` leaves out: what a resume may change, and where the run lives."""
 LOCK_NAME = ".edgegcl.lock"
