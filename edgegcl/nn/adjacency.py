@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
+
+from edgegcl.nn.sparse import Transpose, row_sums, transpose_pattern
 
 # CSR products are the point of this module; torch's "beta" notice would print on every run.
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
@@ -33,26 +35,31 @@ warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta"
 class LayerAdjacency:
     """Rows 0..T-1 of the normalised adjacency: what one layer propagates over.
 
-    ``neighbours`` is the T x S CSR matrix of the off-diagonal weights (row = target,
-    column = source) and ``self_weight`` the T diagonal weights 1 / deg; S is the number of
-    nodes the layer reads (its input rows).
+    ``matrix`` is the T x S CSR matrix A_hat[:T] (row = target, column = source), each row's
+    diagonal entry 1 / deg stored last; S is the number of nodes the layer reads (its input
+    rows). ``transposes`` keeps the pattern of its transpose for the backward
+    (edgegcl.nn.sparse), built at the first product that needs it and shared by the layers of
+    one graph that have the same rows (the full graph's two layers).
     """
 
-    neighbours: Tensor
-    self_weight: Tensor
+    matrix: Tensor
+    transposes: dict[str, Transpose] = field(default_factory=dict)
 
     @property
     def num_targets(self) -> int:
-        return self.self_weight.numel()
+        return int(self.matrix.size(0))
 
     def propagate(self, h: Tensor) -> Tensor:
-        """A_hat[:T] @ h for dense h with S rows: the aggregation step of Eq. 4.
-
-        The diagonal term is added in place into the product (autograd keeps h, not the
-        product), so one T x d tensor is allocated.
-        """
-        out = self.neighbours @ h
-        return out.addcmul_(self.self_weight.unsqueeze(1), h[: self.num_targets])
+        """A_hat[:T] @ h for dense h with S rows: the aggregation step of Eq. 4, one weighted
+        sum of h's rows per target (``edgegcl.nn.sparse.row_sums``)."""
+        t = None
+        if h.requires_grad:
+            t = self.transposes.get("t")
+            if t is None:
+                m = self.matrix
+                t = self.transposes["t"] = transpose_pattern(m.crow_indices(), m.col_indices(),
+                                                             m.size(1))
+        return row_sums(self.matrix, h, t)
 
 
 def gcn_adjacency(edge_index: Tensor, num_nodes: int,
@@ -63,7 +70,8 @@ def gcn_adjacency(edge_index: Tensor, num_nodes: int,
     nodes lie among the first T_l nodes. Edges need not be sorted: they are ordered by
     target here, with a stable sort skipped when they already are (a sampler's output).
     Weights are 1/sqrt(deg_i deg_j) with deg = in-degree + 1 (Eq. 4); duplicate edges count
-    as often as they appear. Equal to PyG's ``GCNConv`` normalisation.
+    as often as they appear. Equal to PyG's ``GCNConv`` normalisation. The layers' matrices
+    are prefixes of one CSR of the first max(T_l) rows, self-loops included.
     """
     src, dst = edge_index[0], edge_index[1]
     loops = src == dst
@@ -72,17 +80,35 @@ def gcn_adjacency(edge_index: Tensor, num_nodes: int,
     if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
         order = torch.argsort(dst, stable=True)
         src, dst = src.index_select(0, order), dst.index_select(0, order)
+    device = dst.device
     per_target = torch.bincount(dst, minlength=num_nodes)
     deg_inv_sqrt = (per_target + 1).to(torch.float32).rsqrt()
-    weight = deg_inv_sqrt.index_select(0, src) * deg_inv_sqrt.index_select(0, dst)
-    crow = torch.zeros(num_nodes + 1, dtype=torch.long, device=dst.device)
-    torch.cumsum(per_target, 0, out=crow[1:])
-    layers, sources = [], num_nodes
+    rows = max(targets_per_layer, default=0)
+    # rows 0..rows-1 with their diagonal entry last: row r's edges shift by r slots
+    crow = torch.zeros(rows + 1, dtype=torch.long, device=device)
+    torch.cumsum(per_target[:rows] + 1, 0, out=crow[1:])
+    edges = int(crow[rows]) - rows
+    row_of = torch.repeat_interleave(torch.arange(rows, device=device), per_target[:rows],
+                                     output_size=edges)
+    slots = torch.arange(edges, device=device) + row_of
+    col = torch.empty(edges + rows, dtype=torch.long, device=device)
+    val = torch.empty(edges + rows, dtype=torch.float32, device=device)
+    col[slots] = src[:edges]
+    val[slots] = deg_inv_sqrt.index_select(0, src[:edges]) * deg_inv_sqrt.index_select(
+        0, dst[:edges])
+    diagonal = crow[1:] - 1
+    col[diagonal] = torch.arange(rows, device=device)
+    val[diagonal] = deg_inv_sqrt[:rows].square()
+    layers: list[LayerAdjacency] = []
+    sources = num_nodes
     for targets in targets_per_layer:
+        if layers and (targets, sources) == tuple(layers[-1].matrix.shape):
+            layers.append(layers[-1])  # the same rows (full graph): one matrix, one transpose
+            continue
         end = int(crow[targets])
-        neighbours = torch.sparse_csr_tensor(crow[: targets + 1], src[:end], weight[:end],
-                                             (targets, sources), check_invariants=False)
-        layers.append(LayerAdjacency(neighbours, deg_inv_sqrt[:targets].square()))
+        matrix = torch.sparse_csr_tensor(crow[: targets + 1], col[:end], val[:end],
+                                         (targets, sources), check_invariants=False)
+        layers.append(LayerAdjacency(matrix))
         sources = targets
     return layers
 

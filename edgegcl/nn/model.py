@@ -22,6 +22,7 @@ from torch_geometric.nn.inits import glorot
 from edgegcl.config import Section, choices, option
 from edgegcl.errors import UsageError
 from edgegcl.nn.adjacency import LayerAdjacency, chunked_adjacency, gcn_adjacency
+from edgegcl.nn.sparse import TransposeCache, row_sums
 
 Activation = Literal["relu", "prelu", "elu", "rrelu"]
 ACTIVATIONS: tuple[str, ...] = choices(Activation)
@@ -115,11 +116,15 @@ class GCNLayer(nn.Module):
         self.lin = nn.Linear(in_dim, out_dim, bias=False)
         self.bias = nn.Parameter(torch.zeros(out_dim))
         glorot(self.lin.weight)
+        self._sparse_input = TransposeCache()  # sparse features: the backward's X^T pattern
 
     def forward(self, adj: LayerAdjacency, h: Tensor, in_keep: Tensor | None = None) -> Tensor:
         """A_hat (H o in_keep) W + b; ``in_keep`` (one 0/1 per input column, Eq. 2's nu_1)
         masks the columns of W instead of H: (H o nu) W^T = H (W o nu)^T, gradients included."""
         weight = self.lin.weight if in_keep is None else self.lin.weight * in_keep
+        if h.layout == torch.sparse_csr:  # X W^T as row sums of W^T (edgegcl.nn.sparse)
+            t = self._sparse_input.get(h) if weight.requires_grad else None
+            return adj.propagate(row_sums(h, weight.t(), t)).add_(self.bias)
         if h.layout == torch.strided and aggregate_first(adj, h.size(0), *weight.shape[::-1]):
             return nn.functional.linear(adj.propagate(h), weight, self.bias)
         return adj.propagate(nn.functional.linear(h, weight)).add_(self.bias)
@@ -127,7 +132,7 @@ class GCNLayer(nn.Module):
 
 def aggregate_first(adj: LayerAdjacency, num_inputs: int, d_in: int, d_out: int) -> bool:
     """Whether (A_hat H) W takes fewer multiply-adds than A_hat (H W) (see ``GCNLayer``)."""
-    nnz, t = adj.neighbours.values().numel() + adj.num_targets, adj.num_targets
+    nnz, t = adj.matrix.values().numel(), adj.num_targets
     return nnz * d_in + t * d_in * d_out < num_inputs * d_in * d_out + nnz * d_out
 
 

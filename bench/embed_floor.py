@@ -1,0 +1,189 @@
+"""Embedding inference against its floor, at 1 thread and at all cores, per CSR kernel.
+
+The floor of one embedding of the whole graph by ``EncoderSession`` (onnxruntime dense stages,
+CSR aggregation): the two layers' dense products at the rate this machine's BLAS reaches for
+them (numpy, float32, the same shapes), plus the bytes the sparse products must move (each
+stored entry reads its source row of d floats, its index and its value; each output row is
+written once) at the bandwidth a plain copy reaches with the same threads. Each thread count
+runs in its own process (numpy's BLAS and numba read their thread counts at start-up); the
+embedding is timed with numba's kernel and with scipy's, and the faster is what ``kernel
+"auto"`` should take on this machine.
+
+    python -m bench.embed_floor --nodes 100000 --repeats 5
+
+Writes bench/results/embedding-floor.{json,md}. Run it alone: it is a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+PROG = "bench.embed_floor"
+
+
+def _best(fn: Any, repeats: int) -> float:
+    """Median seconds of ``repeats`` calls after one warm-up."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def child(graph: Path, model: Path, threads: int, repeats: int) -> dict[str, Any]:
+    """In a fresh process whose BLAS and numba were given ``threads``: the floor's parts and
+    the session's embedding with each kernel."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    from edgegcl_embed.runtime import EncoderSession
+
+    with np.load(graph) as g:
+        x, edge_index = g["x"], g["edge_index"]
+        widths = [int(w) for w in g["widths"]]  # in, hidden, out
+        agg = [int(w) for w in g["aggregated"]]  # widths the two aggregations run at
+    n, nnz = x.shape[0], edge_index.shape[1] + x.shape[0]  # A_hat's entries: edges + loops
+    rng = np.random.default_rng(0)
+    dense_s = 0.0
+    for a, b in zip(widths[:-1], widths[1:]):
+        left = rng.standard_normal((n, a), dtype=np.float32)
+        right = rng.standard_normal((a, b), dtype=np.float32)
+        dense_s += _best(lambda left=left, right=right: left @ right, repeats)
+    src = rng.standard_normal(1 << 26, dtype=np.float32)  # 256 MiB: past any cache
+    dst = np.empty_like(src)
+    parts = np.array_split(np.arange(src.size), threads)
+    bounds = [(int(p[0]), int(p[-1]) + 1) for p in parts if p.size]
+
+    def copy() -> None:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(lambda b: np.copyto(dst[b[0]:b[1]], src[b[0]:b[1]]), bounds))
+    bandwidth = 2 * src.nbytes / _best(copy, repeats)  # read + write
+    sparse_bytes = sum(nnz * (4 * d + 8 + 4) + n * 4 * d for d in agg)
+    floor = dense_s + sparse_bytes / bandwidth
+    out: dict[str, Any] = {"threads": threads, "dense_s": dense_s, "copy_GBps": bandwidth / 1e9,
+                           "sparse_bytes": sparse_bytes, "floor_s": floor, "embed_s": {}}
+    for kernel in ("numba", "scipy"):
+        session = EncoderSession(model, threads=threads, kernel=kernel)
+        out["embed_s"][kernel] = _best(lambda: session.embed(x, edge_index), repeats)
+    return out
+
+
+def _prepare(nodes: int, work: Path) -> tuple[Path, Path, dict[str, Any]]:
+    """A synthetic graph (128 features, average degree 10) and a random-weight encoder of the
+    default widths, exported fp32."""
+    import numpy as np
+    import torch
+
+    from edgegcl.data import SyntheticSpec, synthetic_graph
+    from edgegcl.nn.model import GCNEncoder
+    from edgegcl.onnx.export import export_encoder
+    from edgegcl.training.checkpoint import load_checkpoint, save_checkpoint
+    from edgegcl.training.config import TrainConfig
+
+    cfg = TrainConfig(dataset="synthetic", nodes=nodes, classes=10, features=128,
+                      avg_degree=10.0, graph_seed=0)
+    data = synthetic_graph(SyntheticSpec(nodes, 10, 128, 10.0, 0.8, 0))
+    torch.manual_seed(0)
+    m = cfg.model_config()
+    ckpt = work / "model.pt"
+    save_checkpoint(ckpt, GCNEncoder(128, m).state_dict(), cfg, 128, 0, 0)
+    model = work / "model.onnx"
+    export_encoder(load_checkpoint(ckpt), model)
+    widths = [128, m.hidden_dim, m.out_dim]
+    # layer 1 aggregates at the narrower of its two sides; layer 2 after its product
+    aggregated = [min(128, m.hidden_dim), m.out_dim]
+    graph = work / "graph.npz"
+    np.savez(graph, x=data.x.numpy(), edge_index=data.edge_index.numpy(), widths=widths,
+             aggregated=aggregated)
+    return graph, model, {"nodes": nodes, "edges": int(data.edge_index.size(1)),
+                          "widths": widths, "aggregated": aggregated}
+
+
+def report(res: dict[str, Any]) -> str:
+    g = res["graph"]
+    lines = [f"# Embedding inference against its floor ({g['nodes']} nodes)", "",
+             f"Measured {res['started']} on: {res['machine']}; {res['wall_min']:.1f} min wall, "
+             "nothing else running.", "", f"    {res['command']}", "",
+             f"Synthetic graph: {g['nodes']} nodes, {g['edges']} edges, widths "
+             f"{' -> '.join(map(str, g['widths']))} (random weights), aggregations at "
+             f"{g['aggregated']} wide. Floor = the two dense products at this machine's numpy "
+             "rate for those shapes + the sparse products' bytes (per stored entry: a source "
+             "row, its index and value; each output row written once) at a plain copy's "
+             "bandwidth with the same threads. Median of the repeats after a warm-up.", "",
+             "| threads | dense ms | copy GB/s | sparse MB | floor ms | numba ms | scipy ms | "
+             "faster | best / floor |", "|---|---|---|---|---|---|---|---|---|"]
+    verdicts = []
+    for r in res["rows"]:
+        e = r["embed_s"]
+        kernel = min(e, key=e.__getitem__)
+        ratio = e[kernel] / r["floor_s"]
+        lines.append(f"| {r['threads']} | {1000 * r['dense_s']:.0f} | {r['copy_GBps']:.1f} | "
+                     f"{r['sparse_bytes'] / 1e6:.0f} | {1000 * r['floor_s']:.0f} | "
+                     f"{1000 * e['numba']:.0f} | {1000 * e['scipy']:.0f} | {kernel} | "
+                     f"{ratio:.2f} |")
+        verdicts.append(f"- {r['threads']} thread(s): {kernel} {1000 * e[kernel]:.0f} ms / floor "
+                        f"{1000 * r['floor_s']:.0f} ms = {ratio:.2f} (target <= 1.2): "
+                        f"**{'met' if ratio <= 1.2 else 'missed'}**")
+    return "\n".join([*lines, "", *verdicts, ""])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--nodes", type=int, default=100_000)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--child", nargs=4, metavar=("GRAPH", "MODEL", "THREADS", "REPEATS"),
+                   help=argparse.SUPPRESS)
+    p.add_argument("--report-only", action="store_true")
+    args = p.parse_args()
+    path = HERE / "results" / "embedding-floor.json"
+    if args.child:
+        graph, model, threads, repeats = args.child
+        print(json.dumps(child(Path(graph), Path(model), int(threads), int(repeats))))
+        return
+    from bench.machine import describe
+    from edgegcl.training.state import write_atomic
+    from edgegcl_embed.runtime import available_cores
+
+    if args.report_only:
+        write_atomic(path.with_suffix(".md"), report(json.loads(path.read_text())))
+        return
+    started, t0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.perf_counter()
+    cores = available_cores()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        graph, model, info = _prepare(args.nodes, Path(tmp))
+        for threads in sorted({1, cores}):
+            env = {**os.environ, "OMP_NUM_THREADS": str(threads),
+                   "OPENBLAS_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+                   "NUMBA_NUM_THREADS": str(threads)}
+            proc = subprocess.run([sys.executable, "-m", PROG, "--child", str(graph), str(model),
+                                   str(threads), str(args.repeats)], capture_output=True,
+                                  text=True, env=env, cwd=HERE.parent, check=False)
+            if proc.returncode != 0:
+                raise SystemExit(f"embed_floor: child at {threads} threads failed:\n"
+                                 f"{proc.stderr[-2000:]}")
+            rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            print(f"embed_floor: {threads} thread(s) done", flush=True)
+    res = {"started": started, "machine": describe(), "graph": info, "rows": rows,
+           "command": "python -m bench.embed_floor " + " ".join(sys.argv[1:]),
+           "wall_min": (time.perf_counter() - t0) / 60}
+    write_atomic(path, json.dumps(res, indent=1) + "\n")
+    write_atomic(path.with_suffix(".md"), report(res))
+    print(report(res))
+
+
+if __name__ == "__main__":
+    main()
