@@ -108,14 +108,18 @@ class GCNLayer(nn.Module):
     widths, which also keeps autograd from saving the S-row input for the weight gradient
     (it saves the T-row aggregate). Sparse CSR input (bag-of-words features) is always
     transformed first. Parameter names match PyG's ``GCNConv`` (``lin.weight``, ``bias``),
-    with its glorot / zero initialisation.
+    with its glorot / zero initialisation. ``columns_first`` stores W column by column (W^T
+    contiguous; same shape and values), so the first layer's sparse row sums read W^T without
+    a transposed copy of it, and of its gradient, at every step.
     """
 
-    def __init__(self, in_dim: int, out_dim: int) -> None:
+    def __init__(self, in_dim: int, out_dim: int, columns_first: bool = False) -> None:
         super().__init__()
         self.lin = nn.Linear(in_dim, out_dim, bias=False)
         self.bias = nn.Parameter(torch.zeros(out_dim))
         glorot(self.lin.weight)
+        if columns_first:  # drawn as before, then laid out by column
+            self.lin.weight = nn.Parameter(self.lin.weight.detach().t().contiguous().t())
         self._sparse_input = TransposeCache()  # sparse features: the backward's X^T pattern
 
     def forward(self, adj: LayerAdjacency, h: Tensor, in_keep: Tensor | None = None) -> Tensor:
@@ -154,7 +158,7 @@ class GCNEncoder(nn.Module):
 
     def __init__(self, in_dim: int, cfg: ModelConfig) -> None:
         super().__init__()
-        self.conv1 = GCNLayer(in_dim, cfg.hidden_dim)
+        self.conv1 = GCNLayer(in_dim, cfg.hidden_dim, columns_first=True)
         self.conv2 = GCNLayer(cfg.hidden_dim, cfg.out_dim)
         self.act1 = make_activation(cfg.activation, cfg.hidden_dim)
         self.act2 = make_activation(cfg.activation, cfg.out_dim)
