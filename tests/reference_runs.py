@@ -53,6 +53,7 @@ def record(run_dir: Path) -> dict[str, Any]:
     """A finished run directory as comparable plain values."""
     metrics = json.loads((run_dir / "metrics.json").read_text())
     metrics.pop("edgegcl_version")
+    metrics.pop("threads", None)  # the machine's (its cores), as timings are
     for part in (*metrics["seeds"], metrics["summary"]):
         for key in TIMINGS:
             part.pop(key, None)
@@ -80,7 +81,7 @@ def train(name: str, out: Path) -> dict[str, Any]:
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            code = main(["train", *COMMON, *RUNS[name], "--out", str(out)])
+            code = main(["train", *COMMON, *RUNS[name], "--threads", "1", "--out", str(out)])
     finally:
         torch.set_num_threads(before)
     if code != 0:

@@ -42,7 +42,8 @@ def test_gradcheck() -> None:
 def test_transpose_pattern_is_the_transpose() -> None:
     m = _random_csr(9, 6, 0.3, 1)
     t = transpose_pattern(m.crow_indices(), m.col_indices(), 6)
-    mt = torch.sparse_csr_tensor(t.crow, t.col, m.values()[t.order], (6, 9))
+    mt = torch.sparse_csr_tensor(t.crow, t.col, m.values()[t.order], (6, 9),
+                                 check_invariants=True)
     assert torch.equal(mt.to_dense(), m.to_dense().t())
 
 
