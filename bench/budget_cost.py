@@ -124,6 +124,24 @@ def held_budgets(base: TrainConfig, data: Data, x: torch.Tensor, rounds: int
                    "phases_s": clocks[name].mean()} for name in steps}
 
 
+def profiler_rounds(base: TrainConfig, data: Data, device: torch.device, theta: float,
+                    rounds: int) -> list[dict[str, float]]:
+    """The profiler's own measurement (``measure_theta``, both logits paths, the cheaper
+    kept as the search keeps it) of ``theta`` and of 1, alternated ``rounds`` times."""
+    from edgegcl.budget.profiler import measure_theta
+    from edgegcl.contrast.pairs import PATHS
+
+    out = []
+    for r in range(rounds):
+        row = {}
+        for t in (theta, 1.0):
+            row[f"{t:g}"] = min(measure_theta(data, replace(base, logits=path), device, t).epoch_s
+                                or float("inf") for path in PATHS)
+        out.append(row)
+        print(f"budget_cost: profiler round {r + 1}/{rounds}", flush=True)
+    return out
+
+
 def _alternate(runs: dict[str, Trainer], data: Data, x: torch.Tensor, epochs: int
                ) -> dict[str, float]:
     """Mean epoch seconds of each trainer, all stepped ``epochs`` epochs in alternating blocks
@@ -190,6 +208,19 @@ def _ms(s: float) -> str:
     return f"{1000 * s:.0f}"
 
 
+def _profiler_lines(res: dict[str, Any], theta: float) -> list[str]:
+    """The profiler's ratio per round and their median (runs without it: nothing)."""
+    rounds = res.get("profiler")
+    if not rounds:
+        return []
+    ratios = [r[f"{theta:g}"] / r["1"] for r in rounds]
+    return [f"The profiler's own measurement (`measure_theta`, the cheaper logits path, as "
+            f"`edgegcl profile` measures), theta_max {theta:g} then 1, {len(rounds)} rounds: "
+            + ", ".join(f"{_ms(r[f'{theta:g}'])} / {_ms(r['1'])} ms = {q:.2f}"
+                        for r, q in zip(rounds, ratios))
+            + f"; median **{statistics.median(ratios):.2f}** (target 0.40).", ""]
+
+
 def report(res: dict[str, Any]) -> str:
     heldr, whole = res["held"], res["whole"]
     full = heldr["hans@1"]["epoch_s"]
@@ -231,6 +262,7 @@ def report(res: dict[str, Any]) -> str:
               f"**{ratio:.2f}** (target 0.40).", "",
               f"Held at theta_max {theta:g} against theta_max 1, the same scheduler: {held_ratios}"
               " (target 0.40).", "",
+              *_profiler_lines(res, theta),
               "## The floor", "",
               f"The encoder and head, both views, forward and backward: "
               f"{res['encoder_gflop']:.1f} GFLOP per step; this machine's dense product "
@@ -304,6 +336,7 @@ def main() -> None:
         write_atomic(HERE / "results" / f"{name}.md", cells_report(res))
         print(cells_report(res))
         return
+    res["profiler"] = profiler_rounds(base, data, device, args.theta, args.rounds)
     res["held"] = held_budgets(base, data, x, args.rounds)
     res["whole"] = whole_runs(base, data, x, args.theta)
     res["wall_min"] = (time.perf_counter() - t0) / 60
