@@ -16,7 +16,6 @@ values by field name is what files, flags and presets exchange. This module impo
 from __future__ import annotations
 
 import copy
-import dataclasses
 import functools
 import json
 import math

@@ -12,7 +12,6 @@ from edgegcl.training.config import TrainConfig, validate
 from edgegcl.errors import UsageError
 from edgegcl.contrast.hans import CATEGORIES
 from edgegcl.contrast.loss import scheduled_info_nce, similarities
-from edgegcl.nn.model import AdNGCL
 from edgegcl.contrast.negatives import num_candidates, pool_sizes, schedule_negatives
 from edgegcl.contrast.pairs import ScheduledLogits, pair_similarities
 from edgegcl.contrast.selection import NegativeSelector

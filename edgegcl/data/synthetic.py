@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import torch
 from torch_geometric.data import Data
-from torch_geometric.utils import remove_self_loops
 
 from edgegcl.config import Section, option
 from edgegcl.data.validation import validate_graph
