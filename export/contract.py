@@ -3,7 +3,7 @@
 The exporter (``edgegcl.onnx.export``) writes models to this contract and the runtime
 (``export.runtime``) reads them by it, so the two cannot drift apart.
 
-Interface 2 (``edgegcl.interface = 2``, written since issue 15, the base of interface 3):
+Interface 2 (``edgegcl.interface = 2``, an older one, the base of interface 3):
 the file holds the encoder's *dense stages*, every one row-wise (a node's output row depends on
 its input row only); the sparse aggregation A_hat = D^-1/2 (A + I) D^-1/2 between them is left
 to the runtime, which multiplies by A_hat as a CSR matrix without [E, d] message buffers, on
@@ -19,7 +19,7 @@ to the stages it does not need. A node's degree (1 + its in-edges that are not s
 input self-loops replaced by one loop per node, as PyG's ``gcn_norm`` does) is counted on the
 *whole* graph, which is what makes embedding a k-hop subgraph exact.
 
-Interface 3 (``edgegcl.interface = 3``, written until issue 24) is interface 2 plus the matrix W1
+Interface 3 (``edgegcl.interface = 3``, an older one) is interface 2 plus the matrix W1
 that stage 0 multiplies x by, as outputs, when the model has stage 0: a runtime given sparse
 features computes ``z0 = x W1`` itself as a sparse product over x's nonzeros instead of a
 dense MatMul. An fp32 file has the output ``w1`` float32 [in_dim, width]; an INT8 file has its
@@ -30,7 +30,7 @@ computing it. They depend on no input (Identity nodes of initializers, free to r
 runtime fetches them once when it opens the file. Interface-2 files work unchanged; they only
 lack this sparse fast path.
 
-Interface 4 (``edgegcl.interface = 4``, the current one, written since issue 24): the
+Interface 4 (``edgegcl.interface = 4``, the current one): the
 *portable* model, one graph of standard ONNX ops with inputs ``x`` float32 [num_nodes, in_dim]
 and ``edge_index`` int64 [2, num_edges] (row 0 source, row 1 target) and the output
 ``embeddings``, which any ONNX runtime runs alone. It aggregates with a Loop over each node's
@@ -41,7 +41,7 @@ initializer ``STAGE0_INITIALIZER`` (INT8: its ``STAGE0_INITIALIZERS`` triple), s
 cuts the file back into an interface-3 model of its dense stages (``export.stages``) and
 aggregates with its own CSR kernels.
 
-Interface 1 (files written before issue 15, no ``edgegcl.interface`` key): one graph with
+Interface 1 (the first files, no ``edgegcl.interface`` key): one graph with
 inputs ``x`` float32 [num_nodes, in_dim], ``edge_index`` int64 [2, num_edges] (row 0 source,
 row 1 target) and ``deg`` float32 [num_nodes], output ``embeddings``; it aggregates with
 ScatterND, which onnxruntime's CPU kernel runs correctly on one thread only. The runtime still

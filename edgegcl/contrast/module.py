@@ -345,5 +345,5 @@ class HANSContrast(nn.Module):
         """Restore a ``state_dict()``; the kept strata go to ``device``."""
         self.hans.load_state_dict(state["hans"])
         self.selector.load_state_dict(state["selector"], device)
-        self.calls = int(state.get("calls", 0))  # seed states before issue 25 count none
+        self.calls = int(state.get("calls", 0))  # older seed states count none
         self._epoch = []

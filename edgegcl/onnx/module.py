@@ -11,7 +11,7 @@ order (A_hat (Z W) or (A_hat Z) W: aggregate at the narrower width):
   ``edgegcl.onnx.portable``), which the runtime cuts away again to multiply by A_hat as a CSR
   matrix (export.contract); interface 3's W1 outputs are added to the exported graph afterwards
   (``edgegcl.onnx.export.expose_initializer``).
-- ``ScatterGCN`` (interface 1, files written before issue 15): the whole encoder, aggregating
+- ``ScatterGCN`` (interface 1, the first files): the whole encoder, aggregating
   with one ``ScatterND(reduction="add")`` per layer over [E, d] messages. Kept so that old
   files can be reproduced in tests and measured beside the new design (bench.embed_speed).
   The generic lowerings are traps: torch.onnx turns ``index_add`` into a ScatterElements

@@ -37,7 +37,7 @@ from edgegcl_embed.contract import (INPUT_X, PORTABLE, STAGE0_INITIALIZERS, STAG
 from edgegcl_embed.runtime import EncoderSession, portable_session
 
 SCHEMES = {  # name: (quantize_dynamic's per_channel, reduce_range)
-    "tensor8": (False, False),  # one scale per matrix, -127..127 (written until issue 24)
+    "tensor8": (False, False),  # one scale per matrix, -127..127 (older files)
     "tensor7": (False, True),
     "channel8": (True, False),
     "channel7": (True, True),

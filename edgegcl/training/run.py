@@ -31,6 +31,7 @@ from edgegcl.training.engine import Trainer
 from edgegcl.errors import UsageError, first_line
 from edgegcl.evaluation.probe import ProbeScores, Selection
 from edgegcl.memory import PeakMemory, current_bytes
+from edgegcl.contrast.hans import HANSEvent
 from edgegcl.contrast.negatives import CATEGORIES
 from edgegcl.progress import Progress
 from edgegcl.nn.model import AdNGCL
@@ -118,6 +119,120 @@ def _result_from_dict(raw: dict[str, Any]) -> SeedResult:
         [(e, AuthorsScore(**a)) for e, a in raw["authors"]])
 
 
+class _Seed:
+    """One seed between epochs: its trainer and prober, the epoch times, the epochs.csv rows
+    and the peak memory so far; one epoch of training with its row (``epoch``), and the whole
+    state written to and read back from ``state.pt`` (``save``, ``restore``)."""
+
+    def __init__(self, data: Data, cfg: TrainConfig, seed: int, device: torch.device,
+                 run_dir: Path, world: World | None, threads: ThreadChoice | None) -> None:
+        self.cfg, self.seed, self.device = cfg, seed, device
+        self.run_dir, self.world = run_dir, world
+        self.main = world is None or world.is_main
+        torch.manual_seed(seed)
+        self.mode = mode = resolve_mode(cfg.mode, data.num_nodes)
+        self.features, self.edge_index = data.x.to(device), data.edge_index.to(device)
+        # full-graph steps and the probe's embeddings (rank 0 alone probes under torchrun)
+        self.x = as_features(self.features) if self.main or mode == "full" else self.features
+        self.loader = None if mode != "minibatch" else structure_loader(
+            data, cfg.run, seed, None if world is None else (world.rank, world.size))
+        # Training's memory is measured above this level: the graph and the sampler's index
+        # are storage, the model, optimiser state and everything after are training (as the
+        # profiler measures).
+        self.baseline = current_bytes(device)
+        self.trainer = Trainer(cfg, self.x.size(1), mode=mode, device=device, seed=seed,
+                               world=world)
+        self.picker = None if threads is None else threads.picker
+        self.trainer.threads = self.picker
+        self.prober = Prober(data, seed, device, cfg.protocol)  # rank 0 alone probes
+        self.anchors = data.num_nodes if mode == "full" else min(cfg.batch_size, data.num_nodes)
+        self.times: list[float] = []
+        self.rows: list[dict[str, object]] = []  # epochs.csv
+        self.peak = 0
+
+    def save(self) -> None:
+        """The whole state to ``state.pt`` (rank 0, with every rank's random streams)."""
+        trainer, loader = self.trainer, self.loader
+        ranks = None if self.world is None else self.world.gather(
+            {**trainer.streams(), "loader": loader_state(loader)})
+        if not self.main:
+            return
+        save_atomic({
+            "format": STATE_FORMAT, "config": self.cfg.to_dict(),
+            "config_hash": config_hash(self.cfg), "seed": self.seed,
+            "epoch": trainer.epoch, "trainer": trainer.state_dict(),
+            "loader": loader_state(loader), "global_rng": torch.get_rng_state(),
+            **self.prober.state_dict(), "times": self.times, "rows": self.rows,
+            "peak": self.peak, "ranks": ranks}, self.run_dir / "state.pt")
+
+    def restore(self, resume: bool) -> None:
+        """Continue from ``state.pt`` when resuming and it exists (every rank: rank 0 reads it
+        and broadcasts it)."""
+        world, state = self.world, None
+        if resume and self.main and (self.run_dir / "state.pt").exists():
+            state = read_state(self.run_dir / "state.pt")
+            _seed_file(self.run_dir / "state.pt", state, self.seed, self.cfg, {}, _state_parts)
+            _check_world(self.run_dir, 1 if world is None else world.size, state)
+        if world is not None and resume:
+            state = world.broadcast(state)
+        if state is None:
+            return
+        self.trainer.load_state_dict(state["trainer"])
+        load_loader_state(self.loader, state["loader"])
+        if world is not None:
+            mine = state["ranks"][world.rank]
+            self.trainer.load_streams(mine)
+            load_loader_state(self.loader, mine["loader"])
+        torch.set_rng_state(state["global_rng"])
+        self.prober.load_state_dict(state)
+        self.times, self.peak = list(state["times"]), int(state["peak"])
+        self.rows = list(state["rows"])
+
+    def epoch(self, epoch: int, bar: Progress) -> tuple[dict[str, object], list[HANSEvent]]:
+        """Train epoch ``epoch`` (probing on rank 0 when it is due): its epochs.csv row and the
+        HANS events its end produced."""
+        cfg, trainer, device = self.cfg, self.trainer, self.device
+        with PeakMemory(device, self.baseline) as memory:  # the training step(s), not the probe
+            t0 = time.perf_counter()
+            result = trainer.fit_epoch(
+                self.x if self.loader is None else self.features, self.edge_index, self.loader,
+                lambda i, n, mean: bar.update(epoch - 1 + i / n,
+                                              f"epoch {epoch}: batch {i}/{n} loss {mean:.4f}"))
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            self.times.append(time.perf_counter() - t0)
+        self.peak = max(self.peak, memory.peak_bytes)
+        hans = trainer.hans
+        row: dict[str, object] = {
+            "epoch": epoch, "loss": result.loss,
+            **{f"loss_{c}": result.category[c] for c in CATEGORIES},
+            **{f"eta_{c}": hans.eta[c] for c in CATEGORIES},
+            "active_per_anchor": sum(trainer.selector.plan(self.anchors, hans)[0].values()),
+            "budget_used": hans.budget_share(),
+            "epoch_s": self.times[-1], "peak_memory_bytes": memory.peak_bytes,
+            "val_micro_f1": "", "test_micro_f1": "", "authors_test_micro_f1": ""}
+        if self.main and (epoch % cfg.eval_every == 0 or epoch == cfg.epochs):
+            row.update(self.prober.probe(epoch, trainer.model, self.x, self.edge_index,
+                                         epoch == cfg.epochs))
+        self.rows.append(row)
+        return row, result.events
+
+    def result(self) -> SeedResult:
+        """The finished seed (rank 0: with the checkpoint chosen on validation)."""
+        cfg, hans, prober = self.cfg, self.trainer.hans, self.prober
+        if not self.main:  # rank 0 chose the checkpoint; this rank's part ends with training
+            return SeedResult(self.seed, self.mode, None, [], self.times, dict(hans.eta),
+                              hans.saturated_at, {}, 0, self.peak, cfg.T_int)
+        if prober.best_state is None:  # resumed at the last epoch: nothing left to train
+            raise UsageError(f"{self.run_dir} has no chosen checkpoint; remove its state.pt to "
+                             "restart this seed")
+        return SeedResult(self.seed, self.mode,
+                          prober.selection(self.trainer.model, self.x, self.edge_index),
+                          prober.history, self.times, dict(hans.eta), hans.saturated_at,
+                          prober.best_state, prober.best_epoch, self.peak, cfg.T_int,
+                          prober.authors)
+
+
 def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                run_dir: Path, label: str, stop: Callable[[], bool] | None = None,
                resume: bool = False, world: World | None = None,
@@ -137,129 +252,45 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
 
     ``on_epoch(run_dir, row, events)``: called on rank 0 after each epoch with its
     ``epochs.csv`` row and HANS events, the first epoch's with the bootstrap's too
-    (edgegcl.training.logger).
-
-    ``threads``: the run's thread choice (edgegcl.training.threads); a measuring one times
-    this seed's first steps, and its line is printed once it has chosen.
+    (edgegcl.training.logger). ``threads``: the run's thread choice
+    (edgegcl.training.threads); a measuring one times this seed's first steps, and its line is
+    printed once it has chosen.
     """
-    main = world is None or world.is_main
-    torch.manual_seed(seed)
-    mode = resolve_mode(cfg.mode, data.num_nodes)
-    features, edge_index = data.x.to(device), data.edge_index.to(device)
-    # full-graph steps and the probe's embeddings (rank 0 alone probes under torchrun)
-    x = as_features(features) if main or mode == "full" else features
-    loader = None if mode != "minibatch" else structure_loader(
-        data, cfg.run, seed, None if world is None else (world.rank, world.size))
-    # Training's memory is measured above this level: the graph and the sampler's index are
-    # storage, the model, optimiser state and everything after are training (as the profiler).
-    baseline = current_bytes(device)
-    trainer = Trainer(cfg, x.size(1), mode=mode, device=device, seed=seed, world=world)
-    model, hans = trainer.model, trainer.hans
-    picker = None if threads is None else threads.picker
-    announce = picker is not None and not picker.done and main
-    trainer.threads = picker
-    prober = Prober(data, seed, device, cfg.protocol)  # rank 0 alone probes under torchrun
-    times: list[float] = []
-    rows: list[dict[str, object]] = []  # epochs.csv
-    anchors = data.num_nodes if mode == "full" else min(cfg.batch_size, data.num_nodes)
-    peak = 0
-    every = cfg.checkpoint_every or cfg.eval_every
-
-    def save_state() -> None:
-        ranks = None if world is None else world.gather(
-            {**trainer.streams(), "loader": loader_state(loader)})
-        if not main:
-            return
-        save_atomic({
-            "format": STATE_FORMAT, "config": cfg.to_dict(), "config_hash": config_hash(cfg),
-            "seed": seed,
-            "epoch": trainer.epoch, "trainer": trainer.state_dict(),
-            "loader": loader_state(loader),
-            "global_rng": torch.get_rng_state(), **prober.state_dict(),
-            "times": times, "rows": rows, "peak": peak, "ranks": ranks}, run_dir / "state.pt")
-
-    state = None
-    if resume and main and (run_dir / "state.pt").exists():
-        state = read_state(run_dir / "state.pt")
-        _seed_file(run_dir / "state.pt", state, seed, cfg, {}, _state_parts)
-        _check_world(run_dir, 1 if world is None else world.size, state)
-    if world is not None and resume:
-        state = world.broadcast(state)
-    if state is not None:
-        trainer.load_state_dict(state["trainer"])
-        load_loader_state(loader, state["loader"])
-        if world is not None:
-            mine = state["ranks"][world.rank]
-            trainer.load_streams(mine)
-            load_loader_state(loader, mine["loader"])
-        torch.set_rng_state(state["global_rng"])
-        prober.load_state_dict(state)
-        times, peak = list(state["times"]), int(state["peak"])
-        rows = list(state["rows"])
-    start = trainer.epoch
+    run = _Seed(data, cfg, seed, device, run_dir, world, threads)
+    run.restore(resume)
+    main, hans, every = run.main, run.trainer.hans, cfg.checkpoint_every or cfg.eval_every
     bootstrap = len(hans.events)  # the events before any epoch (a new seed's: its bootstrap)
-    bar = Progress(cfg.epochs, label, start=start, enabled=main)
-    if main:
-        # the event log so far is HANS's own (it keeps every event); later ones are appended
+    announce = main and run.picker is not None and not run.picker.done
+    bar = Progress(cfg.epochs, label, start=run.trainer.epoch, enabled=main)
+    if main:  # the event log and curve so far (HANS keeps every event); later ones appended
         write_atomic(run_dir / "hans_events.jsonl",
                      "".join(json.dumps(asdict(ev)) + "\n" for ev in hans.events))
-        write_atomic(run_dir / "epochs.csv", csv_text(rows))  # the rows so far, then appended
-    with _appending(run_dir / "hans_events.jsonl", main) as events, \
+        write_atomic(run_dir / "epochs.csv", csv_text(run.rows))
+    with _appending(run_dir / "hans_events.jsonl", main) as log, \
             _appending(run_dir / "epochs.csv", main) as curve:
-        for epoch in range(start + 1, cfg.epochs + 1):
-            with PeakMemory(device, baseline) as memory:  # the training step(s), not the probe
-                t0 = time.perf_counter()
-                result = trainer.fit_epoch(
-                    x if loader is None else features, edge_index, loader,
-                    lambda i, n, mean, e=epoch: bar.update(
-                        e - 1 + i / n, f"epoch {e}: batch {i}/{n} loss {mean:.4f}"))
-                for ev in result.events:
-                    events.write(json.dumps(asdict(ev)) + "\n")
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                times.append(time.perf_counter() - t0)
-            peak = max(peak, memory.peak_bytes)
-            if announce and picker is not None and picker.done and threads is not None:
+        for epoch in range(run.trainer.epoch + 1, cfg.epochs + 1):
+            row, events = run.epoch(epoch, bar)
+            if announce and run.picker is not None and run.picker.done and threads is not None:
                 bar.close()
                 print(f"edgegcl: {threads.line()}", file=sys.stderr)
                 announce = False
-            row: dict[str, object] = {
-                "epoch": epoch, "loss": result.loss,
-                **{f"loss_{c}": result.category[c] for c in CATEGORIES},
-                **{f"eta_{c}": hans.eta[c] for c in CATEGORIES},
-                "active_per_anchor": sum(trainer.selector.plan(anchors, hans)[0].values()),
-                "budget_used": hans.budget_share(),
-                "epoch_s": times[-1], "peak_memory_bytes": memory.peak_bytes,
-                "val_micro_f1": "", "test_micro_f1": "", "authors_test_micro_f1": ""}
-            if main and (epoch % cfg.eval_every == 0 or epoch == cfg.epochs):  # rank 0 probes
-                row.update(prober.probe(epoch, model, x, edge_index, epoch == cfg.epochs))
-            rows.append(row)
+            log.write("".join(json.dumps(asdict(ev)) + "\n" for ev in events))
             curve.write(csv_text([row], header=False))
             if on_epoch is not None and main:  # a new seed's first also gets the bootstrap's
-                on_epoch(run_dir, row, [*(hans.events[:bootstrap] if epoch == 1 else []),
-                                        *result.events])
+                on_epoch(run_dir, row, [*(hans.events[:bootstrap] if epoch == 1 else []), *events])
             eta = " ".join(f"{c} {v:.2f}" for c, v in hans.eta.items())
-            bar.update(epoch, f"loss {result.loss:.4f} | eta {eta}")
-            stopping = stop is not None and stop()
-            if world is not None:
-                stopping = world.any(stopping)
+            bar.update(epoch, f"loss {row['loss']:.4f} | eta {eta}")
+            stopping = (stop is not None and stop())
+            stopping = world.any(stopping) if world is not None else stopping
             if epoch % every == 0 or epoch == cfg.epochs or stopping:
-                events.flush()
+                log.flush()
                 curve.flush()
-                save_state()
+                run.save()
             if stopping and epoch < cfg.epochs:
                 bar.close()
                 raise Stopped(seed, epoch)
     bar.close()
-    if not main:  # rank 0 chose the checkpoint; this rank's part ends with training
-        return SeedResult(seed, mode, None, [], times, dict(hans.eta), hans.saturated_at, {},
-                          0, peak, cfg.T_int)
-    if prober.best_state is None:  # resumed at the last epoch: nothing left to train
-        raise UsageError(f"{run_dir} has no chosen checkpoint; remove its state.pt to restart "
-                         "this seed")
-    return SeedResult(seed, mode, prober.selection(model, x, edge_index), prober.history,
-                      times, dict(hans.eta), hans.saturated_at, prober.best_state,
-                      prober.best_epoch, peak, cfg.T_int, prober.authors)
+    return run.result()
 
 
 def _check_world(run_dir: Path, size: int, state: dict[str, Any]) -> None:

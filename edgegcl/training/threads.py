@@ -147,8 +147,9 @@ class ThreadChoice:
                    "cuda": "the GPU trains; threads serve the host's share"}[self.source]
             return f"threads: {self.threads} ({why})"
         if not self.picker.done:
-            return (f"threads: measuring the first steps at {', '.join(map(str, self.picker.order))}"
-                    " threads, going down while fewer are faster (--threads N sets it)")
+            counts = ", ".join(map(str, self.picker.order))
+            return (f"threads: measuring the first steps at {counts} threads, going down while "
+                    "fewer are faster (--threads N sets it)")
         return (f"threads: {self.picker.chosen}, the fastest of the first steps ("
                 + ", ".join(f"{n}: {1000 * s:.0f} ms" for n, s in self.picker.medians().items())
                 + " per step; --threads N sets it)")
