@@ -15,8 +15,8 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from edgegcl.budget.profiler import Calibration
     from edgegcl.budget.profiles import DeviceProfile
     from edgegcl.training.config import TrainConfig
+    from edgegcl.training.distributed import World
     from edgegcl.training.run import SeedResult
     from edgegcl.training.threads import ThreadChoice
 
@@ -334,12 +335,109 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return _train(args, hold)
 
 
-def _train(args: argparse.Namespace, hold: ExitStack) -> int:
+def _join_world(s: _Setup) -> World | None:
+    """Under torchrun: join the ranks, share the graph and refuse full-graph mode (one line);
+    else None."""
+    from edgegcl.training.distributed import launched, require_minibatch, share_graph, start
+    from edgegcl.training.step import resolve_mode
+
+    if not launched():
+        return None
+    if s.cfg.mode != "auto":  # refused before joining the ranks; auto once the graph is known
+        require_minibatch(s.cfg.mode)
+    world = start(s.cfg.distributed, s.cfg.device)
+    s.device, s.data = world.device, share_graph(s.data, world)
+    assert s.data is not None
+    require_minibatch(resolve_mode(s.cfg.mode, s.data.num_nodes))
+    return world
+
+
+def _start_lines(s: _Setup, cfg: TrainConfig, run_dir: Path, world: World | None,
+                 cal: Calibration | None) -> None:
+    """What a run says before its first epoch (rank 0): the auto-budget choice, the tuned
+    defaults, HANS's pace, the graph and the run directory."""
     from edgegcl.budget.profiler import pace_line
-    from edgegcl.cli.rundir import new_run_dir, run_name
+
+    def say(line: str) -> None:
+        print(f"edgegcl: {line}", file=sys.stderr)
+
+    data = s.data
+    assert data is not None
+    if cal is not None and cal.meets_target:
+        say(f"training with theta_max = {cal.chosen:.2f}"
+            + (f", batch size {cal.batch_size}" if cal.mode == "minibatch" else "")
+            + f", {cal.logits} logits")
+    if s.tuned is not None:
+        say(f"{cfg.dataset} starts from its tuned defaults, {s.tuned.name} in the presets "
+            "(chosen on validation); flags override them, --config replaces them")
+    pace = pace_line(cfg)
+    if pace is not None:
+        say(pace)
+    ranks = "" if world is None else (f", {world.size} processes ({world.negatives} "
+                                      f"negatives, {cfg.batch_size} seeds per rank)")
+    say(f"training on {data.name} ({data.num_nodes} nodes, {data.edge_index.size(1)} edges), "
+        f"{cfg.seeds} seed(s){ranks}; run directory {run_dir}")
+
+
+class _StopAfterEpoch:
+    """SIGINT / SIGTERM handler while training: the first asks the run to stop after the
+    epoch (its state saved), a second one stops at once (not under torchrun, where Ctrl-C
+    reaches every rank and torchrun then sends SIGTERM). ``installed()`` sets it for a block."""
+
+    def __init__(self, world: World | None, main: bool) -> None:
+        self.world, self.main = world, main
+        self.signals: list[int] = []
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.signals:
+            if self.world is not None:
+                return
+            raise KeyboardInterrupt  # a second signal: stop now, without saving
+        self.signals.append(signum)
+        if self.main:
+            print("\nedgegcl: stopping after this epoch, once its state is saved"
+                  + (" (signal again to stop at once)" if self.world is None else ""),
+                  file=sys.stderr)
+
+    def __bool__(self) -> bool:
+        return bool(self.signals)
+
+    def exit_code(self) -> int:
+        """128 + the signal that stopped the run (SIGTERM when none did)."""
+        return 128 + (self.signals[0] if self.signals else signal.SIGTERM)
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        previous = {sig: signal.signal(sig, self) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _summary_lines(metrics: dict[str, Any], cfg: TrainConfig, run_dir: Path) -> None:
+    """What a finished run prints: test micro-F1 (and the authors' protocol's), the mean
+    epoch time, where the results are, and the auto-budget comparison."""
     from edgegcl.evaluation.authors import AUTHORS_LABEL
-    from edgegcl.training.distributed import (
-        RankLost, launched, on_main, require_minibatch, share_graph, start)
+
+    summary = metrics["summary"]
+    if "test_micro_f1" in summary:
+        print(f"test micro-F1 {_over_seeds(summary['test_micro_f1'], cfg.seeds)} (checkpoint "
+              "chosen on validation)")
+    if "authors_protocol_test_micro_f1" in summary:
+        print(f"{AUTHORS_LABEL}: test micro-F1 "
+              f"{_over_seeds(summary['authors_protocol_test_micro_f1'], cfg.seeds)}")
+    print(f"mean epoch time {summary['epoch_time_s']['mean']:.3f} s; results in {run_dir}")
+    if "auto_budget" in metrics:
+        from edgegcl.budget.profiler import auto_budget_line
+
+        print(auto_budget_line(metrics["auto_budget"]))
+
+
+def _train(args: argparse.Namespace, hold: ExitStack) -> int:
+    from edgegcl.cli.rundir import new_run_dir, run_name
+    from edgegcl.training.distributed import RankLost, launched, on_main
     from edgegcl.training.distributed import stop as stop_world
     from edgegcl.training.logger import make_logger
     from edgegcl.training.run import Stopped, run
@@ -351,16 +449,9 @@ def _train(args: argparse.Namespace, hold: ExitStack) -> int:
     logger = make_logger(args.logger)
     # under torchrun only each machine's local rank 0 loads the graph; it is then shared
     s = _setup(args, hold, graph=not launched() or os.environ.get("LOCAL_RANK", "0") == "0")
-    cfg, world = s.cfg, None
-    if launched():
-        if cfg.mode != "auto":  # refused before joining the ranks; auto once the graph is known
-            require_minibatch(cfg.mode)
-        world = start(cfg.distributed, cfg.device)
-        s.device, s.data = world.device, share_graph(s.data, world)
-        require_minibatch(resolve_mode(cfg.mode, s.data.num_nodes))
-    data = s.data
+    world = _join_world(s)
+    cfg, data, main = s.cfg, s.data, world is None or world.is_main
     assert data is not None
-    main = world is None or world.is_main
     if resolve_mode(cfg.mode, data.num_nodes) == "full":
         check_full_graph_memory(data.num_nodes, s.device)
     starts: list[Callable[[], None]] = []  # marks a new run directory as started (rank 0)
@@ -378,37 +469,11 @@ def _train(args: argparse.Namespace, hold: ExitStack) -> int:
     if args.auto_budget:  # measured on rank 0's device, its choice used by every rank
         cal = on_main(world, lambda: _calibrate(s, run_dir, "; training with it", threads))
         cfg = replace(cfg, theta_max=cal.chosen, batch_size=cal.batch_size, logits=cal.logits)
-        if main and cal.meets_target:
-            print(f"edgegcl: training with theta_max = {cal.chosen:.2f}"
-                  + (f", batch size {cal.batch_size}" if cal.mode == "minibatch" else "")
-                  + f", {cal.logits} logits", file=sys.stderr)
-    if s.tuned is not None and main:
-        print(f"edgegcl: {cfg.dataset} starts from its tuned defaults, {s.tuned.name} in the "
-              "presets (chosen on validation); flags override them, --config replaces them",
-              file=sys.stderr)
-    pace = pace_line(cfg)
-    if pace is not None and main:
-        print(f"edgegcl: {pace}", file=sys.stderr)
     if main:
-        ranks = "" if world is None else (f", {world.size} processes ({world.negatives} "
-                                          f"negatives, {cfg.batch_size} seeds per rank)")
-        print(f"edgegcl: training on {data.name} ({data.num_nodes} nodes, "
-              f"{data.edge_index.size(1)} edges), {cfg.seeds} seed(s){ranks}; run directory "
-              f"{run_dir}", file=sys.stderr)
+        _start_lines(s, cfg, run_dir, world, cal)
     if _INTERRUPTED:  # a Ctrl-C while starting up that a library swallowed
         raise KeyboardInterrupt
-    signals: list[int] = []
-
-    def stop_after_epoch(signum: int, frame: object) -> None:
-        if signals:
-            if world is not None:  # Ctrl-C reaches every rank, then torchrun's SIGTERM
-                return
-            raise KeyboardInterrupt  # a second signal: stop now, without saving
-        signals.append(signum)
-        if main:
-            print("\nedgegcl: stopping after this epoch, once its state is saved"
-                  + (" (signal again to stop at once)" if world is None else ""),
-                  file=sys.stderr)
+    stop = _StopAfterEpoch(world, main)
 
     def on_epoch(seed_dir: Path, row: dict[str, object], events: list[Any]) -> None:
         while starts:  # an epoch is trained: the run directory is kept from here on
@@ -416,19 +481,18 @@ def _train(args: argparse.Namespace, hold: ExitStack) -> int:
         if logger is not None:
             logger.epoch(seed_dir, row, events)
 
-    previous = {sig: signal.signal(sig, stop_after_epoch)
-                for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        metrics = run(cfg, data, run_dir, s.device,
-                      report=None if cal is None else _auto_budget_report(cal, s.profile),
-                      stop=lambda: bool(signals), resume=bool(args.resume), world=world,
-                      on_epoch=on_epoch, threads=threads)
+        with stop.installed():
+            metrics = run(cfg, data, run_dir, s.device,
+                          report=None if cal is None else _auto_budget_report(cal, s.profile),
+                          stop=lambda: bool(stop), resume=bool(args.resume), world=world,
+                          on_epoch=on_epoch, threads=threads)
     except Stopped as stopped:
         if main:
             again = "edgegcl train" if world is None else "torchrun ... -m edgegcl train"
             print(f"edgegcl: {stopped}; state saved; continue with: {again} --resume "
                   f"{run_dir}", file=sys.stderr)
-        return 128 + (signals[0] if signals else signal.SIGTERM)
+        return stop.exit_code()
     except RuntimeError as exc:  # a collective failed: gloo / NCCL raise RuntimeErrors
         if world is None:
             raise
@@ -437,25 +501,11 @@ def _train(args: argparse.Namespace, hold: ExitStack) -> int:
               f"... -m edgegcl train --resume {run_dir}", file=sys.stderr)
         return 1
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         stop_world()
         if logger is not None:
             logger.close()
-    if not main:
-        return 0
-    summary = metrics["summary"]
-    if "test_micro_f1" in summary:
-        print(f"test micro-F1 {_over_seeds(summary['test_micro_f1'], cfg.seeds)} (checkpoint "
-              "chosen on validation)")
-    if "authors_protocol_test_micro_f1" in summary:
-        print(f"{AUTHORS_LABEL}: test micro-F1 "
-              f"{_over_seeds(summary['authors_protocol_test_micro_f1'], cfg.seeds)}")
-    print(f"mean epoch time {summary['epoch_time_s']['mean']:.3f} s; results in {run_dir}")
-    if "auto_budget" in metrics:
-        from edgegcl.budget.profiler import auto_budget_line
-
-        print(auto_budget_line(metrics["auto_budget"]))
+    if main:
+        _summary_lines(metrics, cfg, run_dir)
     return 0
 
 
