@@ -302,6 +302,22 @@ class CSRNeighborSampler(BaseSampler):
         return torch.masked_select(seg, keep), torch.masked_select(slot, keep)
 
 
+def _seed_order(num_seeds: int, batch_size: int, shuffle: bool, seed: int,
+                shard: tuple[int, int] | None) -> dict[str, Any]:
+    """The loader's ``sampler`` argument: this rank's share of a shuffled order under
+    torchrun (``ShardedIndices``), a shuffled order, or none (the loader's own order)."""
+    generator = torch.Generator().manual_seed(int(seed))
+    if shard is None:
+        return {"sampler": ShuffledIndices(num_seeds, generator)} if shuffle else {}
+    rank, world = shard
+    if not 0 <= rank < world:
+        raise UsageError(f"shard rank must lie in [0, {world}), got {rank}")
+    if num_seeds < world:
+        raise UsageError(f"{world} processes need at least {world} seed nodes, the graph "
+                         f"has {num_seeds}; start fewer processes (--nproc-per-node)")
+    return {"sampler": ShardedIndices(num_seeds, generator, rank, world, batch_size, shuffle)}
+
+
 def make_loader(
     data: Data,
     batch_size: int,
@@ -356,21 +372,11 @@ def make_loader(
         input_nodes = _check_input_nodes(input_nodes, num_nodes)
     if sampler == "auto":
         sampler = "pyg" if pyg_sampler_available() else "builtin"
-    generator = torch.Generator().manual_seed(int(seed))
     num_seeds = num_nodes if input_nodes is None else (
         int(input_nodes.sum()) if input_nodes.dtype == torch.bool else input_nodes.numel())
+    order = _seed_order(num_seeds, batch_size, shuffle, seed, shard)
     if shard is not None:
-        rank, world = shard
-        if not 0 <= rank < world:
-            raise UsageError(f"shard rank must lie in [0, {world}), got {rank}")
-        if num_seeds < world:
-            raise UsageError(f"{world} processes need at least {world} seed nodes, the graph "
-                             f"has {num_seeds}; start fewer processes (--nproc-per-node)")
-        order = {"sampler": ShardedIndices(num_seeds, generator, rank, world, batch_size,
-                                           shuffle)}
-        seed = seed + SHARD_SEED_STRIDE * rank  # own neighbour draws, same seed order
-    else:
-        order = {"sampler": ShuffledIndices(num_seeds, generator)} if shuffle else {}
+        seed = seed + SHARD_SEED_STRIDE * shard[0]  # own neighbour draws, same seed order
     if sampler == "pyg":
         if not pyg_sampler_available():
             raise UsageError(

@@ -271,20 +271,7 @@ def linear_probe(
         >>> linear_probe(z, y, random_split(200, seed=0)).test_micro > 90
         True
     """
-    if embeddings.dim() != 2 or y.shape != (embeddings.shape[0],):
-        raise ValueError(
-            f"need embeddings [N, D] and labels [N], "
-            f"got {tuple(embeddings.shape)} and {tuple(y.shape)}"
-        )
-    if not weight_decays or min(weight_decays) < 0:
-        raise ValueError(
-            f"weight_decays must be non-empty and non-negative, got {tuple(weight_decays)}"
-        )
-    if epochs < 1 or lr <= 0:
-        raise ValueError(f"need epochs >= 1 and lr > 0, got {epochs=}, {lr=}")
-    if split.train.numel() == 0 or split.val.numel() == 0 or split.test.numel() == 0:
-        raise ValueError("train, validation and test sets must all be non-empty")
-
+    _check_probe(embeddings, y, split, weight_decays, epochs, lr)
     device = embeddings.device
     embeddings = embeddings.detach()
     y = y.to(device=device, dtype=torch.long)
@@ -314,16 +301,25 @@ def linear_probe(
     val_scores = [val_counts.scores(g) for g in range(groups)]
     best = max(range(groups), key=lambda g: (val_scores[g][0], -g))
     test_micro, test_macro = counts(test).scores(best)
-    return ProbeScores(
-        val_micro=val_scores[best][0],
-        val_macro=val_scores[best][1],
-        test_micro=test_micro,
-        test_macro=test_macro,
-        weight_decay=float(weight_decays[best]),
-        num_train=train.numel(),
-        num_val=val.numel(),
-        num_test=test.numel(),
-    )
+    return ProbeScores(val_micro=val_scores[best][0], val_macro=val_scores[best][1],
+                       test_micro=test_micro, test_macro=test_macro,
+                       weight_decay=float(weight_decays[best]), num_train=train.numel(),
+                       num_val=val.numel(), num_test=test.numel())
+
+
+def _check_probe(embeddings: Tensor, y: Tensor, split: Split, weight_decays: Sequence[float],
+                 epochs: int, lr: float) -> None:
+    """``linear_probe``'s arguments, or a ValueError saying which is wrong."""
+    if embeddings.dim() != 2 or y.shape != (embeddings.shape[0],):
+        raise ValueError(f"need embeddings [N, D] and labels [N], "
+                         f"got {tuple(embeddings.shape)} and {tuple(y.shape)}")
+    if not weight_decays or min(weight_decays) < 0:
+        raise ValueError(
+            f"weight_decays must be non-empty and non-negative, got {tuple(weight_decays)}")
+    if epochs < 1 or lr <= 0:
+        raise ValueError(f"need epochs >= 1 and lr > 0, got {epochs=}, {lr=}")
+    if split.train.numel() == 0 or split.val.numel() == 0 or split.test.numel() == 0:
+        raise ValueError("train, validation and test sets must all be non-empty")
 
 
 @dataclass(frozen=True)
