@@ -14,15 +14,18 @@ first layer x W1. Two implementations, chosen per session (``KERNELS``):
 Both sum each row's nonzeros in their stored order, starting from zero; numba's adds them two
 at a time (two source rows in flight per pass: the gathers of a graph's rows, not the
 arithmetic, bound the product, and this was 15-18 % faster on a 1M-entry graph,
-docs/performance.md), so the two agree to float32 rounding (tested), not to the last bit. ``auto`` takes numba when it is installed; for
-a process that embeds once (the ``edgegcl-embed`` command), ``one_shot_kernel`` takes it only
-where the graph repays numba's start-up.
+docs/performance.md), so the two agree to float32 rounding (tested), not to the last bit.
+``auto`` takes the faster of the two on the machine, measured once per process
+(``faster_kernel``); for a process that embeds once (the ``edgegcl-embed`` command),
+``one_shot_kernel`` takes numba only where the graph repays its start-up. A kernel named
+explicitly gives bitwise-repeatable embeddings across runs.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -65,16 +68,56 @@ def _check_name(kernel: str) -> None:
         raise InputError(f"kernel must be one of {', '.join(KERNELS)}, got {kernel!r}")
 
 
+MEASURE_SHAPE = (4096, 16, 32768, 128)
+"""The product ``faster_kernel`` times: rows, entries per row, table rows (16 MiB, past a
+small device's caches, gathered in random order as an aggregation does) and width."""
+NUMBA_MARGIN = 1.1
+"""scipy is chosen only when numba's loop takes more than this multiple of its time, so
+that timing noise does not switch kernels between runs on one machine."""
+
+_faster: list[str] = []  # faster_kernel's answer, once measured
+
+
+def _product_seconds(kernel: str, rows: int, per_row: int, table: int, width: int) -> float:
+    """Best of three timings of ``kernel`` on a random CSR product of that shape."""
+    rng = np.random.default_rng(0)
+    indptr = np.arange(0, rows * per_row + 1, per_row, dtype=np.int64)
+    indices = rng.integers(0, table, rows * per_row).astype(np.int64)
+    data = rng.random(rows * per_row, dtype=np.float32)
+    h = rng.random((table, width), dtype=np.float32)
+    out = np.empty((rows, width), dtype=np.float32)
+    best = float("inf")
+    for _ in range(4):  # the first also loads numba's compiled loop
+        start = time.perf_counter()
+        csr_rows_product(kernel, data, indices, indptr, 0, rows, h, out)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def faster_kernel() -> str:
+    """Of numba's and scipy's loops, the one that runs the CSR product faster on this machine
+    (``MEASURE_SHAPE``, timed once per process, some tens of milliseconds): numba unless
+    scipy's is faster by more than NUMBA_MARGIN; scipy where numba cannot run."""
+    if not _faster:
+        if numba_problem():
+            _faster.append("scipy")
+        else:
+            numba_s = _product_seconds("numba", *MEASURE_SHAPE)
+            scipy_s = _product_seconds("scipy", *MEASURE_SHAPE)
+            _faster.append("scipy" if numba_s > NUMBA_MARGIN * scipy_s else "numba")
+    return _faster[0]
+
+
 def resolve_kernel(kernel: str) -> str:
-    """``kernel`` as the implementation it names: "auto" -> "numba" where numba's loops can
-    run, else "scipy". A kernel not in KERNELS, or "numba" where it cannot run, is a one-line
-    InputError."""
+    """``kernel`` as the implementation it names: "auto" -> the faster on this machine
+    (``faster_kernel``: numba's where it runs and is not slower). A kernel not in KERNELS, or
+    "numba" where it cannot run, is a one-line InputError."""
     _check_name(kernel)
     if kernel == "scipy":
         return kernel
     problem = numba_problem()
     if kernel == "auto":
-        return "scipy" if problem else "numba"
+        return "scipy" if problem else faster_kernel()
     if problem:
         raise InputError(f"kernel 'numba' cannot run: {problem}; pip install numba (a version "
                          "that supports this numpy), or use kernel 'scipy'")

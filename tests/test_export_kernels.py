@@ -126,7 +126,8 @@ def test_kernel_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(InputError, match="kernel must be one of auto, numba, scipy"):
         resolve_kernel("fast")
     assert resolve_kernel("scipy") == "scipy"
-    assert resolve_kernel("auto") == ("scipy" if kernels.numba_problem() else "numba")
+    assert resolve_kernel("auto") == ("scipy" if kernels.numba_problem() else
+                                      kernels.faster_kernel())
     for problem in ("numba is not installed here", "numba does not import here (Numba needs "
                                                    "NumPy 2.3 or less)"):
         monkeypatch.setattr(kernels, "numba_problem", lambda problem=problem: problem)
@@ -146,3 +147,20 @@ def test_cli_kernel_without_numba_is_one_line(monkeypatch: pytest.MonkeyPatch,
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "pip install numba" in lines[0], err
     assert not out.exists()
+
+
+@needs_numba
+@pytest.mark.parametrize("numba_s,chosen", [(1.0, "numba"), (1.05, "numba"), (1.5, "scipy")])
+def test_auto_takes_the_faster_kernel(monkeypatch: pytest.MonkeyPatch, numba_s: float,
+                                      chosen: str) -> None:
+    """numba unless scipy's loop is faster by more than the margin (timings replaced)."""
+    monkeypatch.setattr(kernels, "_faster", [])
+    monkeypatch.setattr(kernels, "_product_seconds",
+                        lambda kernel, *shape: numba_s if kernel == "numba" else 1.0)
+    assert resolve_kernel("auto") == chosen
+    monkeypatch.setattr(kernels, "_product_seconds", lambda *a: 1 / 0)  # measured once
+    assert resolve_kernel("auto") == chosen
+
+
+def test_the_measurement_times_a_real_product() -> None:
+    assert 0 < kernels._product_seconds("scipy", 64, 4, 256, 8) < 10
