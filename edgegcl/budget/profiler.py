@@ -69,7 +69,7 @@ from edgegcl.contrast.pairs import PATHS
 from edgegcl.phases import PhaseClock
 from edgegcl.budget.profiles import DeviceProfile, memory_budget_bytes
 from edgegcl.training.engine import Trainer, batch_inputs
-from edgegcl.training.run import SeedResult
+from edgegcl.training.results import SeedResult
 from edgegcl.training.step import resolve_mode, structure_loader
 from edgegcl.training.threads import ThreadPicker
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from edgegcl.budget.profiles import DeviceProfile
     from edgegcl.training.config import TrainConfig
     from edgegcl.training.distributed import World
-    from edgegcl.training.run import SeedResult
+    from edgegcl.training.results import SeedResult
     from edgegcl.training.threads import ThreadChoice
 
 class _Parser(argparse.ArgumentParser):
@@ -225,14 +225,14 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
     """Config (file, else the dataset's tuned defaults; then flags), device (the profile's,
     when one is given) and, with ``graph``, the graph; the allocator set to reuse freed pages
     (edgegcl.memory.reuse_freed_memory). A resumed run is locked (in ``hold``) before its
-    files are read, and refused if they cannot continue (edgegcl.training.run.check_resume)."""
+    files are read, and refused if they cannot continue (edgegcl.training.resume.check_resume)."""
     from edgegcl.budget.profiles import check_device_present, load_profile, with_budgets
     from edgegcl.training.config import FIELDS, build, load_toml, tuned_defaults, unused_settings
     from edgegcl.data import load_graph
     from edgegcl.memory import reuse_freed_memory
     from edgegcl.nn.encoders import check_model_size
     from edgegcl.trust import allow_encoder
-    from edgegcl.training.run import check_resume
+    from edgegcl.training.resume import check_resume
     from edgegcl.training.step import resolve_device
 
     if not args.profile and (args.target_epoch_s, args.memory_gib) != (None, None):

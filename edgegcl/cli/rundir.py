@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from edgegcl.errors import UsageError
+
+if TYPE_CHECKING:
+    from edgegcl.training.state import RunLock
 
 
 WRITTEN = re.compile(r"config\.toml|profile\.json|metrics\.json|checkpoint\.pt|seed-\d+|"
@@ -37,8 +44,6 @@ def new_run_dir(hold: ExitStack, out: str, name: str) -> tuple[Path, Callable[[]
     exception removes the files a run writes (``WRITTEN``), then the directory and the folders
     made for it when nothing else is in them, so that a failed start leaves nothing behind and
     takes nothing it did not make."""
-    from edgegcl.training.run import prepare_run_dir
-
     existed = bool(out) and Path(out).is_dir()
     parent = (Path(out) if out else Path("runs") / name).absolute().parent
     made = [p for p in (parent, *parent.parents) if not p.exists()]  # mkdir's parents
@@ -64,3 +69,33 @@ def new_run_dir(hold: ExitStack, out: str, name: str) -> tuple[Path, Callable[[]
 
     hold.push(discard)
     return run_dir, lambda: started.append(True)
+
+
+def prepare_run_dir(out: str, name: str) -> RunLock:
+    """A new, empty run directory, locked for this process (``with prepare_run_dir(...) as
+    run_dir``): ``out``, or ``runs/NAME-TIMESTAMP``; an existing non-empty one is never
+    written, nor one another process holds."""
+    from edgegcl.training.state import LOCK_NAME, RunLock
+
+    path = Path(out) if out else Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+    def refuse_if_used() -> None:
+        if path.exists() and (not path.is_dir() or any(p.name != LOCK_NAME
+                                                       for p in path.iterdir())):
+            raise UsageError(f"run directory {path} already exists and is not empty; "
+                             "pass a new --out (nothing was written)")
+
+    refuse_if_used()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create run directory {path} ({exc.strerror}); "
+                         "pass a writable --out") from None
+    lock = RunLock(path)
+    try:
+        refuse_if_used()  # written by another process between the first look and the lock
+    except UsageError:
+        lock.release()
+        raise
+    return lock
+

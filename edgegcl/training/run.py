@@ -1,46 +1,47 @@
-"""A training run: independent seeds, each trained and probed, the run directory, and the
-metrics over seeds.
+"""A training run: independent seeds, each trained and probed, written into the run directory
+with the metrics over seeds.
 
 Per seed the loop trains (``edgegcl.training.engine.Trainer``), probes the frozen embeddings every
 ``eval_every`` epochs, keeps the encoder whose validation micro-F1 is best, and writes that
-checkpoint, the HANS event log and the metrics.
+checkpoint, the HANS event log and the curve; a hook passed as ``on_epoch`` sees every epoch's
+row. What a seed produced and the metrics: ``edgegcl.training.results``; whether a run
+directory can be resumed: ``edgegcl.training.resume``.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
 from torch_geometric.data import Data
 
 from edgegcl import __version__
 from edgegcl.nn.augment import as_features
-from edgegcl.evaluation.authors import AUTHORS_LABEL, AuthorsScore, authors_figure
-from edgegcl.training.checkpoint import misfit, save_checkpoint
+from edgegcl.training.checkpoint import save_checkpoint
 from edgegcl.training.config import TrainConfig, to_toml
 from edgegcl.training.curves import csv_text
 from edgegcl.training.engine import Trainer
-from edgegcl.errors import UsageError, first_line
-from edgegcl.evaluation.probe import ProbeScores, Selection
+from edgegcl.errors import UsageError
 from edgegcl.memory import PeakMemory, current_bytes
 from edgegcl.contrast.hans import HANSEvent
 from edgegcl.contrast.negatives import CATEGORIES
 from edgegcl.progress import Progress
-from edgegcl.nn.model import AdNGCL
+from edgegcl.training.resume import (
+    check_resume,
+    check_seed_file,
+    check_world,
+    finished_seed,
+    state_parts,
+)
+from edgegcl.training.results import SeedResult, result_to_dict, seed_metrics, summarise
 from edgegcl.training.state import (
-    LOCK_NAME,
     STATE_FORMAT,
-    RunLock,
-    load_tensors,
-    check_config,
     config_hash,
     guard_writes,
     load_loader_state,
@@ -56,34 +57,8 @@ from edgegcl.training.threads import ThreadChoice
 from edgegcl_embed.files import refuse_link
 
 
-
 EpochHook = Callable[[Path, "dict[str, object]", "list[Any]"], None]
 """Called after each epoch with the seed's directory, its epochs.csv row and HANS events."""
-
-
-@dataclass
-class SeedResult:
-    """What one seed produced: the checkpoint choice, the probe history, timings and HANS."""
-
-    seed: int
-    mode: str
-    selection: Selection | None
-    history: list[tuple[int, ProbeScores]]
-    epoch_times: list[float]
-    final_eta: dict[str, float]
-    saturated_at: int | None
-    encoder_state: dict[str, Tensor] = field(repr=False)
-    selected_epoch: int = 0
-    peak_memory_bytes: int = 0
-    T_int: int = 1
-    authors: list[tuple[int, AuthorsScore]] = field(default_factory=list)
-    """The authors'-protocol evaluation of every checkpoint (``protocol = "both"``)."""
-
-    @property
-    def final_epoch_s(self) -> float:
-        """Median epoch time over the last T_int epochs, which run in the schedule's final
-        state: the state the profiler predicts (edgegcl.budget.profiler.reachable_eta)."""
-        return statistics.median(self.epoch_times[-self.T_int:])
 
 
 class Stopped(Exception):
@@ -94,29 +69,6 @@ class Stopped(Exception):
         super().__init__(f"stopped after epoch {epoch} of seed {seed}" if epoch else
                          f"stopped before seed {seed}")
         self.seed, self.epoch = seed, epoch
-
-
-def _result_to_dict(r: SeedResult) -> dict[str, Any]:
-    """A finished seed as plain values (``seed-K/result.pt``), for a resumed run's metrics."""
-    return {"seed": r.seed, "mode": r.mode,
-            "selection": None if r.selection is None else {
-                "epoch": r.selection.epoch, "scores": asdict(r.selection.scores)},
-            "history": [[e, asdict(sc)] for e, sc in r.history], "epoch_times": r.epoch_times,
-            "final_eta": r.final_eta, "saturated_at": r.saturated_at,
-            "encoder_state": r.encoder_state, "selected_epoch": r.selected_epoch,
-            "peak_memory_bytes": r.peak_memory_bytes, "T_int": r.T_int,
-            "authors": [[e, asdict(a)] for e, a in r.authors]}
-
-
-def _result_from_dict(raw: dict[str, Any]) -> SeedResult:
-    sel = raw["selection"]
-    return SeedResult(
-        raw["seed"], raw["mode"],
-        None if sel is None else Selection(sel["epoch"], ProbeScores(**sel["scores"])),
-        [(e, ProbeScores(**sc)) for e, sc in raw["history"]], list(raw["epoch_times"]),
-        dict(raw["final_eta"]), raw["saturated_at"], raw["encoder_state"], raw["selected_epoch"],
-        raw["peak_memory_bytes"], raw["T_int"],
-        [(e, AuthorsScore(**a)) for e, a in raw["authors"]])
 
 
 class _Seed:
@@ -171,8 +123,8 @@ class _Seed:
         world, state = self.world, None
         if resume and self.main and (self.run_dir / "state.pt").exists():
             state = read_state(self.run_dir / "state.pt")
-            _seed_file(self.run_dir / "state.pt", state, self.seed, self.cfg, {}, _state_parts)
-            _check_world(self.run_dir, 1 if world is None else world.size, state)
+            check_seed_file(self.run_dir / "state.pt", state, self.seed, self.cfg, {}, state_parts)
+            check_world(self.run_dir, 1 if world is None else world.size, state)
         if world is not None and resume:
             state = world.broadcast(state)
         if state is None:
@@ -293,17 +245,6 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     return run.result()
 
 
-def _check_world(run_dir: Path, size: int, state: dict[str, Any]) -> None:
-    """A seed state resumes only with as many processes as wrote it: each rank's random
-    streams are in it."""
-    saved = len(state.get("ranks") or [None])
-    if saved != size:
-        raise UsageError(f"{run_dir} was trained by {saved} process(es), not {size}; resume "
-                         f"it with the same number (torchrun --nproc-per-node {saved})"
-                         if saved > 1 else f"{run_dir} was trained by one process; resume "
-                         "it without torchrun")
-
-
 class _appending:
     """A file opened for appending on the writing rank; elsewhere a sink that writes nothing.
     A disk that refuses an append is one line (the saved state, which a resume rewrites the
@@ -333,195 +274,6 @@ class _appending:
         if self.fh is not None:
             with guard_writes(self.path):
                 self.fh.flush()
-
-
-def _mean_std(values: list[float]) -> dict[str, float]:
-    """Mean and population standard deviation (numpy's default, as the papers' tables)."""
-    return {"mean": statistics.fmean(values), "std": statistics.pstdev(values)}
-
-
-def _seed_metrics(r: SeedResult) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "seed": r.seed,
-        "epoch_time_s": {"mean": statistics.fmean(r.epoch_times),
-                         "median": statistics.median(r.epoch_times)},
-        "train_time_s": sum(r.epoch_times),
-        "final_eta": r.final_eta,
-        "saturated_at_epoch": r.saturated_at,
-        "final_epoch_time_s": r.final_epoch_s,
-        "peak_memory_bytes": r.peak_memory_bytes,
-    }
-    if r.selection is not None:
-        s = r.selection
-        probe = r.history[-1][1]  # every checkpoint probe of a seed uses the same nodes
-        out.update({
-            "selected_epoch": s.epoch,
-            "val_micro_f1": s.scores.val_micro, "val_macro_f1": s.scores.val_macro,
-            "test_micro_f1": s.scores.test_micro, "test_macro_f1": s.scores.test_macro,
-            "probe_weight_decay": s.scores.weight_decay,
-            "checkpoint_probe": {
-                "train_nodes": probe.num_train, "val_nodes": probe.num_val,
-                "test_nodes": probe.num_test,
-                "sampled": (probe.num_train, probe.num_val) != (s.scores.num_train,
-                                                                s.scores.num_val)},
-            "history": [{"epoch": ep, **_f1_fields(sc)} for ep, sc in r.history],
-        })
-    if r.authors:
-        epoch, best = authors_figure(r.authors)
-        out["authors_protocol"] = {
-            "label": AUTHORS_LABEL, "epoch": epoch,
-            "test_micro_f1": best.test_micro, "test_macro_f1": best.test_macro,
-            "history": [{"epoch": ep, "test_micro_f1": a.test_micro,
-                         "test_macro_f1": a.test_macro, "val_micro_f1": a.val_micro,
-                         "classifier_epoch": a.classifier_epoch} for ep, a in r.authors],
-        }
-    return out
-
-
-def _f1_fields(scores: ProbeScores) -> dict[str, float]:
-    """A probe's F1 scores and weight decay (its node counts are in ``checkpoint_probe``)."""
-    return {k: v for k, v in asdict(scores).items() if not k.startswith("num_")}
-
-
-def summarise(results: list[SeedResult]) -> dict[str, Any]:
-    """Mean/std over seeds of every reported figure (the honest protocol, and the authors'
-    where it ran)."""
-    summary: dict[str, Any] = {
-        "epoch_time_s": _mean_std([statistics.fmean(r.epoch_times) for r in results]),
-        "train_time_s": _mean_std([sum(r.epoch_times) for r in results]),
-        "peak_memory_bytes": {**_mean_std([float(r.peak_memory_bytes) for r in results]),
-                              "max": max(r.peak_memory_bytes for r in results)},
-    }
-    chosen = [r.selection for r in results if r.selection is not None]
-    if chosen:
-        summary.update({
-            "val_micro_f1": _mean_std([s.scores.val_micro for s in chosen]),
-            "val_macro_f1": _mean_std([s.scores.val_macro for s in chosen]),
-            "test_micro_f1": _mean_std([s.scores.test_micro for s in chosen]),
-            "test_macro_f1": _mean_std([s.scores.test_macro for s in chosen]),
-        })
-    authors = [authors_figure(r.authors)[1] for r in results if r.authors]
-    if authors:
-        summary.update({
-            "authors_protocol_test_micro_f1": _mean_std([a.test_micro for a in authors]),
-            "authors_protocol_test_macro_f1": _mean_std([a.test_macro for a in authors]),
-        })
-    return summary
-
-
-def prepare_run_dir(out: str, name: str) -> RunLock:
-    """A new, empty run directory, locked for this process (``with prepare_run_dir(...) as
-    run_dir``): ``out``, or ``runs/NAME-TIMESTAMP``; an existing non-empty one is never
-    written, nor one another process holds."""
-    path = Path(out) if out else Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-    def refuse_if_used() -> None:
-        if path.exists() and (not path.is_dir() or any(p.name != LOCK_NAME
-                                                       for p in path.iterdir())):
-            raise UsageError(f"run directory {path} already exists and is not empty; "
-                             "pass a new --out (nothing was written)")
-
-    refuse_if_used()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"cannot create run directory {path} ({exc.strerror}); "
-                         "pass a writable --out") from None
-    lock = RunLock(path)
-    try:
-        refuse_if_used()  # written by another process between the first look and the lock
-    except UsageError:
-        lock.release()
-        raise
-    return lock
-
-
-def _read_result(path: Path) -> dict[str, Any]:
-    """A finished seed's ``result.pt`` as saved, or one line naming the problem."""
-    try:
-        raw = load_tensors(path, "seed result", "remove it to finish that seed again")
-        _result_from_dict(raw)
-    except UsageError:
-        raise
-    except Exception:  # torch raises many types for truncated or foreign files
-        raise UsageError(f"{path} cannot be read; remove it (and keep state.pt) to finish that "
-                         "seed again") from None
-    return raw
-
-
-def _finished(seed_dir: Path, epochs: int) -> SeedResult | None:
-    """A seed that has trained ``epochs`` epochs (its ``result.pt``), else None."""
-    path = seed_dir / "result.pt"
-    if not path.exists():
-        return None
-    result = _result_from_dict(_read_result(path))
-    return result if len(result.epoch_times) >= epochs else None
-
-
-def check_resume(run_dir: Path, cfg: TrainConfig, in_dim: int | None = None,
-                 world_size: int | None = None) -> None:
-    """Refuse, in one line and before anything is written, a run directory that ``--resume``
-    cannot continue under ``cfg`` (its config.toml with the flags a resume may change).
-
-    Each seed's result.pt and state.pt must be readable, trained under ``cfg``
-    (``config_hash``; files from before hashes pass), the seed's own, and not past
-    ``cfg.epochs``; a state that will train on must come from ``world_size`` processes;
-    with ``in_dim`` (the graph's features) their weights must fit the model.
-    """
-    shapes: dict[str, dict[str, Tensor]] = {}
-    if in_dim is not None and not cfg.model.encoder:  # another encoder: its own shapes
-        with torch.device("meta"):  # shapes only, nothing allocated
-            net = AdNGCL(in_dim, cfg.model)
-        shapes = {"model": net.state_dict(), "encoder": net.encoder.state_dict()}
-    for seed in range(cfg.seeds):
-        seed_dir = run_dir / f"seed-{seed}"
-        result, state = seed_dir / "result.pt", seed_dir / "state.pt"
-        done = reached = 0
-        if result.exists():
-            raw = _read_result(result)
-            done = reached = _seed_file(result, raw, seed, cfg, shapes, _result_parts)
-        if state.exists():
-            raw = read_state(state)
-            reached = max(reached, _seed_file(state, raw, seed, cfg, shapes, _state_parts))
-            if world_size is not None and done < cfg.epochs:  # it trains on
-                _check_world(run_dir, world_size, raw)
-        if reached > cfg.epochs:
-            raise UsageError(f"--epochs {cfg.epochs} is below the {reached} epochs seed {seed} "
-                             f"has trained in {run_dir}; on --resume --epochs may only grow "
-                             f"(pass {reached} or more) and --device change")
-
-
-def _result_parts(raw: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    """A result.pt's epochs and weights (the chosen encoder)."""
-    return len(raw["epoch_times"]), {"encoder": raw["encoder_state"]}
-
-
-def _state_parts(raw: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    """A state.pt's epoch and weights (the model, and the best encoder so far)."""
-    return int(raw["epoch"]), {"model": raw["trainer"]["model"], "encoder": raw["best"]["state"]}
-
-
-def _seed_file(path: Path, raw: dict[str, Any], seed: int, cfg: TrainConfig,
-               shapes: dict[str, dict[str, Tensor]],
-               parts: Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]) -> int:
-    """Check one seed file (``check_resume``; ``parts``: its epoch and its weights by the
-    model they belong to, checked against ``shapes``); returns the epoch it reached."""
-    check_config(path, raw, cfg)
-    try:
-        epoch, weights = parts(raw)
-        owner = raw["seed"]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UsageError(f"{path} is incomplete ({type(exc).__name__}: {first_line(exc)}); "
-                         "remove it to train that seed afresh") from None
-    if owner != seed:
-        raise UsageError(f"{path} belongs to seed {owner!r}, not {seed}; remove it to train "
-                         "this seed afresh")
-    for kind, expected in shapes.items():
-        why = None if weights.get(kind) is None else misfit(weights[kind], expected)
-        if why is not None:
-            raise UsageError(f"{path} does not fit this run's model ({why}): it was trained on "
-                             "another graph or model; remove it to train that seed afresh")
-    return epoch
 
 
 def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
@@ -558,7 +310,7 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
             refuse_link(seed_dir, "seed directory", UsageError)
             with guard_writes(seed_dir):
                 seed_dir.mkdir(exist_ok=resume)
-        done = _finished(seed_dir, cfg.epochs) if resume and main else None
+        done = finished_seed(seed_dir, cfg.epochs) if resume and main else None
         if world is not None and world.broadcast(done is not None):
             if done is not None:
                 results.append(done)
@@ -572,7 +324,7 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
             continue
         save_checkpoint(seed_dir / "checkpoint.pt", result.encoder_state, cfg, data.x.size(1),
                         seed, result.selected_epoch)
-        save_atomic({**_result_to_dict(result), "config_hash": config_hash(cfg)},
+        save_atomic({**result_to_dict(result), "config_hash": config_hash(cfg)},
                     seed_dir / "result.pt")
         results.append(result)
     if not main:
@@ -591,7 +343,7 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
         **({} if world is None else {"world_size": world.size, "negatives": world.negatives}),
         "labelled": any(r.selection is not None for r in results),
         "checkpoint_seed": best.seed,
-        "seeds": [_seed_metrics(r) for r in results],
+        "seeds": [seed_metrics(r) for r in results],
         "summary": summarise(results),
     }
     if report is not None:

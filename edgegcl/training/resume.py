@@ -1,0 +1,122 @@
+"""Whether a run directory can be resumed: each seed's ``result.pt`` and ``state.pt`` read
+back, trained under this configuration, the seed's own, fitting the model and not past
+``--epochs``, from as many processes as will continue it; each refusal one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from edgegcl.errors import UsageError, first_line
+from edgegcl.nn.model import AdNGCL
+from edgegcl.training.checkpoint import misfit
+from edgegcl.training.config import TrainConfig
+from edgegcl.training.results import SeedResult, result_from_dict
+from edgegcl.training.state import check_config, load_tensors, read_state
+
+__all__ = ["check_resume", "check_seed_file", "check_world", "finished_seed", "state_parts"]
+
+
+def check_world(run_dir: Path, size: int, state: dict[str, Any]) -> None:
+    """A seed state resumes only with as many processes as wrote it: each rank's random
+    streams are in it."""
+    saved = len(state.get("ranks") or [None])
+    if saved != size:
+        raise UsageError(f"{run_dir} was trained by {saved} process(es), not {size}; resume "
+                         f"it with the same number (torchrun --nproc-per-node {saved})"
+                         if saved > 1 else f"{run_dir} was trained by one process; resume "
+                         "it without torchrun")
+
+
+def _read_result(path: Path) -> dict[str, Any]:
+    """A finished seed's ``result.pt`` as saved, or one line naming the problem."""
+    try:
+        raw = load_tensors(path, "seed result", "remove it to finish that seed again")
+        result_from_dict(raw)
+    except UsageError:
+        raise
+    except Exception:  # torch raises many types for truncated or foreign files
+        raise UsageError(f"{path} cannot be read; remove it (and keep state.pt) to finish that "
+                         "seed again") from None
+    return raw
+
+
+def finished_seed(seed_dir: Path, epochs: int) -> SeedResult | None:
+    """A seed that has trained ``epochs`` epochs (its ``result.pt``), else None."""
+    path = seed_dir / "result.pt"
+    if not path.exists():
+        return None
+    result = result_from_dict(_read_result(path))
+    return result if len(result.epoch_times) >= epochs else None
+
+
+def check_resume(run_dir: Path, cfg: TrainConfig, in_dim: int | None = None,
+                 world_size: int | None = None) -> None:
+    """Refuse, in one line and before anything is written, a run directory that ``--resume``
+    cannot continue under ``cfg`` (its config.toml with the flags a resume may change).
+
+    Each seed's result.pt and state.pt must be readable, trained under ``cfg``
+    (``config_hash``; files from before hashes pass), the seed's own, and not past
+    ``cfg.epochs``; a state that will train on must come from ``world_size`` processes;
+    with ``in_dim`` (the graph's features) their weights must fit the model.
+    """
+    shapes: dict[str, dict[str, Tensor]] = {}
+    if in_dim is not None and not cfg.model.encoder:  # another encoder: its own shapes
+        with torch.device("meta"):  # shapes only, nothing allocated
+            net = AdNGCL(in_dim, cfg.model)
+        shapes = {"model": net.state_dict(), "encoder": net.encoder.state_dict()}
+    for seed in range(cfg.seeds):
+        seed_dir = run_dir / f"seed-{seed}"
+        result, state = seed_dir / "result.pt", seed_dir / "state.pt"
+        done = reached = 0
+        if result.exists():
+            raw = _read_result(result)
+            done = reached = check_seed_file(result, raw, seed, cfg, shapes, _result_parts)
+        if state.exists():
+            raw = read_state(state)
+            reached = max(reached, check_seed_file(state, raw, seed, cfg, shapes, state_parts))
+            if world_size is not None and done < cfg.epochs:  # it trains on
+                check_world(run_dir, world_size, raw)
+        if reached > cfg.epochs:
+            raise UsageError(f"--epochs {cfg.epochs} is below the {reached} epochs seed {seed} "
+                             f"has trained in {run_dir}; on --resume --epochs may only grow "
+                             f"(pass {reached} or more) and --device change")
+
+
+def _result_parts(raw: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """A result.pt's epochs and weights (the chosen encoder)."""
+    return len(raw["epoch_times"]), {"encoder": raw["encoder_state"]}
+
+
+def state_parts(raw: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """A state.pt's epoch and weights (the model, and the best encoder so far)."""
+    return int(raw["epoch"]), {"model": raw["trainer"]["model"], "encoder": raw["best"]["state"]}
+
+
+def check_seed_file(path: Path, raw: dict[str, Any], seed: int, cfg: TrainConfig,
+               shapes: dict[str, dict[str, Tensor]],
+               parts: Callable[[dict[str, Any]], tuple[int, dict[str, Any]]]) -> int:
+    """Check one seed file (``check_resume``; ``parts``: its epoch and its weights by the
+    model they belong to, checked against ``shapes``); returns the epoch it reached."""
+    check_config(path, raw, cfg)
+    try:
+        epoch, weights = parts(raw)
+        owner = raw["seed"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise UsageError(f"{path} is incomplete ({type(exc).__name__}: {first_line(exc)}); "
+                         "remove it to train that seed afresh") from None
+    if owner != seed:
+        raise UsageError(f"{path} belongs to seed {owner!r}, not {seed}; remove it to train "
+                         "this seed afresh")
+    for kind, expected in shapes.items():
+        why = None if weights.get(kind) is None else misfit(weights[kind], expected)
+        if why is not None:
+            raise UsageError(f"{path} does not fit this run's model ({why}): it was trained on "
+                             "another graph or model; remove it to train that seed afresh")
+    return epoch
+
