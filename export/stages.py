@@ -15,7 +15,7 @@ scipy, onnxruntime). Every other field is copied through unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from .contract import INPUT_X, STAGE0_INITIALIZERS, aggregate_input, stage_output
@@ -230,6 +230,28 @@ def _tensor_info(name: str, tensor: bytes) -> bytes:
     return _string(NAME, name) + _message(VALUE_INFO_TYPE, _message(TYPE_TENSOR, tensor_type))
 
 
+DIM_PARAM = 2  # TensorShapeProto.Dimension.dim_param
+
+
+def _rows_named(info: bytes, symbol: str) -> bytes:
+    """The ValueInfoProto ``info`` of a [rows, width] tensor with its rows named ``symbol``."""
+    def shape(buf: bytes) -> bytes:
+        dims = [f for f in _fields(buf) if f.number == SHAPE_DIM]
+        if not dims:
+            raise ModelFormatError("a stage tensor has no shape")
+        return _message(SHAPE_DIM, _string(DIM_PARAM, symbol)) + b"".join(d.raw for d in dims[1:])
+
+    def rewrite(buf: bytes, number: int, inner: Callable[[bytes], bytes]) -> bytes:
+        return b"".join(_message(number, inner(f.value)) if f.number == number
+                        and f.wire == LENGTH and isinstance(f.value, bytes) else f.raw
+                        for f in _fields(buf))
+
+    def tensor(buf: bytes) -> bytes:
+        return rewrite(buf, TENSOR_SHAPE, shape)
+
+    return rewrite(info, VALUE_INFO_TYPE, lambda t: rewrite(t, TYPE_TENSOR, tensor))
+
+
 def stage_model(data: bytes) -> bytes:
     """The interface-3 model (dense stages, and W1 as outputs) cut out of the portable model
     ``data``; ModelFormatError says why it cannot be cut.
@@ -274,6 +296,10 @@ def stage_model(data: bytes) -> bytes:
     missing = [t for t in [*inputs, *outputs] if t not in graph.infos]
     if missing:
         raise ModelFormatError(f"the file declares no type for {', '.join(missing)}")
+    # each stage's rows its own symbol: the runtime runs one stage at a time and feeds the
+    # others no rows, so one shared symbol would let onnxruntime share their buffers
+    infos = {t: _rows_named(graph.infos[t], f"rows{j}") for j, pair in zip(
+        range(first, k + 1), zip(inputs, outputs)) for t in pair}
     body = b"".join([
         *(_message(GRAPH_NODE, node.raw) for node in nodes),
         *(_message(GRAPH_NODE, _string(NODE_INPUT, init) + _string(NODE_OUTPUT, out)
@@ -282,8 +308,8 @@ def stage_model(data: bytes) -> bytes:
         _string(GRAPH_NAME, f"{graph.name}_stages"),
         *(_message(GRAPH_INITIALIZER, graph.initializers[t])
           for t in graph.initializers if t in used),
-        *(_message(GRAPH_INPUT, graph.infos[t]) for t in inputs),
-        *(_message(GRAPH_OUTPUT, graph.infos[t]) for t in outputs),
+        *(_message(GRAPH_INPUT, infos[t]) for t in inputs),
+        *(_message(GRAPH_OUTPUT, infos[t]) for t in outputs),
         *(_message(GRAPH_OUTPUT, _tensor_info(out, graph.initializers[init]))
           for out, init in exposed.items())])
     return b"".join(_message(MODEL_GRAPH, body) if f.number == MODEL_GRAPH else f.raw

@@ -355,8 +355,9 @@ def _join_world(s: _Setup) -> World | None:
 def _start_lines(s: _Setup, cfg: TrainConfig, run_dir: Path, world: World | None,
                  cal: Calibration | None) -> None:
     """What a run says before its first epoch (rank 0): the auto-budget choice, the tuned
-    defaults, HANS's pace, the graph and the run directory."""
+    defaults, HANS's pace, a fanout shorter than the GCN, the graph and the run directory."""
     from edgegcl.budget.profiler import pace_line
+    from edgegcl.training.step import resolve_mode
 
     def say(line: str) -> None:
         print(f"edgegcl: {line}", file=sys.stderr)
@@ -373,6 +374,12 @@ def _start_lines(s: _Setup, cfg: TrainConfig, run_dir: Path, world: World | None
     pace = pace_line(cfg)
     if pace is not None:
         say(pace)
+    layers, hops = cfg.model.num_layers, len(cfg.run.fanout)
+    if resolve_mode(cfg.mode, data.num_nodes) == "minibatch" and not cfg.model.encoder \
+            and hops < layers:
+        say(f"warning: --fanout samples {hops} hop(s) for a {layers}-layer GCN, so its outer "
+            f"layers see cut neighbourhoods; give one per layer, e.g. --fanout "
+            f"{','.join(['10'] * layers)}")
     ranks = "" if world is None else (f", {world.size} processes ({world.negatives} "
                                       f"negatives, {cfg.batch_size} seeds per rank)")
     say(f"training on {data.name} ({data.num_nodes} nodes, {data.edge_index.size(1)} edges), "

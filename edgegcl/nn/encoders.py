@@ -170,9 +170,10 @@ class Encoded(nn.Module):
 def check_model_size(in_dim: int, cfg: ModelConfig) -> None:
     """One UsageError line, before anything is allocated, when the built-in GCN's weights with
     their gradients and Adam's two moments (four copies) exceed the memory available."""
-    weights = in_dim * cfg.hidden_dim + cfg.hidden_dim * cfg.out_dim + 2 * cfg.out_dim * cfg.proj_dim
-    check_allocation(4.0 * 4 * weights, f"a GCN of widths {in_dim} -> {cfg.hidden_dim} -> "
-                     f"{cfg.out_dim} (head {cfg.proj_dim}) with its gradients and Adam's state",
+    widths = [in_dim] + [cfg.hidden_dim] * (cfg.num_layers - 1) + [cfg.out_dim]
+    weights = sum(a * b for a, b in zip(widths, widths[1:])) + 2 * cfg.out_dim * cfg.proj_dim
+    check_allocation(4.0 * 4 * weights, f"a GCN of widths {' -> '.join(map(str, widths))} "
+                     f"(head {cfg.proj_dim}) with its gradients and Adam's state",
                      "pass smaller --hidden-dim, --out-dim or --proj-dim")
 
 

@@ -75,12 +75,15 @@ class ModelConfig(Section):
     out_dim: int = option(256, "embedding width (second GCN layer)", at_least=1)
     proj_dim: int = option(256, "hidden width of the projection head", at_least=1)
     activation: Activation = option("prelu", f"activation: {', '.join(ACTIVATIONS)}")
+    num_layers: int = option(2, "GCN layers (the paper's 2): in_dim -> hidden_dim -> ... -> "
+                             "out_dim; in mini-batches give --fanout one hop per layer",
+                             at_least=1, at_most=16, omit_default=True)
     encoder: str = option("", "FILE.py:FN or package.module:FN, FN(in_dim) returning a "
                           "torch.nn.Module called as module(x, edge_index), to train instead of "
                           "the built-in GCN ('': the GCN; the GCN's widths and activation are "
                           "then unused)", omit_default=True)
 
-    GCN_ONLY: ClassVar[tuple[str, ...]] = ("hidden_dim", "out_dim", "activation")
+    GCN_ONLY: ClassVar[tuple[str, ...]] = ("hidden_dim", "out_dim", "activation", "num_layers")
     """What another encoder (``encoder``) does not read."""
 
     def check(self) -> None:
@@ -141,11 +144,13 @@ def aggregate_first(adj: LayerAdjacency, num_inputs: int, d_in: int, d_out: int)
 
 
 class GCNEncoder(nn.Module):
-    """f in the paper: two GCN layers (Eq. 4), each followed by the activation sigma.
+    """f in the paper: GCN layers (Eq. 4; two by default, ``cfg.num_layers``), each followed by
+    the activation sigma. Layer i is ``conv{i}`` with ``act{i}``: in_dim -> hidden_dim -> ...
+    -> out_dim.
 
     Args:
         in_dim: feature dimension of the graph.
-        cfg: layer sizes and activation (its head sizes are not used here).
+        cfg: layer sizes, count and activation (its head sizes are not used here).
 
     Example:
         >>> import torch
@@ -154,14 +159,17 @@ class GCNEncoder(nn.Module):
         torch.Size([5, 4])
     """
 
-    num_layers = 2
-
     def __init__(self, in_dim: int, cfg: ModelConfig) -> None:
         super().__init__()
-        self.conv1 = GCNLayer(in_dim, cfg.hidden_dim, columns_first=True)
-        self.conv2 = GCNLayer(cfg.hidden_dim, cfg.out_dim)
-        self.act1 = make_activation(cfg.activation, cfg.hidden_dim)
-        self.act2 = make_activation(cfg.activation, cfg.out_dim)
+        self.num_layers = cfg.num_layers
+        widths = [in_dim] + [cfg.hidden_dim] * (cfg.num_layers - 1) + [cfg.out_dim]
+        for i in range(1, cfg.num_layers + 1):
+            setattr(self, f"conv{i}", GCNLayer(widths[i - 1], widths[i], columns_first=i == 1))
+            setattr(self, f"act{i}", make_activation(cfg.activation, widths[i]))
+
+    def layer(self, i: int) -> tuple[GCNLayer, nn.Module]:
+        """Layer i's (1-based) convolution and activation."""
+        return getattr(self, f"conv{i}"), getattr(self, f"act{i}")
 
     def forward(self, x: Tensor, edge_index: Tensor,
                 num_sampled_nodes: Sequence[int] | None = None,
@@ -169,36 +177,42 @@ class GCNEncoder(nn.Module):
         """Embeddings Z (self-loops added as in Eq. 4) of the features x o ``feature_keep``.
 
         Without ``num_sampled_nodes``: of every node of the graph (x, edge_index). With a
-        sampler's per-hop node counts (seeds first): of the seed nodes only, each layer
-        computed just for the nodes the next one reads (edgegcl.nn.adjacency). ``feature_keep``
-        (view 1's column mask, edgegcl.nn.augment) is applied to the first layer's weights.
+        sampler's per-hop node counts (seeds first; one hop per layer for the seeds' exact
+        embeddings on the subgraph, fewer truncates the outer neighbourhoods): of the seed
+        nodes only, each layer computed just for the nodes the next one reads
+        (edgegcl.nn.adjacency). ``feature_keep`` (view 1's column mask, edgegcl.nn.augment) is
+        applied to the first layer's weights.
         """
-        n = x.size(0)
+        n, k = x.size(0), self.num_layers
         if num_sampled_nodes is None:
-            targets = [n] * self.num_layers
+            targets = [n] * k
         else:
             hops = list(num_sampled_nodes)
-            targets = [sum(hops[: self.num_layers - layer]) for layer in range(self.num_layers)]
-        adj1, adj2 = gcn_adjacency(edge_index, n, targets)
-        z = self.act1(self.conv1(adj1, x, feature_keep))
-        return self.act2(self.conv2(adj2, z))
+            targets = [sum(hops[: k - layer]) for layer in range(k)]
+        z = x
+        for i, adj in enumerate(gcn_adjacency(edge_index, n, targets), start=1):
+            conv, act = self.layer(i)
+            z = act(conv(adj, z, feature_keep if i == 1 else None))
+        return z
 
     @torch.no_grad()
     def embed_nodes(self, x: Tensor, edge_index: Tensor, out: Tensor | None = None,
                     chunk_rows: int | None = None, edge_block: int = EMBED_EDGE_BLOCK) -> Tensor:
         """``forward(x, edge_index)`` (every node), without autograd, a chunk of rows at a time.
 
-        Layer 1 is pulled per chunk c of target rows and taken straight through layer 2's
-        weights, P_c = sigma(A_hat[c] X W1 + b1) W2 (out_dim wide); layer 2 is pushed: P_c is
-        added along the edges out of c into ``out``, and when every chunk is in,
-        out = sigma(out + b2) chunk by chunk. So no N x hidden tensor and no whole P exist:
-        besides ``out`` the graph-sized memory is ``ChunkedAdjacency``'s index arrays. ``x``
-        dense or sparse CSR. ``out``: a preallocated [N, out_dim] tensor to fill (e.g.
-        ``npy_embeddings``), else one is allocated. ``chunk_rows``: rows per chunk (default
-        from EMBED_CHUNK_FLOATS). Equal to ``forward`` up to float summation order.
+        The last two layers: the first of them is pulled per chunk c of target rows and taken
+        straight through the last one's weights, P_c = sigma(A_hat[c] Z W + b) W' (out_dim
+        wide); the last layer is pushed: P_c is added along the edges out of c into ``out``,
+        and when every chunk is in, out = sigma(out + b') chunk by chunk. With the default two
+        layers Z is X, and no N x hidden tensor and no whole P exist: besides ``out`` the
+        graph-sized memory is ``ChunkedAdjacency``'s index arrays; layers before the last two
+        are pulled whole, N x hidden each. ``x`` dense or sparse CSR. ``out``: a preallocated
+        [N, out_dim] tensor to fill (e.g. ``npy_embeddings``), else one is allocated.
+        ``chunk_rows``: rows per chunk (default from EMBED_CHUNK_FLOATS). Equal to ``forward``
+        up to float summation order.
         """
-        n = x.size(0)
-        hidden, out_dim = self.conv1.lin.out_features, self.conv2.lin.out_features
+        n, k = x.size(0), self.num_layers
+        out_dim = self.layer(k)[0].lin.out_features
         if out is None:
             out = torch.zeros(n, out_dim, device=x.device)
         elif out.shape != (n, out_dim) or out.device != x.device:
@@ -206,24 +220,39 @@ class GCNEncoder(nn.Module):
                              f"got {tuple(out.shape)} on {out.device}")
         else:
             out.zero_()
+        widest = max(self.layer(i)[0].lin.out_features for i in range(1, k + 1))
         if chunk_rows is None:
-            chunk_rows = max(1, EMBED_CHUNK_FLOATS // (x.size(1) + 2 * hidden + out_dim))
+            chunk_rows = max(1, EMBED_CHUNK_FLOATS // (x.size(1) + 2 * widest + out_dim))
         if chunk_rows < 1 or edge_block < 1:
             raise ValueError(f"need chunk_rows >= 1 and edge_block >= 1, got {chunk_rows}, "
                              f"{edge_block}")
         adj = chunked_adjacency(edge_index, n)
-        w1, b1, w2 = self.conv1.lin.weight, self.conv1.bias, self.conv2.lin.weight
-        for lo in range(0, n, chunk_rows):
-            hi = min(lo + chunk_rows, n)
-            p = nn.functional.linear(self.act1(nn.functional.linear(adj.rows(lo, hi) @ x, w1, b1)),
-                                     w2).to(out.dtype)
+        chunks = [(lo, min(lo + chunk_rows, n)) for lo in range(0, n, chunk_rows)]
+
+        def pulled(i: int, z: Tensor, lo: int, hi: int) -> Tensor:  # layer i's rows lo..hi-1
+            conv, act = self.layer(i)
+            return act(nn.functional.linear(adj.rows(lo, hi) @ z, conv.lin.weight, conv.bias))
+
+        z = x
+        for i in range(1, k - 1):  # the layers before the last two, whole
+            z_next = torch.empty(n, self.layer(i)[0].lin.out_features, device=x.device)
+            for lo, hi in chunks:
+                z_next[lo:hi] = pulled(i, z, lo, hi)
+            z = z_next
+        if k == 1:
+            for lo, hi in chunks:
+                out[lo:hi] = pulled(1, z, lo, hi)
+            return out
+        last, act = self.layer(k)
+        for lo, hi in chunks:
+            p = nn.functional.linear(pulled(k - 1, z, lo, hi), last.lin.weight).to(out.dtype)
             for src, dst, weight in adj.columns(lo, hi, edge_block):
                 out.index_add_(0, dst, p.index_select(0, src).mul_(weight.unsqueeze(1)))
             out[lo:hi].addcmul_(adj.self_weight(lo, hi).unsqueeze(1), p)
-        bias = self.conv2.bias.to(out.dtype)
-        for lo in range(0, n, chunk_rows):
-            rows = out[lo:lo + chunk_rows]
-            rows.copy_(self.act2(rows.add_(bias)))
+        bias = last.bias.to(out.dtype)
+        for lo, hi in chunks:
+            rows = out[lo:hi]
+            rows.copy_(act(rows.add_(bias)))
         return out
 
 

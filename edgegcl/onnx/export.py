@@ -91,8 +91,11 @@ def _interface2(ckpt: Checkpoint) -> tuple[StageGCN, tuple[Tensor, ...], dict]:
     in_widths = [module.in_dim if j == 0 else
                  (widths[j - 1] if module.propagate_first[j - 1] else widths[j]) for j in ids]
     example = tuple(torch.zeros(3, w) for w in in_widths)
+    # each stage's rows its own symbol: the runtime runs one stage at a time and feeds the
+    # others none, so equal symbols would let onnxruntime share their buffers
     names = {"input_names": inputs, "output_names": outputs,
-             "dynamic_axes": {name: {0: "rows"} for name in [*inputs, *outputs]}}
+             "dynamic_axes": {name: {0: f"rows{j}"} for j, i, o in zip(ids, inputs, outputs)
+                              for name in (i, o)}}
     return module, example, names
 
 
