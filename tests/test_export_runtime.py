@@ -561,7 +561,7 @@ def _forged(model_path: Path, tmp_path: Path, props: dict[str, str],
 @pytest.mark.parametrize("interface, props, width, needle", [
     (3, {"num_layers": "99999999999"}, None, "num_layers=99999999999 but the graph has 2"),
     (3, {"in_dim": "13"}, None, f"a1 is {IN_DIM} wide but the metadata says 13"),
-    (3, {}, "w", "a1 has shape ['rows', 'w'], not [rows, width]"),
+    (3, {}, "w", "a1 has shape ['rows1', 'w'], not [rows, width]"),
     (3, {"interface": "4"}, None, "its inputs are a1, a2, not edge_index, x"),
     (4, {"num_layers": "99999999999"}, None, "num_layers=99999999999 but a "),
     (4, {"num_layers": "0"}, None, "num_layers=0"),

@@ -233,6 +233,8 @@ class HANSContrast(nn.Module):
         self.mix_negatives = mix_negatives
         self.false_negatives_from = false_negatives_from
         self.calls = 0
+        self.strata_device: torch.device | str = "cpu"
+        """Where ``set_extra_state`` puts the kept strata (the Trainer's device)."""
         self.last_epoch: EpochLoss | None = None
         """The means HANS read at the last ``step()``."""
         self._epoch: list[tuple[Tensor, dict[str, float], int]] = []
@@ -334,16 +336,16 @@ class HANSContrast(nn.Module):
         reads = self.hans.reads_losses and not self.uniform
         return self.hans.step(self.last_epoch.category if reads else EQUAL_LOSSES)
 
-    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
-        """HANS's state, the selector's kept strata and stream, and the count of calls (no
-        parameters of its own); taken between epochs."""
+    def get_extra_state(self) -> dict[str, Any]:
+        """HANS's state, the selector's kept strata and stream, and the count of calls, taken
+        between epochs: the module has no parameters, so this is all ``state_dict()`` holds
+        (under torch's ``_extra_state`` key)."""
         return {"hans": self.hans.state_dict(), "selector": self.selector.state_dict(),
                 "calls": self.calls}
 
-    def load_state_dict(self, state: dict[str, Any], *args: Any,  # type: ignore[override]
-                        device: Any = "cpu", **kwargs: Any) -> Any:
-        """Restore a ``state_dict()``; the kept strata go to ``device``."""
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore a ``get_extra_state()``; the kept strata go to ``strata_device``."""
         self.hans.load_state_dict(state["hans"])
-        self.selector.load_state_dict(state["selector"], device)
+        self.selector.load_state_dict(state["selector"], self.strata_device)
         self.calls = int(state.get("calls", 0))  # older seed states count none
         self._epoch = []

@@ -102,6 +102,7 @@ class Trainer:
         self.contrast = HANSContrast.from_config(
             cfg.hans, cfg.contrast, epochs=cfg.run.epochs,
             refresh_every=cfg.hans.T_int if mode == "full" else 1, seed=seed, world=world)
+        self.contrast.strata_device = self.device
         rank = 0 if world is None else world.rank
         # view 2's masked half drawn once per run (fixed_half = "run"), from the seed alone
         unfixed = None if cfg.augment.fixed_half == "step" else unfixed_half(
@@ -229,7 +230,7 @@ class Trainer:
         epoch count. Tensors are references, as in ``nn.Module.state_dict()``: save (or
         ``copy.deepcopy``) it before training on."""
         return {"epoch": self.epoch, "model": self.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(), **self.contrast.state_dict(),
+                "optimizer": self.optimizer.state_dict(), **self.contrast.get_extra_state(),
                 "generator": self.views.generator.get_state()}
 
     def streams(self) -> dict[str, Any]:
@@ -248,5 +249,5 @@ class Trainer:
         self.epoch = int(state["epoch"])
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.contrast.load_state_dict(state, device=self.device)
+        self.contrast.set_extra_state(state)
         self.views.generator.set_state(state["generator"])
