@@ -22,109 +22,11 @@ from torch_geometric.datasets import Actor, Amazon, CitationFull, Coauthor, Plan
 from torch_geometric.utils import coalesce, remove_self_loops
 
 from edgegcl.config import Section, option
-from edgegcl.data.files import _load_file
+from edgegcl.data.files import READERS, is_graph_file, load_file
 from edgegcl.data.synthetic import SyntheticSpec, synthetic_graph
 from edgegcl.data.validation import validate_graph
 from edgegcl.errors import UsageError, first_line
 from edgegcl_embed.files import read_regular
-
-
-DATASETS: tuple[str, ...] = (
-    "Cora",
-    "CiteSeer",
-    "PubMed",
-    "DBLP",
-    "WikiCS",
-    "Amazon-Computers",
-    "Amazon-Photo",
-    "Coauthor-CS",
-    "Actor",
-    "synthetic",
-)
-
-
-# Upper bound on a single network stall while PyG tries to download raw files, so an
-# offline machine with a black-holing firewall fails in seconds rather than minutes.
-_DOWNLOAD_TIMEOUT_S = 20.0
-
-
-@dataclass(frozen=True)
-class DataConfig(Section):
-    """Which graph a run trains on (the ``[data]`` section).
-
-    Example:
-        >>> DataConfig(dataset="Cora").dataset
-        'Cora'
-    """
-
-    TITLE = "which graph"
-    dataset: str = option("synthetic", "Cora, CiteSeer, PubMed, DBLP, WikiCS, Amazon-Computers, "
-                          "Amazon-Photo, Coauthor-CS, Actor, synthetic, or a .pt / .npz graph "
-                          "file")
-    root: str = option("", "directory holding the datasets ('': $EDGEGCL_DATA or "
-                       "~/.cache/edgegcl/datasets)")
-
-    def graph(self, synthetic: SyntheticSpec) -> Data:
-        """The graph this section names (``synthetic`` is the generated one's spec)."""
-        return load_graph(self.dataset, self.root or None, synthetic)
-
-
-def default_data_root() -> Path:
-    """Where datasets are stored when no root is given: ``$EDGEGCL_DATA`` or ``~/.cache/edgegcl/datasets``."""
-    env = os.environ.get("EDGEGCL_DATA")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "edgegcl" / "datasets"
-
-
-def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSpec = SyntheticSpec()) -> Data:
-    """Load a graph by dataset name, file path, or ``None``/``"synthetic"`` for a generated one.
-
-    ``root`` only matters for the named benchmark datasets (``None`` means
-    :func:`default_data_root`); ``synthetic`` only matters for the generated graph.
-    Names are matched case-insensitively, ignoring ``-``/``_``/spaces, and the aliases
-    ``Computers``, ``Photo`` and ``CS`` are accepted.
-
-    Args:
-        name: a name of DATASETS, a ``.pt`` / ``.npz`` graph file, or None for the generated graph.
-        root: directory holding the benchmark datasets (None: ``default_data_root()``).
-        synthetic: the generated graph's parameters.
-
-    Example:
-        >>> load_graph("synthetic", None).num_nodes
-        2000
-        >>> load_graph("Cora", "/path/to/datasets")  # doctest: +SKIP
-    """
-    if name is None or name.strip().lower() == "synthetic":
-        return synthetic_graph(synthetic)
-    if name.lower().endswith((".pt", ".npz")):
-        return _load_file(Path(name).expanduser())
-    canonical = canonical_name(name)
-    if canonical is None:
-        raise UsageError(
-            f"unknown dataset {name!r}; use one of {', '.join(DATASETS)}, or a path to a .pt or .npz graph file"
-        )
-    if canonical == "synthetic":
-        return synthetic_graph(synthetic)
-    return _load_pyg(canonical, default_data_root() if root is None else Path(root).expanduser())
-
-
-def canonical_name(name: str) -> str | None:
-    """The DATASETS spelling of a benchmark dataset's name or alias (``"citeseer"`` ->
-    ``"CiteSeer"``), or None for anything else (a file, ``synthetic``)."""
-    return _DATASET_KEYS.get(_normalise(name))
-
-
-def _normalise(name: str) -> str:
-    """Key for forgiving name matching: lower case, separators removed."""
-    return "".join(ch for ch in name.lower() if ch not in "-_ ")
-
-
-_DATASET_KEYS: dict[str, str] = {_normalise(d): d for d in DATASETS} | {
-    "computers": "Amazon-Computers",
-    "photo": "Amazon-Photo",
-    "cs": "Coauthor-CS",
-}
 
 
 # ---------------------------------------------------------------------------------------
@@ -161,6 +63,95 @@ _PYG_SOURCES: dict[str, _PygSource] = {
     "Amazon-Photo": _PygSource(Amazon, kwargs={"name": "Photo"}),
     "Coauthor-CS": _PygSource(Coauthor, kwargs={"name": "CS"}),
     "Actor": _PygSource(Actor, "Actor"),
+}
+
+
+DATASETS: tuple[str, ...] = (*_PYG_SOURCES, "synthetic")
+"""Every ``--dataset`` name besides a graph file: the benchmarks (``_PYG_SOURCES``, the one
+list to extend for another PyG dataset) and the generated graph."""
+
+
+# Upper bound on a single network stall while PyG tries to download raw files, so an
+# offline machine with a black-holing firewall fails in seconds rather than minutes.
+_DOWNLOAD_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class DataConfig(Section):
+    """Which graph a run trains on (the ``[data]`` section).
+
+    Example:
+        >>> DataConfig(dataset="Cora").dataset
+        'Cora'
+    """
+
+    TITLE = "which graph"
+    dataset: str = option("synthetic", f"{', '.join(DATASETS)}, or a {' / '.join(READERS)} "
+                          "graph file")
+    root: str = option("", "directory holding the datasets ('': $EDGEGCL_DATA or "
+                       "~/.cache/edgegcl/datasets)")
+
+    def graph(self, synthetic: SyntheticSpec) -> Data:
+        """The graph this section names (``synthetic`` is the generated one's spec)."""
+        return load_graph(self.dataset, self.root or None, synthetic)
+
+
+def default_data_root() -> Path:
+    """Where datasets are stored when no root is given: ``$EDGEGCL_DATA`` or ``~/.cache/edgegcl/datasets``."""
+    env = os.environ.get("EDGEGCL_DATA")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".cache" / "edgegcl" / "datasets"
+
+
+def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSpec = SyntheticSpec()) -> Data:
+    """Load a graph by dataset name, file path, or ``None``/``"synthetic"`` for a generated one.
+
+    ``root`` only matters for the named benchmark datasets (``None`` means
+    :func:`default_data_root`); ``synthetic`` only matters for the generated graph.
+    Names are matched case-insensitively, ignoring ``-``/``_``/spaces, and the aliases
+    ``Computers``, ``Photo`` and ``CS`` are accepted.
+
+    Args:
+        name: a name of DATASETS, a ``.pt`` / ``.npz`` graph file, or None for the generated graph.
+        root: directory holding the benchmark datasets (None: ``default_data_root()``).
+        synthetic: the generated graph's parameters.
+
+    Example:
+        >>> load_graph("synthetic", None).num_nodes
+        2000
+        >>> load_graph("Cora", "/path/to/datasets")  # doctest: +SKIP
+    """
+    if name is None or name.strip().lower() == "synthetic":
+        return synthetic_graph(synthetic)
+    if is_graph_file(name):
+        return load_file(Path(name).expanduser())
+    canonical = canonical_name(name)
+    if canonical is None:
+        raise UsageError(
+            f"unknown dataset {name!r}; use one of {', '.join(DATASETS)}, or a path to a "
+            f"{' or '.join(READERS)} graph file"
+        )
+    if canonical == "synthetic":
+        return synthetic_graph(synthetic)
+    return _load_pyg(canonical, default_data_root() if root is None else Path(root).expanduser())
+
+
+def canonical_name(name: str) -> str | None:
+    """The DATASETS spelling of a benchmark dataset's name or alias (``"citeseer"`` ->
+    ``"CiteSeer"``), or None for anything else (a file, ``synthetic``)."""
+    return _DATASET_KEYS.get(_normalise(name))
+
+
+def _normalise(name: str) -> str:
+    """Key for forgiving name matching: lower case, separators removed."""
+    return "".join(ch for ch in name.lower() if ch not in "-_ ")
+
+
+_DATASET_KEYS: dict[str, str] = {_normalise(d): d for d in DATASETS} | {
+    "computers": "Amazon-Computers",
+    "photo": "Amazon-Photo",
+    "cs": "Coauthor-CS",
 }
 
 

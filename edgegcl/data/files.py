@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +32,17 @@ _SAFE_PT_GLOBALS: list[Any] = [Data, DataEdgeAttr, DataTensorAttr, GlobalStorage
 # ---------------------------------------------------------------------------------------
 
 
-def _load_file(path: Path) -> Data:
-    """Load a user graph from ``.pt`` (a pickled ``Data``) or ``.npz`` (plain arrays)."""
+def is_graph_file(name: str) -> bool:
+    """Whether ``name`` names a graph file by its suffix (one of ``READERS``)."""
+    return Path(name).suffix.lower() in READERS
+
+
+def load_file(path: Path) -> Data:
+    """Load a user graph with the reader of its suffix (``READERS``: ``.pt``, a pickled
+    ``Data`` read weights-only; ``.npz``, plain arrays)."""
     try:  # the runtime's checks of paths and .npz files, raised as edgegcl's error type
         check_file(path, "graph file", "check the path")
-        data = _load_pt(path) if path.suffix.lower() == ".pt" else _load_npz(path)
+        data = READERS[path.suffix.lower()](path)
     except InputError as exc:
         raise UsageError(str(exc)) from None
     data.name = path.name
@@ -106,3 +113,7 @@ def _load_npz(path: Path) -> Data:
         # torch holds native byte order only: a big-endian file's arrays are swapped on loading
         tensors[key] = torch.from_numpy(np.ascontiguousarray(array, array.dtype.newbyteorder("=")))
     return Data(**tensors)
+
+
+READERS: dict[str, Callable[[Path], Data]] = {".pt": _load_pt, ".npz": _load_npz}
+"""Graph file readers by suffix: the one table to extend for another format."""
