@@ -19,27 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
+from bench import harness
+
 HERE = Path(__file__).resolve().parent
 PROG = "bench.embed_floor"
-
-
-def _best(fn: Any, repeats: int) -> float:
-    """Median seconds of ``repeats`` calls after one warm-up."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def child(graph: Path, model: Path, threads: int, repeats: int) -> dict[str, Any]:
@@ -50,6 +39,8 @@ def child(graph: Path, model: Path, threads: int, repeats: int) -> dict[str, Any
     import numpy as np
 
     from edgegcl_embed.runtime import EncoderSession
+
+    _best = harness.median_seconds
 
     with np.load(graph) as g:
         x, edge_index = g["x"], g["edge_index"]
@@ -115,8 +106,7 @@ def _prepare(nodes: int, work: Path) -> tuple[Path, Path, dict[str, Any]]:
 def report(res: dict[str, Any]) -> str:
     g = res["graph"]
     lines = [f"# Embedding inference against its floor ({g['nodes']} nodes)", "",
-             f"Measured {res['started']} on: {res['machine']}; {res['wall_min']:.1f} min wall, "
-             "nothing else running.", "", f"    {res['command']}", "",
+             *harness.header(res),
              f"Synthetic graph: {g['nodes']} nodes, {g['edges']} edges, widths "
              f"{' -> '.join(map(str, g['widths']))} (random weights), aggregations at "
              f"{g['aggregated']} wide. Floor = the two dense products at this machine's numpy "
@@ -148,19 +138,17 @@ def main() -> None:
                    help=argparse.SUPPRESS)
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args()
-    path = HERE / "results" / "embedding-floor.json"
     if args.child:
         graph, model, threads, repeats = args.child
         print(json.dumps(child(Path(graph), Path(model), int(threads), int(repeats))))
         return
-    from bench.machine import describe
-    from edgegcl.training.state import write_atomic
     from edgegcl_embed.runtime import available_cores
 
     if args.report_only:
-        write_atomic(path.with_suffix(".md"), report(json.loads(path.read_text())))
+        res = harness.read("embedding-floor")
+        harness.write("embedding-floor", res, report(res))
         return
-    started, t0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.perf_counter()
+    res = harness.record("embed_floor", sys.argv[1:])
     cores = available_cores()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -177,11 +165,8 @@ def main() -> None:
                                  f"{proc.stderr[-2000:]}")
             rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
             print(f"embed_floor: {threads} thread(s) done", flush=True)
-    res = {"started": started, "machine": describe(), "graph": info, "rows": rows,
-           "command": "python -m bench.embed_floor " + " ".join(sys.argv[1:]),
-           "wall_min": (time.perf_counter() - t0) / 60}
-    write_atomic(path, json.dumps(res, indent=1) + "\n")
-    write_atomic(path.with_suffix(".md"), report(res))
+    res.update(graph=info, rows=rows, wall_min=harness.wall_min(res))
+    harness.write("embedding-floor", res, report(res))
     print(report(res))
 
 

@@ -24,11 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.machine import describe
-from edgegcl.training.state import write_atomic
+from bench import harness
 from edgegcl.training.threads import available_cores
 
-HERE = Path(__file__).resolve().parent
 LOAD = ("import torch\ntorch.set_num_threads({cores})\na = torch.randn(1024, 1024)\n"
         "while True:\n    a @ a\n")
 
@@ -63,8 +61,7 @@ def condition(args: argparse.Namespace, counts: list[int], tmp: Path) -> dict[st
 
 def report(res: dict[str, Any]) -> str:
     lines = [f"# Threads: the measured default against fixed counts ({res['dataset']})", "",
-             f"Measured {res['started']} on: {res['machine']}; {res['wall_min']:.1f} min wall.",
-             "", f"    {res['command']}", "",
+             *harness.header(res, note=""),
              f"Each cell: the mean over {res['rounds']} runs (interleaved, order reversed every "
              f"other round) of the run's mean training epoch, from its metrics.json; "
              f"{res['epochs']} epochs per run. Busy: a competing process ran torch products on "
@@ -96,18 +93,15 @@ def main() -> None:
     p.add_argument("--no-busy", action="store_true", help="the idle machine only")
     p.add_argument("--report-only", action="store_true")
     args = p.parse_args()
-    path = HERE / "results" / "threads.json"
     if args.report_only:
-        write_atomic(path.with_suffix(".md"), report(json.loads(path.read_text())))
+        res = harness.read("threads")
+        harness.write("threads", res, report(res))
         return
     cores = available_cores()
     counts = sorted({1, cores, *[2 ** k for k in range(1, 16) if 2 ** k < cores]})
-    started, t0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.perf_counter()
-    res: dict[str, Any] = {
-        "dataset": args.dataset, "epochs": args.epochs, "rounds": args.rounds,
-        "started": started, "machine": describe(),
-        "command": "python -m bench.threads " + " ".join(
-            "ROOT" if a == args.root else a for a in sys.argv[1:]), "conditions": {}}
+    res: dict[str, Any] = {**harness.record("threads", sys.argv[1:], root=args.root),
+                           "dataset": args.dataset, "epochs": args.epochs,
+                           "rounds": args.rounds, "conditions": {}}
     with tempfile.TemporaryDirectory() as tmp:
         res["conditions"]["idle"] = condition(args, counts, Path(tmp))
         if not args.no_busy:
@@ -117,9 +111,8 @@ def main() -> None:
             finally:
                 load.kill()
                 load.wait()
-    res["wall_min"] = (time.perf_counter() - t0) / 60
-    write_atomic(path, json.dumps(res, indent=1) + "\n")
-    write_atomic(path.with_suffix(".md"), report(res))
+    res["wall_min"] = harness.wall_min(res)
+    harness.write("threads", res, report(res))
     print(report(res))
 
 

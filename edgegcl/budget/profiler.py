@@ -92,7 +92,7 @@ def _batches(data: Data, cfg: TrainConfig, mode: str, device: torch.device) -> I
         return itertools.repeat((as_features(data.x.to(device)), data.edge_index.to(device),
                                  None, None))
     features = data.x.to(device)
-    loader = structure_loader(data, cfg, seed=0)
+    loader = structure_loader(data, cfg.run, seed=0)
     return ((features, *batch_inputs(b, device)) for _ in itertools.count() for b in loader)
 
 
@@ -103,7 +103,7 @@ def _sync(device: torch.device) -> None:
 
 def steps_per_epoch(num_nodes: int, cfg: TrainConfig, mode: str) -> int:
     """Optimiser steps in one epoch: 1 full-graph, ceil(N / B) in mini-batches."""
-    return 1 if mode == "full" else math.ceil(num_nodes / cfg.batch_size)
+    return 1 if mode == "full" else math.ceil(num_nodes / cfg.run.batch_size)
 
 
 SATURATED = dict.fromkeys(CATEGORIES, 1.0)
@@ -131,8 +131,8 @@ def _equal_loss_run(cfg: TrainConfig) -> HANS:
     """The run's scheduler after ``epochs - 1`` epochs of equal, constant category losses.
 
     Once saturated no later epoch changes eta: the loop stops there."""
-    hans = cfg.hans.build(cfg.epochs)
-    for _ in range(cfg.epochs - 1):
+    hans = cfg.hans.build(cfg.run.epochs)
+    for _ in range(cfg.run.epochs - 1):
         hans.step(dict.fromkeys(CATEGORIES, 1.0))
         if hans.saturated_at is not None:
             break
@@ -146,12 +146,13 @@ def pace_line(cfg: TrainConfig) -> str | None:
     bring it there (the fixed pace), the share of theta_max it reaches, and at most
     (``reachable_eta``). None without a schedule (``--scheduler none``).
     """
-    who = scheduler_class(cfg.scheduler).who
+    h, epochs = cfg.hans, cfg.run.epochs
+    who = scheduler_class(h.scheduler).who
     if not who:  # no schedule (--scheduler none)
         return None
-    if cfg.theta_max == 0:
+    if h.theta_max == 0:
         return (f"theta_max = 0: every category stays at its bootstrap share eta_0 = "
-                f"{cfg.eta_0:g} of its ratio for all {cfg.epochs} epochs")
+                f"{h.eta_0:g} of its ratio for all {epochs} epochs")
     ratios = cfg.ratio_map()
 
     def share(eta: dict[str, float]) -> float:  # sum eta theta_cat / theta_max
@@ -160,28 +161,28 @@ def pace_line(cfg: TrainConfig) -> str | None:
     hans = _equal_loss_run(cfg)
     if hans.saturated_at is not None:
         at = hans.saturated_at
-        why = (f"--pace deadline, --reach {cfg.reach:g}" if cfg.pace == "deadline" else
-               f"--pace fixed, b = {cfg.b:g}")
-        return (f"{who} theta_max = {cfg.theta_max:g} in use from epoch {at + 1} of "
-                f"{cfg.epochs} ({100 * (cfg.epochs - at) / cfg.epochs:.0f} % of the epochs; "
-                f"{why}, T_init = {cfg.T_init}, T_int = {cfg.T_int})")
+        why = (f"--pace deadline, --reach {h.reach:g}" if h.pace == "deadline" else
+               f"--pace fixed, b = {h.b:g}")
+        return (f"{who} theta_max = {h.theta_max:g} in use from epoch {at + 1} of "
+                f"{epochs} ({100 * (epochs - at) / epochs:.0f} % of the epochs; "
+                f"{why}, T_init = {h.T_init}, T_int = {h.T_int})")
     typical = share(hans.eta)
-    if cfg.pace == "deadline":  # the run ends before the first decision can fill the budget
-        return (f"with {cfg.epochs} epochs the schedule never decides (its first decision "
-                f"comes after T_init = {cfg.T_init} at a multiple of T_int = {cfg.T_int}): "
+    if h.pace == "deadline":  # the run ends before the first decision can fill the budget
+        return (f"with {epochs} epochs the schedule never decides (its first decision "
+                f"comes after T_init = {h.T_init} at a multiple of T_int = {h.T_int}): "
                 f"the negatives stay at {100 * typical:.0f} % of theta_max = "
-                f"{cfg.theta_max:g}; a smaller --T-init or --T-int, or more --epochs, reach it")
-    return (f"with {cfg.epochs} epochs {who.removesuffix(' has')} reaches about {100 * typical:.0f} % of theta_max = "
-            f"{cfg.theta_max:g} (equal category losses; at most "
-            f"{100 * share(reachable_eta(cfg)):.0f} %): with --pace fixed, after T_init = "
-            f"{cfg.T_init} it grows one category in turn every T_int = {cfg.T_int} epochs by "
-            f"min(b w_cat, c_cat), b = {cfg.b:g}; --pace deadline reaches it by --reach x "
-            f"--epochs")
+                f"{h.theta_max:g}; a smaller --T-init or --T-int, or more --epochs, reach it")
+    return (f"with {epochs} epochs {who.removesuffix(' has')} reaches about "
+            f"{100 * typical:.0f} % of theta_max = {h.theta_max:g} (equal category losses; "
+            f"at most {100 * share(reachable_eta(cfg)):.0f} %): with --pace fixed, after "
+            f"T_init = {h.T_init} it grows one category in turn every T_int = {h.T_int} "
+            f"epochs by min(b w_cat, c_cat), b = {h.b:g}; --pace deadline reaches it by "
+            f"--reach x --epochs")
 
 
 def _measure(data: Data, cfg: TrainConfig, device: torch.device,
              eta: dict[str, float]) -> Cost:
-    mode = resolve_mode(cfg.mode, data.num_nodes)
+    mode = resolve_mode(cfg.run.mode, data.num_nodes)
     # Full graph: strata are refreshed every T_int epochs; step 1 of each timed block refreshes.
     batches = _batches(data, cfg, mode, device)
     times: list[float] = []
@@ -204,7 +205,7 @@ def _measure(data: Data, cfg: TrainConfig, device: torch.device,
                 times.append(time.perf_counter() - t0)
     if mode == "full":  # one refreshing step per T_int epochs, the others plain
         plain = statistics.median(times[1:])
-        epoch_s = plain + (times[0] - plain) / cfg.T_int
+        epoch_s = plain + (times[0] - plain) / cfg.hans.T_int
     else:  # an epoch is a sum of steps: the mean step, not the median, scales to it
         epoch_s = statistics.fmean(times) * steps_per_epoch(data.num_nodes, cfg, mode)
     return Cost(epoch_s, peak.peak_bytes, phases=tuple(clock.mean().items()))
@@ -215,7 +216,7 @@ def pick_threads(data: Data, cfg: TrainConfig, device: torch.device,
     """Train a throwaway model at the run's settings (HANS at ``reachable_eta``) until
     ``picker`` has chosen the thread count, so the measurements after it are taken at that
     count (edgegcl.training.threads)."""
-    mode = resolve_mode(cfg.mode, data.num_nodes)
+    mode = resolve_mode(cfg.run.mode, data.num_nodes)
     batches = _batches(data, cfg, mode, device)
     trainer = Trainer(cfg, data.num_features, mode=mode, device=device, seed=0)
     trainer.hans.eta = reachable_eta(cfg)
@@ -315,10 +316,10 @@ def calibrate(data: Data, cfg: TrainConfig, profile: DeviceProfile, device: torc
     fastest setting within the memory budget is chosen (``meets_target`` False); only when
     none is within memory is ``chosen`` None. ``log`` receives the progress lines; ``cache``
     answers the measurements it holds and keeps the new ones."""
-    mode = resolve_mode(cfg.mode, data.num_nodes)
+    mode = resolve_mode(cfg.run.mode, data.num_nodes)
     budgets = Budgets(profile.target_epoch_s, training_memory_budget(profile, device))
     notes: list[str] = []
-    batch = cfg.batch_size
+    batch = cfg.run.batch_size
     if mode == "minibatch":
         clipped = min(max(batch, profile.batch_size_min), profile.batch_size_max)
         if clipped != batch:

@@ -263,19 +263,20 @@ def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Se
     if unused:  # an option that would do nothing is refused, not ignored
         named = ", ".join("--" + name.replace("_", "-") for name in unused)
         it = "it" if len(unused) == 1 else "them"
-        raise UsageError(f"{named}: --scheduler {cfg.scheduler} does not use {it} (HANS's "
+        raise UsageError(f"{named}: --scheduler {cfg.hans.scheduler} does not use {it} (HANS's "
                          f"settings it does without); add --scheduler hans, or drop {it}")
     profile = load_profile(args.profile) if args.profile else None
     if profile is not None:
         profile = with_budgets(profile, args.target_epoch_s, args.memory_gib)
         check_device_present(profile)
-        if cfg.device != "auto" and not cfg.device.startswith(profile.device):
-            raise UsageError(f"--device {cfg.device} contradicts profile {profile.name} "
+        if cfg.run.device != "auto" and not cfg.run.device.startswith(profile.device):
+            raise UsageError(f"--device {cfg.run.device} contradicts profile {profile.name} "
                              f"(device {profile.device}); drop --device or pick another profile")
-        if cfg.device == "auto":
+        if cfg.run.device == "auto":
             cfg = replace(cfg, device=profile.device)
-    device = resolve_device(cfg.device)
-    data = load_graph(cfg.dataset, cfg.root or None, cfg.synthetic_spec()) if graph else None
+    device = resolve_device(cfg.run.device)
+    data = (load_graph(cfg.data.dataset, cfg.data.root or None, cfg.synthetic_spec())
+            if graph else None)
     if data is not None and not cfg.model.encoder:
         check_model_size(data.x.size(1), cfg.model)
     if getattr(args, "resume", None):  # refused here, before the run is announced
@@ -301,7 +302,7 @@ def _threads(s: _Setup, main: bool = True) -> ThreadChoice:
     the count is still to be measured (then the line comes once it is)."""
     from edgegcl.training.threads import resolve_threads
 
-    count = s.cfg.threads or (s.profile.threads if s.profile is not None else 0)
+    count = s.cfg.run.threads or (s.profile.threads if s.profile is not None else 0)
     choice = resolve_threads(count, s.device)
     if choice.picker is None and main:
         print(f"edgegcl: {choice.line()}", file=sys.stderr)
@@ -315,7 +316,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
     with ExitStack() as hold:
         s = _setup(args, hold)
-        run_dir, _ = new_run_dir(hold, s.cfg.out, f"profile-{run_name(s.cfg.dataset)}")
+        run_dir, _ = new_run_dir(hold, s.cfg.run.out, f"profile-{run_name(s.cfg.data.dataset)}")
         write_atomic(run_dir / "config.toml", to_toml(s.cfg))
         _calibrate(s, run_dir, threads=_threads(s))
     return 0
@@ -343,12 +344,12 @@ def _join_world(s: _Setup) -> World | None:
 
     if not launched():
         return None
-    if s.cfg.mode != "auto":  # refused before joining the ranks; auto once the graph is known
-        require_minibatch(s.cfg.mode)
-    world = start(s.cfg.distributed, s.cfg.device)
+    if s.cfg.run.mode != "auto":  # refused before joining the ranks; auto once the graph is known
+        require_minibatch(s.cfg.run.mode)
+    world = start(s.cfg.distributed, s.cfg.run.device)
     s.device, s.data = world.device, share_graph(s.data, world)
     assert s.data is not None
-    require_minibatch(resolve_mode(s.cfg.mode, s.data.num_nodes))
+    require_minibatch(resolve_mode(s.cfg.run.mode, s.data.num_nodes))
     return world
 
 
@@ -369,21 +370,21 @@ def _start_lines(s: _Setup, cfg: TrainConfig, run_dir: Path, world: World | None
             + (f", batch size {cal.batch_size}" if cal.mode == "minibatch" else "")
             + f", {cal.logits} logits")
     if s.tuned is not None:
-        say(f"{cfg.dataset} starts from its tuned defaults, {s.tuned.name} in the presets "
+        say(f"{cfg.data.dataset} starts from its tuned defaults, {s.tuned.name} in the presets "
             "(chosen on validation); flags override them, --config replaces them")
     pace = pace_line(cfg)
     if pace is not None:
         say(pace)
     layers, hops = cfg.model.num_layers, len(cfg.run.fanout)
-    if resolve_mode(cfg.mode, data.num_nodes) == "minibatch" and not cfg.model.encoder \
+    if resolve_mode(cfg.run.mode, data.num_nodes) == "minibatch" and not cfg.model.encoder \
             and hops < layers:
         say(f"warning: --fanout samples {hops} hop(s) for a {layers}-layer GCN, so its outer "
             f"layers see cut neighbourhoods; give one per layer, e.g. --fanout "
             f"{','.join(['10'] * layers)}")
     ranks = "" if world is None else (f", {world.size} processes ({world.negatives} "
-                                      f"negatives, {cfg.batch_size} seeds per rank)")
+                                      f"negatives, {cfg.run.batch_size} seeds per rank)")
     say(f"training on {data.name} ({data.num_nodes} nodes, {data.edge_index.size(1)} edges), "
-        f"{cfg.seeds} seed(s){ranks}; run directory {run_dir}")
+        f"{cfg.run.seeds} seed(s){ranks}; run directory {run_dir}")
 
 
 class _StopAfterEpoch:
@@ -430,11 +431,11 @@ def _summary_lines(metrics: dict[str, Any], cfg: TrainConfig, run_dir: Path) -> 
 
     summary = metrics["summary"]
     if "test_micro_f1" in summary:
-        print(f"test micro-F1 {_over_seeds(summary['test_micro_f1'], cfg.seeds)} (checkpoint "
+        print(f"test micro-F1 {_over_seeds(summary['test_micro_f1'], cfg.run.seeds)} (checkpoint "
               "chosen on validation)")
     if "authors_protocol_test_micro_f1" in summary:
         print(f"{AUTHORS_LABEL}: test micro-F1 "
-              f"{_over_seeds(summary['authors_protocol_test_micro_f1'], cfg.seeds)}")
+              f"{_over_seeds(summary['authors_protocol_test_micro_f1'], cfg.run.seeds)}")
     print(f"mean epoch time {summary['epoch_time_s']['mean']:.3f} s; results in {run_dir}")
     if "auto_budget" in metrics:
         from edgegcl.budget.profiler import auto_budget_line
@@ -459,14 +460,14 @@ def _train(args: argparse.Namespace, hold: ExitStack) -> int:
     world = _join_world(s)
     cfg, data, main = s.cfg, s.data, world is None or world.is_main
     assert data is not None
-    if resolve_mode(cfg.mode, data.num_nodes) == "full":
+    if resolve_mode(cfg.run.mode, data.num_nodes) == "full":
         check_full_graph_memory(data.num_nodes, s.device)
     starts: list[Callable[[], None]] = []  # marks a new run directory as started (rank 0)
 
     def make_run_dir() -> Path:
         if args.resume:
             return Path(args.resume)
-        path, started = new_run_dir(hold, cfg.out, run_name(cfg.dataset))
+        path, started = new_run_dir(hold, cfg.run.out, run_name(cfg.data.dataset))
         starts.append(started)
         return path
 

@@ -82,7 +82,7 @@ class _Seed:
         self.run_dir, self.world = run_dir, world
         self.main = world is None or world.is_main
         torch.manual_seed(seed)
-        self.mode = mode = resolve_mode(cfg.mode, data.num_nodes)
+        self.mode = mode = resolve_mode(cfg.run.mode, data.num_nodes)
         self.features, self.edge_index = data.x.to(device), data.edge_index.to(device)
         # full-graph steps and the probe's embeddings (rank 0 alone probes under torchrun)
         self.x = as_features(self.features) if self.main or mode == "full" else self.features
@@ -96,8 +96,8 @@ class _Seed:
                                world=world)
         self.picker = None if threads is None else threads.picker
         self.trainer.threads = self.picker
-        self.prober = Prober(data, seed, device, cfg.protocol)  # rank 0 alone probes
-        self.anchors = data.num_nodes if mode == "full" else min(cfg.batch_size, data.num_nodes)
+        self.prober = Prober(data, seed, device, cfg.run.protocol)  # rank 0 alone probes
+        self.anchors = data.num_nodes if mode == "full" else min(cfg.run.batch_size, data.num_nodes)
         self.times: list[float] = []
         self.rows: list[dict[str, object]] = []  # epochs.csv
         self.peak = 0
@@ -163,9 +163,9 @@ class _Seed:
             "budget_used": hans.budget_share(),
             "epoch_s": self.times[-1], "peak_memory_bytes": memory.peak_bytes,
             "val_micro_f1": "", "test_micro_f1": "", "authors_test_micro_f1": ""}
-        if self.main and (epoch % cfg.eval_every == 0 or epoch == cfg.epochs):
+        if self.main and (epoch % cfg.run.eval_every == 0 or epoch == cfg.run.epochs):
             row.update(self.prober.probe(epoch, trainer.model, self.x, self.edge_index,
-                                         epoch == cfg.epochs))
+                                         epoch == cfg.run.epochs))
         self.rows.append(row)
         return row, result.events
 
@@ -174,14 +174,14 @@ class _Seed:
         cfg, hans, prober = self.cfg, self.trainer.hans, self.prober
         if not self.main:  # rank 0 chose the checkpoint; this rank's part ends with training
             return SeedResult(self.seed, self.mode, None, [], self.times, dict(hans.eta),
-                              hans.saturated_at, {}, 0, self.peak, cfg.T_int)
+                              hans.saturated_at, {}, 0, self.peak, cfg.hans.T_int)
         if prober.best_state is None:  # resumed at the last epoch: nothing left to train
             raise UsageError(f"{self.run_dir} has no chosen checkpoint; remove its state.pt to "
                              "restart this seed")
         return SeedResult(self.seed, self.mode,
                           prober.selection(self.trainer.model, self.x, self.edge_index),
                           prober.history, self.times, dict(hans.eta), hans.saturated_at,
-                          prober.best_state, prober.best_epoch, self.peak, cfg.T_int,
+                          prober.best_state, prober.best_epoch, self.peak, cfg.hans.T_int,
                           prober.authors)
 
 
@@ -210,17 +210,17 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     """
     run = _Seed(data, cfg, seed, device, run_dir, world, threads)
     run.restore(resume)
-    main, hans, every = run.main, run.trainer.hans, cfg.checkpoint_every or cfg.eval_every
+    main, hans, every = run.main, run.trainer.hans, cfg.run.checkpoint_every or cfg.run.eval_every
     bootstrap = len(hans.events)  # the events before any epoch (a new seed's: its bootstrap)
     announce = main and run.picker is not None and not run.picker.done
-    bar = Progress(cfg.epochs, label, start=run.trainer.epoch, enabled=main)
+    bar = Progress(cfg.run.epochs, label, start=run.trainer.epoch, enabled=main)
     if main:  # the event log and curve so far (HANS keeps every event); later ones appended
         write_atomic(run_dir / "hans_events.jsonl",
                      "".join(json.dumps(asdict(ev)) + "\n" for ev in hans.events))
         write_atomic(run_dir / "epochs.csv", csv_text(run.rows))
     with _appending(run_dir / "hans_events.jsonl", main) as log, \
             _appending(run_dir / "epochs.csv", main) as curve:
-        for epoch in range(run.trainer.epoch + 1, cfg.epochs + 1):
+        for epoch in range(run.trainer.epoch + 1, cfg.run.epochs + 1):
             row, events = run.epoch(epoch, bar)
             if announce and run.picker is not None and run.picker.done and threads is not None:
                 bar.close()
@@ -234,11 +234,11 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
             bar.update(epoch, f"loss {row['loss']:.4f} | eta {eta}")
             stopping = (stop is not None and stop())
             stopping = world.any(stopping) if world is not None else stopping
-            if epoch % every == 0 or epoch == cfg.epochs or stopping:
+            if epoch % every == 0 or epoch == cfg.run.epochs or stopping:
                 log.flush()
                 curve.flush()
                 run.save()
-            if stopping and epoch < cfg.epochs:
+            if stopping and epoch < cfg.run.epochs:
                 bar.close()
                 raise Stopped(seed, epoch)
     bar.close()
@@ -281,7 +281,7 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
         stop: Callable[[], bool] | None = None, resume: bool = False,
         world: World | None = None, on_epoch: EpochHook | None = None,
         threads: ThreadChoice | None = None) -> dict[str, Any]:
-    """Train ``cfg.seeds`` independent seeds, write the run directory, return the metrics.
+    """Train ``cfg.run.seeds`` independent seeds, write the run directory, return the metrics.
 
     ``report``: more entries for ``metrics.json`` from the seeds' results (``--auto-budget``:
     the profiler's prediction beside what training measured,
@@ -299,7 +299,7 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
     if main:
         write_atomic(run_dir / "config.toml", to_toml(cfg))
     results = []
-    for seed in range(cfg.seeds):
+    for seed in range(cfg.run.seeds):
         stopping = stop is not None and stop()
         if world is not None:
             stopping = world.any(stopping)
@@ -310,7 +310,7 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
             refuse_link(seed_dir, "seed directory", UsageError)
             with guard_writes(seed_dir):
                 seed_dir.mkdir(exist_ok=resume)
-        done = finished_seed(seed_dir, cfg.epochs) if resume and main else None
+        done = finished_seed(seed_dir, cfg.run.epochs) if resume and main else None
         if world is not None and world.broadcast(done is not None):
             if done is not None:
                 results.append(done)
@@ -318,7 +318,7 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
         if done is not None:
             results.append(done)
             continue
-        result = train_seed(data, cfg, seed, device, seed_dir, f"seed {seed + 1}/{cfg.seeds}",
+        result = train_seed(data, cfg, seed, device, seed_dir, f"seed {seed + 1}/{cfg.run.seeds}",
                             stop, resume, world, on_epoch, threads=threads)
         if not main:
             continue
@@ -334,7 +334,7 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
                     best.seed, best.selected_epoch)
     metrics = {
         "edgegcl_version": __version__,
-        "dataset": getattr(data, "name", cfg.dataset),
+        "dataset": getattr(data, "name", cfg.data.dataset),
         "num_nodes": data.num_nodes,
         "num_edges": int(data.edge_index.size(1)),
         "mode": results[0].mode,
