@@ -160,7 +160,7 @@ def _training_graph(args: argparse.Namespace, cfg: TrainConfig) -> Data:
 
     spec = cfg.synthetic_spec()
     try:
-        return load_graph(args.graph or cfg.dataset, cfg.root or None, spec)
+        return load_graph(args.graph or cfg.data.dataset, cfg.data.root or None, spec)
     except UsageError as exc:
         if args.graph:
             raise

@@ -62,7 +62,7 @@ def check_resume(run_dir: Path, cfg: TrainConfig, in_dim: int | None = None,
 
     Each seed's result.pt and state.pt must be readable, trained under ``cfg``
     (``config_hash``; files from before hashes pass), the seed's own, and not past
-    ``cfg.epochs``; a state that will train on must come from ``world_size`` processes;
+    ``cfg.run.epochs``; a state that will train on must come from ``world_size`` processes;
     with ``in_dim`` (the graph's features) their weights must fit the model.
     """
     shapes: dict[str, dict[str, Tensor]] = {}
@@ -70,7 +70,7 @@ def check_resume(run_dir: Path, cfg: TrainConfig, in_dim: int | None = None,
         with torch.device("meta"):  # shapes only, nothing allocated
             net = AdNGCL(in_dim, cfg.model)
         shapes = {"model": net.state_dict(), "encoder": net.encoder.state_dict()}
-    for seed in range(cfg.seeds):
+    for seed in range(cfg.run.seeds):
         seed_dir = run_dir / f"seed-{seed}"
         result, state = seed_dir / "result.pt", seed_dir / "state.pt"
         done = reached = 0
@@ -80,10 +80,10 @@ def check_resume(run_dir: Path, cfg: TrainConfig, in_dim: int | None = None,
         if state.exists():
             raw = read_state(state)
             reached = max(reached, check_seed_file(state, raw, seed, cfg, shapes, state_parts))
-            if world_size is not None and done < cfg.epochs:  # it trains on
+            if world_size is not None and done < cfg.run.epochs:  # it trains on
                 check_world(run_dir, world_size, raw)
-        if reached > cfg.epochs:
-            raise UsageError(f"--epochs {cfg.epochs} is below the {reached} epochs seed {seed} "
+        if reached > cfg.run.epochs:
+            raise UsageError(f"--epochs {cfg.run.epochs} is below the {reached} epochs seed {seed} "
                              f"has trained in {run_dir}; on --resume --epochs may only grow "
                              f"(pass {reached} or more) and --device change")
 
