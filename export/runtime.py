@@ -96,7 +96,8 @@ class EncoderSession:
     MatMul; ``stage0_weight`` is that W1, None for models without it (interface 1 and 2 files,
     models whose first layer aggregates first), which always densify a sparse x. ``kernel``
     (export.kernels.KERNELS): the CSR product for the aggregation and the sparse first layer,
-    numba's when installed ("auto"); ``self.kernel`` is the one chosen, and assigning it
+    the faster of numba's and scipy's on this machine ("auto", ``kernels.faster_kernel``);
+    ``self.kernel`` is the one chosen, and assigning it
     switches (``sparse_work`` and ``kernels.one_shot_kernel`` choose for a single embedding).
     Results do not depend on ``threads``; they agree across kernels to float32 rounding.
 

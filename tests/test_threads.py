@@ -180,3 +180,27 @@ def test_auto_budget_chooses_threads_before_profiling(tmp_path: Path,
     entry = json.loads((tmp_path / "run" / "metrics.json").read_text())["threads"]
     assert entry["source"] == "measured" and entry["threads"] in thread_candidates(
         available_cores())
+
+
+def test_a_resumed_run_keeps_the_measured_count(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The count measured before the stop is in state.pt and used again, not re-measured, so
+    the resumed epochs run as the uninterrupted ones would have."""
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EDGEGCL_DATA", str(tmp_path / "data"))
+    run_dir = tmp_path / "run"
+    code, _, err = capture(main, ["train", *TINY, "--out", str(run_dir)])
+    assert code == 0, err
+    first = json.loads((run_dir / "metrics.json").read_text())["threads"]
+    code, _, err = capture(main, ["train", "--resume", str(run_dir), "--epochs", "12"])
+    assert code == 0, err
+    assert "fastest of the first steps" not in err  # nothing measured again
+    assert json.loads((run_dir / "metrics.json").read_text())["threads"] == first
+
+
+def test_a_hostile_thread_record_is_refused() -> None:
+    picker = ThreadPicker(cores=2)
+    state = {**picker.state_dict(), "chosen": 10**9}
+    with pytest.raises(ValueError, match="out of range"):
+        picker.load_state_dict(state)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from edgegcl.nn.sparse import Transpose, row_sums, transpose_pattern
+from edgegcl.nn.sparse import TransposeCache, row_sums
 
 # CSR products are the point of this module; torch's "beta" notice would print on every run.
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
@@ -37,13 +37,13 @@ class LayerAdjacency:
 
     ``matrix`` is the T x S CSR matrix A_hat[:T] (row = target, column = source), each row's
     diagonal entry 1 / deg stored last; S is the number of nodes the layer reads (its input
-    rows). ``transposes`` keeps the pattern of its transpose for the backward
+    rows). ``transpose`` keeps the pattern of its transpose for the backward
     (edgegcl.nn.sparse), built at the first product that needs it and shared by the layers of
     one graph that have the same rows (the full graph's two layers).
     """
 
     matrix: Tensor
-    transposes: dict[str, Transpose] = field(default_factory=dict)
+    transpose: TransposeCache = field(default_factory=TransposeCache)
 
     @property
     def num_targets(self) -> int:
@@ -52,13 +52,7 @@ class LayerAdjacency:
     def propagate(self, h: Tensor) -> Tensor:
         """A_hat[:T] @ h for dense h with S rows: the aggregation step of Eq. 4, one weighted
         sum of h's rows per target (``edgegcl.nn.sparse.row_sums``)."""
-        t = None
-        if h.requires_grad:
-            t = self.transposes.get("t")
-            if t is None:
-                m = self.matrix
-                t = self.transposes["t"] = transpose_pattern(m.crow_indices(), m.col_indices(),
-                                                             m.size(1))
+        t = self.transpose.get(self.matrix) if h.requires_grad else None
         return row_sums(self.matrix, h, t)
 
 

@@ -115,7 +115,9 @@ class _Seed:
             "epoch": trainer.epoch, "trainer": trainer.state_dict(),
             "loader": loader_state(loader), "global_rng": torch.get_rng_state(),
             **self.prober.state_dict(), "times": self.times, "rows": self.rows,
-            "peak": self.peak, "ranks": ranks}, self.run_dir / "state.pt")
+            "peak": self.peak, "ranks": ranks,
+            "threads": None if self.picker is None else self.picker.state_dict()},
+            self.run_dir / "state.pt")
 
     def restore(self, resume: bool) -> None:
         """Continue from ``state.pt`` when resuming and it exists (every rank: rank 0 reads it
@@ -139,6 +141,13 @@ class _Seed:
         self.prober.load_state_dict(state)
         self.times, self.peak = list(state["times"]), int(state["peak"])
         self.rows = list(state["rows"])
+        measured = state.get("threads")
+        if self.picker is not None and measured is not None:  # the count the run measured,
+            try:  # so that it ends as if uninterrupted
+                self.picker.load_state_dict(measured)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                raise UsageError(f"{self.run_dir / 'state.pt'} holds a malformed thread "
+                                 "record; remove it to train that seed afresh") from None
 
     def epoch(self, epoch: int, bar: Progress) -> tuple[dict[str, object], list[HANSEvent]]:
         """Train epoch ``epoch`` (probing on rank 0 when it is due): its epochs.csv row and the
@@ -195,7 +204,8 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     Every ``checkpoint_every`` epochs (0: the probe interval), at the last epoch and when
     ``stop()`` turns true, the seed's whole state is written to ``run_dir/state.pt``
     (atomically); with ``resume`` a run continues from that file, and on the CPU ends exactly
-    as the uninterrupted run would have (weights, HANS events, probes). After ``stop()``
+    as the uninterrupted run would have (weights, HANS events, probes; a measured thread count
+    is saved with the state and reused). After ``stop()``
     the state is saved and ``Stopped`` raised.
 
     Under torchrun (``world``) every rank trains its shard of each epoch's seeds; rank 0 alone

@@ -29,6 +29,8 @@ __all__ = ["ThreadPicker", "ThreadChoice", "available_cores", "resolve_threads",
 
 STEPS_PER_COUNT = 2
 """Timed steps per thread count; the median decides (one step of each is a noisy sample)."""
+MAX_THREADS = 4096
+"""The most threads a saved state may name (as ``--threads``)."""
 WARMUP_STEPS = 1
 """Untimed first step: allocator growth, kernel selection, the optimiser's state."""
 
@@ -123,10 +125,17 @@ class ThreadPicker:
                 "warm": self._warm, "index": self._index, "chosen": self.chosen}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.__init__(int(state["cores"]), int(state["steps"]))  # type: ignore[misc]
-        self.seconds = {int(k): list(v) for k, v in state["seconds"].items()}
-        self._warm, self._index = bool(state["warm"]), int(state["index"])
-        self.chosen = state["chosen"]
+        """Continue a ``state_dict()`` (one read from a file: every count is checked, a
+        ValueError when one is out of range)."""
+        cores, steps, index = int(state["cores"]), int(state["steps"]), int(state["index"])
+        chosen = state["chosen"]
+        if not (1 <= cores <= MAX_THREADS and steps >= 1 and 0 <= index < len(
+                thread_candidates(cores)) and (chosen is None or 1 <= int(chosen) <= cores)):
+            raise ValueError("a thread picker's state with counts out of range")
+        self.cores, self.steps, self.order = cores, steps, thread_candidates(cores)
+        self.seconds = {int(k): [float(x) for x in v] for k, v in state["seconds"].items()}
+        self._warm, self._index = bool(state["warm"]), index
+        self.chosen = None if chosen is None else int(chosen)
         if self.chosen is not None:
             torch.set_num_threads(self.chosen)
 
