@@ -43,7 +43,8 @@ FIELDS = ("name", "description", "device", "memory_budget_gib", "headroom", "tar
           "batch_size_min", "batch_size_max", "threads")
 OPTIONAL = ("description", "threads")
 MAX_THREADS = 4096
-"""The most threads a profile may name (as ``--threads``)."""
+"""The most threads a profile may name: edgegcl.training.threads.MAX_THREADS, repeated here
+because reading a profile imports no torch."""
 
 _HERE = Path(__file__).resolve().parents[1]  # edgegcl/
 # Installed from a wheel, the profiles are package data (pyproject.toml maps the repository's

@@ -39,6 +39,7 @@ from edgegcl.errors import UsageError
 from edgegcl.nn.augment import AugmentConfig
 from edgegcl.nn.model import ModelConfig
 from edgegcl.training.distributed import DistributedConfig
+from edgegcl.training.threads import MAX_THREADS
 from edgegcl.trust import check_named
 
 MAX_EPOCHS = 1_000_000
@@ -84,7 +85,7 @@ class RunConfig(Section):
     threads: int = option(0, "CPU threads torch uses (0: OMP_NUM_THREADS when set, else the "
                           "count of cores, cores/2, ..., 1 that the first training steps "
                           "measure fastest; a GPU run keeps torch's default)", at_least=0,
-                          at_most=4096, omit_default=True)
+                          at_most=MAX_THREADS, omit_default=True)
     out: str = option("", "run directory to create ('': runs/DATASET-TIMESTAMP)")
     eval_every: int = option(20, "epochs between linear-probe checkpoints", at_least=1)
     checkpoint_every: int = option(0, "epochs between saves of each seed's full state for "
