@@ -569,16 +569,16 @@ def test_a_crash_after_an_epoch_keeps_the_run_directory(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Past the first epoch a run can be resumed: its directory is kept."""
     from edgegcl.training import run as run_module
+    from edgegcl.training.hooks import Hook
 
     real = run_module.train_seed
 
-    def crash_after_one_epoch(*args: object, **kwargs: object):
-        *rest, on_epoch = args  # run() passes the epoch hook last of its positionals
-
-        def crash(*a: object) -> None:
-            on_epoch(*a)
+    class Crash(Hook):  # after the command's own hooks, before the state is saved
+        def epoch_end(self, seed: object, row: object, events: object) -> None:
             raise RuntimeError("power cut")
-        return real(*rest, crash, **kwargs)
+
+    def crash_after_one_epoch(*args: object, hooks: list[Hook], **kwargs: object):
+        return real(*args, hooks=[*hooks, Crash()], **kwargs)
     monkeypatch.setattr(run_module, "train_seed", crash_after_one_epoch)
     with pytest.raises(RuntimeError, match="power cut"):
         main(["train", *TINY, "--out", str(tmp_path / "run")])

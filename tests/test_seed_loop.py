@@ -30,3 +30,33 @@ def test_a_python_hook_receives_every_epochs_row(tmp_path: Path) -> None:
         assert probed == [2, 4, 5]  # every eval_every epochs and the last
     first = next(events for name, row, events in seen if row["epoch"] == 1)
     assert first and first[0].reason == "bootstrap"  # the first epoch's carry the bootstrap's
+
+
+def test_a_hook_object_is_told_of_starts_batches_epochs_and_ends(tmp_path: Path) -> None:
+    from edgegcl.training.hooks import Hook
+
+    data = synthetic_graph(SyntheticSpec(num_nodes=120, num_features=8))
+    cfg = TrainConfig(dataset="synthetic", hidden_dim=8, out_dim=4, proj_dim=4, epochs=3,
+                      eval_every=3, T_init=1, T_int=1, mode="minibatch", batch_size=40)
+    calls: list[tuple] = []
+
+    class Watch(Hook):
+        def seed_start(self, seed):
+            calls.append(("start", seed.seed, seed.trainer.epoch))
+
+        def batch_end(self, seed, epoch, batch, batches, mean_loss):
+            calls.append(("batch", epoch, batch, batches))
+
+        def epoch_end(self, seed, row, events):  # after the probe: the F1 is filled in
+            calls.append(("epoch", row["epoch"], row["val_micro_f1"] != ""))
+
+        def seed_end(self, seed):
+            calls.append(("end", seed.seed))
+
+    run(cfg, data, tmp_path, torch.device("cpu"), hooks=[Watch()])
+    assert calls[0] == ("start", 0, 0) and calls[-1] == ("end", 0)
+    assert [c for c in calls if c[0] == "epoch"] == [
+        ("epoch", 1, False), ("epoch", 2, False), ("epoch", 3, True)]
+    batches = [c for c in calls if c[0] == "batch"]
+    assert batches and {c[3] for c in batches} == {3}  # 120 anchors in batches of 40
+    assert [c[2] for c in batches if c[1] == 1] == [1, 2, 3]

@@ -15,25 +15,12 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 from edgegcl import __version__
+from edgegcl.cli.signals import INTERRUPTED, interrupt
 from edgegcl.errors import UsageError
-
-if TYPE_CHECKING:
-    import torch
-    from torch_geometric.data import Data
-
-    from edgegcl.budget.profiler import Calibration
-    from edgegcl.budget.profiles import DeviceProfile
-    from edgegcl.training.config import TrainConfig
-    from edgegcl.training.distributed import World
-    from edgegcl.training.results import SeedResult
-    from edgegcl.training.threads import ThreadChoice
 
 class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one line (no usage dump) with exit code 2.
@@ -63,6 +50,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_config_flags(p: argparse.ArgumentParser) -> None:
     """``--config`` and one flag per option of every section (flags win over the file)."""
+    from edgegcl.cli.setup import config_flag_form
     from edgegcl.config import flag, section_fields
     from edgegcl.training.config import SECTIONS, TrainConfig
 
@@ -79,16 +67,7 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
         groups[section].add_argument(
             flag(name), dest=name, type=kind, default=None, metavar=name.upper(),
             help=f"{f.metadata['help']}{members.get(name, '')} (default: "
-                 f"{_flag_form(name, defaults)})")
-
-
-def _flag_form(name: str, cfg: TrainConfig) -> str:
-    """An option's value as its flag is written (``20,30,50`` for the ratios)."""
-    from edgegcl.config import flag_form
-    from edgegcl.training.config import format_ratios
-
-    value = getattr(cfg, name)
-    return format_ratios(value) if name == "ratios" else flag_form(value)
+                 f"{config_flag_form(name, defaults)})")
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
@@ -152,377 +131,16 @@ def _profile_options(p: argparse.ArgumentParser) -> None:
     _add_config_flags(p)
 
 
-def _saved_config(run_dir: Path) -> dict[str, Any]:
-    """RUN_DIR/config.toml's values, refused in one line when fields are missing (a
-    truncated file; defaults in their place would train another configuration)."""
-    from edgegcl.config import NEWER_THAN_HARD_PICK
-    from edgegcl.tomlfile import read_toml
-    from edgegcl.training.config import FIELDS, load_toml
+def _cmd_train(args: argparse.Namespace) -> int:
+    from edgegcl.cli.train import train_command
 
-    path = run_dir / "config.toml"
-    saved = load_toml(path)
-    raw = read_toml(path, f"config file {path}", "restore it")  # load_toml has read it
-    named = set(raw) | {k for v in raw.values() if isinstance(v, dict) for k in v}
-    newer = NEWER_THAN_HARD_PICK if "hard_pick" in named else ()
-    missing = [name for name, f in FIELDS.items() if name not in saved and name not in newer
-               and not f.metadata["omit_default"]]
-    if missing:
-        more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""
-        raise UsageError(f"{path} lacks {', '.join(missing[:4])}{more}: it is truncated or "
-                         "not edgegcl's; restore it from a copy, or start a new run (nothing "
-                         "was written)")
-    return saved
-
-
-def _resume_values(args: argparse.Namespace, flags: dict[str, object],
-                   hold: ExitStack) -> dict[str, object]:
-    """The saved configuration of ``--resume RUN_DIR``, after checking that the flags agree
-    with it (only RESUMABLE fields may change) and that the run has something left to do.
-    The run directory is locked (``hold`` keeps the lock) before its files are read."""
-    from edgegcl.training.config import TrainConfig, coerce
-    from edgegcl.training.state import RESUMABLE, RunLock
-
-    run_dir = Path(args.resume)
-    may_change = f"on --resume only {', '.join('--' + f for f in RESUMABLE)} may change"
-    if not (run_dir / "config.toml").is_file():
-        raise UsageError(f"{run_dir} is not an edgegcl run directory (no config.toml); pass "
-                         "the --out of an earlier edgegcl train")
-    if args.config or args.profile or args.auto_budget:
-        raise UsageError("--resume takes the run's saved configuration: drop --config, "
-                         "--profile and --auto-budget")
-    if "out" in flags and Path(str(flags["out"])).resolve() != run_dir.resolve():
-        raise UsageError(f"--resume continues {run_dir} where it is: drop --out "
-                         f"{flags['out']} ({may_change}; copy the directory to move it)")
-    if os.environ.get("RANK", "0") == "0":  # under torchrun rank 0 alone writes
-        hold.enter_context(RunLock(run_dir))
-    saved = _saved_config(run_dir)
-    defaults = TrainConfig()
-    for name, value in flags.items():
-        before = saved.get(name, getattr(defaults, name))
-        if name not in RESUMABLE and name != "out" and coerce(name, value) != before:
-            raise UsageError(f"--{name.replace('_', '-')} {value} contradicts the run in "
-                             f"{run_dir} ({_flag_form(name, replace(defaults, **{name: before}))}"
-                             f"); {may_change}")
-    values = {**saved, **{k: v for k, v in flags.items() if k in RESUMABLE}}
-    epochs = int(values.get("epochs", defaults.epochs))  # type: ignore[arg-type]
-    if (run_dir / "metrics.json").exists() and epochs <= int(saved.get("epochs", defaults.epochs)):
-        raise UsageError(f"{run_dir} is a finished run (metrics.json is written); pass a larger "
-                         "--epochs to train on, or start a new run")
-    return {**values, "out": str(run_dir)}
-
-
-@dataclass
-class _Setup:
-    cfg: TrainConfig
-    data: Data | None
-    device: torch.device
-    profile: DeviceProfile | None
-    tuned: Path | None = None  # the dataset's tuned defaults the config started from
-    remeasure: bool = False  # --remeasure: the profile cache is measured anew
-
-
-def _setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> _Setup:
-    """Config (file, else the dataset's tuned defaults; then flags), device (the profile's,
-    when one is given) and, with ``graph``, the graph; the allocator set to reuse freed pages
-    (edgegcl.memory.reuse_freed_memory). A resumed run is locked (in ``hold``) before its
-    files are read, and refused if they cannot continue (edgegcl.training.resume.check_resume)."""
-    from edgegcl.budget.profiles import check_device_present, load_profile, with_budgets
-    from edgegcl.training.config import FIELDS, build, load_toml, tuned_defaults, unused_settings
-    from edgegcl.data import load_graph
-    from edgegcl.memory import reuse_freed_memory
-    from edgegcl.nn.encoders import check_model_size
-    from edgegcl.trust import allow_encoder
-    from edgegcl.training.resume import check_resume
-    from edgegcl.training.step import resolve_device
-
-    if not args.profile and (args.target_epoch_s, args.memory_gib) != (None, None):
-        raise UsageError("--target-epoch-s and --memory-gib replace a device profile's "
-                         "budgets: add --profile NAME (see 'edgegcl profiles')")
-    if not args.profile and args.remeasure:
-        raise UsageError("--remeasure measures a device profile's budgets again: add --profile "
-                         "NAME (see 'edgegcl profiles')")
-    reuse_freed_memory()
-
-    flags = {name: getattr(args, name) for name in FIELDS if getattr(args, name) is not None}
-    if "encoder" in flags:  # named here: files may name it too; as the run directory records it
-        flags["encoder"] = allow_encoder(str(flags["encoder"]))
-    tuned = None
-    if getattr(args, "resume", None):
-        cfg = build(_resume_values(args, flags, hold), {})
-    elif args.config:
-        cfg = build(load_toml(args.config), flags)
-    else:
-        tuned, values = tuned_defaults(flags.get("dataset", ""))
-        cfg = build(values, flags)
-    gcn_only = [name for name in flags if name in cfg.model.unused()]
-    if gcn_only:  # another encoder has widths of its own
-        raise UsageError(f"{', '.join('--' + n.replace('_', '-') for n in gcn_only)}: --encoder "
-                         f"{cfg.model.encoder} does not use the built-in GCN's widths and "
-                         "activation; set them in the encoder's function, or drop them")
-    unused = [name for name in flags if name in unused_settings(cfg)]
-    if unused:  # an option that would do nothing is refused, not ignored
-        named = ", ".join("--" + name.replace("_", "-") for name in unused)
-        it = "it" if len(unused) == 1 else "them"
-        raise UsageError(f"{named}: --scheduler {cfg.hans.scheduler} does not use {it} (HANS's "
-                         f"settings it does without); add --scheduler hans, or drop {it}")
-    profile = load_profile(args.profile) if args.profile else None
-    if profile is not None:
-        profile = with_budgets(profile, args.target_epoch_s, args.memory_gib)
-        check_device_present(profile)
-        if cfg.run.device != "auto" and not cfg.run.device.startswith(profile.device):
-            raise UsageError(f"--device {cfg.run.device} contradicts profile {profile.name} "
-                             f"(device {profile.device}); drop --device or pick another profile")
-        if cfg.run.device == "auto":
-            cfg = replace(cfg, device=profile.device)
-    device = resolve_device(cfg.run.device)
-    data = (load_graph(cfg.data.dataset, cfg.data.root or None, cfg.synthetic_spec())
-            if graph else None)
-    if data is not None and not cfg.model.encoder:
-        check_model_size(data.x.size(1), cfg.model)
-    if getattr(args, "resume", None):  # refused here, before the run is announced
-        check_resume(Path(args.resume), cfg, None if data is None else data.x.size(1),
-                     int(os.environ.get("WORLD_SIZE", "1")))
-    return _Setup(cfg, data, device, profile, tuned, args.remeasure)
-
-
-def _calibrate(s: _Setup, run_dir: Path, then: str = "",
-               threads: ThreadChoice | None = None) -> Calibration:
-    """The profiler under ``s``'s profile, its table and choice printed and kept
-    (edgegcl.cli.autobudget); a measuring ``threads`` chooses the thread count first."""
-    from edgegcl.cli.autobudget import calibrate_and_report
-
-    assert s.profile is not None and s.data is not None
-    return calibrate_and_report(s.data, s.cfg, s.profile, s.device, run_dir, then,
-                                s.remeasure, threads)
-
-
-def _threads(s: _Setup, main: bool = True) -> ThreadChoice:
-    """How this run sets torch's threads: ``--threads``, else the profile's ``threads``,
-    else edgegcl.training.threads.resolve_threads's default; its line printed (rank 0) unless
-    the count is still to be measured (then the line comes once it is)."""
-    from edgegcl.training.threads import resolve_threads
-
-    count = s.cfg.run.threads or (s.profile.threads if s.profile is not None else 0)
-    choice = resolve_threads(count, s.device)
-    if choice.picker is None and main:
-        print(f"edgegcl: {choice.line()}", file=sys.stderr)
-    return choice
+    return train_command(args)
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from edgegcl.cli.rundir import new_run_dir, run_name
-    from edgegcl.training.config import to_toml
-    from edgegcl.training.state import write_atomic
+    from edgegcl.cli.autobudget import profile_command
 
-    with ExitStack() as hold:
-        s = _setup(args, hold)
-        run_dir, _ = new_run_dir(hold, s.cfg.run.out, f"profile-{run_name(s.cfg.data.dataset)}")
-        write_atomic(run_dir / "config.toml", to_toml(s.cfg))
-        _calibrate(s, run_dir, threads=_threads(s))
-    return 0
-
-
-def _auto_budget_report(cal: Calibration, profile: DeviceProfile | None
-                        ) -> Callable[[list[SeedResult]], dict[str, Any]]:
-    """``metrics.json``'s ``auto_budget`` entry: the profiler's prediction beside training."""
-    from edgegcl.budget.profiler import auto_budget_report
-
-    assert profile is not None
-    return lambda results: {"auto_budget": auto_budget_report(cal, profile, results)}
-
-
-def _cmd_train(args: argparse.Namespace) -> int:
-    with ExitStack() as hold:  # the run directory's lock, released however training ends
-        return _train(args, hold)
-
-
-def _join_world(s: _Setup) -> World | None:
-    """Under torchrun: join the ranks, share the graph and refuse full-graph mode (one line);
-    else None."""
-    from edgegcl.training.distributed import launched, require_minibatch, share_graph, start
-    from edgegcl.training.step import resolve_mode
-
-    if not launched():
-        return None
-    if s.cfg.run.mode != "auto":  # refused before joining the ranks; auto once the graph is known
-        require_minibatch(s.cfg.run.mode)
-    world = start(s.cfg.distributed, s.cfg.run.device)
-    s.device, s.data = world.device, share_graph(s.data, world)
-    assert s.data is not None
-    require_minibatch(resolve_mode(s.cfg.run.mode, s.data.num_nodes))
-    return world
-
-
-def _start_lines(s: _Setup, cfg: TrainConfig, run_dir: Path, world: World | None,
-                 cal: Calibration | None) -> None:
-    """What a run says before its first epoch (rank 0): the auto-budget choice, the tuned
-    defaults, HANS's pace, a fanout shorter than the GCN, the graph and the run directory."""
-    from edgegcl.budget.profiler import pace_line
-    from edgegcl.training.step import resolve_mode
-
-    def say(line: str) -> None:
-        print(f"edgegcl: {line}", file=sys.stderr)
-
-    data = s.data
-    assert data is not None
-    if cal is not None and cal.meets_target:
-        say(f"training with theta_max = {cal.chosen:.2f}"
-            + (f", batch size {cal.batch_size}" if cal.mode == "minibatch" else "")
-            + f", {cal.logits} logits")
-    if s.tuned is not None:
-        say(f"{cfg.data.dataset} starts from its tuned defaults, {s.tuned.name} in the presets "
-            "(chosen on validation); flags override them, --config replaces them")
-    pace = pace_line(cfg)
-    if pace is not None:
-        say(pace)
-    layers, hops = cfg.model.num_layers, len(cfg.run.fanout)
-    if resolve_mode(cfg.run.mode, data.num_nodes) == "minibatch" and not cfg.model.encoder \
-            and hops < layers:
-        say(f"warning: --fanout samples {hops} hop(s) for a {layers}-layer GCN, so its outer "
-            f"layers see cut neighbourhoods; give one per layer, e.g. --fanout "
-            f"{','.join(['10'] * layers)}")
-    ranks = "" if world is None else (f", {world.size} processes ({world.negatives} "
-                                      f"negatives, {cfg.run.batch_size} seeds per rank)")
-    say(f"training on {data.name} ({data.num_nodes} nodes, {data.edge_index.size(1)} edges), "
-        f"{cfg.run.seeds} seed(s){ranks}; run directory {run_dir}")
-
-
-class _StopAfterEpoch:
-    """SIGINT / SIGTERM handler while training: the first asks the run to stop after the
-    epoch (its state saved), a second one stops at once (not under torchrun, where Ctrl-C
-    reaches every rank and torchrun then sends SIGTERM). ``installed()`` sets it for a block."""
-
-    def __init__(self, world: World | None, main: bool) -> None:
-        self.world, self.main = world, main
-        self.signals: list[int] = []
-
-    def __call__(self, signum: int, frame: object) -> None:
-        if self.signals:
-            if self.world is not None:
-                return
-            raise KeyboardInterrupt  # a second signal: stop now, without saving
-        self.signals.append(signum)
-        if self.main:
-            print("\nedgegcl: stopping after this epoch, once its state is saved"
-                  + (" (signal again to stop at once)" if self.world is None else ""),
-                  file=sys.stderr)
-
-    def __bool__(self) -> bool:
-        return bool(self.signals)
-
-    def exit_code(self) -> int:
-        """128 + the signal that stopped the run (SIGTERM when none did)."""
-        return 128 + (self.signals[0] if self.signals else signal.SIGTERM)
-
-    @contextmanager
-    def installed(self) -> Iterator[None]:
-        previous = {sig: signal.signal(sig, self) for sig in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-
-def _summary_lines(metrics: dict[str, Any], cfg: TrainConfig, run_dir: Path) -> None:
-    """What a finished run prints: test micro-F1 (and the authors' protocol's), the mean
-    epoch time, where the results are, and the auto-budget comparison."""
-    from edgegcl.evaluation.authors import AUTHORS_LABEL
-
-    summary = metrics["summary"]
-    if "test_micro_f1" in summary:
-        print(f"test micro-F1 {_over_seeds(summary['test_micro_f1'], cfg.run.seeds)} (checkpoint "
-              "chosen on validation)")
-    if "authors_protocol_test_micro_f1" in summary:
-        print(f"{AUTHORS_LABEL}: test micro-F1 "
-              f"{_over_seeds(summary['authors_protocol_test_micro_f1'], cfg.run.seeds)}")
-    print(f"mean epoch time {summary['epoch_time_s']['mean']:.3f} s; results in {run_dir}")
-    if "auto_budget" in metrics:
-        from edgegcl.budget.profiler import auto_budget_line
-
-        print(auto_budget_line(metrics["auto_budget"]))
-
-
-def _train(args: argparse.Namespace, hold: ExitStack) -> int:
-    from edgegcl.cli.rundir import new_run_dir, run_name
-    from edgegcl.training.distributed import RankLost, launched, on_main
-    from edgegcl.training.distributed import stop as stop_world
-    from edgegcl.training.logger import make_logger
-    from edgegcl.training.run import Stopped, run
-    from edgegcl.training.step import check_full_graph_memory, resolve_mode
-
-    if args.auto_budget and not args.profile:
-        raise UsageError("--auto-budget needs a device profile: add --profile NAME "
-                         "(see 'edgegcl profiles')")
-    logger = make_logger(args.logger)
-    # under torchrun only each machine's local rank 0 loads the graph; it is then shared
-    s = _setup(args, hold, graph=not launched() or os.environ.get("LOCAL_RANK", "0") == "0")
-    world = _join_world(s)
-    cfg, data, main = s.cfg, s.data, world is None or world.is_main
-    assert data is not None
-    if resolve_mode(cfg.run.mode, data.num_nodes) == "full":
-        check_full_graph_memory(data.num_nodes, s.device)
-    starts: list[Callable[[], None]] = []  # marks a new run directory as started (rank 0)
-
-    def make_run_dir() -> Path:
-        if args.resume:
-            return Path(args.resume)
-        path, started = new_run_dir(hold, cfg.run.out, run_name(cfg.data.dataset))
-        starts.append(started)
-        return path
-
-    run_dir = on_main(world, make_run_dir)
-    threads = _threads(s, main)
-    cal = None
-    if args.auto_budget:  # measured on rank 0's device, its choice used by every rank
-        cal = on_main(world, lambda: _calibrate(s, run_dir, "; training with it", threads))
-        cfg = replace(cfg, theta_max=cal.chosen, batch_size=cal.batch_size, logits=cal.logits)
-    if main:
-        _start_lines(s, cfg, run_dir, world, cal)
-    if _INTERRUPTED:  # a Ctrl-C while starting up that a library swallowed
-        raise KeyboardInterrupt
-    stop = _StopAfterEpoch(world, main)
-
-    def on_epoch(seed_dir: Path, row: dict[str, object], events: list[Any]) -> None:
-        while starts:  # an epoch is trained: the run directory is kept from here on
-            starts.pop()()
-        if logger is not None:
-            logger.epoch(seed_dir, row, events)
-
-    try:
-        with stop.installed():
-            metrics = run(cfg, data, run_dir, s.device,
-                          report=None if cal is None else _auto_budget_report(cal, s.profile),
-                          stop=lambda: bool(stop), resume=bool(args.resume), world=world,
-                          on_epoch=on_epoch, threads=threads)
-    except Stopped as stopped:
-        if main:
-            again = "edgegcl train" if world is None else "torchrun ... -m edgegcl train"
-            print(f"edgegcl: {stopped}; state saved; continue with: {again} --resume "
-                  f"{run_dir}", file=sys.stderr)
-        return stop.exit_code()
-    except RuntimeError as exc:  # a collective failed: gloo / NCCL raise RuntimeErrors
-        if world is None:
-            raise
-        lost = exc if isinstance(exc, RankLost) else world.lost(exc)
-        print(f"edgegcl: error: {lost}; the last saved state is kept: continue with torchrun "
-              f"... -m edgegcl train --resume {run_dir}", file=sys.stderr)
-        return 1
-    finally:
-        stop_world()
-        if logger is not None:
-            logger.close()
-    if main:
-        _summary_lines(metrics, cfg, run_dir)
-    return 0
-
-
-def _over_seeds(figure: dict[str, float], seeds: int) -> str:
-    """A figure over seeds: ``0.83 ± 0.01 over 5 seeds``, or ``0.83`` for one seed (its
-    spread is not measured, not zero)."""
-    if seeds == 1:
-        return f"{figure['mean']:.2f}"
-    return f"{figure['mean']:.2f} ± {figure['std']:.2f} over {seeds} seeds"
+    return profile_command(args)
 
 
 def _add_plot(sub: argparse._SubParsersAction) -> None:
@@ -579,19 +197,6 @@ def _parser() -> _Parser:
     return parser
 
 
-_INTERRUPTED: list[int] = []
-"""SIGINTs and SIGTERMs received before training took them over (``_interrupt``)."""
-
-
-def _interrupt(signum: int, frame: object) -> NoReturn:
-    """Ctrl-C or SIGTERM while starting up (or profiling): remembered, then raised. A module
-    being imported when it lands may swallow the KeyboardInterrupt or fail otherwise as it
-    unwinds; ``main`` reads any exception after it as the interruption. What the command had
-    made is removed on the way out (a new run directory that never trained)."""
-    _INTERRUPTED.append(signum)
-    raise KeyboardInterrupt
-
-
 def rank_environment_problem(env: dict[str, str] | os._Environ[str] = os.environ) -> str | None:
     """Why torchrun's rank variables in ``env`` cannot be used, or None: ``RANK`` without the
     process group it belongs to (``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``), or out of
@@ -626,8 +231,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line (``argv``, else ``sys.argv``); returns the exit code: 2 with one
     line for a usage error, 130 (143) with one line for Ctrl-C (SIGTERM) outside training's
     own handling."""
-    _INTERRUPTED.clear()
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
+    INTERRUPTED.clear()
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         problem = rank_environment_problem()
         if problem is not None:
@@ -637,8 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except BaseException as exc:
         # Ctrl-C while starting up (whatever it broke), or a second one while training
-        if isinstance(exc, KeyboardInterrupt) or (_INTERRUPTED and isinstance(exc, Exception)):
-            signum = _INTERRUPTED[0] if _INTERRUPTED else signal.SIGINT
+        if isinstance(exc, KeyboardInterrupt) or (INTERRUPTED and isinstance(exc, Exception)):
+            signum = INTERRUPTED[0] if INTERRUPTED else signal.SIGINT
             print("edgegcl: terminated" if signum == signal.SIGTERM else "edgegcl: interrupted",
                   file=sys.stderr)
             return 128 + signum

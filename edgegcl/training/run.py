@@ -1,20 +1,19 @@
 """A training run: independent seeds, each trained and probed, written into the run directory
 with the metrics over seeds.
 
-Per seed the loop trains (``edgegcl.training.engine.Trainer``), probes the frozen embeddings every
-``eval_every`` epochs, keeps the encoder whose validation micro-F1 is best, and writes that
-checkpoint, the HANS event log and the curve; a hook passed as ``on_epoch`` sees every epoch's
-row. What a seed produced and the metrics: ``edgegcl.training.results``; whether a run
-directory can be resumed: ``edgegcl.training.resume``.
+Per seed a short loop trains (``edgegcl.training.engine.Trainer``) and calls its hooks
+(``edgegcl.training.hooks``): the probe every ``eval_every`` epochs, which keeps the encoder
+whose validation micro-F1 is best, the curve, the HANS event log, the progress line, a user's
+hooks and the state saver. What a seed produced and the metrics:
+``edgegcl.training.results``; whether a run directory can be resumed:
+``edgegcl.training.resume``.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import time
-from collections.abc import Callable
-from dataclasses import asdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +24,12 @@ from edgegcl import __version__
 from edgegcl.nn.augment import as_features
 from edgegcl.training.checkpoint import save_checkpoint
 from edgegcl.training.config import TrainConfig, to_toml
-from edgegcl.training.curves import csv_text
 from edgegcl.training.engine import Trainer
+from edgegcl.training.hooks import Callback, EpochCallback, Hook, StateSaver, standard_hooks
 from edgegcl.errors import UsageError
 from edgegcl.memory import PeakMemory, current_bytes
 from edgegcl.contrast.hans import HANSEvent
 from edgegcl.contrast.negatives import CATEGORIES
-from edgegcl.progress import Progress
 from edgegcl.training.resume import (
     check_resume,
     check_seed_file,
@@ -57,10 +55,6 @@ from edgegcl.training.threads import ThreadChoice
 from edgegcl_embed.files import refuse_link
 
 
-EpochHook = Callable[[Path, "dict[str, object]", "list[Any]"], None]
-"""Called after each epoch with the seed's directory, its epochs.csv row and HANS events."""
-
-
 class Stopped(Exception):
     """Training stopped on request (SIGINT / SIGTERM) after an epoch, its state saved, or
     before seed ``seed`` started (``epoch`` 0: the seeds before it are finished)."""
@@ -71,10 +65,11 @@ class Stopped(Exception):
         self.seed, self.epoch = seed, epoch
 
 
-class _Seed:
-    """One seed between epochs: its trainer and prober, the epoch times, the epochs.csv rows
-    and the peak memory so far; one epoch of training with its row (``epoch``), and the whole
-    state written to and read back from ``state.pt`` (``save``, ``restore``)."""
+class SeedRun:
+    """One seed between epochs, as hooks see it: its config, directory, trainer and prober,
+    the epoch times, the epochs.csv rows and the peak memory so far, and whether a stop was
+    requested after this epoch (``stopping``); one epoch of training with its row (``epoch``),
+    and the whole state written to and read back from ``state.pt`` (``save``, ``restore``)."""
 
     def __init__(self, data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                  run_dir: Path, world: World | None, threads: ThreadChoice | None) -> None:
@@ -101,6 +96,7 @@ class _Seed:
         self.times: list[float] = []
         self.rows: list[dict[str, object]] = []  # epochs.csv
         self.peak = 0
+        self.stopping = False
 
     def save(self) -> None:
         """The whole state to ``state.pt`` (rank 0, with every rank's random streams)."""
@@ -149,16 +145,20 @@ class _Seed:
                 raise UsageError(f"{self.run_dir / 'state.pt'} holds a malformed thread "
                                  "record; remove it to train that seed afresh") from None
 
-    def epoch(self, epoch: int, bar: Progress) -> tuple[dict[str, object], list[HANSEvent]]:
-        """Train epoch ``epoch`` (probing on rank 0 when it is due): its epochs.csv row and the
-        HANS events its end produced."""
-        cfg, trainer, device = self.cfg, self.trainer, self.device
+    def epoch(self, epoch: int, hooks: Sequence[Hook]) -> tuple[dict[str, object], list[HANSEvent]]:
+        """Train epoch ``epoch`` (``hooks`` told after each batch): its epochs.csv row, F1 cells
+        empty (the probe's hook fills them), and the HANS events its end produced."""
+        trainer, device = self.trainer, self.device
+
+        def batch_end(i: int, n: int, mean: float) -> None:
+            for hook in hooks:
+                hook.batch_end(self, epoch, i, n, mean)
+
         with PeakMemory(device, self.baseline) as memory:  # the training step(s), not the probe
             t0 = time.perf_counter()
             result = trainer.fit_epoch(
                 self.x if self.loader is None else self.features, self.edge_index, self.loader,
-                lambda i, n, mean: bar.update(epoch - 1 + i / n,
-                                              f"epoch {epoch}: batch {i}/{n} loss {mean:.4f}"))
+                batch_end)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             self.times.append(time.perf_counter() - t0)
@@ -172,10 +172,7 @@ class _Seed:
             "budget_used": hans.budget_share(),
             "epoch_s": self.times[-1], "peak_memory_bytes": memory.peak_bytes,
             "val_micro_f1": "", "test_micro_f1": "", "authors_test_micro_f1": ""}
-        if self.main and (epoch % cfg.run.eval_every == 0 or epoch == cfg.run.epochs):
-            row.update(self.prober.probe(epoch, trainer.model, self.x, self.edge_index,
-                                         epoch == cfg.run.epochs))
-        self.rows.append(row)
+        self.rows.append(row)  # the probe's hook fills the F1 cells of this same dict
         return row, result.events
 
     def result(self) -> SeedResult:
@@ -197,99 +194,42 @@ class _Seed:
 def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                run_dir: Path, label: str, stop: Callable[[], bool] | None = None,
                resume: bool = False, world: World | None = None,
-               on_epoch: EpochHook | None = None, threads: ThreadChoice | None = None
-               ) -> SeedResult:
+               hooks: Sequence[Hook] = (), threads: ThreadChoice | None = None) -> SeedResult:
     """Train one independent run (own split, initialisation and random streams) and probe it.
 
-    Every ``checkpoint_every`` epochs (0: the probe interval), at the last epoch and when
-    ``stop()`` turns true, the seed's whole state is written to ``run_dir/state.pt``
-    (atomically); with ``resume`` a run continues from that file, and on the CPU ends exactly
-    as the uninterrupted run would have (weights, HANS events, probes; a measured thread count
-    is saved with the state and reused). After ``stop()``
-    the state is saved and ``Stopped`` raised.
-
-    Under torchrun (``world``) every rank trains its shard of each epoch's seeds; rank 0 alone
-    probes and writes (the other ranks' random streams go into its ``state.pt``), and a stop
-    request reaching any rank stops all of them after the same epoch.
-
-    ``on_epoch(run_dir, row, events)``: called on rank 0 after each epoch with its
-    ``epochs.csv`` row and HANS events, the first epoch's with the bootstrap's too
-    (edgegcl.training.logger). ``threads``: the run's thread choice
-    (edgegcl.training.threads); a measuring one times this seed's first steps, and its line is
-    printed once it has chosen.
+    The loop trains epochs and polls ``stop()``; everything else is a hook
+    (edgegcl.training.hooks): the probe, ``epochs.csv``, ``hans_events.jsonl``, the progress
+    line, then ``hooks``, then the state saver. With ``resume`` a seed continues from
+    ``run_dir/state.pt`` and on the CPU ends exactly as the uninterrupted run would have. After
+    ``stop()`` turns true the state is saved and ``Stopped`` raised; under torchrun
+    (``world``) a stop reaching any rank stops all of them after the same epoch.
+    ``threads``: the run's thread choice (edgegcl.training.threads).
     """
-    run = _Seed(data, cfg, seed, device, run_dir, world, threads)
+    run = SeedRun(data, cfg, seed, device, run_dir, world, threads)
     run.restore(resume)
-    main, hans, every = run.main, run.trainer.hans, cfg.run.checkpoint_every or cfg.run.eval_every
-    bootstrap = len(hans.events)  # the events before any epoch (a new seed's: its bootstrap)
-    announce = main and run.picker is not None and not run.picker.done
-    bar = Progress(cfg.run.epochs, label, start=run.trainer.epoch, enabled=main)
-    if main:  # the event log and curve so far (HANS keeps every event); later ones appended
-        write_atomic(run_dir / "hans_events.jsonl",
-                     "".join(json.dumps(asdict(ev)) + "\n" for ev in hans.events))
-        write_atomic(run_dir / "epochs.csv", csv_text(run.rows))
-    with _appending(run_dir / "hans_events.jsonl", main) as log, \
-            _appending(run_dir / "epochs.csv", main) as curve:
+    every = [*standard_hooks(label, threads), *hooks, StateSaver()]
+    for hook in every:
+        hook.seed_start(run)
+    try:
         for epoch in range(run.trainer.epoch + 1, cfg.run.epochs + 1):
-            row, events = run.epoch(epoch, bar)
-            if announce and run.picker is not None and run.picker.done and threads is not None:
-                bar.close()
-                print(f"edgegcl: {threads.line()}", file=sys.stderr)
-                announce = False
-            log.write("".join(json.dumps(asdict(ev)) + "\n" for ev in events))
-            curve.write(csv_text([row], header=False))
-            if on_epoch is not None and main:  # a new seed's first also gets the bootstrap's
-                on_epoch(run_dir, row, [*(hans.events[:bootstrap] if epoch == 1 else []), *events])
-            eta = " ".join(f"{c} {v:.2f}" for c, v in hans.eta.items())
-            bar.update(epoch, f"loss {row['loss']:.4f} | eta {eta}")
-            stopping = (stop is not None and stop())
-            stopping = world.any(stopping) if world is not None else stopping
-            if epoch % every == 0 or epoch == cfg.run.epochs or stopping:
-                log.flush()
-                curve.flush()
-                run.save()
-            if stopping and epoch < cfg.run.epochs:
-                bar.close()
+            row, events = run.epoch(epoch, every)
+            stopping = stop is not None and stop()
+            run.stopping = world.any(stopping) if world is not None else stopping
+            for hook in every:
+                hook.epoch_end(run, row, events)
+            if run.stopping and epoch < cfg.run.epochs:
                 raise Stopped(seed, epoch)
-    bar.close()
+    finally:
+        for hook in every:
+            hook.seed_end(run)
     return run.result()
-
-
-class _appending:
-    """A file opened for appending on the writing rank; elsewhere a sink that writes nothing.
-    A disk that refuses an append is one line (the saved state, which a resume rewrites the
-    file from, is intact)."""
-
-    def __init__(self, path: Path, enabled: bool) -> None:
-        self.path, self.fh = path, None
-        if enabled:  # the file write_atomic has just made: a link planted since is refused
-            refuse_link(path, "run file", UsageError)
-            with guard_writes(path):
-                self.fh = path.open("a")
-
-    def __enter__(self) -> _appending:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fh is not None:
-            with guard_writes(self.path):
-                self.fh.close()
-
-    def write(self, text: str) -> None:
-        if self.fh is not None:
-            with guard_writes(self.path):
-                self.fh.write(text)
-
-    def flush(self) -> None:
-        if self.fh is not None:
-            with guard_writes(self.path):
-                self.fh.flush()
 
 
 def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
         report: Callable[[list[SeedResult]], dict[str, Any]] | None = None,
         stop: Callable[[], bool] | None = None, resume: bool = False,
-        world: World | None = None, on_epoch: EpochHook | None = None,
+        world: World | None = None, on_epoch: EpochCallback | None = None,
+        hooks: Sequence[Hook] = (),
         threads: ThreadChoice | None = None) -> dict[str, Any]:
     """Train ``cfg.run.seeds`` independent seeds, write the run directory, return the metrics.
 
@@ -299,7 +239,8 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
     after every epoch (edgegcl.training.run.train_seed). ``resume``: continue the run in ``run_dir``:
     finished seeds are kept, the others continue from their ``state.pt``. ``world``: this
     rank under torchrun; rank 0 writes everything, the others train and return ``{}``.
-    ``on_epoch``: called after every epoch of every seed (``train_seed``). ``threads``: how
+    ``hooks``: called by every seed's loop (edgegcl.training.hooks); ``on_epoch(seed_dir, row,
+    events)``: a plain function called after every epoch of every seed. ``threads``: how
     torch's CPU threads are set (edgegcl.training.threads); metrics.json records it.
     """
     main = world is None or world.is_main
@@ -329,7 +270,8 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
             results.append(done)
             continue
         result = train_seed(data, cfg, seed, device, seed_dir, f"seed {seed + 1}/{cfg.run.seeds}",
-                            stop, resume, world, on_epoch, threads=threads)
+                            stop, resume, world, threads=threads,
+                            hooks=[*hooks, *([] if on_epoch is None else [Callback(on_epoch)])])
         if not main:
             continue
         save_checkpoint(seed_dir / "checkpoint.pt", result.encoder_state, cfg, data.x.size(1),

@@ -1,0 +1,192 @@
+"""``edgegcl train``: the run directory, the auto-budget choice, the lines a run says before its
+first epoch and after its last, stopping on a signal, and the ranks under torchrun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgegcl.cli.setup import Setup, calibrate, choose_threads, setup
+from edgegcl.cli.signals import INTERRUPTED, StopAfterEpoch
+from edgegcl.errors import UsageError
+
+if TYPE_CHECKING:
+    from edgegcl.budget.profiler import Calibration
+    from edgegcl.budget.profiles import DeviceProfile
+    from edgegcl.training.config import TrainConfig
+    from edgegcl.training.distributed import World
+    from edgegcl.training.results import SeedResult
+
+
+def train_command(args: argparse.Namespace) -> int:
+    """``edgegcl train`` with its parsed ``args``; the exit code."""
+    with ExitStack() as hold:  # the run directory's lock, released however training ends
+        return _train(args, hold)
+
+
+def _auto_budget_report(cal: Calibration, profile: DeviceProfile | None
+                        ) -> Callable[[list[SeedResult]], dict[str, Any]]:
+    """``metrics.json``'s ``auto_budget`` entry: the profiler's prediction beside training."""
+    from edgegcl.budget.profiler import auto_budget_report
+
+    assert profile is not None
+    return lambda results: {"auto_budget": auto_budget_report(cal, profile, results)}
+
+
+def _join_world(s: Setup) -> World | None:
+    """Under torchrun: join the ranks, share the graph and refuse full-graph mode (one line);
+    else None."""
+    from edgegcl.training.distributed import launched, require_minibatch, share_graph, start
+    from edgegcl.training.step import resolve_mode
+
+    if not launched():
+        return None
+    if s.cfg.run.mode != "auto":  # refused before joining the ranks; auto once the graph is known
+        require_minibatch(s.cfg.run.mode)
+    world = start(s.cfg.distributed, s.cfg.run.device)
+    s.device, s.data = world.device, share_graph(s.data, world)
+    assert s.data is not None
+    require_minibatch(resolve_mode(s.cfg.run.mode, s.data.num_nodes))
+    return world
+
+
+def _start_lines(s: Setup, cfg: TrainConfig, run_dir: Path, world: World | None,
+                 cal: Calibration | None) -> None:
+    """What a run says before its first epoch (rank 0): the auto-budget choice, the tuned
+    defaults, HANS's pace, a fanout shorter than the GCN, the graph and the run directory."""
+    from edgegcl.budget.profiler import pace_line
+    from edgegcl.training.step import resolve_mode
+
+    def say(line: str) -> None:
+        print(f"edgegcl: {line}", file=sys.stderr)
+
+    data = s.data
+    assert data is not None
+    if cal is not None and cal.meets_target:
+        say(f"training with theta_max = {cal.chosen:.2f}"
+            + (f", batch size {cal.batch_size}" if cal.mode == "minibatch" else "")
+            + f", {cal.logits} logits")
+    if s.tuned is not None:
+        say(f"{cfg.data.dataset} starts from its tuned defaults, {s.tuned.name} in the presets "
+            "(chosen on validation); flags override them, --config replaces them")
+    pace = pace_line(cfg)
+    if pace is not None:
+        say(pace)
+    layers, hops = cfg.model.num_layers, len(cfg.run.fanout)
+    if resolve_mode(cfg.run.mode, data.num_nodes) == "minibatch" and not cfg.model.encoder \
+            and hops < layers:
+        say(f"warning: --fanout samples {hops} hop(s) for a {layers}-layer GCN, so its outer "
+            f"layers see cut neighbourhoods; give one per layer, e.g. --fanout "
+            f"{','.join(['10'] * layers)}")
+    ranks = "" if world is None else (f", {world.size} processes ({world.negatives} "
+                                      f"negatives, {cfg.run.batch_size} seeds per rank)")
+    say(f"training on {data.name} ({data.num_nodes} nodes, {data.edge_index.size(1)} edges), "
+        f"{cfg.run.seeds} seed(s){ranks}; run directory {run_dir}")
+
+
+def _summary_lines(metrics: dict[str, Any], cfg: TrainConfig, run_dir: Path) -> None:
+    """What a finished run prints: test micro-F1 (and the authors' protocol's), the mean
+    epoch time, where the results are, and the auto-budget comparison."""
+    from edgegcl.evaluation.authors import AUTHORS_LABEL
+
+    summary = metrics["summary"]
+    if "test_micro_f1" in summary:
+        print(f"test micro-F1 {_over_seeds(summary['test_micro_f1'], cfg.run.seeds)} (checkpoint "
+              "chosen on validation)")
+    if "authors_protocol_test_micro_f1" in summary:
+        print(f"{AUTHORS_LABEL}: test micro-F1 "
+              f"{_over_seeds(summary['authors_protocol_test_micro_f1'], cfg.run.seeds)}")
+    print(f"mean epoch time {summary['epoch_time_s']['mean']:.3f} s; results in {run_dir}")
+    if "auto_budget" in metrics:
+        from edgegcl.budget.profiler import auto_budget_line
+
+        print(auto_budget_line(metrics["auto_budget"]))
+
+
+def _train(args: argparse.Namespace, hold: ExitStack) -> int:
+    from edgegcl.cli.rundir import new_run_dir, run_name
+    from edgegcl.training.distributed import RankLost, launched, on_main
+    from edgegcl.training.distributed import stop as stop_world
+    from edgegcl.training.logger import make_logger
+    from edgegcl.training.run import Stopped, run
+    from edgegcl.training.step import check_full_graph_memory, resolve_mode
+
+    if args.auto_budget and not args.profile:
+        raise UsageError("--auto-budget needs a device profile: add --profile NAME "
+                         "(see 'edgegcl profiles')")
+    logger = make_logger(args.logger)
+    # under torchrun only each machine's local rank 0 loads the graph; it is then shared
+    s = setup(args, hold, graph=not launched() or os.environ.get("LOCAL_RANK", "0") == "0")
+    world = _join_world(s)
+    cfg, data, main = s.cfg, s.data, world is None or world.is_main
+    assert data is not None
+    if resolve_mode(cfg.run.mode, data.num_nodes) == "full":
+        check_full_graph_memory(data.num_nodes, s.device)
+    starts: list[Callable[[], None]] = []  # marks a new run directory as started (rank 0)
+
+    def make_run_dir() -> Path:
+        if args.resume:
+            return Path(args.resume)
+        path, started = new_run_dir(hold, cfg.run.out, run_name(cfg.data.dataset))
+        starts.append(started)
+        return path
+
+    run_dir = on_main(world, make_run_dir)
+    threads = choose_threads(s, main)
+    cal = None
+    if args.auto_budget:  # measured on rank 0's device, its choice used by every rank
+        cal = on_main(world, lambda: calibrate(s, run_dir, "; training with it", threads))
+        cfg = replace(cfg, theta_max=cal.chosen, batch_size=cal.batch_size, logits=cal.logits)
+    if main:
+        _start_lines(s, cfg, run_dir, world, cal)
+    if INTERRUPTED:  # a Ctrl-C while starting up that a library swallowed
+        raise KeyboardInterrupt
+    stop = StopAfterEpoch(world, main)
+
+    def on_epoch(seed_dir: Path, row: dict[str, object], events: list[Any]) -> None:
+        while starts:  # an epoch is trained: the run directory is kept from here on
+            starts.pop()()
+        if logger is not None:
+            logger.epoch(seed_dir, row, events)
+
+    try:
+        with stop.installed():
+            metrics = run(cfg, data, run_dir, s.device,
+                          report=None if cal is None else _auto_budget_report(cal, s.profile),
+                          stop=lambda: bool(stop), resume=bool(args.resume), world=world,
+                          on_epoch=on_epoch, threads=threads)
+    except Stopped as stopped:
+        if main:
+            again = "edgegcl train" if world is None else "torchrun ... -m edgegcl train"
+            print(f"edgegcl: {stopped}; state saved; continue with: {again} --resume "
+                  f"{run_dir}", file=sys.stderr)
+        return stop.exit_code()
+    except RuntimeError as exc:  # a collective failed: gloo / NCCL raise RuntimeErrors
+        if world is None:
+            raise
+        lost = exc if isinstance(exc, RankLost) else world.lost(exc)
+        print(f"edgegcl: error: {lost}; the last saved state is kept: continue with torchrun "
+              f"... -m edgegcl train --resume {run_dir}", file=sys.stderr)
+        return 1
+    finally:
+        stop_world()
+        if logger is not None:
+            logger.close()
+    if main:
+        _summary_lines(metrics, cfg, run_dir)
+    return 0
+
+
+def _over_seeds(figure: dict[str, float], seeds: int) -> str:
+    """A figure over seeds: ``0.83 ± 0.01 over 5 seeds``, or ``0.83`` for one seed (its
+    spread is not measured, not zero)."""
+    if seeds == 1:
+        return f"{figure['mean']:.2f}"
+    return f"{figure['mean']:.2f} ± {figure['std']:.2f} over {seeds} seeds"

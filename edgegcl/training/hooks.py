@@ -1,0 +1,198 @@
+"""What the seed loop calls around its epochs: the run directory's writers, the probe, the
+progress line and anything a user passes (Lightning's callbacks, in the seed loop of
+``edgegcl.training.run``).
+
+A hook is told when a seed starts (``seed_start``, after a resumed seed's state is read), after
+every batch (``batch_end``), after every epoch with that epoch's ``epochs.csv`` row and HANS
+events (``epoch_end``; hooks run in order, so the probe fills the row's F1 cells before the
+writers see it) and when the seed ends, however it ends (``seed_end``). Every hook receives the
+``SeedRun`` (``edgegcl.training.run``): its config, directory, trainer, prober and whether a
+stop was requested after this epoch (``stopping``).
+
+Example:
+    >>> class Losses(Hook):
+    ...     def __init__(self):
+    ...         self.losses = []
+    ...     def epoch_end(self, seed, row, events):
+    ...         self.losses.append(row["loss"])
+    >>> losses = Losses()
+    >>> run(cfg, data, run_dir, torch.device("cpu"), hooks=[losses])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edgegcl.errors import UsageError
+from edgegcl.progress import Progress
+from edgegcl.training.curves import csv_text
+from edgegcl.training.state import guard_writes, write_atomic
+from edgegcl_embed.files import refuse_link
+
+if TYPE_CHECKING:
+    from edgegcl.training.run import SeedRun
+    from edgegcl.training.threads import ThreadChoice
+
+Row = dict[str, object]
+"""One epoch's ``epochs.csv`` row (edgegcl.training.curves.FIELDS)."""
+EpochCallback = Callable[[Path, Row, "list[Any]"], None]
+"""A plain function hook: ``(seed_dir, row, events)`` after each epoch (``on_epoch``)."""
+
+
+class Hook:
+    """Does nothing at every point of the seed loop; a hook overrides what it needs."""
+
+    def seed_start(self, seed: SeedRun) -> None:
+        """The seed's state is ready (read back when resuming); no epoch trained yet."""
+
+    def batch_end(self, seed: SeedRun, epoch: int, batch: int, batches: int,
+                  mean_loss: float) -> None:
+        """Batch ``batch`` of ``batches`` of ``epoch`` is trained; ``mean_loss`` so far."""
+
+    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+        """``row``: the epoch's ``epochs.csv`` row; ``events``: the HANS events its end made."""
+
+    def seed_end(self, seed: SeedRun) -> None:
+        """The seed is finished, stopped or failed: release what the hook holds."""
+
+
+class Probe(Hook):
+    """The linear probe every ``eval_every`` epochs and at the last (rank 0): fills the row's
+    F1 cells and keeps the encoder that validation chooses (edgegcl.training.prober)."""
+
+    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+        epoch, run = int(row["epoch"]), seed.cfg.run  # type: ignore[call-overload]
+        if seed.main and (epoch % run.eval_every == 0 or epoch == run.epochs):
+            row.update(seed.prober.probe(epoch, seed.trainer.model, seed.x, seed.edge_index,
+                                         epoch == run.epochs))
+
+
+class _Appended(Hook):
+    """A run file rewritten whole when the seed starts (what the state holds so far) and
+    appended to after each epoch, on the writing rank. A disk that refuses an append is one
+    line (the saved state, which a resume rewrites the file from, is intact)."""
+
+    name = ""
+
+    def __init__(self) -> None:
+        self.fh: Any = None
+
+    def text(self, seed: SeedRun, row: Row | None, events: list[Any]) -> str:
+        raise NotImplementedError
+
+    def seed_start(self, seed: SeedRun) -> None:
+        if not seed.main:
+            return
+        path = seed.run_dir / self.name
+        write_atomic(path, self.text(seed, None, []))
+        refuse_link(path, "run file", UsageError)  # a link planted since is refused
+        with guard_writes(path):
+            self.fh = path.open("a")
+
+    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+        if self.fh is not None:
+            with guard_writes(seed.run_dir / self.name):
+                self.fh.write(self.text(seed, row, events))
+                self.fh.flush()
+
+    def seed_end(self, seed: SeedRun) -> None:
+        if self.fh is not None:
+            fh, self.fh = self.fh, None
+            with guard_writes(seed.run_dir / self.name):
+                fh.close()
+
+
+class EventLog(_Appended):
+    """``hans_events.jsonl``: every HANS event, one JSON object a line."""
+
+    name = "hans_events.jsonl"
+
+    def text(self, seed: SeedRun, row: Row | None, events: list[Any]) -> str:
+        return "".join(json.dumps(asdict(ev)) + "\n"
+                       for ev in (seed.trainer.hans.events if row is None else events))
+
+
+class Curve(_Appended):
+    """``epochs.csv``: one row per epoch (edgegcl.training.curves)."""
+
+    name = "epochs.csv"
+
+    def text(self, seed: SeedRun, row: Row | None, events: list[Any]) -> str:
+        return csv_text(seed.rows) if row is None else csv_text([row], header=False)
+
+
+class StateSaver(Hook):
+    """The seed's whole state to ``state.pt`` every ``checkpoint_every`` epochs (0: the probe
+    interval), at the last epoch and when a stop was requested; every rank takes part (rank 0
+    writes the others' random streams)."""
+
+    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+        run, epoch = seed.cfg.run, int(row["epoch"])  # type: ignore[call-overload]
+        if epoch % (run.checkpoint_every or run.eval_every) == 0 or epoch == run.epochs \
+                or seed.stopping:
+            seed.save()
+
+
+class ProgressLine(Hook):
+    """The progress line with its ETA on rank 0 (batches within an epoch, then the epoch's
+    loss and HANS's share of each category), and the thread count's line once a measuring
+    ``threads`` has chosen."""
+
+    def __init__(self, label: str, threads: ThreadChoice | None = None) -> None:
+        self.label, self.threads, self.bar = label, threads, None
+        self.announce = False
+
+    def seed_start(self, seed: SeedRun) -> None:
+        self.bar = Progress(seed.cfg.run.epochs, self.label, start=seed.trainer.epoch,
+                            enabled=seed.main)
+        picker = None if self.threads is None else self.threads.picker
+        self.announce = seed.main and picker is not None and not picker.done
+
+    def batch_end(self, seed: SeedRun, epoch: int, batch: int, batches: int,
+                  mean_loss: float) -> None:
+        assert self.bar is not None
+        self.bar.update(epoch - 1 + batch / batches,
+                        f"epoch {epoch}: batch {batch}/{batches} loss {mean_loss:.4f}")
+
+    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+        assert self.bar is not None
+        threads = self.threads
+        if self.announce and threads is not None and threads.picker is not None \
+                and threads.picker.done:
+            self.bar.close()
+            print(f"edgegcl: {threads.line()}", file=sys.stderr)
+            self.announce = False
+        eta = " ".join(f"{c} {v:.2f}" for c, v in seed.trainer.hans.eta.items())
+        self.bar.update(int(row["epoch"]),  # type: ignore[call-overload]
+                        f"loss {row['loss']:.4f} | eta {eta}")
+
+    def seed_end(self, seed: SeedRun) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class Callback(Hook):
+    """A plain function ``fn(seed_dir, row, events)`` after each epoch on rank 0; a new seed's
+    first epoch also carries its bootstrap's events."""
+
+    def __init__(self, fn: EpochCallback) -> None:
+        self.fn, self.bootstrap = fn, 0
+
+    def seed_start(self, seed: SeedRun) -> None:
+        self.bootstrap = len(seed.trainer.hans.events)  # a new seed's: its bootstrap
+
+    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+        if seed.main:
+            first = seed.trainer.hans.events[:self.bootstrap] if row["epoch"] == 1 else []
+            self.fn(seed.run_dir, row, [*first, *events])
+
+
+def standard_hooks(label: str, threads: ThreadChoice | None = None) -> list[Hook]:
+    """What every seed of ``edgegcl train`` runs, in order: the probe, the curve, the event
+    log, the progress line. The state saver comes after a user's hooks (``run``)."""
+    return [Probe(), Curve(), EventLog(), ProgressLine(label, threads)]
