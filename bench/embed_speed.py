@@ -35,7 +35,7 @@ only a dense x. The synthetic graph's Gaussian x is dense for all. Backends:
   against the libraries' footprint (a process that only imports them and opens the model).
 
 The aggregation designs are also timed side by side in one process (A_hat times the widths
-the encoder aggregates at): scipy's and numba's CSR kernels (export/kernels.py), onnxruntime's
+the encoder aggregates at): scipy's and numba's CSR kernels (edgegcl_embed/kernels.py), onnxruntime's
 SparseToDenseMatMul, numpy degree buckets; and the two builds of A_hat.
 
     python3 -m bench.embed_speed --root ROOT
@@ -71,15 +71,10 @@ SPARSE_X_BACKENDS = ("torch-eager", "torch-csr", "onnxruntime-fp32", "onnxruntim
 
 
 def _runtime_importable() -> None:
-    """Make ``edgegcl_embed`` importable from a checkout that was not pip-installed: it is the
-    repository's export/ package under its installed name (its imports are relative)."""
-    try:
-        import edgegcl_embed  # noqa: F401
-    except ImportError:
+    """Make ``edgegcl_embed`` importable from a checkout that was not pip-installed (the
+    repository's folder of that name)."""
+    if str(HERE.parent) not in sys.path:
         sys.path.insert(0, str(HERE.parent))
-        import export
-
-        sys.modules["edgegcl_embed"] = export
 
 
 _runtime_importable()
@@ -338,13 +333,14 @@ def child_designs(graph: Path, widths: list[int], threads: int) -> dict[str, Any
 def _export(name: str, ckpt_path: Path, data: Data, out: Path) -> dict[str, Any]:
     """fp32, int8 and interface-1 models of ``ckpt_path``, checked; returns the int8 report."""
     from edgegcl.onnx.export import check_against_torch, export_encoder
+    from edgegcl.onnx.legacy import export_legacy
     from edgegcl.onnx.quantize import int8_report, quantize_int8
     from edgegcl.training.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(ckpt_path)
     fp32, int8 = out / f"{name}.onnx", out / f"{name}.int8.onnx"
     export_encoder(ckpt, fp32)
-    export_encoder(ckpt, out / f"{name}.scatternd.onnx", interface=1)
+    export_legacy(ckpt, out / f"{name}.scatternd.onnx", interface=1)
     checks = check_against_torch(fp32, ckpt.encoder, data.x, data.edge_index)
     quantize_int8(fp32, int8)
     report = int8_report(fp32, int8, data)

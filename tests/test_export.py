@@ -28,6 +28,7 @@ from edgegcl.onnx.export import (
     config_digest,
     export_encoder,
 )
+from edgegcl.onnx.legacy import export_legacy
 from edgegcl_embed.runtime import EncoderSession
 
 # Tiny synthetic training graphs; the configs rebuild them, as ``edgegcl export`` does.
@@ -158,7 +159,7 @@ def test_stage_model_matches_torch_in_both_orders(tmp_path: Path, features: int)
 def test_interface1_files_still_load(tmp_path: Path) -> None:
     """Files written before interface 2 (ScatterND, no edgegcl.interface key) still embed."""
     encoder, old, new = _encoder(CFG), tmp_path / "old.onnx", tmp_path / "new.onnx"
-    export_encoder(Checkpoint(encoder, CFG, CFG.features, 0, 0), old, interface=1)
+    export_legacy(Checkpoint(encoder, CFG, CFG.features, 0, 0), old, interface=1)
     export_encoder(Checkpoint(encoder, CFG, CFG.features, 0, 0), new)
     model = onnx.load(str(old))
     props = [p for p in model.metadata_props if p.key != "edgegcl.interface"]
@@ -194,7 +195,7 @@ def test_check_covers_the_sparse_first_layer(tmp_path: Path) -> None:
     w1 is an output of its own; a portable file's stage 0 reads the initializer it exposes)."""
     cfg = TrainConfig(**{**CFG.to_dict(), "features": 40})
     encoder, path = _encoder(cfg), tmp_path / "m.onnx"
-    export_encoder(Checkpoint(encoder, cfg, 40, 0, 0), path, interface=3)
+    export_legacy(Checkpoint(encoder, cfg, 40, 0, 0), path, interface=3)
     data = synthetic_graph(SyntheticSpec(150, 3, 40, avg_degree=6.0, seed=0))
     checks = check_against_torch(path, encoder, data.x, data.edge_index)
     assert [c.graph for c in checks] == ["training graph", "random subgraph",
@@ -399,7 +400,7 @@ def test_an_existing_file_that_is_not_this_export_is_not_reused(
     elif existing == "foreign":
         _foreign_model(target)
     elif existing == "interface3":
-        export_encoder(Checkpoint(_encoder(CFG), CFG, CFG.features, 0, 0), target, interface=3)
+        export_legacy(Checkpoint(_encoder(CFG), CFG, CFG.features, 0, 0), target, interface=3)
     else:  # the same configuration with other weights, or other weights of another one
         cfg = CFG if existing == "other_encoder" else TrainConfig(**{**CFG.to_dict(),
                                                                      "tau": 0.3})

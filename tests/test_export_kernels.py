@@ -1,4 +1,4 @@
-"""The runtime's CSR kernels (export/kernels.py): numba's and scipy's agree, the choice of
+"""The runtime's CSR kernels (edgegcl_embed/kernels.py): numba's and scipy's agree, the choice of
 kernel is explicit, and a session gives the same embeddings whichever it uses."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The portable model (interface 4, edgegcl.onnx.portable): onnxruntime alone runs it, exactly
 at any thread count, in an environment without torch; the runtime cuts it into its stages; the
-runtime installs on its own (export/pyproject.toml)."""
+runtime installs on its own (edgegcl_embed/pyproject.toml)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import torch
 from edgegcl.training.config import TrainConfig
 from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.export import export_encoder
+from edgegcl.onnx.legacy import export_legacy
 from edgegcl.onnx.quantize import quantize_int8
 from edgegcl.training.checkpoint import Checkpoint
 from edgegcl_embed.errors import InputError
@@ -44,8 +45,11 @@ def _checkpoint(features: int, activation: str = "prelu") -> Checkpoint:
     return Checkpoint(GCNEncoder(features, cfg.model_config()).eval(), cfg, features, 0, 0)
 
 
-def _export(ckpt: Checkpoint, path: Path, **kwargs: object) -> Path:
-    export_encoder(ckpt, path, **kwargs)
+def _export(ckpt: Checkpoint, path: Path, interface: int | None = None) -> Path:
+    if interface is None:
+        export_encoder(ckpt, path)
+    else:
+        export_legacy(ckpt, path, interface)
     return path
 
 
@@ -236,12 +240,12 @@ def test_plain_onnxruntime_runs_the_file_in_a_venv_without_torch(tmp_path: Path)
 
 
 def test_pip_install_export_gives_a_working_command_without_torch(tmp_path: Path) -> None:
-    """`pip install ./export` (offline here: no index, its dependencies already in the venv)
+    """`pip install ./edgegcl_embed` (offline here: no index, its dependencies already in the venv)
     installs edgegcl_embed and the edgegcl-embed command into a venv without torch."""
-    pytest.importorskip("setuptools", minversion="77")  # export/pyproject.toml's build backend
+    pytest.importorskip("setuptools", minversion="77")  # edgegcl_embed/pyproject.toml's build backend
     python = _venv_without_torch(tmp_path, ["numpy", "scipy", "onnxruntime", "setuptools"])
-    source = tmp_path / "export"  # a copy: the build writes into the folder it builds
-    shutil.copytree(REPO / "export", source,
+    source = tmp_path / "edgegcl_embed"  # a copy: the build writes into the folder it builds
+    shutil.copytree(REPO / "edgegcl_embed", source,
                     ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
     proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install",
                            "--no-deps", "--no-build-isolation", "--no-index", "--quiet",
@@ -263,7 +267,7 @@ def test_pip_install_export_gives_a_working_command_without_torch(tmp_path: Path
         np.testing.assert_array_equal(np.load(out), expected)  # the command's kernel, here
     where = subprocess.run([str(python), "-c", "import json, edgegcl_embed, sys; print(json.dumps("
                             "[edgegcl_embed.__file__, 'torch' in sys.modules]))"],
-                           capture_output=True, text=True, check=True)
+                           capture_output=True, text=True, check=True, cwd=python.parent)
     installed, torch_loaded = json.loads(where.stdout)
     assert Path(installed).is_relative_to(tmp_path / "venv") and not torch_loaded
     # bad input is one line, exit 2, nothing written

@@ -1,4 +1,4 @@
-"""The torch-free runtime (export/): input validation, k-hop batching, threads, the sparse
+"""The torch-free runtime (edgegcl_embed/): input validation, k-hop batching, threads, the sparse
 first layer, running without torch."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from edgegcl.training.config import TrainConfig
 from edgegcl.nn.augment import as_features
 from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.export import export_encoder
+from edgegcl.onnx.legacy import export_legacy
 from edgegcl.onnx.quantize import quantize_int8
 from edgegcl_embed.adjacency import NormalisedAdjacency
 from edgegcl_embed.embed import main as embed_main
@@ -350,7 +351,7 @@ def test_models_without_w1_densify_a_sparse_x(tmp_path: Path, sparse_encoder: GC
     too, through the model's MatMul; only the sparse first layer is missing."""
     cfg = TrainConfig(hidden_dim=16, out_dim=8, features=SPARSE_IN_DIM)
     old = tmp_path / "interface2.onnx"
-    export_encoder(Checkpoint(sparse_encoder, cfg, SPARSE_IN_DIM, 0, 0), old, interface=2)
+    export_legacy(Checkpoint(sparse_encoder, cfg, SPARSE_IN_DIM, 0, 0), old, interface=2)
     session = EncoderSession(old, threads=2)
     assert session.metadata.interface == 2 and session.stage0_weight is None
     x, edge_index = _sparse_graph(400, 2000, seed=10)
@@ -508,7 +509,7 @@ _NO_TORCH = (
     "for name in ('torch', 'torch_geometric', 'edgegcl', 'onnx'):\n"
     "    sys.modules[name] = None  # import raises ImportError\n"
     "sys.argv = ['edgegcl-embed', *sys.argv[1:]]\n"
-    "runpy.run_module('export.embed', run_name='__main__')\n"
+    "runpy.run_module('edgegcl_embed.embed', run_name='__main__')\n"
 )
 
 
@@ -584,7 +585,7 @@ def test_metadata_numbers_are_bounded_by_the_graph(model_path: Path, encoder: GC
     if interface == 3:
         model_path = tmp_path / "interface3.onnx"
         cfg = TrainConfig(hidden_dim=16, out_dim=8, features=IN_DIM)
-        export_encoder(Checkpoint(encoder, cfg, IN_DIM, 0, 0), model_path, interface=3)
+        export_legacy(Checkpoint(encoder, cfg, IN_DIM, 0, 0), model_path, interface=3)
     bad = _forged(model_path, tmp_path, props, width)
     out = tmp_path / "emb.npy"
     code, _, err = _embed([str(bad), "--graph", str(graph_file), "--out", str(out)])

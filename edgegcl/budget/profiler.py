@@ -118,7 +118,7 @@ def reachable_eta(cfg: TrainConfig) -> dict[str, float]:
     (Eq. 9): no run's eta can be ahead of it, checkpoint for checkpoint. The step after the
     last epoch changes no epoch, so ``epochs - 1`` steps are taken.
     """
-    return _equal_loss_eta(replace(cfg, b=1.0))
+    return _equal_loss_eta(cfg.replace(hans={"b": 1.0}))
 
 
 def _equal_loss_eta(cfg: TrainConfig) -> dict[str, float]:
@@ -245,7 +245,7 @@ def measure_theta(data: Data, cfg: TrainConfig, device: torch.device, theta: flo
 
     ``eta``: the HANS state to hold (default: ``reachable_eta`` of the run at that theta).
     """
-    cfg = replace(cfg, theta_max=theta)
+    cfg = cfg.replace(hans={"theta_max": theta})
     try:
         cost = _measure(data, cfg, device, reachable_eta(cfg) if eta is None else eta)
     except Exception as exc:  # only allocator failures are a measurement; the rest propagates
@@ -328,7 +328,7 @@ def calibrate(data: Data, cfg: TrainConfig, profile: DeviceProfile, device: torc
             batch = clipped
     tried: list[Calibration] = []
     while True:
-        run_cfg = replace(cfg, batch_size=batch)
+        run_cfg = cfg.replace(run={"batch_size": batch})
         paths: list[tuple[float, Cost]] = []
 
         def measure(theta: float) -> Cost:
@@ -339,7 +339,8 @@ def calibrate(data: Data, cfg: TrainConfig, profile: DeviceProfile, device: torc
                     log(f"profiling theta_max = {theta:.2f} ({mode}"
                         + (f", batch size {batch}" if mode == "minibatch" else "")
                         + f", {logits} logits)")
-                    cost = measure_theta(data, replace(run_cfg, logits=logits), device, theta)
+                    cost = measure_theta(data, run_cfg.replace(contrast={"logits": logits}), device,
+                                         theta)
                     if cache is not None:
                         cache.put(batch, theta, logits, cost)
                 cost = replace(cost, label=logits)

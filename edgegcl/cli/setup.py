@@ -157,7 +157,7 @@ def setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> Setu
             raise UsageError(f"--device {cfg.run.device} contradicts profile {profile.name} "
                              f"(device {profile.device}); drop --device or pick another profile")
         if cfg.run.device == "auto":
-            cfg = replace(cfg, device=profile.device)
+            cfg = cfg.replace(run={"device": profile.device})
     device = resolve_device(cfg.run.device)
     data = (load_graph(cfg.data.dataset, cfg.data.root or None, cfg.synthetic_spec())
             if graph else None)

@@ -9,13 +9,14 @@ import os
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import replace
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from edgegcl.cli.setup import Setup, calibrate, choose_threads, setup
 from edgegcl.cli.signals import INTERRUPTED, StopAfterEpoch
 from edgegcl.errors import UsageError
+from edgegcl.training.hooks import Hook
 
 if TYPE_CHECKING:
     from edgegcl.budget.profiler import Calibration
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from edgegcl.training.config import TrainConfig
     from edgegcl.training.distributed import World
     from edgegcl.training.results import SeedResult
+    from edgegcl.training.run import SeedRun
+    from edgegcl.training.threads import ThreadChoice
 
 
 def train_command(args: argparse.Namespace) -> int:
@@ -110,18 +113,24 @@ def _summary_lines(metrics: dict[str, Any], cfg: TrainConfig, run_dir: Path) -> 
         print(auto_budget_line(metrics["auto_budget"]))
 
 
-def _train(args: argparse.Namespace, hold: ExitStack) -> int:
-    from edgegcl.cli.rundir import new_run_dir, run_name
-    from edgegcl.training.distributed import RankLost, launched, on_main
-    from edgegcl.training.distributed import stop as stop_world
-    from edgegcl.training.logger import make_logger
-    from edgegcl.training.run import Stopped, run
+class _Prepared(NamedTuple):
+    """A run ready for its first epoch: the setup, this rank, the run directory and how it
+    will be trained."""
+    s: Setup
+    cfg: TrainConfig
+    world: World | None
+    run_dir: Path
+    started: Callable[[], None] | None  # marks a new run directory as started (rank 0)
+    threads: ThreadChoice
+    cal: Calibration | None
+
+
+def _prepare(args: argparse.Namespace, hold: ExitStack) -> _Prepared:
+    """Config, graph, ranks, run directory, thread count and (``--auto-budget``) the
+    profiler's choice, with the lines a run says before it trains."""
+    from edgegcl.training.distributed import launched, on_main
     from edgegcl.training.step import check_full_graph_memory, resolve_mode
 
-    if args.auto_budget and not args.profile:
-        raise UsageError("--auto-budget needs a device profile: add --profile NAME "
-                         "(see 'edgegcl profiles')")
-    logger = make_logger(args.logger)
     # under torchrun only each machine's local rank 0 loads the graph; it is then shared
     s = setup(args, hold, graph=not launched() or os.environ.get("LOCAL_RANK", "0") == "0")
     world = _join_world(s)
@@ -129,58 +138,84 @@ def _train(args: argparse.Namespace, hold: ExitStack) -> int:
     assert data is not None
     if resolve_mode(cfg.run.mode, data.num_nodes) == "full":
         check_full_graph_memory(data.num_nodes, s.device)
-    starts: list[Callable[[], None]] = []  # marks a new run directory as started (rank 0)
-
-    def make_run_dir() -> Path:
-        if args.resume:
-            return Path(args.resume)
-        path, started = new_run_dir(hold, cfg.run.out, run_name(cfg.data.dataset))
-        starts.append(started)
-        return path
-
-    run_dir = on_main(world, make_run_dir)
+    starts: list[Callable[[], None]] = []  # rank 0's new directory: mark it started
+    run_dir = Path(args.resume) if args.resume else on_main(
+        world, partial(_new_run_dir, hold, cfg, starts))
     threads = choose_threads(s, main)
     cal = None
     if args.auto_budget:  # measured on rank 0's device, its choice used by every rank
         cal = on_main(world, lambda: calibrate(s, run_dir, "; training with it", threads))
-        cfg = replace(cfg, theta_max=cal.chosen, batch_size=cal.batch_size, logits=cal.logits)
+        cfg = cfg.replace(hans={"theta_max": cal.chosen}, run={"batch_size": cal.batch_size},
+                          contrast={"logits": cal.logits})
     if main:
         _start_lines(s, cfg, run_dir, world, cal)
+    return _Prepared(s, cfg, world, run_dir, starts[0] if starts else None, threads, cal)
+
+
+def _new_run_dir(hold: ExitStack, cfg: TrainConfig, starts: list[Callable[[], None]]) -> Path:
+    """A new run directory for ``cfg`` (edgegcl.cli.rundir.new_run_dir); its start marker
+    appended to ``starts``."""
+    from edgegcl.cli.rundir import new_run_dir, run_name
+
+    path, started = new_run_dir(hold, cfg.run.out, run_name(cfg.data.dataset))
+    starts.append(started)
+    return path
+
+
+class _KeepRunDir(Hook):
+    """Once an epoch is trained the new run directory is kept, whatever happens next."""
+
+    def __init__(self, started: Callable[[], None] | None) -> None:
+        self.started = started
+
+    def epoch_end(self, seed: SeedRun, row: dict[str, object], events: list[Any]) -> None:
+        if self.started is not None and seed.main:
+            self.started()
+            self.started = None
+
+
+def _train(args: argparse.Namespace, hold: ExitStack) -> int:
+    from edgegcl.training.distributed import RankLost
+    from edgegcl.training.distributed import stop as stop_world
+    from edgegcl.training.hooks import Callback
+    from edgegcl.training.logger import make_logger
+    from edgegcl.training.run import Stopped, run
+
+    if args.auto_budget and not args.profile:
+        raise UsageError("--auto-budget needs a device profile: add --profile NAME "
+                         "(see 'edgegcl profiles')")
+    logger = make_logger(args.logger)
+    p = _prepare(args, hold)
+    main = p.world is None or p.world.is_main
     if INTERRUPTED:  # a Ctrl-C while starting up that a library swallowed
         raise KeyboardInterrupt
-    stop = StopAfterEpoch(world, main)
-
-    def on_epoch(seed_dir: Path, row: dict[str, object], events: list[Any]) -> None:
-        while starts:  # an epoch is trained: the run directory is kept from here on
-            starts.pop()()
-        if logger is not None:
-            logger.epoch(seed_dir, row, events)
-
+    stop = StopAfterEpoch(p.world, main)
+    hooks = [_KeepRunDir(p.started), *([] if logger is None else [Callback(logger.epoch)])]
     try:
         with stop.installed():
-            metrics = run(cfg, data, run_dir, s.device,
-                          report=None if cal is None else _auto_budget_report(cal, s.profile),
-                          stop=lambda: bool(stop), resume=bool(args.resume), world=world,
-                          on_epoch=on_epoch, threads=threads)
+            metrics = run(p.cfg, p.s.data, p.run_dir, p.s.device,  # type: ignore[arg-type]
+                          report=None if p.cal is None else _auto_budget_report(p.cal, p.s.profile),
+                          stop=lambda: bool(stop), resume=bool(args.resume), world=p.world,
+                          hooks=hooks, threads=p.threads)
     except Stopped as stopped:
         if main:
-            again = "edgegcl train" if world is None else "torchrun ... -m edgegcl train"
+            again = "edgegcl train" if p.world is None else "torchrun ... -m edgegcl train"
             print(f"edgegcl: {stopped}; state saved; continue with: {again} --resume "
-                  f"{run_dir}", file=sys.stderr)
+                  f"{p.run_dir}", file=sys.stderr)
         return stop.exit_code()
     except RuntimeError as exc:  # a collective failed: gloo / NCCL raise RuntimeErrors
-        if world is None:
+        if p.world is None:
             raise
-        lost = exc if isinstance(exc, RankLost) else world.lost(exc)
+        lost = exc if isinstance(exc, RankLost) else p.world.lost(exc)
         print(f"edgegcl: error: {lost}; the last saved state is kept: continue with torchrun "
-              f"... -m edgegcl train --resume {run_dir}", file=sys.stderr)
+              f"... -m edgegcl train --resume {p.run_dir}", file=sys.stderr)
         return 1
     finally:
         stop_world()
         if logger is not None:
             logger.close()
     if main:
-        _summary_lines(metrics, cfg, run_dir)
+        _summary_lines(metrics, p.cfg, p.run_dir)
     return 0
 
 

@@ -1,4 +1,6 @@
-"""Writing a checkpoint's encoder to ONNX, with metadata, and checking it against torch.
+"""Writing a checkpoint's encoder to ONNX, with metadata, and checking it against torch; and
+what ``edgegcl export`` writes around it (``ExportPlan``, ``export_checkpoint``): the INT8 model
+and its report, the graph file, an earlier export reused, every file replaced atomically.
 
 Exporter: torch's TorchScript-based ``torch.onnx.export(..., dynamo=False)``. The dynamo
 exporter (torch's default since 2.9) needs the ``onnxscript`` package, which edgegcl does not
@@ -13,7 +15,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -23,15 +27,16 @@ import onnx
 import scipy.sparse
 import torch
 from torch import Tensor
+from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
 from edgegcl import __version__
 from edgegcl.training.checkpoint import Checkpoint
 from edgegcl.training.config import TrainConfig
 from edgegcl.nn.model import GCNEncoder
-from edgegcl.onnx.module import ScatterGCN, StageGCN
+from edgegcl.onnx.module import StageGCN
 from edgegcl.onnx.portable import portable_model
-from edgegcl_embed.contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, INTERFACE, OUTPUT,
+from edgegcl_embed.contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT,
                                     PORTABLE, PREFIX, STAGE0_WEIGHT, ModelMetadata,
                                     aggregate_input, stage_output)
 from edgegcl_embed.runtime import EncoderSession, portable_session
@@ -39,10 +44,8 @@ from edgegcl_embed.runtime import EncoderSession, portable_session
 # The dense stages use MatMul, Add, Identity and the activations' ops, and the portable
 # aggregation (interface 4) Loop, TopK, NonZero, Compress, Pad, Gather, Range and elementwise
 # ops, all in opset 13; 20 is the TorchScript exporter's newest. 17 is the default: supported by
-# every onnxruntime since 1.11 (2022), mobile builds included. Interface 1's
-# ScatterND(reduction="add") needs 16.
+# every onnxruntime since 1.11 (2022), mobile builds included.
 MIN_OPSET, MAX_OPSET, DEFAULT_OPSET = 13, 20, 17
-INTERFACE1_MIN_OPSET = 16
 
 # Largest |onnxruntime - torch| accepted for an fp32 export.
 TOLERANCE = 1e-4
@@ -82,7 +85,7 @@ def write_metadata(model: onnx.ModelProto, meta: ModelMetadata) -> None:
 
 def _interface2(ckpt: Checkpoint) -> tuple[StageGCN, tuple[Tensor, ...], dict]:
     """The stage module, example inputs, and input/output names and dynamic axes."""
-    module = StageGCN(ckpt.encoder.state_dict(), ckpt.config.activation)
+    module = StageGCN(ckpt.encoder.state_dict(), ckpt.config.model.activation)
     k, ids = module.num_layers, module.stage_ids()
     widths = [module.in_dim] + [module.weight(i).size(1) for i in range(1, k + 1)]
     inputs = [INPUT_X if j == 0 else aggregate_input(j) for j in ids]
@@ -96,15 +99,6 @@ def _interface2(ckpt: Checkpoint) -> tuple[StageGCN, tuple[Tensor, ...], dict]:
     names = {"input_names": inputs, "output_names": outputs,
              "dynamic_axes": {name: {0: f"rows{j}"} for j, i, o in zip(ids, inputs, outputs)
                               for name in (i, o)}}
-    return module, example, names
-
-
-def _interface1(ckpt: Checkpoint) -> tuple[ScatterGCN, tuple[Tensor, ...], dict]:
-    module = ScatterGCN(ckpt.encoder.state_dict(), ckpt.config.activation)
-    example = (torch.zeros(3, module.in_dim), torch.tensor([[0, 1], [1, 2]]), torch.ones(3))
-    names = {"input_names": [INPUT_X, INPUT_EDGE_INDEX, INPUT_DEG], "output_names": [OUTPUT],
-             "dynamic_axes": {INPUT_X: {0: "num_nodes"}, INPUT_EDGE_INDEX: {1: "num_edges"},
-                              INPUT_DEG: {0: "num_nodes"}, OUTPUT: {0: "num_nodes"}}}
     return module, example, names
 
 
@@ -132,21 +126,25 @@ def _stage0_matmul_weight(model: onnx.ModelProto) -> str:
     raise RuntimeError("the exported stage model has no MatMul of x: cannot expose W1")
 
 
-def export_encoder(ckpt: Checkpoint, path: Path, opset: int = DEFAULT_OPSET,
-                   interface: int = INTERFACE) -> ModelMetadata:
-    """Write ``ckpt``'s encoder (not the projection head) to ``path`` as an fp32 ONNX model.
+def export_encoder(ckpt: Checkpoint, path: Path, opset: int = DEFAULT_OPSET) -> ModelMetadata:
+    """Write ``ckpt``'s encoder (not the projection head) to ``path`` as the portable fp32 ONNX
+    model (x, edge_index -> embeddings, standard ops; edgegcl.onnx.portable); the number of
+    nodes is dynamic. Returns the metadata stored in the file. (Older layouts:
+    edgegcl.onnx.legacy.)
 
-    ``interface`` 4 (default) writes the portable model (x, edge_index -> embeddings,
-    edgegcl.onnx.portable); 3 the dense stages with W1 as the output ``w1`` when layer 1
-    transforms first (export.contract); 2 the same stages without ``w1``; 1 the older
-    whole-graph ScatterND model (1 to 3 for tests and benchmarks of old files). The number of
-    nodes is dynamic. Returns the metadata stored in the file.
+    Example:
+        >>> export_encoder(load_checkpoint(Path("runs/Cora-1/checkpoint.pt")),
+        ...                Path("model.onnx"))  # doctest: +SKIP
     """
-    if interface not in (1, 2, 3, PORTABLE):
-        raise ValueError(f"interface must be 1, 2, 3 or {PORTABLE}, got {interface}")
-    if interface == 1 and opset < INTERFACE1_MIN_OPSET:
-        raise ValueError(f"interface 1 needs opset >= {INTERFACE1_MIN_OPSET}, got {opset}")
-    module, example, names = (_interface1 if interface == 1 else _interface2)(ckpt)
+    return write_model(ckpt, path, opset, PORTABLE)
+
+
+def write_model(ckpt: Checkpoint, path: Path, opset: int, interface: int,
+                built: tuple[torch.nn.Module, tuple[Tensor, ...], dict] | None = None
+                ) -> ModelMetadata:
+    """Export ``built`` (module, example inputs, names; default the dense stages) with
+    torch.onnx, lay it out as ``interface``, write its metadata, check and save it."""
+    module, example, names = built if built is not None else _interface2(ckpt)
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -164,9 +162,9 @@ def export_encoder(ckpt: Checkpoint, path: Path, opset: int = DEFAULT_OPSET,
         interface, f"edgegcl GCN encoder, interface {interface}: the dense stages; the runtime "
                    "multiplies by the normalised adjacency between them")
     meta = ModelMetadata(version=__version__, in_dim=module.in_dim, out_dim=module.out_dim,
-                         num_layers=module.num_layers, activation=ckpt.config.activation,
+                         num_layers=module.num_layers, activation=ckpt.config.model.activation,
                          feature_preprocessing=FEATURE_PREPROCESSING,
-                         config_sha256=config_digest(ckpt.config), dataset=ckpt.config.dataset,
+                         config_sha256=config_digest(ckpt.config), dataset=ckpt.config.data.dataset,
                          precision="fp32", interface=interface)
     write_metadata(model, meta)
     onnx.checker.check_model(model, full_check=True)
@@ -288,3 +286,188 @@ def export_any_encoder(ckpt: Checkpoint, path: Path, x: Tensor, edge_index: Tens
             checks.append(GraphCheck(name, gx.size(0), gei.size(1), diff))
     onnx.save(model, str(path))
     return checks
+
+
+@dataclass(frozen=True)
+class ExportPlan:
+    """What ``export_checkpoint`` writes: the fp32 model ``out``, with ``quantize="int8"``
+    also ``OUT.int8.onnx`` and its report ``OUT.int8.json``, with ``graph_out`` the training
+    graph as edgegcl-embed reads it. Nothing existing is overwritten without ``force``; an
+    existing ``out`` that is this checkpoint's fp32 export is reused when other files are
+    asked for (``reusable``)."""
+
+    out: Path
+    quantize: str | None = None
+    graph_out: Path | None = None
+    force: bool = False
+
+    @property
+    def reusable(self) -> bool:
+        """Whether an existing ``out`` may serve instead of a new export: other files are
+        written too and ``force`` does not ask for a new one."""
+        return bool(self.quantize or self.graph_out) and not self.force
+
+    def paths(self) -> dict[str, Path]:
+        """Every file the export may write, checked before any work (a UsageError line)."""
+        from edgegcl.errors import UsageError
+
+        out = Path(self.out)
+        paths = {"fp32": out}
+        if self.quantize:
+            stem = out.name[:-5] if out.name.endswith(".onnx") else out.name
+            paths["int8"] = out.with_name(stem + ".int8.onnx")
+            paths["report"] = out.with_name(stem + ".int8.json")
+        if self.graph_out:
+            paths["graph"] = Path(self.graph_out)
+        if len({os.path.realpath(p) for p in paths.values()}) < len(paths):  # sub/../m.onnx
+            raise UsageError(f"--graph-out {self.graph_out} is one of the model files; choose "
+                             "another path")
+        for path in dict.fromkeys(p.parent for p in paths.values()):
+            if not path.is_dir():
+                raise UsageError(f"directory {path} does not exist; create it or choose "
+                                 "another output path")
+        existing = [str(p) for name, p in paths.items() if p.exists()
+                    and not (name == "fp32" and self.reusable)]
+        if existing and not self.force:
+            verb = "exists" if len(existing) == 1 else "exist"
+            raise UsageError(f"{', '.join(existing)} already {verb}; pass --force to overwrite "
+                             "or choose another output path")
+        return paths
+
+
+def _reuse(path: Path, ckpt: Checkpoint, data: Data) -> str:
+    """Why the existing ``path`` can be used instead of exported again (the line to print):
+    it is a portable fp32 export of ``ckpt``'s configuration that computes its encoder.
+    Anything else is a UsageError."""
+    from edgegcl.errors import UsageError
+    from edgegcl_embed.errors import InputError
+
+    fix = "pass --force to export it again, or choose another output path"
+    try:
+        meta = EncoderSession(path, threads=1, kernel="scipy").metadata
+    except InputError as exc:  # its message without the runtime's own fix
+        raise UsageError(f"{path} exists and cannot be reused: {str(exc).rsplit('; ', 1)[0]}; "
+                         f"{fix}") from None
+    if meta.interface != PORTABLE or meta.precision != "fp32":
+        raise UsageError(f"{path} exists and is an edgegcl interface-{meta.interface} "
+                         f"{meta.precision} model, not a portable (interface {PORTABLE}) fp32 "
+                         f"export; {fix}")
+    if meta.config_sha256 != config_digest(ckpt.config) or meta.in_dim != ckpt.in_dim:
+        raise UsageError(f"{path} exists and was exported from another training "
+                         f"configuration (config_sha256 {meta.config_sha256[:12]}...); {fix}")
+    try:
+        checks = check_against_torch(path, ckpt.encoder, data.x, data.edge_index)
+    except ExportCheckError as exc:
+        raise UsageError(f"{path} exists and does not compute this checkpoint's encoder "
+                         f"({exc}); {fix}") from None
+    worst = max(c.max_abs_diff for c in checks)
+    return f"reusing {path} (fp32, this checkpoint's encoder: max abs diff to torch {worst:.2g})"
+
+
+def training_graph(cfg: TrainConfig, graph: str | None = None) -> Data:
+    """The graph an encoder was trained on: ``graph`` (a dataset name or file), else rebuilt
+    from its config; one UsageError line when neither can be loaded."""
+    from edgegcl.data import load_graph
+    from edgegcl.errors import UsageError
+
+    try:
+        return load_graph(graph or cfg.data.dataset, cfg.data.root or None, cfg.synthetic_spec())
+    except UsageError as exc:
+        if graph:
+            raise
+        raise UsageError(f"cannot rebuild the training graph to check the export ({exc}); "
+                         "pass it with --graph") from None
+
+
+def _checked_fp32(ckpt: Checkpoint, path: Path, data: Data, opset: int,
+                  log: Callable[[str], None]) -> str:
+    """Export the built-in GCN to ``path`` and check it against torch; the line to print."""
+    export_encoder(ckpt, path, opset)
+    log(f"checking onnxruntime against torch on {data.name} ({data.num_nodes} nodes) and a "
+        "random subgraph")
+    checks = check_against_torch(path, ckpt.encoder, data.x, data.edge_index)
+    return "; ".join(f"{c.graph} ({c.nodes} nodes): max abs diff {c.max_abs_diff:.2g}"
+                     for c in checks)
+
+
+def _int8(fp32: Path, int8: Path, report_path: Path, names: tuple[Path, Path, Path],
+          data: Data, log: Callable[[str], None]) -> str:
+    """Quantise ``fp32`` into ``int8`` and write its report (fp32 against int8); the line."""
+    from edgegcl.onnx.quantize import int8_report, quantize_int8
+
+    log("quantising to int8 and comparing embeddings and micro-F1 with fp32")
+    quantize_int8(fp32, int8)
+    report = int8_report(fp32, int8, data)
+    report.update(fp32_model=str(names[0]), int8_model=str(names[1]))
+    report_path.write_text(json.dumps(report, indent=2) + "\n")
+    f1 = report.get("micro_f1")
+    return (f"wrote {names[1]} (int8): size x{report['size_ratio']:.2f}, mean cosine to fp32 "
+            f"{report['mean_cosine']:.5f}"
+            + (f", micro-F1 {f1['fp32']:.2f} -> {f1['int8']:.2f} ({f1['change']:+.2f})"
+               if f1 else " (no labels: micro-F1 not compared)") + f"; report {names[2]}")
+
+
+def _graph_file(path: Path, name: Path, model: Path, data: Data) -> str:
+    """The training graph as edgegcl-embed reads it (x dense or CSR as training fed it); the
+    line."""
+    from edgegcl.nn.augment import as_features
+    from edgegcl_embed.graph import write_npz
+
+    x = data.x.numpy()
+    sparse = as_features(data.x).layout == torch.sparse_csr
+    with path.open("wb") as fh:
+        write_npz(fh, scipy.sparse.csr_matrix(x) if sparse else x, data.edge_index.numpy())
+    return (f"wrote {name} ({data.num_nodes} nodes, {data.edge_index.size(1)} edges, x "
+            f"{'as CSR' if sparse else 'dense'}): edgegcl-embed {model} --graph {name} --out "
+            "EMB.npy")
+
+
+def export_checkpoint(ckpt: Checkpoint, plan: ExportPlan, data: Data,
+                      opset: int = DEFAULT_OPSET, source: str = "the checkpoint",
+                      log: Callable[[str], None] = lambda line: None) -> list[str]:
+    """Export ``ckpt``'s encoder as ``plan`` says, checked against torch on ``data`` (its
+    training graph) and a random subgraph; the lines to print. Every file is written into a
+    temporary beside it and replaces it only once every check passed (a full or read-only
+    disk is one UsageError line, no temporary is left). An encoder other than the built-in
+    GCN goes through torch.onnx (``export_any_encoder``). A failed check is an
+    ExportCheckError and nothing is written.
+
+    Example:
+        >>> ckpt = load_checkpoint(Path("runs/Cora-1/checkpoint.pt"))  # doctest: +SKIP
+        >>> export_checkpoint(ckpt, ExportPlan(Path("m.onnx"), quantize="int8"),
+        ...                   training_graph(ckpt.config))  # doctest: +SKIP
+    """
+    from edgegcl.errors import UsageError
+    from edgegcl_embed.files import replacing
+
+    if data.x.size(1) != ckpt.in_dim:
+        raise UsageError(f"graph {data.name} has {data.x.size(1)} features but the encoder "
+                         f"expects {ckpt.in_dim}; pass the training graph with --graph")
+    paths, lines = plan.paths(), []
+    fix = "free space or choose another output path (nothing was replaced)"
+    if ckpt.config.model.encoder:
+        if plan.quantize or plan.graph_out:
+            raise UsageError(f"--quantize and --graph-out take the built-in GCN's export; this "
+                             f"checkpoint's encoder is {ckpt.config.model.encoder}: drop them")
+        with replacing([paths["fp32"]], UsageError, fix) as (temp,):
+            checks = export_any_encoder(ckpt, temp, data.x, data.edge_index, opset)
+        summary = "; ".join(f"{c.graph} ({c.nodes} nodes): max abs diff {c.max_abs_diff:.2g}"
+                            for c in checks)
+        return [f"wrote {plan.out} (fp32, torch.onnx: inputs x and edge_index): onnxruntime "
+                f"vs torch {summary}"]
+    if plan.reusable and paths["fp32"].exists():  # checked silently: a refusal is one line
+        lines.append(_reuse(paths["fp32"], ckpt, data))
+        paths = {name: p for name, p in paths.items() if name != "fp32"}
+    with replacing(list(paths.values()), UsageError, fix) as temps:
+        staged = dict(zip(paths, temps))
+        fp32 = staged.get("fp32", Path(plan.out))
+        if "fp32" in staged:
+            log(f"exporting {source} (opset {opset})")
+            lines.append(f"wrote {plan.out} (fp32, portable): onnxruntime vs torch "
+                         + _checked_fp32(ckpt, fp32, data, opset, log))
+        if plan.quantize:
+            lines.append(_int8(fp32, staged["int8"], staged["report"],
+                               (Path(plan.out), paths["int8"], paths["report"]), data, log))
+        if "graph" in staged:
+            lines.append(_graph_file(staged["graph"], paths["graph"], Path(plan.out), data))
+    return lines

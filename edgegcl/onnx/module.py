@@ -1,7 +1,7 @@
 """The encoder rebuilt from its weights as modules that export cleanly to ONNX.
 
 ``GCNEncoder`` itself does not export (torch.onnx has no lowering for its ``bincount`` or
-sparse CSR products). Both modules here compute the same
+sparse CSR products). ``StageGCN`` here and ``edgegcl.onnx.legacy.ScatterGCN`` compute the same
 Z^(l+1) = sigma(D^-1/2 (A + I) D^-1/2 Z^(l) W^(l) + b^(l)) from the trained state dict
 (keys ``convL.lin.weight``, ``convL.bias``, ``actL.*``), each layer's product in the cheaper
 order (A_hat (Z W) or (A_hat Z) W: aggregate at the narrower width):
@@ -11,12 +11,7 @@ order (A_hat (Z W) or (A_hat Z) W: aggregate at the narrower width):
   ``edgegcl.onnx.portable``), which the runtime cuts away again to multiply by A_hat as a CSR
   matrix (export.contract); interface 3's W1 outputs are added to the exported graph afterwards
   (``edgegcl.onnx.export.expose_initializer``).
-- ``ScatterGCN`` (interface 1, the first files): the whole encoder, aggregating
-  with one ``ScatterND(reduction="add")`` per layer over [E, d] messages. Kept so that old
-  files can be reproduced in tests and measured beside the new design (bench.embed_speed).
-  The generic lowerings are traps: torch.onnx turns ``index_add`` into a ScatterElements
-  without reduction, which keeps one message per target instead of their sum, and
-  ``scatter_add`` needs an [E, d] index tensor.
+- ``ScatterGCN`` (interface 1, the first files): in ``edgegcl.onnx.legacy``.
 """
 
 from __future__ import annotations
@@ -25,23 +20,6 @@ import torch
 from torch import Tensor, nn
 
 from edgegcl.nn.model import make_activation
-
-
-class _ScatterAddRows(torch.autograd.Function):
-    """``base`` with ``rows[e]`` added to row ``index[e]`` for every e; duplicates accumulate.
-
-    Eager: ``index_add``. ONNX: ScatterND(base, index[:, None], rows, reduction="add") (opset
-    16+), whose indices are [E, 1], not the [E, d] that ScatterElements would need.
-    """
-
-    @staticmethod
-    def forward(ctx, base: Tensor, index: Tensor, rows: Tensor) -> Tensor:  # type: ignore[override]
-        return base.index_add(0, index, rows)
-
-    @staticmethod
-    def symbolic(g, base, index, rows):  # type: ignore[no-untyped-def]
-        column = g.op("Unsqueeze", index, g.op("Constant", value_t=torch.tensor([1])))
-        return g.op("ScatterND", base, column, rows, reduction_s="add")
 
 
 class _SlopeMax(nn.Module):
@@ -145,27 +123,3 @@ class StageGCN(_Layers):
 
     def forward(self, *inputs: Tensor) -> tuple[Tensor, ...]:
         return tuple(self.stage(j, h) for j, h in zip(self.stage_ids(), inputs))
-
-
-class ScatterGCN(_Layers):
-    """The whole encoder forward(x, edge_index, deg) -> embeddings (interface 1, ScatterND)."""
-
-    def forward(self, x: Tensor, edge_index: Tensor, deg: Tensor) -> Tensor:
-        src, dst = edge_index[0], edge_index[1]
-        # An input self-loop adds into a scratch row n that is dropped: GCN replaces such loops
-        # with exactly one loop per node (the h_i term of ``propagate``), as PyG's gcn_norm does.
-        dst = torch.where(src == dst, torch.full_like(dst, x.size(0)), dst)
-        scale = deg.pow(-0.5).unsqueeze(1)
-
-        def propagate(h: Tensor) -> Tensor:
-            # A_hat h = D^-1/2 (h' + sum over in-edges of h'_src), h' = D^-1/2 h
-            h = h * scale
-            padded = torch.cat([h, h.new_zeros(1, h.size(1))])
-            return _ScatterAddRows.apply(padded, dst, h.index_select(0, src))[:-1] * scale
-
-        z = x
-        for i, (act, first) in enumerate(zip(self.acts, self.propagate_first), start=1):
-            w, b = self.weight(i), self.bias(i)
-            z = propagate(z) @ w if first else propagate(z @ w)
-            z = act(z + b)
-        return z

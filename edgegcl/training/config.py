@@ -166,6 +166,20 @@ class TrainConfig:
             raise AttributeError(f"TrainConfig has no option {name!r}")
         return getattr(self.__dict__[section], name)
 
+    def replace(self, **sections: dict[str, Any]) -> TrainConfig:
+        """A copy with options changed section by section, each section checked again.
+
+        Example:
+            >>> cfg = TrainConfig().replace(hans={"theta_max": 0.3}, run={"batch_size": 256})
+            >>> cfg.hans.theta_max, cfg.run.batch_size
+            (0.3, 256)
+        """
+        unknown = [name for name in sections if name not in _SECTIONS]
+        if unknown:
+            raise TypeError(f"TrainConfig has no section {unknown[0]!r}")
+        return TrainConfig(**{name: replace(getattr(self, name), **sections.get(name, {}))
+                              for name in _SECTIONS})
+
     def to_dict(self) -> dict[str, Any]:
         """Every option by name (flat; an ``encoder`` left at the built-in GCN left out, so
         older checkpoints and hashes compare equal)."""

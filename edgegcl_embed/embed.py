@@ -3,7 +3,7 @@
 Needs numpy, scipy and onnxruntime. The model is an ``edgegcl export`` file (the portable model
 of interface 4, which the runtime cuts into its dense stages, or an older interface). The graph
 file holds ``x`` (or a sparse x as CSR arrays, ``graph.save_npz``, which the first layer
-multiplies over its nonzeros only) and ``edge_index``; export/README.md lists its keys. Bad
+multiplies over its nonzeros only) and ``edge_index``; edgegcl_embed/README.md lists its keys. Bad
 input (model, graph, paths) prints one line ``edgegcl-embed: error: ...`` and exits with code
 2; nothing is written then. The embeddings are written through a memory-mapped .npy
 under a temporary name, renamed when complete.
@@ -94,7 +94,7 @@ def _embed(args: argparse.Namespace) -> None:
           f"{session.kernel} kernel)", file=sys.stderr)
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``edgegcl-embed`` and ``python -m export.embed``."""
+    """Entry point of ``edgegcl-embed`` and ``python -m edgegcl_embed.embed``."""
     args = _parse(argv)
     try:
         _embed(args)

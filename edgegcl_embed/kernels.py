@@ -6,7 +6,7 @@ first layer x W1. Two implementations, chosen per session (``KERNELS``):
 - ``scipy``: scipy's compiled CSR product. Always available; it releases the GIL, but its inner
   loop is not vectorised for wide rows and it allocates a fresh output per call.
 - ``numba``: the same loop compiled by numba (a dependency of edgegcl; optional for the
-  export/ folder copied alone, which then uses scipy's), vectorised for the machine it runs
+  edgegcl_embed/ folder copied alone, which then uses scipy's), vectorised for the machine it runs
   on, writing into the caller's buffer, GIL released, and a one-pass build of A_hat. It is
   several times faster (docs/export.md, "Kernels"), at a one-time cost per process: importing
   numba and loading the compiled loops, which numba caches on disk after the first compile.

@@ -1,9 +1,9 @@
 """Torch-free embedding runtime for encoders exported by ``edgegcl export``.
 
 Everything in this package needs only numpy, scipy (its CSR product), onnxruntime and the
-standard library (numba optional), so it installs alone (``pip install ./export``, the
+standard library (numba optional), so it installs alone (``pip install ./edgegcl_embed``, the
 distribution ``edgegcl-embed``; README.md here) or the folder can be copied to a device:
-``python -m export.embed model.onnx --graph graph.npz --out embeddings.npy``. Installed, alone
+``python -m edgegcl_embed.embed model.onnx --graph graph.npz --out embeddings.npy``. Installed, alone
 or with edgegcl, it is the package ``edgegcl_embed`` (script ``edgegcl-embed``); its modules
 import each other relatively, so either name works. It reads model files of interfaces 1 to 4
 (``contract``).
