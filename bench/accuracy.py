@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import subprocess
+import sys
 import time
 from pathlib import Path
 
+from bench import harness
 from bench.epoch_speed import compare, table_row
-from bench.machine import describe
 from edgegcl.evaluation.authors import AUTHORS_LABEL
 from edgegcl.training.config import TrainConfig, load_toml
 from edgegcl.data import load_graph
@@ -33,23 +33,19 @@ GRACE = {"Cora": 83.3, "CiteSeer": 72.1}
 TARGET = {"Cora": 85.5, "CiteSeer": 73.5}
 
 
-def train(dataset: str, root: str, seeds: int, extra: list[str]) -> tuple[dict, float, str, str]:
-    """Run ``edgegcl train`` as a user would; return its metrics, wall seconds, command and
-    the configuration it resolved (its ``config.toml``, defaults included).
+def train(dataset: str, root: str, seeds: int, extra: list[str]) -> tuple[harness.TrainRun, str]:
+    """Run ``edgegcl train`` as a user would (bench.harness.train); the run and the
+    configuration it resolved (its ``config.toml``, defaults included).
 
     A dataset with tuned defaults (``edgegcl.config.tuned_defaults``) trains with them, as
     ``edgegcl train --dataset DATASET`` does for a user.
     """
     out = HERE / "runs" / f"{dataset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    cmd = ["edgegcl", "train", "--dataset", dataset, "--root", root, "--seeds", str(seeds),
-           "--protocol", "both", "--out", str(out), *extra]
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True)
-    wall = time.perf_counter() - t0
+    run = harness.train(["--dataset", dataset, "--root", root, "--seeds", str(seeds),
+                         "--protocol", "both", *extra], out, root=root, show=True)
     config = {k: v for k, v in TrainConfig(**load_toml(out / "config.toml")).to_dict().items()
               if k not in ("out", "root")}
-    return (json.loads((out / "metrics.json").read_text()), wall, shlex.join(cmd),
-            json.dumps(config))
+    return run, json.dumps(config)
 
 
 def fmt(stat: dict) -> str:
@@ -65,10 +61,11 @@ def main() -> None:
     p.add_argument("--extra", default="", help="extra flags for edgegcl train")
     p.add_argument("--report", default=str(HERE / "results" / "accuracy.md"))
     args = p.parse_args()
-    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    res = harness.record("accuracy", sys.argv[1:], root=args.root)
     rows, commands, configs = [], [], []
     for ds in args.datasets.split(","):
-        m, wall, cmd, config = train(ds, args.root, args.seeds, shlex.split(args.extra))
+        run, config = train(ds, args.root, args.seeds, shlex.split(args.extra))
+        m, wall, cmd = run.metrics, run.wall_s, run.command
         configs.append(f"- {ds}: {config}")
         s = m["summary"]
         rows.append(f"| {ds} | {fmt(s['test_micro_f1'])} | {fmt(s['test_macro_f1'])} | "
@@ -80,18 +77,11 @@ def main() -> None:
     if args.speed_rounds:
         cora = load_graph("Cora", args.root)
         speed = [table_row(theta, compare(cora, theta, args.speed_rounds)) for theta in (1.0, 0.5)]
+    res["wall_min"] = harness.wall_min(res)
     lines = [
         "# Full-graph accuracy" + (" and epoch time" if speed else ""),
         "",
-        f"Measured {started} on: {describe()}.",
-        "",
-        "Command (from the repository root):",
-        "",
-        f"    python -m bench.accuracy --root {args.root} --seeds {args.seeds} "
-        f"--datasets {args.datasets} --speed-rounds {args.speed_rounds}"
-        + (f" --extra {shlex.quote(args.extra)}" if args.extra else "")
-        + (f" --report {args.report}" if args.report != p.get_default("report") else ""),
-        "",
+        *harness.header(res, note=""),
         "which ran:",
         "",
         *commands,

@@ -23,16 +23,18 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench import harness
+
 import torch
 from torch_geometric.data import Data
 
-from bench.machine import describe
 from edgegcl.training.config import TrainConfig, build
 from edgegcl.contrast.hans import CATEGORIES
 from edgegcl.nn.augment import as_features
@@ -191,8 +193,7 @@ def whole_cells(values: dict[str, Any], data: Data, x: torch.Tensor, cells: list
 def cells_report(res: dict[str, Any]) -> str:
     """The markdown of a ``--cells`` measurement: each cell's mean epoch against ``all``."""
     lines = [f"# Whole-run epoch time of false-negative-aware settings on {res['dataset']}", "",
-             f"Measured {res['started']} on: {res['machine']}; {res['wall_min']:.1f} min wall, "
-             "nothing else running.", "", f"    {res['command']}", "",
+             *harness.header(res),
              f"Each cell is a whole {res['epochs']}-epoch run of `edgegcl train --dataset "
              f"{res['dataset']}` (its tuned defaults) with bench.hardness's cell changes; all the "
              "runs stepped side by side in one process, in alternating blocks of 10 epochs, so "
@@ -226,9 +227,8 @@ def report(res: dict[str, Any]) -> str:
     full = heldr["hans@1"]["epoch_s"]
     at_1 = heldr["hans@1"]["phases_s"]
     encoder = at_1["encoder forward"] + at_1["encoder backward"]
-    lines = [f"# What theta_max costs on {res['dataset']}'s full graph (issue 22, item 5)", "",
-             f"Measured {res['started']} on: {res['machine']}; {res['wall_min']:.1f} min wall, "
-             "nothing else running.", "", f"    {res['command']}", "",
+    lines = [f"# What theta_max costs on {res['dataset']}'s full graph", "",
+             *harness.header(res),
              *([res["note"], ""] if res.get("note") else []),
              "Held: HANS held saturated at each budget, stepped in interleaved blocks of T_int "
              "epochs (strata refreshes counted). Whole runs: the default scheduler at "
@@ -319,9 +319,7 @@ def main() -> None:
     t0 = time.perf_counter()
     m = base.model_config()
     res: dict[str, Any] = {
-        "dataset": args.dataset, "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": describe(), "command": "python -m bench.budget_cost " + " ".join(
-            a if not a.startswith("/") else "ROOT" for a in __import__("sys").argv[1:]),
+        **harness.record("budget_cost", sys.argv[1:], root=args.root), "dataset": args.dataset,
         "scheduler": base.scheduler, "pick": base.pick, "stratify": base.contrast.resolved_stratify(base.scheduler), "logits": base.logits,
         "epochs": base.epochs, "whole_theta": args.theta,
         "encoder_gflop": encoder_gflop(data, base),

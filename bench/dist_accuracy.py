@@ -19,10 +19,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import psutil
+
+from bench import harness
 
 HERE = Path(__file__).resolve().parent
 
@@ -38,15 +39,13 @@ def main() -> None:
     p.add_argument("--out", default=str(HERE / "results"))
     args = p.parse_args()
 
-    from bench.machine import describe
     from edgegcl.training.state import write_atomic
 
     cores = psutil.cpu_count(logical=True) or 2
     common = ["train", "--dataset", args.dataset, "--root", os.path.abspath(args.root),
               "--mode", "minibatch", "--epochs", str(args.epochs), "--seeds", str(args.seeds),
               "--device", "cpu", "--eval-every", str(max(1, args.epochs // 10))]
-    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    t0 = time.perf_counter()
+    res = harness.record("dist_accuracy", sys.argv[1:], root=args.root)
     with tempfile.TemporaryDirectory() as tmp:
         runs = {
             f"{args.ranks} ranks, global negatives, B = {args.batch_size} each": (
@@ -71,11 +70,9 @@ def main() -> None:
                 raise SystemExit(f"dist_accuracy: {name} failed:\n{err[-2000:]}")
             metrics = json.loads((Path(runs[name][1]) / "metrics.json").read_text())
             results[name] = metrics
-    wall = (time.perf_counter() - t0) / 60
-    lines = ["# Data-parallel accuracy: global negatives against one process (issue 14)", "",
-             f"Measured {started} on: {describe()}; {wall:.1f} min wall, both runs side by "
-             "side.", "", "    python -m bench.dist_accuracy " + " ".join(
-                 a if not a.startswith("/") else "ROOT" for a in sys.argv[1:]), "",
+    res["wall_min"] = harness.wall_min(res)
+    lines = ["# Data-parallel accuracy: global negatives against one process", "",
+             *harness.header(res, note="both runs side by side"),
              f"{args.dataset}, mini-batch (fanout 10,10), {args.epochs} epochs, {args.seeds} "
              "seeds, defaults otherwise; honest test micro-F1 (checkpoint chosen on "
              "validation), mean ± std over seeds.", "",

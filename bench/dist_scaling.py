@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 import psutil
+from bench import harness
+
 import torch
 
 HERE = Path(__file__).resolve().parent
@@ -113,10 +115,9 @@ def main() -> None:
         worker(args)
         return
 
-    from bench.machine import describe
     from edgegcl.training.state import write_atomic
 
-    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    res = harness.record("dist_scaling", sys.argv[1:])
     load0 = os.getloadavg()
     rows = []
     for n in (int(v) for v in args.procs.split(",")):
@@ -125,10 +126,9 @@ def main() -> None:
     base = rows[0]["seeds_per_s"] / rows[0]["procs"]
     lines = [
         "# Data-parallel scaling under torchrun (gloo, CPU)", "",
-        f"Measured {started} on: {describe()}. Load average {load0[0]:.1f} at the start, "
-        f"{os.getloadavg()[0]:.1f} at the end.", "",
-        "    python -m bench.dist_scaling " + " ".join(
-            a for a in sys.argv[1:] if not a.startswith("/")), "",
+        *harness.header({**res, "wall_min": harness.wall_min(res)},
+                        note=f"load average {load0[0]:.1f} at the start, "
+                             f"{os.getloadavg()[0]:.1f} at the end"),
         f"Synthetic graph of {args.nodes} nodes (128 features, average degree ~10), "
         f"{args.batch_size} seed nodes per rank and step, fanout 10,10, built-in sampler, "
         f"theta_max {args.theta_max:g} ({args.negatives} negatives), each rank with cores / N "

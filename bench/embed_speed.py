@@ -61,6 +61,8 @@ if TYPE_CHECKING:
     from torch import Tensor
     from torch_geometric.data import Data
 
+from bench import harness
+
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "runs" / "embedding"
 PROG = "bench.embed_speed"
@@ -592,12 +594,10 @@ def _portable_lines(rows: list[dict[str, Any]], graphs: list[dict[str, Any]]) ->
 
 def _markdown(rows: list[dict[str, Any]], cli: list[dict[str, Any]],
               designs: dict[str, Any], reports: dict[str, Any], graphs: list[dict[str, Any]],
-              args: argparse.Namespace, wall: float,
+              res: dict[str, Any],
               load: tuple[tuple[float, ...], tuple[float, ...]], cores: int) -> str:
     import onnxruntime
     import scipy
-
-    from bench.machine import describe
 
     def row(r: dict[str, Any]) -> str:
         if "skipped" in r:
@@ -610,17 +610,10 @@ def _markdown(rows: list[dict[str, Any]], cli: list[dict[str, Any]],
                 f"{r['peak_MiB']:.0f}{gpu} | {r['above_loaded_MiB']:.0f} | "
                 f"{'yes' if r['torch_imported'] else 'no'} |")
 
-    command = (f"python3 -m bench.embed_speed --root {args.root}"
-               + (f" --run {args.run}" if args.run else "")
-               + f" --nodes {args.nodes} --repeats {args.repeats}"
-               + (" --device cuda" if args.device == "cuda" else "")
-               + (f" --out {args.out}" if args.out != str(HERE / "results") else ""))
     lines = [
-        "# Embedding latency and memory: torch vs onnxruntime (issues 4 and 15)", "",
-        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on: {describe()}; "
-        f"onnxruntime {onnxruntime.__version__}, scipy {scipy.__version__}; {cores} cores "
-        f"available. Wall time {wall / 60:.1f} min.", "",
-        "Command (from the repository root, OMP_NUM_THREADS unset):", "", f"    {command}", "",
+        "# Embedding latency and memory: torch vs onnxruntime", "",
+        *harness.header(res, note=f"onnxruntime {onnxruntime.__version__}, scipy "
+                        f"{scipy.__version__}; {cores} cores available; OMP_NUM_THREADS unset"),
         f"Load average {load[0][0]:.2f} / {load[0][1]:.2f} / {load[0][2]:.2f} at the start, "
         f"{load[1][0]:.2f} / {load[1][1]:.2f} / {load[1][2]:.2f} at the end. Median of two "
         "interleaved rounds (opposite orders), with the fastest run.", "",
@@ -761,7 +754,7 @@ def run(args: argparse.Namespace) -> None:
     from edgegcl_embed.runtime import available_cores
 
     cores = available_cores()
-    start, load_start = time.perf_counter(), os.getloadavg()
+    res, load_start = harness.record("embed_speed", sys.argv[1:], root=args.root), os.getloadavg()
     try:
         graphs, reports = _prepare(args.root, args.run, args.nodes)
     except UsageError as exc:
@@ -775,8 +768,9 @@ def run(args: argparse.Namespace) -> None:
                                              "--threads", str(cores)])
         cli = _cli_memory(graphs)
     rows = _measure(graphs, args.repeats, args.device, cores)
-    text = _markdown(rows, cli, designs, reports, graphs, args, time.perf_counter() - start,
-                     (load_start, os.getloadavg()), cores)
+    res["wall_min"] = harness.wall_min(res)
+    text = _markdown(rows, cli, designs, reports, graphs, res, (load_start, os.getloadavg()),
+                     cores)
     stem = "embedding" if args.device == "cpu" else "embedding-cuda"
     write_atomic(out / f"{stem}.md", text)
     write_atomic(out / f"{stem}.json", json.dumps(

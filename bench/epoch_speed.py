@@ -15,9 +15,11 @@ background load from favouring one of them.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
+
+from bench import harness
 
 import torch
 import torch.nn.functional as F
@@ -25,7 +27,6 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.nn import GCNConv
 
-from bench.machine import describe
 from edgegcl.nn.augment import as_features, mask_columns, remove_edges
 from edgegcl.training.config import TrainConfig
 from edgegcl.data import load_graph
@@ -128,21 +129,19 @@ def main() -> None:
     p.add_argument("--theta-max", default="1.0,0.5", help="comma-separated theta_max values")
     p.add_argument("--rounds", type=int, default=2, help="timed blocks of T_int epochs each")
     args = p.parse_args()
+    res = harness.record("epoch_speed", sys.argv[1:], root=args.root)
     data = load_graph(args.dataset, args.root)
-    start = time.time()
     rows = []
     for theta in (float(t) for t in args.theta_max.split(",")):
         rows.append(table_row(theta, compare(data, theta, args.rounds)))
         print(rows[-1], flush=True)
-    lines = [f"# Epoch time on {args.dataset} beside a dense GRACE-style epoch (issue 2)", "",
-             f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on: {describe()}; "
-             f"{(time.time() - start) / 60:.1f} min wall.", "",
-             f"    python -m bench.epoch_speed --dataset {args.dataset} --root ROOT "
-             f"--theta-max {args.theta_max} --rounds {args.rounds}", "",
+    res["wall_min"] = harness.wall_min(res)
+    lines = [f"# Epoch time on {args.dataset} beside a dense GRACE-style epoch", "",
+             *harness.header(res),
              __doc__.split("\n\n")[1].replace("\n", " "), "",
              "| theta_max | reference s | edgegcl saturated s | edgegcl bootstrap s |",
              "|---|---|---|---|", *rows, ""]
-    (Path(__file__).resolve().parent / "results" / "epoch_speed.md").write_text("\n".join(lines))
+    harness.save(harness.RESULTS / "epoch_speed.md", "\n".join(lines))
     print("\n".join(lines))
 
 

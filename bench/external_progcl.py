@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from bench import harness
 from bench.machine import describe
 
 HERE = Path(__file__).resolve().parent
@@ -173,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     done = {(r["dataset"], r["mode"], r["seed"]) for r in res["runs"]}
     todo = [(m, s) for m in args.modes.split(",") for s in range(args.seeds)
             if (args.dataset, m, s) not in done]
-    t0, started = time.perf_counter(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    t0, started = time.perf_counter(), harness.stamp()
     for k, (mode, seed) in enumerate(todo, 1):
         r = one_run(str(Path(args.progcl).resolve()), args.root, args.dataset, mode, seed,
                     args.epochs, start, args.sel_num, args.eval_every, args.threads)

@@ -32,9 +32,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench import harness
+
 import torch
 
-from bench.machine import describe
 from edgegcl.contrast.falseneg import BetaMixture, FIT_SAMPLE
 from edgegcl.contrast.hans import CATEGORIES
 from edgegcl.contrast.loss import Similarities, similarities
@@ -141,8 +142,7 @@ def measure(data: Any, cfg: TrainConfig, epochs: int) -> dict[str, Any]:
 def report(res: dict[str, Any]) -> str:
     intro = (__doc__ or "").split("\n\n")
     lines = ["# False negatives: estimates against the labels, and what the strata hold", "",
-             f"Measured {res['started']} on: {res['machine']}; {res['wall_min']:.1f} min wall.",
-             "", f"    {res['command']}", "",
+             *harness.header(res, note=""),
              *(p.replace("\n  ", " ").replace("\n- ", "\0").replace("\n", " ").replace("\0", "\n- ")
                + "\n" for p in intro[1:4])]
     for g in res["graphs"]:
@@ -181,9 +181,8 @@ def main() -> None:
 
     t0 = time.perf_counter()
     res: dict[str, Any] = {
-        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": describe(),
-        "epochs": args.epochs, "command": "python -m bench.false_negatives " + " ".join(
-            "ROOT" if a.startswith("/") else a for a in sys.argv[1:]), "graphs": []}
+        **harness.record("false_negatives", sys.argv[1:], root=args.root),
+        "epochs": args.epochs, "graphs": []}
     graphs = [(ds, load_graph(ds, args.root), build({"dataset": ds, **tuned_defaults(ds)[1]}, {}))
               for ds in args.datasets.split(",") if ds]
     if args.synthetic_nodes:

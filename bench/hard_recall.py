@@ -29,9 +29,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench import harness
+
 import torch
 
-from bench.machine import describe
 from edgegcl.training.config import TrainConfig, build, tuned_defaults
 from edgegcl.contrast.hans import CATEGORIES
 from edgegcl.contrast.loss import Similarities, similarities
@@ -156,9 +157,7 @@ def measure(data, cfg: TrainConfig, epochs: int) -> dict[str, Any]:
 
 
 def report(res: dict[str, Any]) -> str:
-    lines = ["# Are the hard picks the hardest? (issue 22, item 3)", "",
-             f"Measured {res['started']} on: {res['machine']}; {res['wall_min']:.1f} min wall.",
-             "", f"    {res['command']}", "", (__doc__ or "").split("\n\n")[1].replace("\n", " "),
+    lines = ["# Are the hard picks the hardest?", "", *harness.header(res, note=""), (__doc__ or "").split("\n\n")[1].replace("\n", " "),
              "", (__doc__ or "").split("\n\n")[2].replace("\n", " "), ""]
     for g in res["graphs"]:
         lines += [f"## {g['name']}: B = {g['nodes']} anchors (every node), |N_i| = "
@@ -195,9 +194,8 @@ def main() -> None:
     reuse_freed_memory()
     t0 = time.perf_counter()
     res: dict[str, Any] = {
-        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": describe(),
-        "epochs": args.epochs, "command": "python -m bench.hard_recall " + " ".join(
-            a if not a.startswith("/") else "ROOT" for a in sys.argv[1:]), "graphs": []}
+        **harness.record("hard_recall", sys.argv[1:], root=args.root),
+        "epochs": args.epochs, "graphs": []}
     graphs = [("Cora", load_graph("Cora", args.root),
                build({"dataset": "Cora", **tuned_defaults("Cora")[1]}, {}))]
     if args.synthetic_nodes:

@@ -1,5 +1,6 @@
 """What the benchmarks share: the record of when, where and how one ran, its header in the
-report, the median of repeated timings, and writing bench/results/NAME.{json,md} atomically.
+report, the median of repeated timings, ``edgegcl train`` run as a user runs it, and writing
+bench/results/NAME.{json,md} atomically.
 
     res = harness.record("threads", sys.argv[1:], root=args.root)   # started, machine, command
     ...
@@ -10,13 +11,32 @@ report, the median of repeated timings, and writing bench/results/NAME.{json,md}
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def stamp() -> str:
+    """Now, as the reports write it (UTC, to the minute)."""
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
+def shown(cmd: Sequence[str], root: str | None = None, out: Path | None = None) -> str:
+    """A command as a report prints it: a machine's dataset folder as ROOT, an output folder
+    as OUT, this interpreter as python."""
+    text = shlex.join(["python" if a == sys.executable else str(a) for a in cmd])
+    if root:
+        text = text.replace(root, "ROOT")
+    return text.replace(str(out), "OUT") if out is not None else text
 
 
 def record(script: str, argv: Sequence[str], root: str | None = None) -> dict[str, Any]:
@@ -25,8 +45,7 @@ def record(script: str, argv: Sequence[str], root: str | None = None) -> dict[st
     from bench.machine import describe  # imports torch: not for a torch-free child process
 
     args = ["ROOT" if root is not None and a == root else a for a in argv]
-    return {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "machine": describe(), "command": " ".join(["python -m bench." + script, *args]),
+    return {"started": stamp(), "machine": describe(), "command": shlex.join(["python", "-m", "bench." + script, *args]),
             "_t0": time.time()}
 
 
@@ -66,3 +85,43 @@ def write(name: str, res: dict[str, Any], markdown: str) -> None:
 def read(name: str) -> dict[str, Any]:
     """bench/results/NAME.json, for ``--report-only``."""
     return json.loads((RESULTS / f"{name}.json").read_text())
+
+
+@dataclass
+class TrainRun:
+    """One ``edgegcl train`` process: its metrics.json, wall seconds, the command as a report
+    prints it, its run directory and what it printed on stderr."""
+
+    metrics: dict[str, Any]
+    wall_s: float
+    command: str
+    run_dir: Path
+    stderr: str
+
+
+def train(args: Sequence[str], out: Path, root: str | None = None,
+          env: dict[str, str] | None = None, cwd: Path | None = None,
+          show: bool = False, unset: Sequence[str] = ()) -> TrainRun:
+    """``python -m edgegcl train ARGS --out OUT`` in a fresh process, as a user runs it (``env``
+    added to this one's environment, ``unset`` taken out of it); a failure raises with the
+    command and its last lines. ``show``: its progress goes to this terminal (else captured)."""
+    cmd = [sys.executable, "-m", "edgegcl", "train", *args, "--out", str(out)]
+    environ = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in unset}
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=environ, cwd=cwd, text=True,
+                          stdout=None if show else subprocess.DEVNULL,
+                          stderr=None if show else subprocess.PIPE)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        tail = "" if show else "\n".join((proc.stderr or "").splitlines()[-5:])
+        raise RuntimeError(f"{shown(cmd, root, out)} exited {proc.returncode}\n{tail}")
+    metrics = json.loads((out / "metrics.json").read_text())
+    return TrainRun(metrics, wall, shown(["edgegcl", *cmd[3:]], root, out), out,
+                    proc.stderr or "")
+
+
+def save(path: Path, text: str) -> None:
+    """Write one result file atomically (a report a reader may have open is never half new)."""
+    from edgegcl.training.state import write_atomic
+
+    write_atomic(Path(path), text)

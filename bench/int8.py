@@ -27,6 +27,7 @@ import json
 import platform
 import statistics
 import tempfile
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import numpy_helper
+
+from bench import harness
 
 HERE = Path(__file__).resolve().parent
 PAIR_LIMIT = 2**15 - 1  # vpmaddubsw saturates its int16 pair sums here
@@ -144,19 +147,13 @@ def measure(name: str, run: Path, root: str, repeats: int) -> dict[str, Any]:
             "schemes": schemes}
 
 
-def markdown(results: list[dict[str, Any]], args: argparse.Namespace, tag: str,
-             wall: float) -> str:
+def markdown(results: list[dict[str, Any]], res: dict[str, Any], tag: str) -> str:
     import onnxruntime
 
-    from bench.machine import describe
     from edgegcl.onnx.quantize import DEFAULT_SCHEME, scheme_description
 
-    runs = " ".join(f"--run {r['dataset']}={r['run']}" for r in results)
-    lines = [f"# INT8 schemes on {tag} (issue 24)", "",
-             f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on: {describe()}; "
-             f"onnxruntime {onnxruntime.__version__}; CPU tag {tag}. Wall time "
-             f"{wall / 60:.1f} min.", "", "Command:", "",
-             f"    python3 -m bench.int8 --root {args.root} {runs} --repeats {args.repeats}", "",
+    lines = [f"# INT8 schemes on {tag}", "",
+             *harness.header(res, note=f"onnxruntime {onnxruntime.__version__}; CPU tag {tag}"),
              "Schemes (`edgegcl.onnx.quantize.SCHEMES`; shipped: "
              f"**{DEFAULT_SCHEME}**):", ""]
     lines += [f"- {scheme_description(s)}" for s in results[0]["schemes"]]
@@ -203,12 +200,13 @@ def main() -> None:
     args = p.parse_args()
     from edgegcl.training.state import write_atomic
 
-    start, tag = time.perf_counter(), cpu_tag()
+    res, tag = harness.record("int8", sys.argv[1:], root=args.root or None), cpu_tag()
     results = []
     for spec in args.run:
         name, _, run = spec.partition("=")
         results.append(measure(name, Path(run), args.root, args.repeats))
-    text = markdown(results, args, tag, time.perf_counter() - start)
+    res["wall_min"] = harness.wall_min(res)
+    text = markdown(results, res, tag)
     out = Path(args.out)
     write_atomic(out / f"int8-{tag}.md", text)
     write_atomic(out / f"int8-{tag}.json", json.dumps(results, indent=2) + "\n")

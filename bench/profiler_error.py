@@ -4,7 +4,7 @@ Runs ``edgegcl train --profile PROFILE --auto-budget`` as a user does, each run 
 profile cache (so each one measures), and reads the prediction beside the measurement from
 its ``metrics.json`` (``auto_budget``: the profiler's cost of the chosen theta_max against the
 median of the last T_int epochs and the largest training peak). The error is
-|measured / predicted - 1| (issue 26: at most 15 % on this CPU).
+|measured / predicted - 1| (the goal: at most 15 % on a CPU).
 
     python -m bench.profiler_error --root ../shared/datasets --dataset Cora --runs 3
 """
@@ -12,18 +12,14 @@ median of the last T_int epochs and the largest training peak). The error is
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from bench.machine import describe
+from bench import harness
 
 HERE = Path(__file__).resolve().parent
 GOAL = 0.15
@@ -31,18 +27,16 @@ GOAL = 0.15
 
 def one_run(args: argparse.Namespace, work: Path, k: int) -> dict[str, Any]:
     """One auto-budget run in ``work``, its own empty cache; its ``auto_budget`` report."""
-    out = work / f"run-{k}"
-    cmd = [sys.executable, "-m", "edgegcl", "train", "--dataset", args.dataset, "--profile",
-           args.profile, "--auto-budget", "--epochs", str(args.epochs), "--out", str(out),
-           *(["--root", args.root] if args.root else []), *shlex.split(args.flags)]
-    env = {**os.environ, "EDGEGCL_CACHE": str(work / f"cache-{k}")}
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"{shlex.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    return json.loads((out / "metrics.json").read_text())["auto_budget"]
+    run = harness.train(["--dataset", args.dataset, "--profile", args.profile, "--auto-budget",
+                         "--epochs", str(args.epochs),
+                         *(["--root", args.root] if args.root else []),
+                         *shlex.split(args.flags)],
+                        work / f"run-{k}", root=args.root or None,
+                        env={"EDGEGCL_CACHE": str(work / f"cache-{k}")})
+    return run.metrics["auto_budget"]
 
 
-def report(runs: list[dict[str, Any]], args: argparse.Namespace, command: str) -> str:
+def report(runs: list[dict[str, Any]], args: argparse.Namespace, res: dict[str, Any]) -> str:
     """The markdown result: one row per run, the median error of each figure."""
     rows = ["| run | theta_max, logits | predicted epoch s | measured | error | "
             "predicted peak MiB | measured | error |", "|---|---|---|---|---|---|---|---|"]
@@ -60,11 +54,9 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace, command: str) -
                for name, e in (("epoch time", errors["epoch_s"]),
                                ("peak memory", errors["peak_memory_bytes"]))]
     return "\n".join([
-        "# The resource profiler's error (issue 26)", "",
-        f"Machine: {describe()}.",
-        f"Run: `{command}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; each run "
-        f"`edgegcl train --dataset {args.dataset} --profile {args.profile} --auto-budget "
-        f"--epochs {args.epochs} {args.flags}`, with an empty profile cache.", "",
+        "# The resource profiler's error", "", *harness.header(res),
+        f"Each run: `edgegcl train --dataset {args.dataset} --profile {args.profile} "
+        f"--auto-budget --epochs {args.epochs} {args.flags}`, with an empty profile cache.", "",
         "Measured: the median epoch over each seed's last T_int epochs (the state the "
         "profiler holds) and the largest per-epoch training peak; error = |measured / "
         "predicted - 1|.", "", *rows, "", *summary, ""])
@@ -82,10 +74,11 @@ def main() -> None:
     args = p.parse_args()
     from edgegcl.training.state import write_atomic
 
-    command = shlex.join(["python", "-m", "bench.profiler_error", *sys.argv[1:]])
+    res = harness.record("profiler_error", sys.argv[1:], root=args.root or None)
     with tempfile.TemporaryDirectory(prefix="profiler-error-") as tmp:
         runs = [one_run(args, Path(tmp), k) for k in range(args.runs)]
-    text = report(runs, args, command)
+    res["wall_min"] = harness.wall_min(res)
+    text = report(runs, args, res)
     write_atomic(Path(args.out), text)
     print(text)
 

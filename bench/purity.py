@@ -14,12 +14,13 @@ Writes bench/results/purity.md.
 from __future__ import annotations
 
 import argparse
-import time
+import sys
 from pathlib import Path
+
+from bench import harness
 
 import torch
 
-from bench.machine import describe
 from edgegcl.nn.augment import as_features
 from edgegcl.training.config import TrainConfig
 from edgegcl.data import load_graph
@@ -78,7 +79,7 @@ def main() -> None:
     ap.add_argument("--root", required=True, help="directory holding Cora/")
     ap.add_argument("--out", default=str(HERE / "results" / "purity.md"))
     args = ap.parse_args()
-    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    res = harness.record("purity", sys.argv[1:], root=args.root)
     ratios = TrainConfig().ratio_map()
     g = torch.Generator().manual_seed(0)
     rows = []
@@ -89,8 +90,7 @@ def main() -> None:
         rows += purity_rows("Gaussian", torch.randn(b, 2 * b, generator=g), ratios)
     lines = [
         "# Purity of sampled strata", "",
-        f"Measured {started} on: {describe()}.", "",
-        f"    python -m bench.purity --root {args.root}", "",
+        *harness.header({**res, "wall_min": harness.wall_min(res)}),
         "Purity = share of the drawn negatives of a category that lie in the anchor's exact pool "
         "of that category (all 2B - 2 candidates ranked), over every anchor of the batch. "
         "Anchors of a block of 256 share one random sample of M candidates "
@@ -98,7 +98,7 @@ def main() -> None:
         "'(used)' marks the M a run uses there: max(--stratify-sample (256), the counts' need).", "",
         "| similarities | B | HANS state | M | hard | inter | easy |",
         "|---|---|---|---|---|---|---|", *rows, ""]
-    Path(args.out).write_text("\n".join(lines))
+    harness.save(Path(args.out), "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import harness
+
 HERE = Path(__file__).resolve().parent
 VARIANTS = {"default": {}, "fixed_half=run": {"fixed_half": "run"},
             "candidates=inter": {"candidates": "inter"}}
@@ -45,13 +47,12 @@ def main() -> None:
 
     import torch
 
-    from bench.machine import describe
     from edgegcl.training.config import build, load_toml
     from edgegcl.data import load_graph
     from edgegcl.training.run import train_seed
     from edgegcl.training.state import write_atomic
 
-    started, t_all = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.perf_counter()
+    res = harness.record("readings", sys.argv[1:], root=args.root)
     records = []
     for ds in args.datasets.split(","):
         data = load_graph(ds, args.root)
@@ -72,11 +73,9 @@ def main() -> None:
                                 "epoch_s": statistics.fmean(r.epoch_times),
                                 "wall_s": time.perf_counter() - t0})
                 print(json.dumps(records[-1]), flush=True)
-    lines = ["# Ambiguous readings of the paper, measured (issue 12, item 5)", "",
-             f"Measured {started} on: {describe()}; device {args.device}; "
-             f"{(time.perf_counter() - t_all) / 60:.1f} min.", "",
-             "    python -m bench.readings " + " ".join(
-                 a if not a.startswith("/") else "ROOT" for a in sys.argv[1:]), "",
+    res["wall_min"] = harness.wall_min(res)
+    lines = ["# Ambiguous readings of the paper, measured", "",
+             *harness.header(res, note=f"device {args.device}"),
              f"Base: {args.config or 'edgegcl train defaults'}"
              + (f", {args.epochs} epochs" if args.epochs else "") + ". Honest test micro-F1 "
              "(checkpoint chosen on validation), mean ± population std over seeds 0.."

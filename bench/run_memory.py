@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench import harness
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -87,8 +89,9 @@ def main() -> None:
         reuse_freed_memory()  # as edgegcl train does
         print(json.dumps(child(args.child)))
         return
-    from bench.machine import describe
+    from edgegcl.training.state import write_atomic
 
+    res_ = harness.record("run_memory", sys.argv[1:])
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
         cmd = [sys.executable, "-m", "bench.run_memory", "--child", str(n)]
@@ -101,9 +104,7 @@ def main() -> None:
     held_growth = large["held_MiB"] - small["held_MiB"]
     ratio = peak_growth / held_growth
     lines = [
-        "# Whole-run peak memory (issue 11)", "",
-        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on: {describe()}.", "",
-        f"    python -m bench.run_memory --sizes {args.sizes}", "",
+        "# Whole-run peak memory", "", *harness.header({**res_, "wall_min": harness.wall_min(res_)}),
         "Each size in a fresh process: `edgegcl.data.synthetic_graph` (10 classes, 128 features, "
         "average degree 10, seed 0), then `edgegcl.run.run` with one epoch in mini-batches "
         "(B = 1024, fanout 10,10, built-in sampler, default model: hidden 512, embeddings 256) "
@@ -127,7 +128,7 @@ def main() -> None:
         f"ratio {ratio:.2f} (target: at most 1.5).", "",
         "Checkpoint probes (labelled nodes per probe): " + "; ".join(
             f"{r['nodes']}: {json.dumps(r['checkpoint_probe'])}" for r in rows), ""]
-    Path(args.out).write_text("\n".join(lines))
+    write_atomic(Path(args.out), "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from itertools import islice
 from pathlib import Path
 
+from bench import harness
+
 import torch
 
-from bench.machine import describe
 from edgegcl.data import SyntheticSpec, synthetic_graph
 from edgegcl.data.sampling import make_loader, pyg_sampler_available
 
@@ -44,6 +46,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     torch.set_num_threads(1)
+    res = harness.record("sampler_speed", sys.argv[1:])
     data = synthetic_graph(SyntheticSpec(num_nodes=args.nodes, num_classes=10, num_features=128,
                                          avg_degree=10.0, seed=0))
     names = ["builtin", "pyg"] if pyg_sampler_available() else ["builtin"]
@@ -59,10 +62,8 @@ def main() -> None:
     rows = [f"| {n} | {statistics.median(rates[n]) / 1e6:.2f} | "
             f"{statistics.fmean(b[0] for b in per_batch[n]):.0f} | "
             f"{statistics.fmean(b[1] for b in per_batch[n]):.0f} |" for n in names]
-    lines = ["# Neighbour-sampling throughput (issue 3)", "",
-             f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on: {describe()}.",
-             "", f"    python -m bench.sampler_speed --nodes {args.nodes} --batch-size "
-             f"{args.batch_size} --batches {args.batches} --rounds {args.rounds}", "",
+    lines = ["# Neighbour-sampling throughput", "",
+             *harness.header({**res, "wall_min": harness.wall_min(res)}),
              f"Synthetic graph, {args.nodes} nodes, average degree ~10; B = {args.batch_size} seeds, "
              "fanout 10,10, one thread; median over rounds of sampled nodes (subgraph nodes, "
              "seeds included) per second.", "",
@@ -74,7 +75,7 @@ def main() -> None:
     else:
         lines += ["PyG's NeighborLoader was not measured: neither pyg-lib nor torch-sparse is "
                   "installed.", ""]
-    (HERE / "results" / "sampler.md").write_text("\n".join(lines))
+    harness.save(HERE / "results" / "sampler.md", "\n".join(lines))
     print("\n".join(lines))
 
 

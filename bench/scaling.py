@@ -23,9 +23,10 @@ from itertools import islice
 from pathlib import Path
 
 import psutil
+from bench import harness
+
 import torch
 
-from bench.machine import describe
 from edgegcl.memory import reuse_freed_memory
 
 HERE = Path(__file__).resolve().parent
@@ -131,6 +132,7 @@ def main() -> None:
         print(json.dumps(measure(int(args.child[0]), args.child[1], args.batch_size, args.batches,
                                  torch.device(args.device))))
         return
+    res = harness.record("scaling", sys.argv[1:])
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
         for mode in ("minibatch", "full") if n <= args.full_up_to else ("minibatch",):
@@ -160,10 +162,8 @@ def main() -> None:
                      / min(r["live_tensors_MiB"] for r in mb))
         flat_text = f"; live tensors: {flat_live:.2f}"
     lines = [
-        "# Mini-batch scaling (issue 3)", "",
-        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on: {describe()}.", "",
-        f"    python -m bench.scaling --sizes {args.sizes} --batch-size {args.batch_size} "
-        f"--batches {args.batches} --full-up-to {args.full_up_to} --device {args.device}", "",
+        "# Mini-batch scaling", "",
+        *harness.header({**res, "wall_min": harness.wall_min(res)}),
         "Synthetic planted-class graphs (average degree ~10, 128 features), default model sizes, "
         "HANS held saturated (every negative active, the most a run uses), fanout 10,10, "
         f"built-in sampler. {memory_text} Epoch time is the median step time x ceil(N / B) "
@@ -178,7 +178,7 @@ def main() -> None:
           f"{r['step_s']:.3f} | {r['epoch_s']:.1f} |" for r in rows), "",
         f"Mini-batch {peak_name} above the graph, largest / smallest size: {flat:.2f} "
         f"(target: within 1.25){flat_text}.", ""]
-    Path(args.out).write_text("\n".join(lines))
+    harness.save(Path(args.out), "\n".join(lines))
     print("\n".join(lines))
 
 

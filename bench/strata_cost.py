@@ -22,13 +22,14 @@ import argparse
 import json
 import statistics
 import tempfile
-import time
+import sys
 from dataclasses import replace
 from pathlib import Path
 
+from bench import harness
+
 import torch
 
-from bench.machine import describe
 from edgegcl.memory import reuse_freed_memory
 from edgegcl.training.config import TrainConfig
 from edgegcl.data import load_graph
@@ -64,7 +65,7 @@ def main() -> None:
     p.add_argument("--name", default="strata-cost")
     args = p.parse_args()
     reuse_freed_memory()  # as edgegcl train does
-    started, t0 = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), time.time()
+    res = harness.record("strata_cost", sys.argv[1:], root=args.root)
     variants = args.variants.split(",")
     results: dict[str, dict[str, list[dict]]] = {}
     for ds in args.datasets.split(","):
@@ -79,10 +80,7 @@ def main() -> None:
                 print(ds, v, json.dumps(results[ds][v][-1]), flush=True)
     lines = [
         "# HANS's cost and accuracy: default (sampled strata) vs exact strata vs all negatives",
-        "", f"Measured {started} on: {describe()}; {(time.time() - t0) / 60:.1f} min wall.", "",
-        f"    python -m bench.strata_cost --root ROOT --datasets {args.datasets} "
-        f"--seeds {args.seeds} --epochs {args.epochs} --variants {args.variants} "
-        f"--name {args.name}", "",
+        "", *harness.header({**res, "wall_min": harness.wall_min(res)}),
         "Full-graph training with the defaults otherwise (300 epochs, probe every 20), seeds "
         f"0..{args.seeds - 1} (each its own split and initialisation, the same across "
         "variants), run interleaved seed by seed. Honest test micro-F1 = the checkpoint "
@@ -111,8 +109,8 @@ def main() -> None:
                          f"{mean['default'] / mean['exact']:.2f}x")
     lines.append("")
     out = HERE / "results"
-    (out / f"{args.name}.json").write_text(json.dumps(results, indent=1) + "\n")
-    (out / f"{args.name}.md").write_text("\n".join(lines))
+    harness.save(out / f"{args.name}.json", json.dumps(results, indent=1) + "\n")
+    harness.save(out / f"{args.name}.md", "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -26,6 +26,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
+from bench import harness
+
 Task = tuple[str, str, int]
 """(dataset, cell name, seed)."""
 
@@ -97,7 +99,7 @@ def invocation(name: str, tasks: int, jobs: int) -> dict[str, Any]:
     from bench.machine import describe
 
     threads = max(1, (os.cpu_count() or 1) // jobs)
-    return {"started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    return {"started": harness.stamp(),
             "machine": describe().replace(f"({torch.get_num_threads()} threads)",
                                           f"({threads} threads per run)"),
             "jobs": jobs, "runs": tasks, "wall_min": 0.0,

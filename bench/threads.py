@@ -14,13 +14,10 @@ Writes bench/results/threads.{json,md}. Run it alone: it is a timing.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -35,17 +32,11 @@ def one_run(root: str, dataset: str, epochs: int, threads: int | None, tmp: Path
             ) -> dict[str, Any]:
     """One ``edgegcl train`` process: its wall seconds, mean epoch and metrics' threads entry."""
     out = Path(tempfile.mkdtemp(dir=tmp))
-    cmd = [sys.executable, "-m", "edgegcl", "train", "--dataset", dataset, "--root", root,
-           "--epochs", str(epochs), "--out", str(out / "run"),
-           *(["--threads", str(threads)] if threads else [])]
-    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL)
-    wall = time.perf_counter() - t0
-    metrics = json.loads((out / "run" / "metrics.json").read_text())
-    return {"wall_s": wall, "epoch_s": metrics["summary"]["epoch_time_s"]["mean"],
-            "threads": metrics["threads"]}
+    run = harness.train(["--dataset", dataset, "--root", root, "--epochs", str(epochs),
+                         *(["--threads", str(threads)] if threads else [])],
+                        out / "run", root=root, unset=("OMP_NUM_THREADS",))
+    return {"wall_s": run.wall_s, "epoch_s": run.metrics["summary"]["epoch_time_s"]["mean"],
+            "threads": run.metrics["threads"]}
 
 
 def condition(args: argparse.Namespace, counts: list[int], tmp: Path) -> dict[str, Any]:
