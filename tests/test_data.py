@@ -499,3 +499,12 @@ def test_a_checkpoint_or_run_naming_a_hostile_root_runs_no_code(tmp_path: Path) 
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert "raw files" in proc.stderr and not marker.exists()
     assert not (tmp_path / "model.onnx").exists()
+
+
+def test_the_flags_list_every_graph_file_reader() -> None:
+    """``--help`` lists the suffixes from edgegcl.data.config (no torch); the readers are
+    edgegcl.data.files's: one may not grow without the other."""
+    from edgegcl.data.config import GRAPH_FILES
+    from edgegcl.data.files import READERS
+
+    assert tuple(READERS) == GRAPH_FILES

@@ -32,6 +32,7 @@ import psutil
 
 from edgegcl.errors import UsageError
 from edgegcl.tomlfile import read_toml
+from edgegcl.training.config import MAX_THREADS
 
 if TYPE_CHECKING:
     import torch
@@ -42,9 +43,6 @@ MAX_GIB, MAX_EPOCH_S = 1 << 20, 1e7
 FIELDS = ("name", "description", "device", "memory_budget_gib", "headroom", "target_epoch_s",
           "batch_size_min", "batch_size_max", "threads")
 OPTIONAL = ("description", "threads")
-MAX_THREADS = 4096
-"""The most threads a profile may name: edgegcl.training.threads.MAX_THREADS, repeated here
-because reading a profile imports no torch."""
 
 _HERE = Path(__file__).resolve().parents[1]  # edgegcl/
 # Installed from a wheel, the profiles are package data (pyproject.toml maps the repository's

@@ -80,10 +80,11 @@ def profile_command(args: argparse.Namespace) -> int:
     from edgegcl.cli.rundir import new_run_dir, run_name
     from edgegcl.cli.setup import calibrate, choose_threads, setup
     from edgegcl.training.config import to_toml
-    from edgegcl.training.state import write_atomic
 
     with ExitStack() as hold:
         s = setup(args, hold)
+        from edgegcl.training.state import write_atomic
+
         run_dir, _ = new_run_dir(hold, s.cfg.run.out, f"profile-{run_name(s.cfg.data.dataset)}")
         write_atomic(run_dir / "config.toml", to_toml(s.cfg))
         calibrate(s, run_dir, threads=choose_threads(s))

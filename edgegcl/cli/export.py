@@ -28,7 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _options(p: argparse.ArgumentParser) -> None:
-    from edgegcl.onnx.export import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
+    from edgegcl.onnx.opset import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
 
     p.add_argument("out", metavar="OUT.onnx", help="the model file to write")
     source = p.add_mutually_exclusive_group()
@@ -76,14 +76,16 @@ def _checkpoint_path(args: argparse.Namespace) -> Path:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from edgegcl.onnx.export import (MAX_OPSET, MIN_OPSET, ExportCheckError, ExportPlan,
-                                     export_checkpoint, training_graph)
+    from edgegcl.onnx.opset import MAX_OPSET, MIN_OPSET
+
+    if not MIN_OPSET <= args.opset <= MAX_OPSET:  # refused before torch loads
+        raise UsageError(f"--opset must be in {MIN_OPSET}..{MAX_OPSET} (the encoder's ops need "
+                         f"{MIN_OPSET}, torch exports up to {MAX_OPSET}), got {args.opset}")
+    from edgegcl.onnx.export import (ExportCheckError, ExportPlan, export_checkpoint,
+                                     training_graph)
     from edgegcl.training.checkpoint import load_checkpoint
     from edgegcl.trust import allow_encoder
 
-    if not MIN_OPSET <= args.opset <= MAX_OPSET:
-        raise UsageError(f"--opset must be in {MIN_OPSET}..{MAX_OPSET} (the encoder's ops need "
-                         f"{MIN_OPSET}, torch exports up to {MAX_OPSET}), got {args.opset}")
     plan = ExportPlan(Path(args.out), args.quantize,
                       Path(args.graph_out) if args.graph_out else None, args.force)
     plan.paths()  # refused before any work

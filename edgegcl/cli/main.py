@@ -80,7 +80,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 def _train_options(p: argparse.ArgumentParser) -> None:
     from edgegcl.training.logger import LOGGERS
-    from edgegcl.training.state import RESUMABLE
+    from edgegcl.training.config import RESUMABLE
 
     p.add_argument("--profile", metavar="NAME|FILE.toml",
                    help="device profile (see 'edgegcl profiles'): trains on its device")

@@ -31,7 +31,7 @@ these and nothing else."""
 def run_name(dataset: str) -> str:
     """A run directory's name for ``dataset``: the benchmark's canonical spelling (``cora``
     -> Cora), ``synthetic``, or a graph file's name without its suffix."""
-    from edgegcl.data.datasets import canonical_name
+    from edgegcl.data.config import canonical_name
 
     if dataset.strip().lower() == "synthetic":
         return "synthetic"

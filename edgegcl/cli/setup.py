@@ -64,7 +64,8 @@ def _resume_values(args: argparse.Namespace, flags: dict[str, object],
     with it (only RESUMABLE fields may change) and that the run has something left to do.
     The run directory is locked (``hold`` keeps the lock) before its files are read."""
     from edgegcl.training.config import TrainConfig, coerce
-    from edgegcl.training.state import RESUMABLE, RunLock
+    from edgegcl.training.config import RESUMABLE
+    from edgegcl.training.state import RunLock
 
     run_dir = Path(args.resume)
     may_change = f"on --resume only {', '.join('--' + f for f in RESUMABLE)} may change"
@@ -105,19 +106,15 @@ class Setup:
     remeasure: bool = False  # --remeasure: the profile cache is measured anew
 
 
-def setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> Setup:
-    """Config (file, else the dataset's tuned defaults; then flags), device (the profile's,
-    when one is given) and, with ``graph``, the graph; the allocator set to reuse freed pages
-    (edgegcl.memory.reuse_freed_memory). A resumed run is locked (in ``hold``) before its
-    files are read, and refused if they cannot continue (edgegcl.training.resume.check_resume)."""
+def configure(args: argparse.Namespace, hold: ExitStack
+              ) -> tuple[TrainConfig, Path | None, DeviceProfile | None]:
+    """The run's configuration (file, else the dataset's tuned defaults; then flags; a resumed
+    run's saved one), the tuned defaults it started from and the device profile, each checked:
+    on the standard library alone (a resumed run aside), so that a bad value is refused before
+    torch loads. A resumed run is locked (in ``hold``) before its files are read."""
     from edgegcl.budget.profiles import check_device_present, load_profile, with_budgets
     from edgegcl.training.config import FIELDS, build, load_toml, tuned_defaults, unused_settings
-    from edgegcl.data import load_graph
-    from edgegcl.memory import reuse_freed_memory
-    from edgegcl.nn.encoders import check_model_size
     from edgegcl.trust import allow_encoder
-    from edgegcl.training.resume import check_resume
-    from edgegcl.training.step import resolve_device
 
     if not args.profile and (args.target_epoch_s, args.memory_gib) != (None, None):
         raise UsageError("--target-epoch-s and --memory-gib replace a device profile's "
@@ -125,8 +122,6 @@ def setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> Setu
     if not args.profile and args.remeasure:
         raise UsageError("--remeasure measures a device profile's budgets again: add --profile "
                          "NAME (see 'edgegcl profiles')")
-    reuse_freed_memory()
-
     flags = {name: getattr(args, name) for name in FIELDS if getattr(args, name) is not None}
     if "encoder" in flags:  # named here: files may name it too; as the run directory records it
         flags["encoder"] = allow_encoder(str(flags["encoder"]))
@@ -158,6 +153,21 @@ def setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> Setu
                              f"(device {profile.device}); drop --device or pick another profile")
         if cfg.run.device == "auto":
             cfg = cfg.replace(run={"device": profile.device})
+    return cfg, tuned, profile
+
+
+def setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> Setup:
+    """``configure``'s run, then its device and, with ``graph``, the graph; the allocator set
+    to reuse freed pages (edgegcl.memory.reuse_freed_memory). A resumed run is refused if its
+    files cannot continue (edgegcl.training.resume.check_resume)."""
+    cfg, tuned, profile = configure(args, hold)
+    from edgegcl.data import load_graph
+    from edgegcl.memory import reuse_freed_memory
+    from edgegcl.nn.encoders import check_model_size
+    from edgegcl.training.resume import check_resume
+    from edgegcl.training.step import resolve_device
+
+    reuse_freed_memory()
     device = resolve_device(cfg.run.device)
     data = (load_graph(cfg.data.dataset, cfg.data.root or None, cfg.synthetic_spec())
             if graph else None)

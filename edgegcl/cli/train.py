@@ -128,11 +128,13 @@ class _Prepared(NamedTuple):
 def _prepare(args: argparse.Namespace, hold: ExitStack) -> _Prepared:
     """Config, graph, ranks, run directory, thread count and (``--auto-budget``) the
     profiler's choice, with the lines a run says before it trains."""
-    from edgegcl.training.distributed import launched, on_main
+    # under torchrun (WORLD_SIZE > 1: edgegcl.training.distributed.launched, which loads torch)
+    # only each machine's local rank 0 loads the graph; it is then shared
+    alone = int(os.environ.get("WORLD_SIZE", "1")) <= 1
+    s = setup(args, hold, graph=alone or os.environ.get("LOCAL_RANK", "0") == "0")
+    from edgegcl.training.distributed import on_main
     from edgegcl.training.step import check_full_graph_memory, resolve_mode
 
-    # under torchrun only each machine's local rank 0 loads the graph; it is then shared
-    s = setup(args, hold, graph=not launched() or os.environ.get("LOCAL_RANK", "0") == "0")
     world = _join_world(s)
     cfg, data, main = s.cfg, s.data, world is None or world.is_main
     assert data is not None
@@ -175,17 +177,18 @@ class _KeepRunDir(Hook):
 
 
 def _train(args: argparse.Namespace, hold: ExitStack) -> int:
-    from edgegcl.training.distributed import RankLost
-    from edgegcl.training.distributed import stop as stop_world
     from edgegcl.training.hooks import Callback
     from edgegcl.training.logger import make_logger
-    from edgegcl.training.run import Stopped, run
 
     if args.auto_budget and not args.profile:
         raise UsageError("--auto-budget needs a device profile: add --profile NAME "
                          "(see 'edgegcl profiles')")
     logger = make_logger(args.logger)
-    p = _prepare(args, hold)
+    p = _prepare(args, hold)  # torch loads once the configuration is known to be good
+    from edgegcl.training.distributed import RankLost
+    from edgegcl.training.distributed import stop as stop_world
+    from edgegcl.training.run import Stopped, run
+
     main = p.world is None or p.world.is_main
     if INTERRUPTED:  # a Ctrl-C while starting up that a library swallowed
         raise KeyboardInterrupt

@@ -14,133 +14,23 @@ view only, B - 1, with ``candidates="inter"``), stratified and scheduled as HANS
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
 
-from edgegcl.config import Section, option
-from edgegcl.errors import UsageError
+from edgegcl.contrast.config import (CANDIDATES, LOGITS, NEGATIVE_WEIGHTS, SAMPLE_MIN,
+                                     ContrastConfig)
 from edgegcl.contrast.hans import EQUAL_LOSSES, HANS, HANSConfig, HANSEvent
 from edgegcl.contrast.loss import (AnchorSimilarities, LossOutput, NegativeWeights,
                                    scheduled_info_nce, similarities)
-from edgegcl.contrast.negatives import (
-    CANDIDATES,
-    CATEGORIES,
-    SAMPLE_MIN,
-    STRATIFY,
-    Candidates,
-    Pick,
-    num_candidates,
-)
-from edgegcl.contrast.pairs import LOGITS, Logits, choose_logits, pair_similarities
+from edgegcl.contrast.negatives import CATEGORIES, STRATIFY, num_candidates
+from edgegcl.contrast.pairs import choose_logits, pair_similarities
 from edgegcl.contrast.falseneg import fit_rows, true_negative_hardness
-from edgegcl.contrast.scheduler import scheduler_class
-from edgegcl.contrast.selection import NegativeSelector, check_pick
+from edgegcl.contrast.selection import NegativeSelector
 from edgegcl.phases import PhaseClock
 
 __all__ = ["ContrastConfig", "EpochLoss", "HANSContrast"]
-
-NegativeWeight = Literal["none", "progcl", "progcl-mix"]
-"""``negative_weight``: the InfoNCE denominator's negatives as they are, weighted as
-ProGCL-weight weighs them, or joined by ProGCL-mix's synthesised negatives."""
-NEGATIVE_WEIGHTS = ("none", "progcl", "progcl-mix")
-Hardness = Literal["similarity", "progcl"]
-"""``hardness``: edgegcl.contrast.falseneg.HARDNESS."""
-Stratify = Literal["auto", "sampled", "exact"]
-"""``stratify``: ``auto`` is exact with ``pick = hardest`` (the top of a ranking needs every
-candidate) and sampled with ``pick = random``."""
-
-
-@dataclass(frozen=True)
-class ContrastConfig(Section):
-    """The InfoNCE loss and how its negatives are found (the ``[contrast]`` section).
-
-    Example:
-        >>> ContrastConfig(pick="hardest").resolved_stratify("hans")
-        'exact'
-    """
-
-    TITLE = "the InfoNCE loss and how its negatives are found"
-    tau: float = option(0.4, "InfoNCE temperature", at_least=0.05,
-                        why="exp(-2/tau) underflows below")
-    candidates: Candidates = option("both", "each anchor's candidate negatives: both (the "
-                                    "other anchors of both views, 2B - 2, as GRACE) or inter "
-                                    "(the other view's only, B - 1, as Eq. 6 prints); the loss "
-                                    "is symmetric either way")
-    pick: Pick = option("random", "which candidates each category's count takes: random (a "
-                        "uniform subset of a pool cut by --ratios, Algorithm 1's RandomSample; "
-                        "measured level with the random subset, while the hardest lose 4.5 "
-                        "points on Cora: docs/hans.md) or hardest (hard the most similar, inter "
-                        "the next, easy the least similar, among every candidate)")
-    stratify: Stratify = option("auto", "how the ranking is found: exact (every candidate), "
-                                "sampled (each anchor ranks a random sample of its candidates, "
-                                "about as many as it uses; --pick random only), or auto (exact "
-                                "with --pick hardest, sampled with --pick random)")
-    stratify_sample: int = option(SAMPLE_MIN, "sampled strata: least number of candidates each "
-                                  "anchor ranks", at_least=16)
-    logits: Logits = option("auto", "auto (the cheaper of the two for HANS's current state), "
-                            "dense (B x B similarity blocks with their gradients) or pairs (a "
-                            "gradient for the scheduled pairs only)")
-    hardness: Hardness = option("similarity", "what the strata rank: similarity (the paper's "
-                                "S_i) or progcl (ProGCL's p(true negative) x similarity, the "
-                                "probability from a Beta mixture fitted to each refresh's "
-                                "similarities: the hard stratum keeps fewer likely same-class "
-                                "candidates)", omit_default=True)
-
-    negative_weight: NegativeWeight = option(
-        "none", "none, or progcl: each negative's exp-similarity in the InfoNCE denominator "
-        "weighted by p(true negative) x similarity over the anchor's mean (ProGCL-weight; the "
-        "Beta mixture fitted to each step's similarities); with --scheduler none this is "
-        "ProGCL-weight itself; or progcl-mix: the denominator gains --mix-negatives "
-        "synthesised negatives per anchor, each mixing two of its negatives of highest "
-        "p(true negative) x similarity by those weights (ProGCL-mix)", omit_default=True)
-    mix_negatives: int = option(1000, "--negative-weight progcl-mix: negatives of highest "
-                                "p(true negative) x similarity each anchor mixes in pairs, "
-                                "at most its candidates (ProGCL's sel_num)", at_least=1,
-                                at_most=1 << 20, omit_default=True)
-    false_negatives_from: int = option(
-        0, "epoch from which the false-negative estimate acts (--hardness progcl, "
-        "--negative-weight); before it the strata rank by similarity and the loss is plain "
-        "InfoNCE, as ProGCL's epoch_start waits for similarities worth fitting", at_least=0,
-        at_most=10**6, omit_default=True)
-
-    STRATA_SETTINGS: ClassVar[tuple[str, ...]] = ("pick", "stratify", "stratify_sample",
-                                                  "hardness")
-    """How HANS's hardness strata are found, which the baselines do not read."""
-
-    def resolved_stratify(self, scheduler: str) -> str:
-        """``stratify`` with ``auto`` resolved: exact for ``pick = hardest``, sampled
-        otherwise; sampled (nothing ranked) for a scheduler that ranks no candidates (the
-        baselines), whatever it says."""
-        if not scheduler_class(scheduler).ranks_candidates:
-            return "sampled"
-        if self.stratify == "auto":
-            return "exact" if self.pick == "hardest" else "sampled"
-        return self.stratify
-
-    def check_with(self, scheduler: str, epochs: int | None = None) -> None:
-        """The rules between this section, the scheduler and the run's length: HANS's hardest
-        picks rank every candidate (``check_pick``); a false-negative estimate starts before
-        the last epoch."""
-        if scheduler_class(scheduler).ranks_candidates:
-            check_pick(self.pick, self.resolved_stratify(scheduler))
-        if epochs is not None and "false_negatives_from" not in self.unused(scheduler) \
-                and self.false_negatives_from >= epochs:
-            raise UsageError(f"--false-negatives-from {self.false_negatives_from} is not before "
-                             f"the run's end (--epochs {epochs}): the estimate would never act; "
-                             f"give an epoch below {epochs}")
-
-    def unused(self, scheduler: str) -> tuple[str, ...]:
-        """The fields ``scheduler`` does not read: the strata's, unless it ranks candidates;
-        the mix's count without ProGCL-mix, the estimate's start without an estimate."""
-        ranks = scheduler_class(scheduler).ranks_candidates
-        out = () if ranks else self.STRATA_SETTINGS
-        if self.negative_weight != "progcl-mix":
-            out += ("mix_negatives",)
-        if self.negative_weight == "none" and (self.hardness == "similarity" or not ranks):
-            out += ("false_negatives_from",)
-        return out
 
 
 class ContrastWorld(Protocol):

@@ -18,22 +18,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import Tensor
 
-from edgegcl.config import choices
+from edgegcl.contrast.config import CANDIDATES, PICKS, SAMPLE_MIN
 
 CATEGORIES = ("hard", "inter", "easy")
 STRATIFY = ("sampled", "exact")
 """``--stratify``: rank a random sample of each anchor's candidates, or all of them."""
-Candidates = Literal["both", "inter"]
-CANDIDATES: tuple[str, ...] = choices(Candidates)
-"""``--candidates``: each anchor's candidate negatives are the other anchors in both views
-(2B - 2, GRACE's and the default) or in the other view only (B - 1, Eq. 6 as printed);
-docs/hans.md has the measurement."""
-
 
 def candidate_views(candidates: str) -> int:
     """Views the candidates come from: 2 (``"both"``) or 1 (``"inter"``). It is also the
@@ -295,14 +288,6 @@ def _generator(draw: int, category: int) -> torch.Generator:
     return torch.Generator().manual_seed((draw * 1_000_003 + category) % (2**63 - 1))
 
 
-Pick = Literal["hardest", "random"]
-PICKS: tuple[str, ...] = choices(Pick)
-"""``pick``: which candidates a category's count takes. ``hardest`` ("pool = count"): hard
-the anchor's most similar candidates, intermediate the next most similar, easy the least
-similar, found among every candidate and deterministic (the authors' NegAmplify takes top-k
-and bottom-k so). ``random``: pools cut by the ratios, members drawn uniformly at random
-inside each (Algorithm 1's RandomSample). docs/hans.md has the measurements."""
-
 
 def _draw_positions(pool_size: tuple[int, ...], counts: Mapping[str, int], draw: int,
                     num_anchors: int) -> list[tuple[Tensor, Tensor]]:
@@ -415,11 +400,6 @@ SAMPLE_BLOCK_ANCHORS = 256
 """Anchors that share one candidate sample in sampled strata. A block's similarities are one
 [256, M] product, as fast per element as one [B, M] product (docs/performance.md), while
 blocks of a batch still draw independent samples."""
-
-SAMPLE_MIN = 256
-"""Default least number of candidates an anchor ranks in sampled strata (``stratify_sample``):
-the purity of the pools (share of drawn members truly in the anchor's pool) rises with the
-sample; docs/hans.md has the measured purity per sample size."""
 
 
 def sample_size(num_cand: int, ratios: Mapping[str, float], counts: Mapping[str, int],

@@ -23,14 +23,13 @@ both at each theta_max (docs/performance.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import FunctionCtx
 
-from edgegcl.config import choices
 from edgegcl.contrast.loss import unit_rows
 from edgegcl.contrast.negatives import (
     ActiveNegatives,
@@ -43,11 +42,6 @@ from edgegcl.contrast.negatives import (
 
 PATHS = ("dense", "pairs")
 """The two ways of computing the loss's logits; the profiler measures both."""
-Logits = Literal["auto", "dense", "pairs"]
-LOGITS: tuple[str, ...] = choices(Logits)
-"""``--logits``: the cheaper of the two for the current schedule (``choose_logits``), the
-dense similarity blocks, or the scheduled pairs only (this module)."""
-
 PAIRS_UP_TO = {"sampled": 0.5, "exact": 0.1}
 """``--logits auto`` takes the pairs path while the candidates it touches per anchor are at
 most this fraction of |N_i| (2B - 2; B - 1 with inter-view candidates): the sample (sampled

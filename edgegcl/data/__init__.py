@@ -8,9 +8,20 @@ one-line ``UsageError``. Modules: ``datasets`` (by name: PyG benchmarks, synthet
 ``synthetic``, ``files``, ``validation``, ``sampling`` (neighbour-sampled mini-batches).
 """
 
-from edgegcl.data.datasets import DATASETS, default_data_root, load_graph
-from edgegcl.data.synthetic import SyntheticSpec, synthetic_graph
-from edgegcl.data.validation import validate_graph
+import importlib
+from typing import Any
 
-__all__ = ["DATASETS", "SyntheticSpec", "default_data_root", "load_graph", "synthetic_graph",
-           "validate_graph"]
+_EXPORTS = {"DATASETS": "edgegcl.data.config", "SyntheticSpec": "edgegcl.data.config",
+            "default_data_root": "edgegcl.data.datasets", "load_graph": "edgegcl.data.datasets",
+            "synthetic_graph": "edgegcl.data.synthetic",
+            "validate_graph": "edgegcl.data.validation"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:  # loaded on first use: edgegcl.data.config needs no torch
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'edgegcl.data' has no attribute {name!r}")

@@ -18,12 +18,12 @@ from typing import Any
 import fsspec.config
 import numpy as np
 from torch_geometric.data import Data, InMemoryDataset
-from torch_geometric.datasets import Actor, Amazon, CitationFull, Coauthor, Planetoid, WikiCS
+import torch_geometric.datasets
 from torch_geometric.utils import coalesce, remove_self_loops
 
-from edgegcl.config import Section, option
-from edgegcl.data.files import READERS, is_graph_file, load_file
-from edgegcl.data.synthetic import SyntheticSpec, synthetic_graph
+from edgegcl.data.config import DATASETS, GRAPH_FILES, PYG_SOURCES, SyntheticSpec, canonical_name
+from edgegcl.data.files import is_graph_file, load_file
+from edgegcl.data.synthetic import synthetic_graph
 from edgegcl.data.validation import validate_graph
 from edgegcl.errors import UsageError, first_line
 from edgegcl_embed.files import read_regular
@@ -42,58 +42,25 @@ class _PygSource:
     directly under the root they are given, so every dataset gets its own folder.
     """
 
-    cls: type[InMemoryDataset]
+    cls: str  # the class's name in torch_geometric.datasets
     subdir: str | None = None
     kwargs: dict[str, Any] = field(default_factory=dict)
 
     def build(self, root: Path, *, probe: bool = False, force_reload: bool = False) -> InMemoryDataset:
         """Instantiate the dataset under ``root``; a probe only computes paths and touches no files."""
-        cls = _probe_class(self.cls) if probe else self.cls
+        found = getattr(torch_geometric.datasets, self.cls)
+        cls = _probe_class(found) if probe else found
         where = root / self.subdir if self.subdir else root
         return cls(str(where), force_reload=force_reload, **self.kwargs)
 
 
 _PYG_SOURCES: dict[str, _PygSource] = {
-    "Cora": _PygSource(Planetoid, kwargs={"name": "Cora"}),
-    "CiteSeer": _PygSource(Planetoid, kwargs={"name": "CiteSeer"}),
-    "PubMed": _PygSource(Planetoid, kwargs={"name": "PubMed"}),
-    "DBLP": _PygSource(CitationFull, kwargs={"name": "DBLP"}),
-    "WikiCS": _PygSource(WikiCS, "WikiCS", {"is_undirected": True}),
-    "Amazon-Computers": _PygSource(Amazon, kwargs={"name": "Computers"}),
-    "Amazon-Photo": _PygSource(Amazon, kwargs={"name": "Photo"}),
-    "Coauthor-CS": _PygSource(Coauthor, kwargs={"name": "CS"}),
-    "Actor": _PygSource(Actor, "Actor"),
-}
-
-
-DATASETS: tuple[str, ...] = (*_PYG_SOURCES, "synthetic")
-"""Every ``--dataset`` name besides a graph file: the benchmarks (``_PYG_SOURCES``, the one
-list to extend for another PyG dataset) and the generated graph."""
+    name: _PygSource(cls, subdir, kwargs) for name, (cls, subdir, kwargs) in PYG_SOURCES.items()}
 
 
 # Upper bound on a single network stall while PyG tries to download raw files, so an
 # offline machine with a black-holing firewall fails in seconds rather than minutes.
 _DOWNLOAD_TIMEOUT_S = 20.0
-
-
-@dataclass(frozen=True)
-class DataConfig(Section):
-    """Which graph a run trains on (the ``[data]`` section).
-
-    Example:
-        >>> DataConfig(dataset="Cora").dataset
-        'Cora'
-    """
-
-    TITLE = "which graph"
-    dataset: str = option("synthetic", f"{', '.join(DATASETS)}, or a {' / '.join(READERS)} "
-                          "graph file")
-    root: str = option("", "directory holding the datasets ('': $EDGEGCL_DATA or "
-                       "~/.cache/edgegcl/datasets)")
-
-    def graph(self, synthetic: SyntheticSpec) -> Data:
-        """The graph this section names (``synthetic`` is the generated one's spec)."""
-        return load_graph(self.dataset, self.root or None, synthetic)
 
 
 def default_data_root() -> Path:
@@ -130,29 +97,11 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
     if canonical is None:
         raise UsageError(
             f"unknown dataset {name!r}; use one of {', '.join(DATASETS)}, or a path to a "
-            f"{' or '.join(READERS)} graph file"
+            f"{' or '.join(GRAPH_FILES)} graph file"
         )
     if canonical == "synthetic":
         return synthetic_graph(synthetic)
     return _load_pyg(canonical, default_data_root() if root is None else Path(root).expanduser())
-
-
-def canonical_name(name: str) -> str | None:
-    """The DATASETS spelling of a benchmark dataset's name or alias (``"citeseer"`` ->
-    ``"CiteSeer"``), or None for anything else (a file, ``synthetic``)."""
-    return _DATASET_KEYS.get(_normalise(name))
-
-
-def _normalise(name: str) -> str:
-    """Key for forgiving name matching: lower case, separators removed."""
-    return "".join(ch for ch in name.lower() if ch not in "-_ ")
-
-
-_DATASET_KEYS: dict[str, str] = {_normalise(d): d for d in DATASETS} | {
-    "computers": "Amazon-Computers",
-    "photo": "Amazon-Photo",
-    "cs": "Coauthor-CS",
-}
 
 
 def _probe_class(cls: type[InMemoryDataset]) -> type[InMemoryDataset]:

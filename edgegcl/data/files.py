@@ -116,4 +116,5 @@ def _load_npz(path: Path) -> Data:
 
 
 READERS: dict[str, Callable[[Path], Data]] = {".pt": _load_pt, ".npz": _load_npz}
-"""Graph file readers by suffix: the one table to extend for another format."""
+"""Graph file readers by suffix (a new format: its reader here, its suffix in
+edgegcl.data.config.GRAPH_FILES, which ``--help`` lists)."""

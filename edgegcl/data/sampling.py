@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from functools import partial
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch_geometric.typing
@@ -32,12 +32,8 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NeighborLoader, NodeLoader
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
-from edgegcl.config import choices
+from edgegcl.data.config import SAMPLERS
 from edgegcl.errors import UsageError
-
-SamplerName = Literal["auto", "builtin", "pyg"]
-"""Which neighbour sampler a loader uses (``make_loader``)."""
-SAMPLERS: tuple[str, ...] = choices(SamplerName)
 
 # Marks "node not in the current batch" in the sampler's global-to-local id map.
 _UNSEEN = -1

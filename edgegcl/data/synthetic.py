@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 
 import torch
 from torch_geometric.data import Data
 
-from edgegcl.config import Section, option
+from edgegcl.data.config import SyntheticSpec
 from edgegcl.data.validation import validate_graph
-from edgegcl.errors import UsageError
 from edgegcl.memory import check_allocation
 
 
@@ -25,86 +22,7 @@ _CLASS_SIGNAL = 1.5
 _FEATURE_CHUNK_ROWS = 1 << 16
 
 
-@dataclass(frozen=True)
-class SyntheticSpec:
-    """Parameters of the planted-class synthetic graph (a stochastic block model variant).
 
-    ``homophily`` is the fraction of edges whose two ends share a class; the rest join
-    nodes of different classes. The same spec always yields the same graph.
-
-    Args:
-        num_nodes: nodes (at least 2).
-        num_classes: planted classes.
-        num_features: feature dimension.
-        avg_degree: requested average degree.
-        homophily: requested fraction of edges inside a class.
-        seed: seed of every draw.
-
-    Example:
-        >>> SyntheticSpec(num_nodes=500, homophily=0.9).num_classes
-        5
-    """
-
-    num_nodes: int = 2000
-    num_classes: int = 5
-    num_features: int = 128
-    avg_degree: float = 10.0
-    homophily: float = 0.8
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        """Reject specs that cannot produce a usable graph, before any work is done."""
-        if self.num_nodes < 2:
-            raise UsageError(f"synthetic num_nodes must be at least 2 (got {self.num_nodes}); ask for more nodes")
-        if not 1 <= self.num_classes <= self.num_nodes:
-            raise UsageError(
-                f"synthetic num_classes must be between 1 and num_nodes={self.num_nodes} "
-                f"(got {self.num_classes}); pick a class count in that range"
-            )
-        if self.num_features < 1:
-            raise UsageError(
-                f"synthetic num_features must be at least 1 (got {self.num_features}); ask for more features"
-            )
-        if not (math.isfinite(self.avg_degree) and self.avg_degree > 0):
-            raise UsageError(f"synthetic avg_degree must be a positive number (got {self.avg_degree}); pass e.g. 10")
-        if not 0.0 <= self.homophily <= 1.0:
-            raise UsageError(f"synthetic homophily must be in [0, 1] (got {self.homophily}); pass e.g. 0.8")
-        if self.num_classes == 1 and self.homophily < 1.0:
-            raise UsageError(
-                "synthetic homophily below 1 needs at least two classes for cross-class edges; "
-                "raise num_classes or set homophily to 1"
-            )
-
-
-_SPEC = SyntheticSpec()
-
-
-@dataclass(frozen=True)
-class SyntheticConfig(Section):
-    """The generated graph of a run with ``dataset = synthetic`` (the ``[synthetic]`` section):
-    ``SyntheticSpec``'s parameters under their flag names, checked by it.
-
-    Example:
-        >>> SyntheticConfig(nodes=300, features=8).spec().num_features
-        8
-    """
-
-    TITLE = "the generated graph (dataset = synthetic)"
-    nodes: int = option(_SPEC.num_nodes, "number of nodes", at_least=2)
-    classes: int = option(_SPEC.num_classes, "planted classes", at_least=1)
-    features: int = option(_SPEC.num_features, "feature dimension", at_least=1)
-    avg_degree: float = option(_SPEC.avg_degree, "average degree", above=0.0)
-    homophily: float = option(_SPEC.homophily, "fraction of edges inside a class",
-                              at_least=0.0, at_most=1.0)
-    graph_seed: int = option(_SPEC.seed, "seed of the generated graph")
-
-    def check(self) -> None:
-        self.spec()
-
-    def spec(self) -> SyntheticSpec:
-        """The generated graph these values describe."""
-        return SyntheticSpec(self.nodes, self.classes, self.features, self.avg_degree,
-                             self.homophily, self.graph_seed)
 
 
 def synthetic_graph(spec: SyntheticSpec) -> Data:

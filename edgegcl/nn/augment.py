@@ -23,13 +23,12 @@ an entry that is already zero changes nothing, so both forms give the same distr
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from edgegcl.config import Section, option
+from edgegcl.nn.config import AugmentConfig
 
 SPARSE_DENSITY = 0.1
 """Feature matrices with fewer nonzeros than this fraction are kept sparse (``as_features``)."""
@@ -149,32 +148,6 @@ def mask_half_rows_columns(x: Tensor, p_feature: float, generator: torch.Generat
     out = x.clone()
     out[:, unfixed] = x[:, unfixed].masked_fill_(drop, 0.0)
     return out
-
-
-FixedHalf = Literal["step", "run"]
-"""When view 2's kept half of the columns (Eq. 3) is drawn: at every step, or once per run."""
-
-
-@dataclass(frozen=True)
-class AugmentConfig(Section):
-    """The two views' drop probabilities (the ``[augment]`` section; Eqs. 1-3).
-
-    Example:
-        >>> AugmentConfig(p_edge_1=0.3).p_edge_2
-        0.4
-    """
-
-    TITLE = "the two views (drop probabilities, Eqs. 1-3)"
-    p_edge_1: float = option(0.2, "view 1: probability of removing an edge (Eq. 1)",
-                             at_least=0.0, at_most=1.0)
-    p_edge_2: float = option(0.4, "view 2: probability of removing an edge", at_least=0.0,
-                             at_most=1.0)
-    p_feature_1: float = option(0.3, "view 1: probability of masking a feature column (Eq. 2)",
-                                at_least=0.0, at_most=1.0)
-    p_feature_2: float = option(0.4, "view 2: probability of masking an entry of the unfixed "
-                                "half of the columns (Eq. 3)", at_least=0.0, at_most=1.0)
-    fixed_half: FixedHalf = option("step", "view 2's kept half of the columns (Eq. 3): step "
-                                   "(redrawn at every step) or run (drawn once per run and seed)")
 
 
 class Views:

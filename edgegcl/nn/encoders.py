@@ -30,7 +30,8 @@ from edgegcl.errors import UsageError, first_line
 from edgegcl.memory import check_allocation
 from edgegcl.trust import allow_encoder, canonical_spec, check_named
 from edgegcl.nn.augment import keep_columns
-from edgegcl.nn.model import AdNGCL, ModelConfig, ProjectionHead
+from edgegcl.nn.config import ModelConfig
+from edgegcl.nn.model import AdNGCL, ProjectionHead
 
 __all__ = ["Encoded", "allow_encoder", "canonical_spec", "check_named", "load_encoder",
            "make_model"]

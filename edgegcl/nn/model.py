@@ -10,22 +10,16 @@ Embeddings of every node (probes, evaluation) are computed a chunk of nodes at a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 from torch_geometric.nn.inits import glorot
 
-from edgegcl.config import Section, choices, option
-from edgegcl.errors import UsageError
+from edgegcl.nn.config import ACTIVATIONS, ModelConfig
 from edgegcl.nn.adjacency import LayerAdjacency, chunked_adjacency, gcn_adjacency
 from edgegcl.nn.sparse import TransposeCache, row_sums
-
-Activation = Literal["relu", "prelu", "elu", "rrelu"]
-ACTIVATIONS: tuple[str, ...] = choices(Activation)
 
 EMBED_CHUNK_FLOATS = 1 << 23
 """Floats a chunk of ``GCNEncoder.embed_nodes`` may hold (32 MiB): its rows are this over the
@@ -47,57 +41,6 @@ def make_activation(name: str, channels: int) -> nn.Module:
     if name == "rrelu":
         return nn.RReLU()
     raise ValueError(f"unknown activation {name!r}; choose one of {', '.join(ACTIVATIONS)}")
-
-
-@dataclass(frozen=True)
-class ModelConfig(Section):
-    """The encoder and the projection head (the ``[model]`` section).
-
-    The built-in encoder is the 2-layer GCN: in_dim -> hidden_dim -> out_dim; the head maps
-    its out_dim -> proj_dim -> out_dim. ``encoder`` names a function that builds another
-    encoder instead (``edgegcl.nn.encoders``); the head then maps that encoder's width.
-
-    Args:
-        hidden_dim: width of the first GCN layer.
-        out_dim: embedding width (second GCN layer, and the head's output).
-        proj_dim: hidden width of the projection head.
-        activation: sigma after each GCN layer, one of ACTIVATIONS.
-        encoder: ``FILE.py:FN`` or ``package.module:FN``, FN(in_dim) returning the encoder;
-            ``""``: the built-in GCN.
-
-    Example:
-        >>> ModelConfig(hidden_dim=256, out_dim=128, proj_dim=128, activation="relu").out_dim
-        128
-    """
-
-    TITLE = "encoder and projection head"
-    hidden_dim: int = option(512, "width of the first GCN layer", at_least=1)
-    out_dim: int = option(256, "embedding width (second GCN layer)", at_least=1)
-    proj_dim: int = option(256, "hidden width of the projection head", at_least=1)
-    activation: Activation = option("prelu", f"activation: {', '.join(ACTIVATIONS)}")
-    num_layers: int = option(2, "GCN layers (the paper's 2): in_dim -> hidden_dim -> ... -> "
-                             "out_dim; in mini-batches give --fanout one hop per layer",
-                             at_least=1, at_most=16, omit_default=True)
-    encoder: str = option("", "FILE.py:FN or package.module:FN, FN(in_dim) returning a "
-                          "torch.nn.Module called as module(x, edge_index), to train instead of "
-                          "the built-in GCN ('': the GCN; the GCN's widths and activation are "
-                          "then unused)", omit_default=True)
-
-    GCN_ONLY: ClassVar[tuple[str, ...]] = ("hidden_dim", "out_dim", "activation", "num_layers")
-    """What another encoder (``encoder``) does not read."""
-
-    def check(self) -> None:
-        if self.encoder and ":" not in self.encoder.strip(":"):
-            raise UsageError(f"--encoder must be FILE.py:FN or package.module:FN, got "
-                             f"{self.encoder!r}")
-        where = self.encoder.rpartition(":")[0]
-        if where.endswith(".py") and not Path(where).expanduser().is_file():
-            raise UsageError(f"--encoder {self.encoder}: {where} does not exist; pass the path "
-                             "of a Python file")
-
-    def unused(self) -> tuple[str, ...]:
-        """The fields the encoder this section names does not read."""
-        return self.GCN_ONLY if self.encoder else ()
 
 
 class GCNLayer(nn.Module):

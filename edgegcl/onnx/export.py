@@ -35,17 +35,13 @@ from edgegcl.training.checkpoint import Checkpoint
 from edgegcl.training.config import TrainConfig
 from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.module import StageGCN
+from edgegcl.onnx.opset import DEFAULT_OPSET
 from edgegcl.onnx.portable import portable_model
 from edgegcl_embed.contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT,
                                     PORTABLE, PREFIX, STAGE0_WEIGHT, ModelMetadata,
                                     aggregate_input, stage_output)
 from edgegcl_embed.runtime import EncoderSession, portable_session
 
-# The dense stages use MatMul, Add, Identity and the activations' ops, and the portable
-# aggregation (interface 4) Loop, TopK, NonZero, Compress, Pad, Gather, Range and elementwise
-# ops, all in opset 13; 20 is the TorchScript exporter's newest. 17 is the default: supported by
-# every onnxruntime since 1.11 (2022), mobile builds included.
-MIN_OPSET, MAX_OPSET, DEFAULT_OPSET = 13, 20, 17
 
 # Largest |onnxruntime - torch| accepted for an fp32 export.
 TOLERANCE = 1e-4

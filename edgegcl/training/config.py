@@ -1,10 +1,11 @@
 """A training run's configuration: the layers' sections, the ``[run]`` section, and how a run's
 values are read (a file, a dataset's tuned defaults, then the flags).
 
-``TrainConfig`` is made of one section per layer, each defined and checked beside the code that
-reads it (``edgegcl.data.DataConfig``, ``edgegcl.nn.model.ModelConfig``,
-``edgegcl.contrast.hans.HANSConfig``, ...); ``RunConfig``, the ``[run]`` section, is this
-layer's. Field names are unique across sections, so a run's values also read flat
+``TrainConfig`` is made of one section per layer, each defined and checked in its layer's
+``config`` module (``edgegcl.data.config``, ``edgegcl.nn.config``, ``edgegcl.contrast.config``;
+HANS's beside the scheduler, ``edgegcl.contrast.hans.HANSConfig``); ``RunConfig`` and
+``DistributedConfig`` are this layer's. None of them needs torch, so the command line builds
+its flags from them before torch loads. Field names are unique across sections, so a run's values also read flat
 (``cfg.theta_max`` is ``cfg.hans.theta_max``), which is how files, flags and presets name them.
 """
 
@@ -30,26 +31,50 @@ from edgegcl.config import (
     split_values,
     to_toml,
 )
+from edgegcl.contrast.config import ContrastConfig
 from edgegcl.contrast.hans import RATIO_ORDER, HANSConfig
-from edgegcl.contrast.module import ContrastConfig
-from edgegcl.data.datasets import DataConfig, canonical_name
-from edgegcl.data.sampling import SamplerName
-from edgegcl.data.synthetic import SyntheticConfig, SyntheticSpec
+from edgegcl.data.config import (DataConfig, SamplerName, SyntheticConfig, SyntheticSpec,
+                                 canonical_name)
 from edgegcl.errors import UsageError
-from edgegcl.nn.augment import AugmentConfig
-from edgegcl.nn.model import ModelConfig
-from edgegcl.training.distributed import DistributedConfig
-from edgegcl.training.threads import MAX_THREADS
+from edgegcl.nn.config import AugmentConfig, ModelConfig
 from edgegcl.trust import check_named
 
 MAX_EPOCHS = 1_000_000
 """The most epochs a run may ask for (ten thousand is already a long run)."""
 MAX_HOPS = 16
 """The most hops a mini-batch may sample: one per encoder layer."""
+MAX_THREADS = 4096
+"""The most threads ``--threads``, a profile or a saved state may name."""
+RESUMABLE = ("epochs", "device", "threads")
+"""Fields a resumed run may change: more (or as many) epochs, another device, its threads."""
 
 __all__ = ["FIELDS", "SECTIONS", "RunConfig", "TrainConfig", "build", "coerce",
            "format_ratios", "list_presets", "load_toml", "read_toml", "to_toml",
            "tuned_defaults", "unused_settings", "validate"]
+
+Negatives = Literal["local", "global"]
+"""``negatives`` under torchrun: each rank's own batch, or the world's (all-gathered)."""
+Backend = Literal["auto", "gloo", "nccl"]
+"""``dist_backend``: ``auto`` is NCCL when training on CUDA, gloo on the CPU."""
+
+
+@dataclass(frozen=True)
+class DistributedConfig(Section):
+    """Several processes under torchrun (the ``[distributed]`` section).
+
+    Example:
+        >>> DistributedConfig(negatives="global").dist_backend
+        'auto'
+    """
+
+    TITLE = "several processes under torchrun"
+    negatives: Negatives = option("local", "local (each rank contrasts its batch) or global "
+                                  "(every rank's anchors are candidates, as one process with "
+                                  "the world's batch)")
+    dist_backend: Backend = option("auto", "auto (nccl on CUDA, gloo on the CPU), gloo or nccl")
+    dist_timeout: float = option(900.0, "seconds a collective waits for the other ranks before "
+                                 "the run stops (a rank that died or hangs)", above=0.0)
+
 
 Mode = Literal["auto", "full", "minibatch"]
 Protocol = Literal["honest", "both"]

@@ -18,41 +18,17 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
-from edgegcl.config import Section, option
+from edgegcl.training.config import DistributedConfig
 from edgegcl.errors import UsageError
 
 __all__ = ["DistributedConfig", "QuietUsageError", "RankLost", "World", "launched",
            "on_main", "require_minibatch", "share_graph", "start", "stop"]
-
-Negatives = Literal["local", "global"]
-"""``negatives`` under torchrun: each rank's own batch, or the world's (all-gathered)."""
-Backend = Literal["auto", "gloo", "nccl"]
-"""``dist_backend``: ``auto`` is NCCL when training on CUDA, gloo on the CPU."""
-
-
-@dataclass(frozen=True)
-class DistributedConfig(Section):
-    """Several processes under torchrun (the ``[distributed]`` section).
-
-    Example:
-        >>> DistributedConfig(negatives="global").dist_backend
-        'auto'
-    """
-
-    TITLE = "several processes under torchrun"
-    negatives: Negatives = option("local", "local (each rank contrasts its batch) or global "
-                                  "(every rank's anchors are candidates, as one process with "
-                                  "the world's batch)")
-    dist_backend: Backend = option("auto", "auto (nccl on CUDA, gloo on the CPU), gloo or nccl")
-    dist_timeout: float = option(900.0, "seconds a collective waits for the other ranks before "
-                                 "the run stops (a rank that died or hangs)", above=0.0)
-
 
 def require_minibatch(mode: str) -> None:
     """Under torchrun every rank trains a shard of each epoch's seed nodes: mini-batches only

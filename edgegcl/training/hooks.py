@@ -30,8 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgegcl.errors import UsageError
 from edgegcl.progress import Progress
-from edgegcl.training.curves import csv_text
-from edgegcl.training.state import guard_writes, write_atomic
+from edgegcl.training.curves import csv_text  # the standard library alone, as this module
 from edgegcl_embed.files import refuse_link
 
 if TYPE_CHECKING:
@@ -86,6 +85,8 @@ class _Appended(Hook):
         raise NotImplementedError
 
     def seed_start(self, seed: SeedRun) -> None:
+        from edgegcl.training.state import guard_writes, write_atomic
+
         if not seed.main:
             return
         path = seed.run_dir / self.name
@@ -95,12 +96,16 @@ class _Appended(Hook):
             self.fh = path.open("a")
 
     def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+        from edgegcl.training.state import guard_writes
+
         if self.fh is not None:
             with guard_writes(seed.run_dir / self.name):
                 self.fh.write(self.text(seed, row, events))
                 self.fh.flush()
 
     def seed_end(self, seed: SeedRun) -> None:
+        from edgegcl.training.state import guard_writes
+
         if self.fh is not None:
             fh, self.fh = self.fh, None
             with guard_writes(seed.run_dir / self.name):

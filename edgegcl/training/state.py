@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from edgegcl.training.config import FIELDS, TrainConfig, to_toml
+from edgegcl.training.config import FIELDS, RESUMABLE, TrainConfig, to_toml
 from edgegcl.errors import UsageError
 from edgegcl_embed.errors import InputError
 from edgegcl_embed.files import open_regular, read_regular, refusals, replacing
@@ -36,8 +36,6 @@ if TYPE_CHECKING:
 
 STATE_FORMAT = "edgegcl-seed-state-1"
 
-RESUMABLE = ("epochs", "device", "threads")
-"""Fields a resumed run may change: more (or as many) epochs, another device, its threads."""
 UNHASHED = (*RESUMABLE, "out")
 """Fields ``config_hash`` leaves out: what a resume may change, and where the run lives."""
 LOCK_NAME = ".edgegcl.lock"

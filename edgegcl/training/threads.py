@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from edgegcl.training.config import MAX_THREADS
 from edgegcl_embed.runtime import available_cores
 
 __all__ = ["ThreadPicker", "ThreadChoice", "available_cores", "resolve_threads",
@@ -29,8 +30,6 @@ __all__ = ["ThreadPicker", "ThreadChoice", "available_cores", "resolve_threads",
 
 STEPS_PER_COUNT = 2
 """Timed steps per thread count; the median decides (one step of each is a noisy sample)."""
-MAX_THREADS = 4096
-"""The most threads a saved state may name (as ``--threads``)."""
 WARMUP_STEPS = 1
 """Untimed first step: allocator growth, kernel selection, the optimiser's state."""
 
