@@ -1,4 +1,7 @@
-"""Epoch latency, peak memory and where a step's time goes, per theta_max (issues 4 and 11).
+"""Epoch latency, peak memory and where a step's time goes, per theta_max: the developers'
+breakdown. Users measure their device with ``edgegcl bench budgets --out DIR``
+(edgegcl.budget.bench: medians of repeats, busy cells marked); this script adds each phase of a
+step and both modes on two graphs, one measurement per cell.
 
 For theta_max in {0.1, 0.2, ..., 1.0} and both logits paths (edgegcl.contrast.pairs: dense similarity
 blocks, scheduled pairs only), the profiler's own measurement (edgegcl.budget.profiler) with HANS
@@ -16,13 +19,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import time
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from bench.machine import describe
+from bench import harness
 from edgegcl.memory import reuse_freed_memory
 from edgegcl.training.config import TrainConfig
 from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
@@ -67,8 +70,9 @@ def sweep(name: str, data, modes: list[str], cfg: TrainConfig, device: torch.dev
                              "peak_MiB": None if cost.oom else cost.peak_bytes / 2**20,
                              "oom": cost.oom,
                              **{f"{p}_ms": 1000 * phases.get(p, 0.0) for p in PHASES}})
-                print({k: (round(v, 3) if isinstance(v, float) else v)
-                       for k, v in rows[-1].items()}, flush=True)
+                print(f"budgets: {name} {mode} theta_max {theta:.1f} {logits} logits: "
+                      + ("out of memory" if cost.oom else
+                         f"{cost.epoch_s:.3f} s, {cost.peak_bytes / 2**20:.0f} MiB"), flush=True)
     return rows
 
 
@@ -143,7 +147,7 @@ def main() -> None:
     device = torch.device(args.device)
     cfg = TrainConfig(batch_size=args.batch_size, sampler="builtin", stratify=args.stratify)
     thetas = sorted({float(t) for t in args.thetas.split(",")} | {1.0})
-    start = time.time()
+    res = harness.record("budgets", sys.argv[1:], root=args.root)
     graphs = []
     if "Cora" in args.graphs:
         graphs.append(("Cora", load_graph("Cora", args.root)))
@@ -159,18 +163,15 @@ def main() -> None:
         rows += sweep(name, data, ["full", "minibatch"] if fits else ["minibatch"], cfg, device,
                       thetas)
     out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     with (out / f"{args.name}.csv").open("w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=FIELDS)
         writer.writeheader()
         writer.writerows(rows)
     plot(rows, out / f"{args.name}.png")
     lines = [
-        "# Epoch latency, peak memory and step breakdown per theta_max (issues 4 and 11)", "",
-        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on: {describe()}; "
-        f"device {device}; {(time.time() - start) / 60:.1f} min wall.", "",
-        f"    python -m bench.budgets --root ROOT --device {args.device} --nodes {args.nodes} "
-        f"--batch-size {args.batch_size} --stratify {args.stratify} --thetas {args.thetas} "
-        f"--graphs {args.graphs} --name {args.name}", "",
+        "# Epoch latency, peak memory and step breakdown per theta_max", "",
+        *harness.header({**res, "wall_min": harness.wall_min(res)}, note=f"device {device}"),
         "Each figure is the profiler's measurement (edgegcl/budget/profiler.py): HANS saturated at that "
         "theta_max (every eta = 1), 5 steps after 2 warm-up steps scaled to an epoch (full "
         "graph: the median step, the strata's refresh amortised over T_int; mini-batch: the "
@@ -196,7 +197,7 @@ def main() -> None:
         "| graph | mode | batch | theta_max | path | epoch latency ratio | contrast ratio | "
         "peak memory ratio |",
         "|---|---|---|---|---|---|---|---|", *_ratio_lines(rows), ""]
-    (out / f"{args.name}.md").write_text("\n".join(lines))
+    harness.save(out / f"{args.name}.md", "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -267,7 +267,8 @@ def test_pip_install_export_gives_a_working_command_without_torch(tmp_path: Path
         np.testing.assert_array_equal(np.load(out), expected)  # the command's kernel, here
     where = subprocess.run([str(python), "-c", "import json, edgegcl_embed, sys; print(json.dumps("
                             "[edgegcl_embed.__file__, 'torch' in sys.modules]))"],
-                           capture_output=True, text=True, check=True, cwd=python.parent)
+                           capture_output=True, text=True, check=True, cwd=python.parent,
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     installed, torch_loaded = json.loads(where.stdout)
     assert Path(installed).is_relative_to(tmp_path / "venv") and not torch_loaded
     # bad input is one line, exit 2, nothing written

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from edgegcl import __version__
+from edgegcl.cli.flags import add_budget_flags, add_config_flags
 from edgegcl.cli.signals import INTERRUPTED, interrupt
 from edgegcl.errors import UsageError
 
@@ -48,28 +49,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"edgegcl: error: {message} (see '{self.prog} --help')\n")
 
 
-def _add_config_flags(p: argparse.ArgumentParser) -> None:
-    """``--config`` and one flag per option of every section (flags win over the file)."""
-    from edgegcl.cli.setup import config_flag_form
-    from edgegcl.config import flag, section_fields
-    from edgegcl.training.config import SECTIONS, TrainConfig
-
-    p.add_argument("--config", metavar="FILE.toml|PRESET",
-                   help="TOML file setting any of the options below (flags win), or a shipped "
-                        "preset: paper-Cora, paper-CiteSeer (the paper's settings, presets/)")
-    defaults = TrainConfig()
-    groups = {name: p.add_argument_group(f"{name}: {what}") for name, what in SECTIONS.items()}
-    from edgegcl.contrast.scheduler import scheduler_names
-
-    members = {"scheduler": f"; every member: {', '.join(scheduler_names())}"}
-    for name, (section, f) in section_fields(TrainConfig).items():
-        kind = {"int": int, "float": float}.get(str(f.type), str)
-        groups[section].add_argument(
-            flag(name), dest=name, type=kind, default=None, metavar=name.upper(),
-            help=f"{f.metadata['help']}{members.get(name, '')} (default: "
-                 f"{config_flag_form(name, defaults)})")
-
-
 def _add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train AdNGCL with HANS and evaluate it",
                        description="Train AdNGCL with HANS; writes config, metrics, the HANS "
@@ -89,7 +68,7 @@ def _train_options(p: argparse.ArgumentParser) -> None:
                         "are cached) and train with the largest that fits the profile's memory "
                         "and epoch-time budgets, or, when none meets the epoch time, the "
                         "fastest that fits in memory")
-    _add_budget_flags(p)
+    add_budget_flags(p)
     p.add_argument("--logger", choices=LOGGERS, default=LOGGERS[0],
                    help="where the per-epoch rows and HANS events go besides the run "
                         "directory's files: none, or tensorboard (event files in each "
@@ -99,20 +78,7 @@ def _train_options(p: argparse.ArgumentParser) -> None:
                    help="continue a stopped or crashed run from its seeds' saved state; only "
                         f"{', '.join('--' + f.replace('_', '-') for f in RESUMABLE)} (and "
                         "--logger) may change")
-    _add_config_flags(p)
-
-
-def _add_budget_flags(p: argparse.ArgumentParser) -> None:
-    """``--target-epoch-s`` and ``--memory-gib``: a profile's budgets from the command line."""
-    p.add_argument("--target-epoch-s", type=float, metavar="SECONDS",
-                   help="with --profile: the epoch time to meet, instead of the profile's "
-                        "target_epoch_s")
-    p.add_argument("--memory-gib", type=float, metavar="GIB",
-                   help="with --profile: the memory training may use, in GiB, instead of the "
-                        "profile's memory_budget_gib (its headroom still applies)")
-    p.add_argument("--remeasure", action="store_true",
-                   help="with --profile: measure every theta_max again instead of reading the "
-                        "profile cache, and replace what the cache holds")
+    add_config_flags(p)
 
 
 def _add_profile(sub: argparse._SubParsersAction) -> None:
@@ -127,8 +93,8 @@ def _add_profile(sub: argparse._SubParsersAction) -> None:
 def _profile_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", metavar="NAME|FILE.toml", required=True,
                    help="device profile (see 'edgegcl profiles')")
-    _add_budget_flags(p)
-    _add_config_flags(p)
+    add_budget_flags(p)
+    add_config_flags(p)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -184,6 +150,7 @@ def _negative_values(argv: Sequence[str]) -> list[str]:
 def _parser() -> _Parser:
     """The whole command line; the subcommands' options are added when one is parsed."""
     from edgegcl.budget.profiles import add_profiles_parser
+    from edgegcl.cli.bench import add_parser as add_bench_parser
     from edgegcl.cli.export import add_parser as add_export_parser
 
     parser = _Parser(prog="edgegcl", description="Graph contrastive learning with HANS.")
@@ -193,6 +160,7 @@ def _parser() -> _Parser:
     _add_profile(sub)
     add_export_parser(sub)
     _add_plot(sub)
+    add_bench_parser(sub, _Parser)
     add_profiles_parser(sub)
     return parser
 

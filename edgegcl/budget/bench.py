@@ -1,0 +1,274 @@
+"""What each budget costs on this device: epoch time and peak memory per theta_max, measured as
+the profiler measures them (``measure_theta``: HANS held at the state a run reaches at that
+theta_max), on both logits paths, each cell repeated and reported as its median and spread, with
+how busy the machine was beside every figure. ``edgegcl bench budgets`` writes it as a table,
+a CSV file and a plot.
+
+The repeats run interleaved (every cell once, then again in the opposite order), so that a
+drift of the machine's speed falls on every cell alike. A cell during which other processes
+used more than ``BUSY_CORES`` of a core on average is marked busy: its figure is what a loaded
+machine gave, not this device's.
+
+Example:
+    >>> table = measure_budgets(data, TrainConfig(), torch.device("cpu"), repeats=3)  # doctest: +SKIP
+    >>> write_budgets(table, Path("out"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import torch
+from torch_geometric.data import Data
+
+from edgegcl.budget.profiler import measure_theta
+from edgegcl.contrast.pairs import PATHS
+from edgegcl.errors import UsageError
+from edgegcl.progress import Progress
+from edgegcl.training.config import TrainConfig
+from edgegcl.training.step import resolve_mode
+
+THETAS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0)
+"""The budgets measured unless others are asked for."""
+BUSY_CORES = 0.25
+"""Other processes' mean CPU use (in cores) during a cell above which its figure is marked."""
+FILES = ("budgets.md", "budgets.csv", "budgets.png")
+"""What ``write_budgets`` writes into its directory."""
+
+
+class OtherLoad:
+    """The CPU other processes used during a block, in cores (CPU seconds over wall seconds).
+
+    Counted from every process's CPU times before and after, this process and its children
+    left out; a process that ends inside the block is missed, one that starts counts whole.
+    """
+
+    def __init__(self) -> None:
+        self.cores = 0.0
+
+    @staticmethod
+    def _cpu_seconds() -> dict[int, float]:
+        me = os.getpid()
+        seconds = {}
+        for proc in psutil.process_iter(["pid", "ppid", "cpu_times"]):
+            info = proc.info
+            times = info.get("cpu_times")
+            if info["pid"] == me or info.get("ppid") == me or times is None:
+                continue
+            seconds[info["pid"]] = times.user + times.system
+        return seconds
+
+    def __enter__(self) -> OtherLoad:
+        self._before, self._t0 = self._cpu_seconds(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wall = max(time.perf_counter() - self._t0, 1e-9)
+        after = self._cpu_seconds()
+        used = sum(max(0.0, s - self._before.get(pid, 0.0)) for pid, s in after.items())
+        self.cores = used / wall
+
+
+@dataclass
+class Cell:
+    """One (theta_max, logits path): every repeat's epoch seconds, peak bytes and the other
+    processes' CPU use (cores) while it was measured; None seconds for out of memory."""
+
+    theta: float
+    logits: str
+    epoch_s: list[float | None] = field(default_factory=list)
+    peak_bytes: list[int | None] = field(default_factory=list)
+    others: list[float] = field(default_factory=list)
+
+    @property
+    def oom(self) -> bool:
+        return any(s is None for s in self.epoch_s)
+
+    @property
+    def busy(self) -> bool:
+        return any(c > BUSY_CORES for c in self.others)
+
+    def median_s(self) -> float:
+        return statistics.median(s for s in self.epoch_s if s is not None)
+
+    def spread_s(self) -> tuple[float, float]:
+        done = [s for s in self.epoch_s if s is not None]
+        return min(done), max(done)
+
+    def median_peak(self) -> float:
+        return statistics.median(b for b in self.peak_bytes if b is not None)
+
+
+@dataclass
+class BudgetTable:
+    """The measured cells and what they were measured on."""
+
+    graph: str
+    nodes: int
+    edges: int
+    mode: str
+    batch_size: int
+    device: str
+    threads: int
+    repeats: int
+    cells: list[Cell]
+    load: tuple[float, float]
+    """The 1-minute load average at the start and at the end."""
+    started: str = ""
+    wall_s: float = 0.0
+
+    def fastest(self, theta: float) -> Cell | None:
+        """The cheaper path at ``theta`` (by median time), None when both ran out of memory."""
+        fits = [c for c in self.cells if c.theta == theta and not c.oom]
+        return min(fits, key=Cell.median_s) if fits else None
+
+
+def measure_budgets(data: Data, cfg: TrainConfig, device: torch.device,
+                    thetas: Sequence[float] = THETAS, repeats: int = 3,
+                    progress: Callable[[float, str], None] | None = None) -> BudgetTable:
+    """Measure every theta in ``thetas`` on both logits paths ``repeats`` times, interleaved
+    (edgegcl.budget.profiler.measure_theta at ``cfg``'s settings); ``progress(done, text)``
+    is told after each measurement."""
+    if repeats < 1 or not thetas:
+        raise UsageError("--repeats must be at least 1 and --thetas name one budget or more")
+    mode = resolve_mode(cfg.run.mode, data.num_nodes)
+    cells = {(t, p): Cell(t, p) for t in sorted(set(thetas)) for p in PATHS}
+    order = list(cells)
+    t0, load0, started = time.perf_counter(), os.getloadavg()[0], time.strftime(
+        "%Y-%m-%d %H:%M UTC", time.gmtime())
+    done = 0
+    for r in range(repeats):
+        for key in order if r % 2 == 0 else order[::-1]:
+            theta, logits = key
+            with OtherLoad() as other:
+                cost = measure_theta(data, cfg.replace(contrast={"logits": logits}), device,
+                                     theta)
+            cell = cells[key]
+            cell.epoch_s.append(cost.epoch_s)
+            cell.peak_bytes.append(cost.peak_bytes)
+            cell.others.append(other.cores)
+            done += 1
+            if progress is not None:
+                progress(done, f"theta_max {theta:.2f}, {logits} logits, repeat {r + 1}/{repeats}")
+    return BudgetTable(getattr(data, "name", cfg.data.dataset), data.num_nodes,
+                       int(data.edge_index.size(1)), mode, cfg.run.batch_size, str(device),
+                       torch.get_num_threads(), repeats, list(cells.values()),
+                       (load0, os.getloadavg()[0]), started, time.perf_counter() - t0)
+
+
+def _mib(b: float) -> str:
+    return f"{b / 2**20:.0f}"
+
+
+def table_markdown(table: BudgetTable) -> str:
+    """The table a user reads: one row per cell (median, spread, peak), then each budget
+    against theta_max = 1 on the cheaper path."""
+    where = (f"{table.graph} ({table.nodes} nodes, {table.edges} edges), {table.mode}"
+             + (f", batch size {table.batch_size}" if table.mode == "minibatch" else "")
+             + f", on {table.device} with {table.threads} threads")
+    busy = [c for c in table.cells if c.busy]
+    lines = [f"# What each theta_max costs: {table.graph}", "",
+             f"Measured {table.started}, {table.wall_s / 60:.1f} min: {where}. Each cell is the "
+             f"median of {table.repeats} interleaved repeats (spread: fastest to slowest), HANS "
+             "held at the state a run reaches at that theta_max (as `--auto-budget` measures). "
+             f"Load average {table.load[0]:.2f} at the start, {table.load[1]:.2f} at the end.",
+             "", "| theta_max | logits | epoch s (median) | spread s | peak MiB | busy |",
+             "|---|---|---|---|---|---|"]
+    for c in table.cells:
+        if c.oom:
+            lines.append(f"| {c.theta:.2f} | {c.logits} | out of memory | | | |")
+            continue
+        lo, hi = c.spread_s()
+        lines.append(f"| {c.theta:.2f} | {c.logits} | {c.median_s():.4f} | {lo:.4f} - {hi:.4f} "
+                     f"| {_mib(c.median_peak())} | {'yes *' if c.busy else ''} |")
+    top = table.fastest(max(c.theta for c in table.cells))
+    if top is not None:
+        lines += ["", f"Against theta_max = {top.theta:g} (each on its cheaper path):", "",
+                  "| theta_max | path | time ratio | peak memory ratio |", "|---|---|---|---|"]
+        for theta in sorted({c.theta for c in table.cells}):
+            cell = table.fastest(theta)
+            if cell is not None:
+                lines.append(f"| {theta:.2f} | {cell.logits} | "
+                             f"{cell.median_s() / top.median_s():.2f} | "
+                             f"{cell.median_peak() / top.median_peak():.2f} |")
+    if busy:
+        lines += ["", f"\\* {len(busy)} cell(s) ran while other processes used more than "
+                  f"{BUSY_CORES} of a core on average: those figures are a loaded machine's; "
+                  "measure again on a quiet one to compare budgets."]
+    return "\n".join(lines) + "\n"
+
+
+def table_csv(table: BudgetTable) -> str:
+    """Every repeat of every cell, one row each."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["graph", "mode", "batch_size", "device", "threads", "theta_max", "logits",
+                     "repeat", "epoch_s", "peak_bytes", "other_processes_cores", "busy"])
+    for c in table.cells:
+        for r, (s, b, o) in enumerate(zip(c.epoch_s, c.peak_bytes, c.others), 1):
+            writer.writerow([table.graph, table.mode, table.batch_size, table.device,
+                             table.threads, c.theta, c.logits, r, "" if s is None else s,
+                             "" if b is None else b, f"{o:.3f}", int(o > BUSY_CORES)])
+    return out.getvalue()
+
+
+def _plot(table: BudgetTable, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4))
+    for logits in PATHS:
+        cells = [c for c in table.cells if c.logits == logits and not c.oom]
+        if not cells:
+            continue
+        thetas = [c.theta for c in cells]
+        med = [c.median_s() for c in cells]
+        lo = [m - c.spread_s()[0] for m, c in zip(med, cells)]
+        hi = [c.spread_s()[1] - m for m, c in zip(med, cells)]
+        ax_t.errorbar(thetas, med, yerr=[lo, hi], marker="o", capsize=3, label=f"{logits} logits")
+        ax_m.plot(thetas, [c.median_peak() / 2**20 for c in cells], marker="o",
+                  label=f"{logits} logits")
+        for c, m in zip(cells, med):
+            if c.busy:
+                ax_t.annotate("busy", (c.theta, m), fontsize=7)
+    ax_t.set(title=f"epoch time ({table.graph}, {table.mode})", xlabel="theta_max",
+             ylabel="seconds (median, spread)")
+    ax_m.set(title="peak training memory", xlabel="theta_max", ylabel="MiB")
+    for ax in (ax_t, ax_m):
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, format="png")
+    plt.close(fig)
+
+
+def write_budgets(table: BudgetTable, out: Path) -> list[Path]:
+    """``FILES`` into the directory ``out``, each written atomically; their paths."""
+    from edgegcl_embed.files import replacing
+
+    paths = [out / name for name in FILES]
+    with replacing(paths, UsageError, "free space or choose another --out") as (md, cs, png):
+        md.write_text(table_markdown(table))
+        cs.write_text(table_csv(table))
+        _plot(table, png)
+    return paths
+
+
+def progress_line(total: int, label: str) -> Callable[[float, str], None]:
+    """A progress line with its ETA for ``total`` measurements, ended after the last."""
+    bar = Progress(total, label)
+
+    def update(done: float, text: str) -> None:
+        bar.update(done, text)
+        if done >= total:
+            bar.close()
+    return update

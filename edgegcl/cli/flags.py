@@ -1,0 +1,43 @@
+"""The options ``train``, ``profile`` and ``bench budgets`` share: one flag per option of every
+config section, and the budgets a profile's can be replaced by. Building them needs the
+standard library alone (the config sections'), so ``--help`` answers before torch loads.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_config_flags(p: argparse.ArgumentParser) -> None:
+    """``--config`` and one flag per option of every section (flags win over the file)."""
+    from edgegcl.cli.setup import config_flag_form
+    from edgegcl.config import flag, section_fields
+    from edgegcl.training.config import SECTIONS, TrainConfig
+
+    p.add_argument("--config", metavar="FILE.toml|PRESET",
+                   help="TOML file setting any of the options below (flags win), or a shipped "
+                        "preset: paper-Cora, paper-CiteSeer (the paper's settings, presets/)")
+    defaults = TrainConfig()
+    groups = {name: p.add_argument_group(f"{name}: {what}") for name, what in SECTIONS.items()}
+    from edgegcl.contrast.scheduler import scheduler_names
+
+    members = {"scheduler": f"; every member: {', '.join(scheduler_names())}"}
+    for name, (section, f) in section_fields(TrainConfig).items():
+        kind = {"int": int, "float": float}.get(str(f.type), str)
+        groups[section].add_argument(
+            flag(name), dest=name, type=kind, default=None, metavar=name.upper(),
+            help=f"{f.metadata['help']}{members.get(name, '')} (default: "
+                 f"{config_flag_form(name, defaults)})")
+
+
+def add_budget_flags(p: argparse.ArgumentParser) -> None:
+    """``--target-epoch-s`` and ``--memory-gib``: a profile's budgets from the command line."""
+    p.add_argument("--target-epoch-s", type=float, metavar="SECONDS",
+                   help="with --profile: the epoch time to meet, instead of the profile's "
+                        "target_epoch_s")
+    p.add_argument("--memory-gib", type=float, metavar="GIB",
+                   help="with --profile: the memory training may use, in GiB, instead of the "
+                        "profile's memory_budget_gib (its headroom still applies)")
+    p.add_argument("--remeasure", action="store_true",
+                   help="with --profile: measure every theta_max again instead of reading the "
+                        "profile cache, and replace what the cache holds")

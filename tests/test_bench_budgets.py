@@ -1,0 +1,80 @@
+"""``edgegcl bench budgets``: what each theta_max costs, as a table, CSV and plot where told
+(edgegcl.budget.bench)."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import pytest
+
+from edgegcl.budget.bench import BUSY_CORES, BudgetTable, Cell, table_csv, table_markdown
+from edgegcl.cli.main import main
+
+TINY = ["--dataset", "synthetic", "--nodes", "300", "--features", "8", "--hidden-dim", "8",
+        "--out-dim", "4", "--proj-dim", "4", "--threads", "1"]
+
+
+def _table(cells: list[Cell]) -> BudgetTable:
+    return BudgetTable("g", 10, 20, "full", 64, "cpu", 1, 3, cells, (0.1, 0.2), "now", 1.0)
+
+
+def test_cells_report_median_spread_and_busy_marks() -> None:
+    quiet = Cell(0.5, "dense", [0.3, 0.1, 0.2], [10, 30, 20], [0.0, 0.0, 0.0])
+    busy = Cell(1.0, "dense", [0.5, 0.4, 0.6], [40, 40, 40], [0.0, BUSY_CORES * 2, 0.0])
+    assert quiet.median_s() == 0.2 and quiet.spread_s() == (0.1, 0.3)
+    assert quiet.median_peak() == 20 and not quiet.busy and busy.busy
+    text = table_markdown(_table([quiet, busy]))
+    assert "| 0.50 | dense | 0.2000 | 0.1000 - 0.3000 |" in text
+    assert "yes *" in text and "1 cell(s) ran while other processes" in text
+    assert "| 0.50 | dense | 0.40 | 0.50 |" in text  # 0.2 / 0.5 s, 20 / 40 bytes
+    rows = list(csv.DictReader(table_csv(_table([quiet, busy])).splitlines()))
+    assert len(rows) == 6 and [r["busy"] for r in rows] == ["0", "0", "0", "0", "1", "0"]
+
+
+def test_out_of_memory_cells_are_said_and_left_out_of_the_ratios() -> None:
+    oom = Cell(1.0, "dense", [None], [None], [0.0])
+    fits = Cell(1.0, "pairs", [0.2], [5], [0.0])
+    table = _table([oom, fits])
+    assert table.fastest(1.0) is fits
+    assert "| 1.00 | dense | out of memory |" in table_markdown(table)
+
+
+def test_the_command_writes_where_told_from_any_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    before = set(os.listdir(tmp_path))
+    code = main(["bench", "budgets", *TINY, "--thetas", "0.5,1", "--repeats", "3",
+                 "--out", "res"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert set(os.listdir(tmp_path)) - before == {"res"}  # nothing else written here
+    assert sorted(os.listdir(tmp_path / "res")) == ["budgets.csv", "budgets.md", "budgets.png"]
+    rows = list(csv.DictReader((tmp_path / "res" / "budgets.csv").open()))
+    assert len(rows) == 2 * 2 * 3  # thetas x paths x repeats
+    assert {r["repeat"] for r in rows} == {"1", "2", "3"}
+    assert all(float(r["epoch_s"]) > 0 and int(r["peak_bytes"]) >= 0 for r in rows)
+    assert "median of 3 interleaved repeats" in out
+    assert (tmp_path / "res" / "budgets.png").read_bytes()[:4] == b"\x89PNG"
+    # a second run refuses to overwrite, unless --force
+    assert main(["bench", "budgets", *TINY, "--thetas", "1", "--repeats", "1",
+                 "--out", "res"]) == 2
+    assert "--force" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--thetas", "0.5"], "--out DIR"),
+    (["--thetas", "0,1", "--out", "r"], "--thetas must be"),
+    (["--repeats", "0", "--out", "r"], "--repeats must be at least 1"),
+    (["--out", "no/such/dir/r"], "does not exist"),
+])
+def test_bad_requests_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture, argv: list[str],
+                                   says: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "budgets", *TINY, *argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
+    assert os.listdir(tmp_path) == []
