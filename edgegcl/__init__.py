@@ -10,7 +10,9 @@ edgegcl`` stays light):
 - ``load_graph``, ``synthetic_graph``, ``SyntheticSpec``, ``make_loader`` (neighbour-sampled
   mini-batches), the two views ``Views`` (with their ``AugmentConfig``) and their
   augmentations ``remove_edges``, ``mask_columns``;
-- ``linear_probe`` / ``random_split`` (the honest evaluation) and ``authors_probe``.
+- ``linear_probe`` / ``random_split`` (the honest evaluation) and ``authors_probe``;
+- ``run`` (train and write a run directory, with ``Hook`` objects called by every seed's loop)
+  and ``load_run`` (a finished run back: config, encoder, metrics, ``.embed(graph)``).
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ _EXPORTS = {
     "linear_probe": "edgegcl.evaluation.probe",
     "random_split": "edgegcl.evaluation.probe",
     "authors_probe": "edgegcl.evaluation.authors",
+    "load_run": "edgegcl.training.runs",
+    "Run": "edgegcl.training.runs",
+    "run": "edgegcl.training.run",
+    "Hook": "edgegcl.training.hooks",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -108,6 +108,10 @@ def _check_bounds(f: Field[Any], value: Any) -> None:
     raise UsageError(f"{flag(f.name)} must be {rule}{why}, got {value!r}")
 
 
+CATEGORY_ORDER = ("hard", "inter", "easy")
+"""The order the keyed form of a mapping flag is shown in (``hard=30,inter=50,easy=20``)."""
+
+
 def _coerce(f: Field[Any], kind: Any, value: Any) -> Any:
     """``value`` as the field's type, or one UsageError line naming the field."""
     keys: tuple[str, ...] = f.metadata["keys"]
@@ -123,6 +127,12 @@ def _coerce(f: Field[Any], kind: Any, value: Any) -> Any:
                 if set(value) != set(keys):
                     raise ValueError
                 return {k: _number(value[k]) for k in keys}
+            if isinstance(value, str) and "=" in value:  # keyed: hard=30,inter=50,easy=20
+                pairs = [item.partition("=") for item in value.split(",")]
+                named = {k.strip().lower(): v for k, eq, v in pairs if eq}
+                if len(named) != len(pairs) or set(named) != set(keys):
+                    raise ValueError
+                return {k: _number(named[k]) for k in keys}
             items = value.split(",") if isinstance(value, str) else list(value)
             if len(items) != len(keys):
                 raise ValueError
@@ -141,7 +151,9 @@ def _coerce(f: Field[Any], kind: Any, value: Any) -> Any:
         return str(value)
     except (TypeError, ValueError):
         if origin is dict:
-            what = (f"a table {' / '.join(keys)}, or {','.join(k.upper() for k in keys)}")
+            what = (f"{','.join(f'{k}=N' for k in CATEGORY_ORDER if k in keys)} (every one "
+                    f"once), a table {' / '.join(keys)}, or the older positional "
+                    f"{','.join(k.upper() for k in keys)}")
         elif origin is list:
             what = "a list of integers, e.g. [10, 10] or 10,10"
         else:
@@ -315,10 +327,12 @@ def _legacy(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def flag_form(value: Any) -> str:
-    """A value as its flag is written: a mapping's values or a list joined by commas
-    (``20,30,50``), anything else as its repr."""
+    """A value as its flag is written: a mapping keyed (``hard=30,inter=50,easy=20``), a list
+    joined by commas (``10,10``), anything else as its repr."""
     if isinstance(value, dict):
-        return ",".join(f"{v:g}" for v in value.values())
+        order = [k for k in CATEGORY_ORDER if k in value] + [k for k in value
+                                                              if k not in CATEGORY_ORDER]
+        return ",".join(f"{k}={value[k]:g}" for k in order)
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
     return repr(value)

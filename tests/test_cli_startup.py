@@ -83,7 +83,7 @@ def test_plot_without_matplotlib_says_so_without_importing_torch(tmp_path: Path)
     (tmp_path / "run" / "seed-0" / "epochs.csv").write_text(csv_text([row]))
     got, _, err, heavy = _run(["plot", "run"], tmp_path, block="matplotlib")
     assert got == 2 and heavy == []
-    assert err == "edgegcl: error: edgegcl plot needs matplotlib: pip install 'edgegcl[plot]'"
+    assert err == "edgegcl: error: edgegcl plot needs matplotlib: pip install matplotlib"
 
 
 def test_a_subcommands_options_still_load_when_it_is_named(tmp_path: Path) -> None:

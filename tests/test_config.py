@@ -247,11 +247,14 @@ def test_c_cat_map_is_hard_inter_easy() -> None:
                                                      ("paper-CiteSeer", "10,30,60", 1.0)])
 def test_paper_presets_carry_what_the_paper_states(name: str, ratios: str,
                                                    theta_max: float) -> None:
-    from edgegcl.training.config import format_ratios, list_presets
+    from edgegcl.config import flag_form
+    from edgegcl.training.config import list_presets
 
     assert name in list_presets()
     cfg = build(load_toml(name), {})
-    assert (format_ratios(cfg.ratios), cfg.theta_max, cfg.epochs) == (ratios, theta_max, 2000)
+    assert (cfg.ratios, cfg.theta_max, cfg.epochs) == (TrainConfig(ratios=ratios).ratios,
+                                                       theta_max, 2000)
+    assert TrainConfig(ratios=flag_form(cfg.ratios)).ratios == cfg.ratios  # keyed round trip
     assert (cfg.T_init, cfg.T_int, cfg.e, cfg.gamma, cfg.b) == (60, 20, 10, 0.99, 0.05)
     assert cfg.protocol == "both" and cfg.scheduler == "hans" and cfg.eval_every == 50
     assert cfg.dataset == name.split("-")[1]

@@ -60,3 +60,46 @@ def test_a_hook_object_is_told_of_starts_batches_epochs_and_ends(tmp_path: Path)
     batches = [c for c in calls if c[0] == "batch"]
     assert batches and {c[3] for c in batches} == {3}  # 120 anchors in batches of 40
     assert [c[2] for c in batches if c[1] == 1] == [1, 2, 3]
+
+
+def _expected_stop(history: list[dict], patience: int, epochs: int) -> tuple[int, int]:
+    """The epoch early stopping ends at and the epoch it keeps, from a seed's probe history:
+    the first probe that is ``patience`` probes after the best so far (strictly raised)."""
+    best_i, best_val = 0, -1.0
+    for i, h in enumerate(history):
+        if h["val_micro"] > best_val:
+            best_i, best_val = i, h["val_micro"]
+        if i - best_i >= patience:
+            return h["epoch"], history[best_i]["epoch"]
+    return epochs, history[best_i]["epoch"]
+
+
+def test_early_stopping_ends_a_seed_after_patience_probes_and_keeps_the_best(
+        tmp_path: Path) -> None:
+    import json
+
+    from edgegcl.cli.main import main
+
+    args = ["train", "--dataset", "synthetic", "--nodes", "200", "--features", "8",
+            "--hidden-dim", "16", "--out-dim", "8", "--proj-dim", "8", "--epochs", "80",
+            "--eval-every", "2", "--patience", "2", "--seeds", "2", "--threads", "1"]
+    assert main([*args, "--out", str(tmp_path / "run")]) == 0
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    stopped = 0
+    for seed in metrics["seeds"]:
+        end, kept = _expected_stop(seed["history"], 2, 80)
+        assert seed["epochs_trained"] == end and seed["selected_epoch"] == kept
+        assert seed["history"][-1]["epoch"] == end  # no probe after the stop
+        stopped += end < 80
+        rows = (tmp_path / "run" / f"seed-{seed['seed']}" / "epochs.csv").read_text()
+        assert len(rows.strip().splitlines()) == 1 + end
+    assert stopped  # on this graph validation levels off well before 80 epochs
+    # a resumed seed that had stopped stays stopped: the same epochs, the same checkpoint
+    (tmp_path / "run" / "metrics.json").unlink()
+    for seed in metrics["seeds"]:
+        (tmp_path / "run" / f"seed-{seed['seed']}" / "result.pt").unlink()
+    assert main(["train", "--resume", str(tmp_path / "run")]) == 0
+    again = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert [(s["epochs_trained"], s["selected_epoch"], s["test_micro_f1"])
+            for s in again["seeds"]] == [(s["epochs_trained"], s["selected_epoch"],
+                                          s["test_micro_f1"]) for s in metrics["seeds"]]

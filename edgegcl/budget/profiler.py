@@ -58,6 +58,7 @@ from edgegcl.budget.search import (
     SearchResult,
     best_of,
     closest_fit,
+    closest_fit_reason,
     is_out_of_memory,
     search_theta,
     to_json,
@@ -369,7 +370,8 @@ def _closest(tried: list[Calibration], notes: list[str]) -> Calibration:
     if not fits:
         return replace(tried[-1], notes=notes)
     m, cal = min(fits, key=lambda f: (f[0].epoch_s, -f[0].theta))
-    return replace(cal, result=replace(cal.result, chosen=m.theta), notes=notes,
+    reason = closest_fit_reason(m, cal.result.budgets)  # the choice's, not the search's
+    return replace(cal, result=replace(cal.result, chosen=m.theta, reason=reason), notes=notes,
                    meets_target=False, cached=tried[-1].cached)
 
 
@@ -415,8 +417,13 @@ def auto_budget_line(report: dict[str, Any]) -> str:
     """One line: measured vs predicted vs budget, for the end of an auto-budget run."""
     m, p, b = report["measured"], report["predicted"], report["budgets"]
     mib = 2**20
+    over = []  # each budget exceeded, and by how much
+    if m["epoch_s"] > b["epoch_s"]:
+        over.append(f"the epoch-time budget by {m['epoch_s'] / b['epoch_s'] - 1:.0%}")
+    if m["peak_memory_bytes"] > b["memory_bytes"]:
+        over.append(f"the memory budget by {m['peak_memory_bytes'] / b['memory_bytes'] - 1:.0%}")
     return (f"auto-budget theta_max = {report['theta_max']:.2f} ({report['logits']} logits): epoch {m['epoch_s']:.3f} s "
             f"(predicted {p['epoch_s']:.3f}, budget {b['epoch_s']:g}); peak memory "
             f"{m['peak_memory_bytes'] / mib:.0f} MiB (predicted "
             f"{p['peak_memory_bytes'] / mib:.0f}, budget {b['memory_bytes'] / mib:.0f}); "
-            f"{'within' if report['within_budgets'] else 'OUTSIDE'} the budgets")
+            + ("within the budgets" if not over else "over " + " and ".join(over)))

@@ -201,6 +201,16 @@ def closest_fit(result: SearchResult) -> Measurement | None:
     return min(within, key=lambda m: (m.epoch_s, -m.theta), default=None)
 
 
+def closest_fit_reason(m: Measurement, budgets: Budgets) -> str:
+    """Why the closest fit ``m`` was chosen, with the limit it still breaks and by how much."""
+    over = m.epoch_s / budgets.epoch_limit_s - 1  # type: ignore[operator]
+    return (f"no theta_max meets the epoch-time limit of {budgets.epoch_limit_s:.3f} s (the "
+            f"budget {budgets.epoch_s:g} s less the {budgets.margin:.0%} margin); theta_max = "
+            f"{m.theta:.2f} is the fastest within memory: {m.epoch_s:.3f} s per epoch, "
+            f"{over:.0%} over that limit, peak {_mib(m.peak_bytes or 0)} of "
+            f"{_mib(budgets.memory_limit_bytes)}")
+
+
 def _mib(n: int) -> str:
     return f"{n / 2**20:.0f} MiB"
 

@@ -74,6 +74,10 @@ def _train_options(p: argparse.ArgumentParser) -> None:
                         "directory's files: none, or tensorboard (event files in each "
                         "RUN_DIR/seed-K; 'tensorboard --logdir RUN_DIR'; needs the tensorboard "
                         "extra) (default: none)")
+    p.add_argument("--save-embeddings", action="store_true",
+                   help="also write RUN_DIR/embeddings.npy: the kept encoder's embeddings of "
+                        "every node of the training graph (float32 [nodes, out_dim], "
+                        "np.load reads it)")
     p.add_argument("--resume", metavar="RUN_DIR",
                    help="continue a stopped or crashed run from its seeds' saved state; only "
                         f"{', '.join('--' + f.replace('_', '-') for f in RESUMABLE)} (and "

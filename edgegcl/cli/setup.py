@@ -30,10 +30,9 @@ if TYPE_CHECKING:
 def config_flag_form(name: str, cfg: TrainConfig) -> str:
     """An option's value as its flag is written (``20,30,50`` for the ratios)."""
     from edgegcl.config import flag_form
-    from edgegcl.training.config import format_ratios
 
     value = getattr(cfg, name)
-    return format_ratios(value) if name == "ratios" else flag_form(value)
+    return flag_form(value)
 
 
 def _saved_config(run_dir: Path) -> dict[str, Any]:

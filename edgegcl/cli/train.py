@@ -88,6 +88,9 @@ def _start_lines(s: Setup, cfg: TrainConfig, run_dir: Path, world: World | None,
         say(f"warning: --fanout samples {hops} hop(s) for a {layers}-layer GCN, so its outer "
             f"layers see cut neighbourhoods; give one per layer, e.g. --fanout "
             f"{','.join(['10'] * layers)}")
+    if cfg.run.patience and getattr(data, "y", None) is None:
+        say(f"warning: --patience reads the validation probe, and {data.name} has no labels: "
+            "every epoch trains")
     ranks = "" if world is None else (f", {world.size} processes ({world.negatives} "
                                       f"negatives, {cfg.run.batch_size} seeds per rank)")
     say(f"training on {data.name} ({data.num_nodes} nodes, {data.edge_index.size(1)} edges), "
@@ -219,7 +222,34 @@ def _train(args: argparse.Namespace, hold: ExitStack) -> int:
             logger.close()
     if main:
         _summary_lines(metrics, p.cfg, p.run_dir)
+        if args.save_embeddings:
+            print(f"wrote {_save_embeddings(p.run_dir, args.encoder)}")
     return 0
+
+
+def _save_embeddings(run_dir: Path, encoder: str | None) -> Path:
+    """RUN_DIR/embeddings.npy from the run as ``edgegcl.load_run`` reads it back, written
+    into a memory-mapped temporary (made exclusively, then renamed into place), so the
+    embeddings go to the file a chunk of nodes at a time."""
+    from edgegcl.nn.model import GCNEncoder, npy_embeddings
+    from edgegcl.training.runs import load_run
+    from edgegcl_embed.files import replacing
+
+    run = load_run(run_dir, encoder)
+    data = run.graph()
+    target = run_dir / "embeddings.npy"
+    with replacing([target], UsageError, "free space, or train without --save-embeddings") \
+            as (tmp,):
+        if isinstance(run.encoder, GCNEncoder):
+            out = npy_embeddings(tmp, data.num_nodes, run.config.model.out_dim)
+            run.embed(data, out=out)
+        else:  # another encoder's width is known once it has run
+            z = run.embed(data)
+            out = npy_embeddings(tmp, z.size(0), z.size(1))
+            out.copy_(z)
+            del z
+        del out  # the mapping closes: every page is in the file before it is renamed
+    return target
 
 
 def _over_seeds(figure: dict[str, float], seeds: int) -> str:

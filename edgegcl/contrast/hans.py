@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from edgegcl.config import Section, choices, flag, option
+from edgegcl.config import Section, choices, flag, flag_form, option
 from edgegcl.contrast.scheduler import NegativeScheduler, register, scheduler_class
 from edgegcl.errors import UsageError
 
@@ -389,7 +389,8 @@ class HANSConfig(Section):
                               "only, never grown")
     ratios: dict[str, float] = option({"easy": 20.0, "hard": 30.0, "inter": 50.0},
                                       "category shares in percent, summing to 100 (flag: "
-                                      "EASY,HARD,INTER); theta_cat = share x theta_max",
+                                      "hard=30,inter=50,easy=20; the older EASY,HARD,INTER too); theta_cat = "
+                                      "share x theta_max",
                                       keys=RATIO_ORDER)
     pace: Pace = option("deadline", "how fast eta grows: deadline (b and c_cat rescaled at "
                         "every decision so that theta_max is in use by --reach x --epochs; the "
@@ -414,7 +415,8 @@ class HANSConfig(Section):
     b: float = option(0.05, "base step size of eta (Eq. 9)", above=0.0)
     c_cat: dict[str, float] = option({"hard": 0.05, "inter": 0.05, "easy": 0.025},
                                      "per-step caps c_cat on eta's growth (flag: "
-                                     "HARD,INTER,EASY)", keys=CAP_ORDER)
+                                     "hard=0.05,inter=0.05,easy=0.025; the older HARD,INTER,EASY "
+                                     "too)", keys=CAP_ORDER)
     eta_0: float = option(0.05, "eta of every category during the bootstrap", above=0.0,
                           at_most=1.0)
     floor: float = option(0.05, "least eta of a category", at_least=0.0, at_most=1.0)
@@ -428,11 +430,10 @@ class HANSConfig(Section):
             raise UsageError(f"--{exc}") from None
         ratios = list(self.ratios.values())
         if not (all(r > 0 for r in ratios) and abs(sum(ratios) - 100.0) < 1e-6):
-            raise UsageError(f"--ratios EASY,HARD,INTER must be positive and sum to 100, got "
-                             f"{','.join(f'{r:g}' for r in ratios)!r}")
+            raise UsageError(f"--ratios must be positive and sum to 100, got "
+                             f"{flag_form(self.ratios)!r}")
         if not all(c > 0 for c in self.c_cat.values()):
-            raise UsageError(f"--c-cat caps must be > 0, got "
-                             f"{','.join(f'{c:g}' for c in self.c_cat.values())!r}")
+            raise UsageError(f"--c-cat caps must be > 0, got {flag_form(self.c_cat)!r}")
         try:
             self._scheduled(None)  # whatever the scheduler: a file's theta_max is checked too
         except UsageError:

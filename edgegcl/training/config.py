@@ -21,7 +21,6 @@ from edgegcl.config import (
     Section,
     canonical_values,
     convert,
-    flag_form,
     list_presets,
     load_values,
     option,
@@ -32,7 +31,7 @@ from edgegcl.config import (
     to_toml,
 )
 from edgegcl.contrast.config import ContrastConfig
-from edgegcl.contrast.hans import RATIO_ORDER, HANSConfig
+from edgegcl.contrast.hans import HANSConfig
 from edgegcl.data.config import (DataConfig, SamplerName, SyntheticConfig, SyntheticSpec,
                                  canonical_name)
 from edgegcl.errors import UsageError
@@ -49,7 +48,7 @@ RESUMABLE = ("epochs", "device", "threads")
 """Fields a resumed run may change: more (or as many) epochs, another device, its threads."""
 
 __all__ = ["FIELDS", "SECTIONS", "RunConfig", "TrainConfig", "build", "coerce",
-           "format_ratios", "list_presets", "load_toml", "read_toml", "to_toml",
+           "list_presets", "load_toml", "read_toml", "to_toml",
            "tuned_defaults", "unused_settings", "validate"]
 
 Negatives = Literal["local", "global"]
@@ -115,6 +114,9 @@ class RunConfig(Section):
     eval_every: int = option(20, "epochs between linear-probe checkpoints", at_least=1)
     checkpoint_every: int = option(0, "epochs between saves of each seed's full state for "
                                    "--resume (0: every probe)", at_least=0)
+    patience: int = option(0, "early stopping: end a seed once this many probes in a row have "
+                           "not raised its validation micro-F1 (the best checkpoint is kept); "
+                           "0: train every epoch", at_least=0, omit_default=True)
     protocol: Protocol = option("honest", "honest (checkpoint and classifier chosen on "
                                 "validation, test touched once) or both (also the authors' "
                                 "protocol behind the paper's tables, optimistic: re-drawn 10 %% "
@@ -242,11 +244,6 @@ SECTIONS = {name: kind.TITLE for name, kind in _SECTIONS.items()}
 def coerce(name: str, value: Any) -> Any:
     """A flag's or file's value as option ``name`` holds it, or one UsageError line."""
     return convert(TrainConfig, name, value)
-
-
-def format_ratios(ratios: dict[str, float]) -> str:
-    """``ratios`` in the flag's EASY,HARD,INTER form, e.g. ``10,40,50``."""
-    return flag_form({c: ratios[c] for c in RATIO_ORDER})
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:

@@ -104,7 +104,7 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None, force: bool = F
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UsageError("edgegcl plot needs matplotlib: pip install 'edgegcl[plot]'") from None
+        raise UsageError("edgegcl plot needs matplotlib: pip install matplotlib") from None
     fig, (loss_ax, eta_ax, f1_ax) = plt.subplots(1, 3, figsize=(15, 4))
     for path, c in curves.items():
         seed = path.parent.name

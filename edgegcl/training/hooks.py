@@ -71,6 +71,30 @@ class Probe(Hook):
                                          epoch == run.epochs))
 
 
+class EarlyStop(Hook):
+    """Ends the seed once ``patience`` probes in a row have not raised its validation micro-F1
+    (the probe keeps the best checkpoint): ``seed.finished``. Read from the probe history, so
+    a resumed seed that had already stopped stays stopped. An unlabelled graph has no probes
+    to read: it trains every epoch."""
+
+    def __init__(self, patience: int) -> None:
+        self.patience = patience
+
+    def _stale(self, seed: SeedRun) -> bool:
+        history = seed.prober.history
+        best = next((i for i, (e, _) in enumerate(history) if e == seed.prober.best_epoch), None)
+        return best is not None and len(history) - 1 - best >= self.patience
+
+    def seed_start(self, seed: SeedRun) -> None:
+        seed.finished = seed.finished or self._stale(seed)
+
+    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+        stale = row["val_micro_f1"] != "" and self._stale(seed)
+        if seed.world is not None:  # rank 0 probes; every rank stops with it
+            stale = bool(seed.world.broadcast(stale))
+        seed.finished = seed.finished or stale
+
+
 class _Appended(Hook):
     """A run file rewritten whole when the seed starts (what the state holds so far) and
     appended to after each epoch, on the writing rank. A disk that refuses an append is one
@@ -139,13 +163,25 @@ class StateSaver(Hook):
     def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
         run, epoch = seed.cfg.run, int(row["epoch"])  # type: ignore[call-overload]
         if epoch % (run.checkpoint_every or run.eval_every) == 0 or epoch == run.epochs \
-                or seed.stopping:
+                or seed.stopping or seed.finished:
             seed.save()
+
+
+def _schedule_text(seed: SeedRun, row: Row) -> str:
+    """An epoch's loss and what the schedule uses: the negatives per anchor and their share of
+    the budget theta_max, and, for a scheduler with hardness strata (HANS), how full each
+    category's cap is (eta)."""
+    hans = seed.trainer.hans
+    text = (f"loss {float(row['loss']):.4f} | {float(row['active_per_anchor']):.0f} negatives "  # type: ignore[arg-type]
+            f"per anchor, {float(row['budget_used']):.0%} of the budget")  # type: ignore[arg-type]
+    if type(hans).ranks_candidates:
+        text += " (" + ", ".join(f"{c} {v:.0%}" for c, v in hans.eta.items()) + " of their caps)"
+    return text
 
 
 class ProgressLine(Hook):
     """The progress line with its ETA on rank 0 (batches within an epoch, then the epoch's
-    loss and HANS's share of each category), and the thread count's line once a measuring
+    loss and the negatives the schedule uses), and the thread count's line once a measuring
     ``threads`` has chosen."""
 
     def __init__(self, label: str, threads: ThreadChoice | None = None) -> None:
@@ -172,9 +208,12 @@ class ProgressLine(Hook):
             self.bar.close()
             print(f"edgegcl: {threads.line()}", file=sys.stderr)
             self.announce = False
-        eta = " ".join(f"{c} {v:.2f}" for c, v in seed.trainer.hans.eta.items())
-        self.bar.update(int(row["epoch"]),  # type: ignore[call-overload]
-                        f"loss {row['loss']:.4f} | eta {eta}")
+        self.bar.update(int(row["epoch"]), _schedule_text(seed, row))  # type: ignore[call-overload]
+        if seed.finished and seed.main:
+            self.bar.close()
+            print(f"edgegcl: {self.label}: stopped early after epoch {row['epoch']}: validation "
+                  f"micro-F1 has not risen for {seed.cfg.run.patience} probes; the checkpoint "
+                  f"of epoch {seed.prober.best_epoch} is kept", file=sys.stderr)
 
     def seed_end(self, seed: SeedRun) -> None:
         if self.bar is not None:
@@ -197,7 +236,10 @@ class Callback(Hook):
             self.fn(seed.run_dir, row, [*first, *events])
 
 
-def standard_hooks(label: str, threads: ThreadChoice | None = None) -> list[Hook]:
-    """What every seed of ``edgegcl train`` runs, in order: the probe, the curve, the event
-    log, the progress line. The state saver comes after a user's hooks (``run``)."""
-    return [Probe(), Curve(), EventLog(), ProgressLine(label, threads)]
+def standard_hooks(label: str, threads: ThreadChoice | None = None,
+                   patience: int = 0) -> list[Hook]:
+    """What every seed of ``edgegcl train`` runs, in order: the probe, early stopping (with
+    ``patience``), the curve, the event log, the progress line. The state saver comes after a
+    user's hooks (``run``)."""
+    return [Probe(), *([EarlyStop(patience)] if patience else []), Curve(), EventLog(),
+            ProgressLine(label, threads)]

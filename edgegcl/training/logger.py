@@ -69,5 +69,5 @@ def make_logger(kind: str) -> TensorBoardLogger | None:
         raise UsageError(f"--logger must be one of {', '.join(LOGGERS)}, got {kind!r}")
     if importlib.util.find_spec("tensorboard") is None:
         raise UsageError("--logger tensorboard needs the tensorboard package: "
-                         "pip install 'edgegcl[tensorboard]' (or drop --logger)")
+                         "pip install tensorboard (or drop --logger)")
     return TensorBoardLogger()

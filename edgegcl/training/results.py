@@ -75,6 +75,7 @@ def seed_metrics(r: SeedResult) -> dict[str, Any]:
         "epoch_time_s": {"mean": statistics.fmean(r.epoch_times),
                          "median": statistics.median(r.epoch_times)},
         "train_time_s": sum(r.epoch_times),
+        "epochs_trained": len(r.epoch_times),
         "final_eta": r.final_eta,
         "saturated_at_epoch": r.saturated_at,
         "final_epoch_time_s": r.final_epoch_s,

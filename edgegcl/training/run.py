@@ -97,6 +97,7 @@ class SeedRun:
         self.rows: list[dict[str, object]] = []  # epochs.csv
         self.peak = 0
         self.stopping = False
+        self.finished = False  # early stopping ended the seed (edgegcl.training.hooks.EarlyStop)
 
     def save(self) -> None:
         """The whole state to ``state.pt`` (rank 0, with every rank's random streams)."""
@@ -207,11 +208,13 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     """
     run = SeedRun(data, cfg, seed, device, run_dir, world, threads)
     run.restore(resume)
-    every = [*standard_hooks(label, threads), *hooks, StateSaver()]
+    every = [*standard_hooks(label, threads, cfg.run.patience), *hooks, StateSaver()]
     for hook in every:
         hook.seed_start(run)
     try:
         for epoch in range(run.trainer.epoch + 1, cfg.run.epochs + 1):
+            if run.finished:  # early stopping: the best checkpoint is kept
+                break
             row, events = run.epoch(epoch, every)
             stopping = stop is not None and stop()
             run.stopping = world.any(stopping) if world is not None else stopping

@@ -1,0 +1,109 @@
+"""A finished run loaded back in Python: its configuration, its trained encoder (the checkpoint
+validation chose) and its metrics, and the encoder's embeddings of any graph.
+
+Everything is read as ``edgegcl export`` reads it: the checkpoint with
+``torch.load(weights_only=True)`` (edgegcl.training.checkpoint), ``metrics.json`` as JSON with
+its size checked, and an encoder the run names by code only when the caller names the same
+(edgegcl.trust).
+
+Example:
+    >>> import edgegcl
+    >>> run = edgegcl.load_run("runs/Cora-20261127-120000")  # doctest: +SKIP
+    >>> run.config.hans.theta_max, run.metrics["summary"]["test_micro_f1"]  # doctest: +SKIP
+    >>> z = run.embed()            # the training graph, rebuilt from the config  # doctest: +SKIP
+    >>> z = run.embed("my_graph.npz")  # or any graph with the same features  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.data import Data
+
+from edgegcl.errors import UsageError, first_line
+from edgegcl.nn.augment import as_features
+from edgegcl.nn.model import GCNEncoder
+from edgegcl.training.checkpoint import load_checkpoint
+from edgegcl.training.config import TrainConfig
+from edgegcl.trust import allow_encoder
+from edgegcl_embed.files import read_regular
+
+METRICS_LIMIT = 64 << 20
+"""The most bytes a metrics.json is read for."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run directory's results: ``config``, ``encoder`` (eval mode, CPU), ``in_dim`` (the
+    features it takes), ``seed`` and ``epoch`` of the checkpoint kept, and ``metrics`` (None
+    while the run has not finished)."""
+
+    path: Path
+    config: TrainConfig
+    encoder: nn.Module
+    in_dim: int
+    seed: int
+    epoch: int
+    metrics: dict[str, Any] | None
+
+    def graph(self, graph: Data | str | Path | None = None) -> Data:
+        """``graph`` as a validated ``Data`` (a dataset name or graph file is loaded), or the
+        training graph rebuilt from the config when None."""
+        if isinstance(graph, Data):
+            from edgegcl.data.validation import validate_graph
+
+            return validate_graph(graph)
+        from edgegcl.data import load_graph
+
+        name = str(graph) if graph is not None else self.config.data.dataset
+        return load_graph(name, self.config.data.root or None, self.config.synthetic_spec())
+
+    def embed(self, graph: Data | str | Path | None = None, *, out: Tensor | None = None
+              ) -> Tensor:
+        """The encoder's embeddings [N, out_dim] of every node of ``graph`` (``graph()``), in
+        eval mode without autograd; the built-in GCN a chunk of nodes at a time
+        (``GCNEncoder.embed_nodes``: memory N x out_dim, never N x hidden). ``out``: a
+        preallocated tensor to fill (``edgegcl.nn.model.npy_embeddings`` maps one to a file)."""
+        data = self.graph(graph)
+        if data.x.size(1) != self.in_dim:
+            raise UsageError(f"graph {data.name} has {data.x.size(1)} features but the encoder "
+                             f"of {self.path} takes {self.in_dim}; pass a graph with the "
+                             "training graph's features")
+        x = as_features(data.x)  # sparse CSR where training fed it so
+        with torch.no_grad():
+            if isinstance(self.encoder, GCNEncoder):
+                return self.encoder.embed_nodes(x, data.edge_index, out)
+            z = self.encoder(data.x, data.edge_index)
+            return z if out is None else out.copy_(z)
+
+
+def load_run(path: str | Path, encoder: str | None = None) -> Run:
+    """The run in directory ``path`` (``edgegcl train --out``). ``encoder``: the code of an
+    encoder the run was trained with (``--encoder``), named by the caller as edgegcl export
+    asks; a run of the built-in GCN needs none. Anything unreadable is a one-line UsageError.
+    """
+    run_dir = Path(path)
+    if not (run_dir / "checkpoint.pt").is_file():
+        raise UsageError(f"{run_dir} has no checkpoint.pt; pass the directory of an edgegcl "
+                         "train run (--out)")
+    if encoder:
+        allow_encoder(encoder)
+    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    metrics = None
+    if (run_dir / "metrics.json").exists():
+        fix = "restore it, or load the run without its metrics by removing it"
+        try:
+            metrics = json.loads(read_regular(run_dir / "metrics.json", "metrics file", fix,
+                                              METRICS_LIMIT, UsageError).decode())
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise UsageError(f"{run_dir / 'metrics.json'} is not edgegcl's metrics "
+                             f"({first_line(exc)[:120]}); {fix}") from None
+        if not isinstance(metrics, dict):
+            raise UsageError(f"{run_dir / 'metrics.json'} is not edgegcl's metrics; {fix}")
+    return Run(run_dir, ckpt.config, ckpt.encoder.eval(), ckpt.in_dim, ckpt.seed, ckpt.epoch,
+               metrics)
