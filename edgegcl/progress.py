@@ -63,3 +63,8 @@ class Progress:
             self.stream.write("\n")
             self._open = False
             self.stream.flush()
+
+
+def say(line: str) -> None:
+    """One status line of the command line on stderr, ``edgegcl: LINE``."""
+    print(f"edgegcl: {line}", file=sys.stderr, flush=True)

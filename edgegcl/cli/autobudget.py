@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,10 +36,8 @@ def calibrate_and_report(data: Data, cfg: TrainConfig, profile: DeviceProfile,
     from edgegcl.budget.cache import ProfileCache
     from edgegcl.budget.profiler import calibrate, closest_fit_line, pick_threads
     from edgegcl.budget.search import format_table
+    from edgegcl.progress import say
     from edgegcl.training.state import write_atomic
-
-    def say(line: str) -> None:
-        print(f"edgegcl: {line}", file=sys.stderr)
 
     if threads is not None and threads.picker is not None and not threads.picker.done:
         say(threads.line())

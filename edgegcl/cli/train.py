@@ -9,9 +9,10 @@ import os
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from edgegcl.cli.setup import Setup, calibrate, choose_threads, setup
 from edgegcl.cli.signals import INTERRUPTED, StopAfterEpoch
@@ -65,10 +66,8 @@ def _start_lines(s: Setup, cfg: TrainConfig, run_dir: Path, world: World | None,
     """What a run says before its first epoch (rank 0): the auto-budget choice, the tuned
     defaults, HANS's pace, a fanout shorter than the GCN, the graph and the run directory."""
     from edgegcl.budget.profiler import pace_line
+    from edgegcl.progress import say
     from edgegcl.training.step import resolve_mode
-
-    def say(line: str) -> None:
-        print(f"edgegcl: {line}", file=sys.stderr)
 
     data = s.data
     assert data is not None
@@ -83,11 +82,11 @@ def _start_lines(s: Setup, cfg: TrainConfig, run_dir: Path, world: World | None,
     if pace is not None:
         say(pace)
     layers, hops = cfg.model.num_layers, len(cfg.run.fanout)
-    if resolve_mode(cfg.run.mode, data.num_nodes) == "minibatch" and not cfg.model.encoder \
-            and hops < layers:
+    if (resolve_mode(cfg.run.mode, data.num_nodes) == "minibatch" and not cfg.model.encoder
+            and hops < layers):
+        example = ",".join(["10"] * layers)
         say(f"warning: --fanout samples {hops} hop(s) for a {layers}-layer GCN, so its outer "
-            f"layers see cut neighbourhoods; give one per layer, e.g. --fanout "
-            f"{','.join(['10'] * layers)}")
+            f"layers see cut neighbourhoods; give one per layer, e.g. --fanout {example}")
     if cfg.run.patience and getattr(data, "y", None) is None:
         say(f"warning: --patience reads the validation probe, and {data.name} has no labels: "
             "every epoch trains")
@@ -116,9 +115,11 @@ def _summary_lines(metrics: dict[str, Any], cfg: TrainConfig, run_dir: Path) -> 
         print(auto_budget_line(metrics["auto_budget"]))
 
 
-class _Prepared(NamedTuple):
+@dataclass(frozen=True)
+class _Prepared:
     """A run ready for its first epoch: the setup, this rank, the run directory and how it
     will be trained."""
+
     s: Setup
     cfg: TrainConfig
     world: World | None
@@ -238,8 +239,8 @@ def _save_embeddings(run_dir: Path, encoder: str | None) -> Path:
     run = load_run(run_dir, encoder)
     data = run.graph()
     target = run_dir / "embeddings.npy"
-    with replacing([target], UsageError, "free space, or train without --save-embeddings") \
-            as (tmp,):
+    fix = "free space, or train without --save-embeddings"
+    with replacing([target], UsageError, fix) as (tmp,):
         if isinstance(run.encoder, GCNEncoder):
             out = npy_embeddings(tmp, data.num_nodes, run.config.model.out_dim)
             run.embed(data, out=out)

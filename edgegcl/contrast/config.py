@@ -123,8 +123,8 @@ class ContrastConfig(Section):
             from edgegcl.contrast.selection import check_pick
 
             check_pick(self.pick, self.resolved_stratify(scheduler))
-        if epochs is not None and "false_negatives_from" not in self.unused(scheduler) \
-                and self.false_negatives_from >= epochs:
+        if (epochs is not None and "false_negatives_from" not in self.unused(scheduler)
+                and self.false_negatives_from >= epochs):
             raise UsageError(f"--false-negatives-from {self.false_negatives_from} is not before "
                              f"the run's end (--epochs {epochs}): the estimate would never act; "
                              f"give an epoch below {epochs}")

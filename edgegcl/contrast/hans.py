@@ -328,8 +328,8 @@ class HANS(NegativeScheduler):
         open_cats = [c for c in open_cats if self.eta[c] < 1.0 - _EPS]
         cat = open_cats[0]
         delta, bound = self.step_size(cat, weights, left)
-        if cat == "easy" and self.eta["hard"] < 1.0 - _EPS and \
-                self.eta["easy"] + delta >= self.eta["hard"] - _EPS:
+        if (cat == "easy" and self.eta["hard"] < 1.0 - _EPS
+                and self.eta["easy"] + delta >= self.eta["hard"] - _EPS):
             cat = "hard"
             delta, bound = self.step_size(cat, weights, left)
         self._next = (CATEGORIES.index(cat) + 1) % 3

@@ -150,8 +150,8 @@ class NegativeSelector:
             return every, every
         keyed = estimate and self.hardness == "progcl"  # strata by ProGCL's B from now on
         key = (tuple(counts.values()), hans.draw, sims.num_anchors, labels, keyed)
-        if self._active is not None and self._active[0].complete and key[0] == self._key[0] \
-                and key[-1] == self._key[-1]:
+        if (self._active is not None and self._active[0].complete and key[0] == self._key[0]
+                and key[-1] == self._key[-1]):
             return self._active  # type: ignore[return-value]
         stale = (epoch - 1) % self.refresh_every == 0
         if self._active is None or key != self._key or stale:

@@ -56,8 +56,8 @@ def _load_pt(path: Path) -> Data:
     loader before it runs, so a hostile file cannot execute code here.
     """
     try:
-        with torch.serialization.safe_globals(_SAFE_PT_GLOBALS), \
-                open_regular(path, "graph file", "check the path", memory_limit(), UsageError) as fh:
+        with (torch.serialization.safe_globals(_SAFE_PT_GLOBALS),
+              open_regular(path, "graph file", "check the path", memory_limit(), UsageError) as fh):
             obj = torch.load(fh, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         refused = _disallowed_globals(path)

@@ -63,8 +63,8 @@ class _RowSums(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
         val, t = ctx.parts
-        return _sums(t.crow, t.col, val.index_select(0, t.order), grad.contiguous()), \
-            None, None, None, None
+        return (_sums(t.crow, t.col, val.index_select(0, t.order), grad.contiguous()),
+                None, None, None, None)
 
 
 def row_sums(m: Tensor, h: Tensor, t: Transpose | None = None) -> Tensor:

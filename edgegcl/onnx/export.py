@@ -256,8 +256,8 @@ def export_any_encoder(ckpt: Checkpoint, path: Path, x: Tensor, edge_index: Tens
                          f"({type(exc).__name__}: {first_line(exc)[:200]}); export covers the "
                          "built-in GCN and encoders whose ops torch.onnx lowers") from None
     model = onnx.load_from_string(buffer.getvalue())
-    model.doc_string = f"edgegcl encoder {ckpt.config.model.encoder}: (x, edge_index) -> " \
-                       "embeddings (torch.onnx)"
+    model.doc_string = (f"edgegcl encoder {ckpt.config.model.encoder}: (x, edge_index) -> "
+                        "embeddings (torch.onnx)")
     try:
         session = onnxruntime.InferenceSession(model.SerializeToString(),
                                                providers=["CPUExecutionProvider"])

@@ -93,8 +93,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
             if why is not None:
                 raise UsageError(f"{p} does not fit the encoder its configuration describes "
                                  f"({why}); pass a checkpoint.pt written by edgegcl train")
-        encoder = load_encoder(cfg.model.encoder, in_dim) if cfg.model.encoder else \
-            GCNEncoder(in_dim, cfg.model)
+        encoder = (load_encoder(cfg.model.encoder, in_dim) if cfg.model.encoder
+                   else GCNEncoder(in_dim, cfg.model))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         if isinstance(exc, UsageError):
             raise

@@ -129,8 +129,8 @@ class RunConfig(Section):
         if len(self.fanout) > MAX_HOPS:
             raise UsageError(f"--fanout names {len(self.fanout)} hops; at most {MAX_HOPS} (one "
                              "per layer of the encoder), e.g. --fanout 10,10")
-        if self.device not in ("auto", "cpu", "cuda") and \
-                re.fullmatch(r"cuda:\d+", self.device) is None:
+        if (self.device not in ("auto", "cpu", "cuda")
+                and re.fullmatch(r"cuda:\d+", self.device) is None):
             raise UsageError(f"--device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
 
 

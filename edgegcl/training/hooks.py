@@ -162,8 +162,8 @@ class StateSaver(Hook):
 
     def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
         run, epoch = seed.cfg.run, int(row["epoch"])  # type: ignore[call-overload]
-        if epoch % (run.checkpoint_every or run.eval_every) == 0 or epoch == run.epochs \
-                or seed.stopping or seed.finished:
+        if (epoch % (run.checkpoint_every or run.eval_every) == 0 or epoch == run.epochs
+                or seed.stopping or seed.finished):
             seed.save()
 
 
@@ -203,8 +203,8 @@ class ProgressLine(Hook):
     def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
         assert self.bar is not None
         threads = self.threads
-        if self.announce and threads is not None and threads.picker is not None \
-                and threads.picker.done:
+        if (self.announce and threads is not None and threads.picker is not None
+                and threads.picker.done):
             self.bar.close()
             print(f"edgegcl: {threads.line()}", file=sys.stderr)
             self.announce = False
