@@ -189,6 +189,7 @@ def test_refusals_under_torchrun_are_one_line(flags: list[str], needle: str, mon
     code = main(["train", "--nodes", "100", "--features", "8", *flags])
     lines = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and needle in lines[0], lines
+    assert lines[0].startswith("edgegcl: error (rank 0, for all 2 ranks): ")
 
 
 def _dying_worker(rank: int, port: int, conn: Connection) -> None:

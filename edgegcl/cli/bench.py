@@ -17,7 +17,8 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type[argparse.Argu
     """Register ``bench`` and its ``budgets`` (options added when it is parsed)."""
     bench = sub.add_parser("bench", help="measure what each theta_max costs on this device",
                            description="Benchmarks of the device edgegcl runs on.")
-    kinds = bench.add_subparsers(dest="bench", required=True, parser_class=parser_class)
+    kinds = bench.add_subparsers(dest="bench", metavar="budgets", required=True,
+                                 parser_class=parser_class)
     p = kinds.add_parser(
         "budgets", help="epoch time and peak memory per theta_max: table, CSV and plot",
         description="Measure the epoch time and peak training memory of every theta_max in "

@@ -108,7 +108,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from edgegcl.cli.autobudget import profile_command
+    from edgegcl.cli.profile import profile_command
 
     return profile_command(args)
 
@@ -233,7 +233,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         dist = sys.modules.get("edgegcl.training.distributed")
         quiet = dist is not None and isinstance(exc, dist.QuietUsageError)
         if not quiet and os.environ.get("RANK", "0") == "0":
-            print(f"edgegcl: error: {exc}", file=sys.stderr)
+            size = os.environ.get("WORLD_SIZE", "1")
+            ranks = f" (rank 0, for all {size} ranks)" if size not in ("", "1") else ""
+            print(f"edgegcl: error{ranks}: {exc}", file=sys.stderr, flush=True)
         return 2
     finally:
         for sig, handler in previous.items():

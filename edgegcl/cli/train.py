@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from edgegcl.training.config import TrainConfig
     from edgegcl.training.distributed import World
     from edgegcl.training.results import SeedResult
-    from edgegcl.training.run import SeedRun
+    from edgegcl.training.seed import SeedRun
     from edgegcl.training.threads import ThreadChoice
 
 

@@ -48,6 +48,15 @@ Stratify = Literal["auto", "sampled", "exact"]
 candidate) and sampled with ``pick = random``."""
 
 
+def check_pick(pick: str, stratify: str) -> None:
+    """``pick = "hardest"`` ranks every candidate: the top of a sample is not the top of the
+    ranking, so it takes exact strata (docs/hans.md); a UsageError line otherwise."""
+    if pick == "hardest" and stratify != "exact":
+        raise UsageError("--pick hardest needs every candidate ranked (the top of a sample is "
+                         "not the top of the ranking: docs/hans.md, 'Hard means hardest'); use "
+                         "--stratify exact (or auto), or --pick random with sampled strata")
+
+
 @dataclass(frozen=True)
 class ContrastConfig(Section):
     """The InfoNCE loss and how its negatives are found (the ``[contrast]`` section).
@@ -120,8 +129,6 @@ class ContrastConfig(Section):
         picks rank every candidate (``check_pick``); a false-negative estimate starts before
         the last epoch."""
         if scheduler_class(scheduler).ranks_candidates:
-            from edgegcl.contrast.selection import check_pick
-
             check_pick(self.pick, self.resolved_stratify(scheduler))
         if (epochs is not None and "false_negatives_from" not in self.unused(scheduler)
                 and self.false_negatives_from >= epochs):

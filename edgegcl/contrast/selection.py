@@ -15,7 +15,7 @@ import torch
 
 from edgegcl.contrast.hans import HANS
 from edgegcl.contrast.loss import AnchorSimilarities
-from edgegcl.errors import UsageError
+from edgegcl.contrast.config import check_pick
 from edgegcl.contrast.falseneg import HARDNESS, fit_rows, sample_columns, true_negative_hardness
 from edgegcl.contrast.negatives import (
     PICKS,
@@ -32,16 +32,7 @@ from edgegcl.contrast.negatives import (
     schedule_sampled,
 )
 
-__all__ = ["NegativeSelector", "check_pick"]
-
-
-def check_pick(pick: str, stratify: str) -> None:
-    """``pick = "hardest"`` ranks every candidate: the top of a sample is not the top of the
-    ranking, so it takes exact strata (docs/hans.md); a UsageError line otherwise."""
-    if pick == "hardest" and stratify != "exact":
-        raise UsageError("--pick hardest needs every candidate ranked (the top of a sample is "
-                         "not the top of the ranking: docs/hans.md, 'Hard means hardest'); use "
-                         "--stratify exact (or auto), or --pick random with sampled strata")
+__all__ = ["NegativeSelector"]
 
 
 class NegativeSelector:

@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from edgegcl.config import Section, choices, option
 from edgegcl.errors import UsageError
-
-if TYPE_CHECKING:
-    from torch_geometric.data import Data
 
 PYG_SOURCES: dict[str, tuple[str, str | None, dict[str, Any]]] = {
     "Cora": ("Planetoid", None, {"name": "Cora"}),
@@ -158,8 +155,3 @@ class DataConfig(Section):
     root: str = option("", "directory holding the datasets ('': $EDGEGCL_DATA or "
                        "~/.cache/edgegcl/datasets)")
 
-    def graph(self, synthetic: SyntheticSpec) -> Data:
-        """The graph this section names (``synthetic`` is the generated one's spec)."""
-        from edgegcl.data.datasets import load_graph
-
-        return load_graph(self.dataset, self.root or None, synthetic)

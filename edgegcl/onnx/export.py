@@ -34,11 +34,12 @@ from edgegcl import __version__
 from edgegcl.training.checkpoint import Checkpoint
 from edgegcl.training.config import TrainConfig
 from edgegcl.nn.model import GCNEncoder
+from edgegcl.onnx.metadata import write_metadata
 from edgegcl.onnx.module import StageGCN
 from edgegcl.onnx.opset import DEFAULT_OPSET
 from edgegcl.onnx.portable import portable_model
 from edgegcl_embed.contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT,
-                                    PORTABLE, PREFIX, STAGE0_WEIGHT, ModelMetadata,
+                                    PORTABLE, STAGE0_WEIGHT, ModelMetadata,
                                     aggregate_input, stage_output)
 from edgegcl_embed.runtime import EncoderSession, portable_session
 
@@ -69,14 +70,6 @@ class ExportCheckError(Exception):
 def config_digest(cfg: TrainConfig) -> str:
     """SHA-256 of the training configuration's canonical JSON (sorted keys)."""
     return hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True).encode()).hexdigest()
-
-
-def write_metadata(model: onnx.ModelProto, meta: ModelMetadata) -> None:
-    """Replace the model's ``edgegcl.*`` metadata_props with ``meta``."""
-    keep = [(p.key, p.value) for p in model.metadata_props if not p.key.startswith(PREFIX)]
-    del model.metadata_props[:]
-    for key, value in [*keep, *meta.to_props().items()]:
-        model.metadata_props.add(key=key, value=value)
 
 
 def _interface2(ckpt: Checkpoint) -> tuple[StageGCN, tuple[Tensor, ...], dict]:

@@ -30,7 +30,7 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 from torch_geometric.data import Data
 
 from edgegcl.evaluation.probe import linear_probe, random_split
-from edgegcl.onnx.export import write_metadata
+from edgegcl.onnx.metadata import write_metadata
 from edgegcl.onnx.portable import topological
 from edgegcl_embed.contract import (INPUT_X, PORTABLE, STAGE0_INITIALIZERS, STAGE0_WEIGHT_INT8,
                                     ModelMetadata)

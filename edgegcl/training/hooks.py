@@ -6,7 +6,7 @@ A hook is told when a seed starts (``seed_start``, after a resumed seed's state 
 every batch (``batch_end``), after every epoch with that epoch's ``epochs.csv`` row and HANS
 events (``epoch_end``; hooks run in order, so the probe fills the row's F1 cells before the
 writers see it) and when the seed ends, however it ends (``seed_end``). Every hook receives the
-``SeedRun`` (``edgegcl.training.run``): its config, directory, trainer, prober and whether a
+``SeedRun`` (``edgegcl.training.seed``): its config, directory, trainer, prober and whether a
 stop was requested after this epoch (``stopping``).
 
 Example:
@@ -34,7 +34,7 @@ from edgegcl.training.curves import csv_text  # the standard library alone, as t
 from edgegcl_embed.files import refuse_link
 
 if TYPE_CHECKING:
-    from edgegcl.training.run import SeedRun
+    from edgegcl.training.seed import SeedRun
     from edgegcl.training.threads import ThreadChoice
 
 Row = dict[str, object]

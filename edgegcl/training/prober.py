@@ -3,8 +3,9 @@ encoder kept at the best validation micro-F1, with its state for ``--resume``.
 
 ``Prober`` holds everything the probes of one seed change (the probe history, the authors'
 evaluations and their random stream, the best checkpoint so far) and saves it as a state dict,
-in the manner of ``torch.optim``: ``edgegcl.training.run.train_seed`` probes through it every
-``eval_every`` epochs and writes its ``state_dict()`` into the seed's ``state.pt``.
+in the manner of ``torch.optim``: the seed loop's probe hook (edgegcl.training.hooks.Probe)
+probes through it every ``eval_every`` epochs, and the seed's ``state.pt`` holds its
+``state_dict()``.
 """
 
 from __future__ import annotations
