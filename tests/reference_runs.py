@@ -38,6 +38,8 @@ RUNS = {
 }
 TIMINGS = {"epoch_time_s", "train_time_s", "final_epoch_time_s", "peak_memory_bytes"}
 CURVE_TIMINGS = {"epoch_s", "peak_memory_bytes"}
+NEWER = ("epochs_trained",)
+"""Metrics newer than the recordings (a seed's trained epochs: its curve's length says it)."""
 
 
 def platform() -> dict[str, str]:
@@ -55,7 +57,7 @@ def record(run_dir: Path) -> dict[str, Any]:
     metrics.pop("edgegcl_version")
     metrics.pop("threads", None)  # the machine's (its cores), as timings are
     for part in (*metrics["seeds"], metrics["summary"]):
-        for key in TIMINGS:
+        for key in (*TIMINGS, *NEWER):
             part.pop(key, None)
     seeds = sorted(p for p in run_dir.glob("seed-*") if p.is_dir())
     out: dict[str, Any] = {"metrics": metrics, "seeds": {}}

@@ -28,7 +28,8 @@ TINY = ["--nodes", "120", "--features", "16", "--hidden-dim", "16", "--out-dim",
         "--proj-dim", "8", "--epochs", "6", "--eval-every", "3", "--T-init", "2", "--T-int", "2",
         "--device", "cpu"]
 
-SEED_KEYS = {"seed", "epoch_time_s", "train_time_s", "final_eta", "saturated_at_epoch",
+SEED_KEYS = {"seed", "epoch_time_s", "train_time_s", "epochs_trained", "final_eta",
+             "saturated_at_epoch",
              "final_epoch_time_s", "peak_memory_bytes",
              "selected_epoch", "val_micro_f1", "val_macro_f1", "test_micro_f1", "test_macro_f1",
              "probe_weight_decay", "authors_protocol", "checkpoint_probe", "history"}

@@ -44,7 +44,18 @@ EpochCallback = Callable[[Path, Row, "list[Any]"], None]
 
 
 class Hook:
-    """Does nothing at every point of the seed loop; a hook overrides what it needs."""
+    """Does nothing at every point of the seed loop; a hook overrides what it needs.
+
+    Example:
+        >>> class BestLoss(Hook):
+        ...     def __init__(self):
+        ...         self.best = float("inf")
+        ...     def epoch_end(self, seed, row, events):
+        ...         self.best = min(self.best, row["loss"])
+        >>> hook = BestLoss()
+        >>> hook.epoch_end(None, {"loss": 2.5}, []); hook.best
+        2.5
+    """
 
     def seed_start(self, seed: SeedRun) -> None:
         """The seed's state is ready (read back when resuming); no epoch trained yet."""

@@ -97,6 +97,13 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
     ``hooks``: called by every seed's loop (edgegcl.training.hooks); ``on_epoch(seed_dir, row,
     events)``: a plain function called after every epoch of every seed. ``threads``: how
     torch's CPU threads are set (edgegcl.training.threads); metrics.json records it.
+
+    Example:
+        >>> from edgegcl import SyntheticSpec, TrainConfig, synthetic_graph
+        >>> cfg = TrainConfig(epochs=40, eval_every=5, patience=3)
+        >>> metrics = run(cfg, synthetic_graph(SyntheticSpec()), Path("runs/mine"),
+        ...               torch.device("cpu"), hooks=[])  # doctest: +SKIP
+        >>> metrics["summary"]["test_micro_f1"]  # doctest: +SKIP
     """
     main = world is None or world.is_main
     if resume:

@@ -41,7 +41,13 @@ METRICS_LIMIT = 64 << 20
 class Run:
     """A run directory's results: ``config``, ``encoder`` (eval mode, CPU), ``in_dim`` (the
     features it takes), ``seed`` and ``epoch`` of the checkpoint kept, and ``metrics`` (None
-    while the run has not finished)."""
+    while the run has not finished).
+
+    Example:
+        >>> run = load_run("runs/Cora-20261127-120000")  # doctest: +SKIP
+        >>> run.embed().shape  # doctest: +SKIP
+        torch.Size([2708, 256])
+    """
 
     path: Path
     config: TrainConfig
@@ -86,6 +92,11 @@ def load_run(path: str | Path, encoder: str | None = None) -> Run:
     """The run in directory ``path`` (``edgegcl train --out``). ``encoder``: the code of an
     encoder the run was trained with (``--encoder``), named by the caller as edgegcl export
     asks; a run of the built-in GCN needs none. Anything unreadable is a one-line UsageError.
+
+    Example:
+        >>> run = load_run("runs/Cora-20261127-120000")  # doctest: +SKIP
+        >>> run.metrics["summary"]["test_micro_f1"]["mean"]  # doctest: +SKIP
+        83.9
     """
     run_dir = Path(path)
     if not (run_dir / "checkpoint.pt").is_file():
