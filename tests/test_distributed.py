@@ -214,3 +214,26 @@ def test_a_rank_that_dies_is_named_by_the_others() -> None:
     message, died = _spawn_ranks(_dying_worker)
     assert died == "died"
     assert message.startswith("rank 0: rank 1 stopped"), message
+
+
+def test_a_graph_that_cannot_load_stops_every_rank_at_once(tmp_path: Path) -> None:
+    """Under torchrun the graph loads after the ranks have joined: rank 0's one line, and no
+    rank left waiting for the others (torchrun's own report follows it)."""
+    import subprocess
+    import sys
+    import time
+
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc-per-node", "2", "-m", "edgegcl", "train", "--dataset",
+                           str(tmp_path / "missing.npz"), "--mode", "minibatch",
+                           "--dist-timeout", "600"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    elapsed = time.monotonic() - t0
+    ours = [line for line in proc.stderr.splitlines() if line.startswith("edgegcl:")]
+    assert proc.returncode != 0 and len(ours) == 1, proc.stderr[-3000:]
+    assert ours[0].startswith("edgegcl: error (rank 0, for all 2 ranks): ")
+    assert "missing.npz" in ours[0]
+    assert "exitcode: 2" in proc.stderr and "forcefully" not in proc.stderr
+    assert elapsed < 120  # not the --dist-timeout of a rank waiting for one that has gone

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
 import torch
 
 from edgegcl.data import SyntheticSpec, synthetic_graph
@@ -103,3 +104,22 @@ def test_early_stopping_ends_a_seed_after_patience_probes_and_keeps_the_best(
     assert [(s["epochs_trained"], s["selected_epoch"], s["test_micro_f1"])
             for s in again["seeds"]] == [(s["epochs_trained"], s["selected_epoch"],
                                           s["test_micro_f1"]) for s in metrics["seeds"]]
+
+
+SHARED_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+
+@pytest.mark.skipif(not (SHARED_DATASETS / "Cora" / "raw").is_dir(),
+                    reason="shared Cora copy absent")
+def test_early_stopping_stops_a_cora_run_and_keeps_its_best_checkpoint(tmp_path: Path) -> None:
+    import json
+
+    from edgegcl.cli.main import main
+
+    assert main(["train", "--dataset", "Cora", "--root", str(SHARED_DATASETS), "--epochs", "60",
+                 "--eval-every", "2", "--patience", "1", "--hidden-dim", "64", "--out-dim",
+                 "32", "--proj-dim", "32", "--threads", "1",
+                 "--out", str(tmp_path / "run")]) == 0
+    seed = json.loads((tmp_path / "run" / "metrics.json").read_text())["seeds"][0]
+    end, kept = _expected_stop(seed["history"], 1, 60)
+    assert end < 60 and seed["epochs_trained"] == end and seed["selected_epoch"] == kept

@@ -160,22 +160,28 @@ def setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> Setu
     to reuse freed pages (edgegcl.memory.reuse_freed_memory). A resumed run is refused if its
     files cannot continue (edgegcl.training.resume.check_resume)."""
     cfg, tuned, profile = configure(args, hold)
-    from edgegcl.data import load_graph
     from edgegcl.memory import reuse_freed_memory
-    from edgegcl.nn.encoders import check_model_size
     from edgegcl.training.resume import check_resume
     from edgegcl.training.step import resolve_device
 
     reuse_freed_memory()
     device = resolve_device(cfg.run.device)
-    data = (load_graph(cfg.data.dataset, cfg.data.root or None, cfg.synthetic_spec())
-            if graph else None)
-    if data is not None and not cfg.model.encoder:
-        check_model_size(data.x.size(1), cfg.model)
+    data = load_data(cfg) if graph else None
     if getattr(args, "resume", None):  # refused here, before the run is announced
         check_resume(Path(args.resume), cfg, None if data is None else data.x.size(1),
                      int(os.environ.get("WORLD_SIZE", "1")))
     return Setup(cfg, data, device, profile, tuned, args.remeasure)
+
+
+def load_data(cfg: TrainConfig) -> Data:
+    """The run's graph, and the built-in GCN's size checked against it (one line each)."""
+    from edgegcl.data import load_graph
+    from edgegcl.nn.encoders import check_model_size
+
+    data = load_graph(cfg.data.dataset, cfg.data.root or None, cfg.synthetic_spec())
+    if not cfg.model.encoder:
+        check_model_size(data.x.size(1), cfg.model)
+    return data
 
 
 def calibrate(s: Setup, run_dir: Path, then: str = "",

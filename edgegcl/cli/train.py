@@ -45,16 +45,26 @@ def _auto_budget_report(cal: Calibration, profile: DeviceProfile | None
 
 
 def _join_world(s: Setup) -> World | None:
-    """Under torchrun: join the ranks, share the graph and refuse full-graph mode (one line);
-    else None."""
-    from edgegcl.training.distributed import launched, require_minibatch, share_graph, start
+    """Under torchrun: join the ranks, load the graph on each machine's local rank 0 and share
+    it, and refuse full-graph mode (one line); else None. The graph loads after the ranks have
+    joined, so a graph that cannot load stops every rank at once with rank 0's line (not the
+    others waiting for a rank that has gone)."""
+    from edgegcl.cli.setup import load_data
+    from edgegcl.training.distributed import QuietUsageError, require_minibatch, share_graph, start
     from edgegcl.training.step import resolve_mode
 
-    if not launched():
-        return None
     if s.cfg.run.mode != "auto":  # refused before joining the ranks; auto once the graph is known
         require_minibatch(s.cfg.run.mode)
     world = start(s.cfg.distributed, s.cfg.run.device)
+    problem = None
+    if world.local_rank == 0:
+        try:
+            s.data = load_data(s.cfg)
+        except UsageError as exc:
+            problem = str(exc)
+    found = next((p for p in world.gather(problem) if p is not None), None)
+    if found is not None:  # every rank stops; rank 0 says why
+        raise UsageError(found) if world.is_main else QuietUsageError(found)
     s.device, s.data = world.device, share_graph(s.data, world)
     assert s.data is not None
     require_minibatch(resolve_mode(s.cfg.run.mode, s.data.num_nodes))
@@ -132,14 +142,12 @@ class _Prepared:
 def _prepare(args: argparse.Namespace, hold: ExitStack) -> _Prepared:
     """Config, graph, ranks, run directory, thread count and (``--auto-budget``) the
     profiler's choice, with the lines a run says before it trains."""
-    # under torchrun (WORLD_SIZE > 1: edgegcl.training.distributed.launched, which loads torch)
-    # only each machine's local rank 0 loads the graph; it is then shared
-    alone = int(os.environ.get("WORLD_SIZE", "1")) <= 1
-    s = setup(args, hold, graph=alone or os.environ.get("LOCAL_RANK", "0") == "0")
-    from edgegcl.training.distributed import on_main
+    # under torchrun the graph loads once the ranks have joined (_join_world)
+    s = setup(args, hold, graph=int(os.environ.get("WORLD_SIZE", "1")) <= 1)
+    from edgegcl.training.distributed import launched, on_main
     from edgegcl.training.step import check_full_graph_memory, resolve_mode
 
-    world = _join_world(s)
+    world = _join_world(s) if launched() else None
     cfg, data, main = s.cfg, s.data, world is None or world.is_main
     assert data is not None
     if resolve_mode(cfg.run.mode, data.num_nodes) == "full":
