@@ -44,6 +44,9 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true",
                    help="replace budgets.* files already in DIR")
     add_config_flags(p)
+    out = next(a for a in p._actions if a.dest == "out")
+    out.help = ("directory to write budgets.md, budgets.csv and budgets.png into (made if "
+                "missing; its parent must exist); required")
 
 
 def _thetas(text: str) -> list[float]:
