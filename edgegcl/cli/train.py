@@ -20,6 +20,8 @@ from edgegcl.errors import UsageError
 from edgegcl.training.hooks import Hook
 
 if TYPE_CHECKING:
+    from torch_geometric.data import Data
+
     from edgegcl.budget.profiler import Calibration
     from edgegcl.budget.profiles import DeviceProfile
     from edgegcl.training.config import TrainConfig
@@ -232,11 +234,11 @@ def _train(args: argparse.Namespace, hold: ExitStack) -> int:
     if main:
         _summary_lines(metrics, p.cfg, p.run_dir)
         if args.save_embeddings:
-            print(f"wrote {_save_embeddings(p.run_dir, args.encoder)}")
+            print(f"wrote {_save_embeddings(p.run_dir, args.encoder, p.s.data)}")
     return 0
 
 
-def _save_embeddings(run_dir: Path, encoder: str | None) -> Path:
+def _save_embeddings(run_dir: Path, encoder: str | None, data: Data | None) -> Path:
     """RUN_DIR/embeddings.npy from the run as ``edgegcl.load_run`` reads it back, written
     into a memory-mapped temporary (made exclusively, then renamed into place), so the
     embeddings go to the file a chunk of nodes at a time."""
@@ -245,7 +247,7 @@ def _save_embeddings(run_dir: Path, encoder: str | None) -> Path:
     from edgegcl_embed.files import replacing
 
     run = load_run(run_dir, encoder)
-    data = run.graph()
+    data = run.graph(data)  # the graph trained on, already in memory
     target = run_dir / "embeddings.npy"
     fix = "free space, or train without --save-embeddings"
     with replacing([target], UsageError, fix) as (tmp,):

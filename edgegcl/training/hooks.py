@@ -100,6 +100,9 @@ class EarlyStop(Hook):
         seed.finished = seed.finished or self._stale(seed)
 
     def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+        epoch, run = int(row["epoch"]), seed.cfg.run  # type: ignore[call-overload]
+        if epoch % run.eval_every and epoch != run.epochs:  # no probe: nothing new to read
+            return
         stale = row["val_micro_f1"] != "" and self._stale(seed)
         if seed.world is not None:  # rank 0 probes; every rank stops with it
             stale = bool(seed.world.broadcast(stale))
