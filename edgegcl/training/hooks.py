@@ -22,14 +22,13 @@ Example:
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgegcl.errors import UsageError
-from edgegcl.progress import Progress
+from edgegcl.progress import Progress, say
 from edgegcl.training.curves import csv_text  # the standard library alone, as this module
 from edgegcl_embed.files import refuse_link
 
@@ -220,14 +219,14 @@ class ProgressLine(Hook):
         if (self.announce and threads is not None and threads.picker is not None
                 and threads.picker.done):
             self.bar.close()
-            print(f"edgegcl: {threads.line()}", file=sys.stderr)
+            say(threads.line())
             self.announce = False
         self.bar.update(int(row["epoch"]), _schedule_text(seed, row))  # type: ignore[call-overload]
         if seed.finished and seed.main:
             self.bar.close()
-            print(f"edgegcl: {self.label}: stopped early after epoch {row['epoch']}: validation "
-                  f"micro-F1 has not risen for {seed.cfg.run.patience} probes; the checkpoint "
-                  f"of epoch {seed.prober.best_epoch} is kept", file=sys.stderr)
+            say(f"{self.label}: stopped early after epoch {row['epoch']}: validation micro-F1 has "
+                f"not risen for {seed.cfg.run.patience} probes; the checkpoint of epoch "
+                f"{seed.prober.best_epoch} is kept")
 
     def seed_end(self, seed: SeedRun) -> None:
         if self.bar is not None:
