@@ -49,7 +49,7 @@ def worker(args: argparse.Namespace) -> None:
                                        world)
     else:
         data = synthetic_graph(spec)
-    cfg = TrainConfig(mode="minibatch", batch_size=args.batch_size, fanout="10,10",
+    cfg = TrainConfig(encoder="gcn", mode="minibatch", batch_size=args.batch_size, fanout="10,10",
                       sampler="builtin", theta_max=args.theta_max)
     trainer = Trainer(cfg, 128, mode="minibatch", seed=0, world=world)
     loader = iter(structure_loader(data, cfg, 0, (world.rank, world.size)))

@@ -84,7 +84,7 @@ def _prepare(nodes: int, work: Path) -> tuple[Path, Path, dict[str, Any]]:
     from edgegcl.training.checkpoint import load_checkpoint, save_checkpoint
     from edgegcl.training.config import TrainConfig
 
-    cfg = TrainConfig(dataset="synthetic", nodes=nodes, classes=10, features=128,
+    cfg = TrainConfig(encoder="gcn", dataset="synthetic", nodes=nodes, classes=10, features=128,
                       avg_degree=10.0, graph_seed=0)
     data = synthetic_graph(SyntheticSpec(nodes, 10, 128, 10.0, 0.8, 0))
     torch.manual_seed(0)

@@ -375,7 +375,7 @@ def _prepare(root: str, run: str, nodes: int) -> tuple[list[dict[str, Any]], dic
         if edgegcl_main(cmd) != 0:
             raise SystemExit("embed_speed: training the Cora model failed (see above)")
     cora = load_graph("Cora", root or None)
-    cfg = TrainConfig(dataset="synthetic", nodes=nodes, classes=10, features=128,
+    cfg = TrainConfig(encoder="gcn", dataset="synthetic", nodes=nodes, classes=10, features=128,
                       avg_degree=10.0, graph_seed=0)
     synth = synthetic_graph(SyntheticSpec(nodes, 10, 128, 10.0, 0.8, 0))
     torch.manual_seed(0)

@@ -109,7 +109,7 @@ def interleaved(steps: dict[str, Step], rounds: int, block: int) -> dict[str, fl
 
 def compare(data: Data, theta_max: float, rounds: int) -> dict[str, float]:
     """Reference, saturated and bootstrap epoch times (seconds) at ``theta_max``."""
-    cfg = TrainConfig(theta_max=theta_max)
+    cfg = TrainConfig(encoder="gcn", theta_max=theta_max)
     return interleaved({"reference": reference_step(data, cfg),
                         "saturated": edgegcl_step(data, cfg, 1.0),
                         "bootstrap": edgegcl_step(data, cfg, cfg.eta_0)}, rounds, cfg.T_int)

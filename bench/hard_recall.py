@@ -201,7 +201,7 @@ def main() -> None:
     if args.synthetic_nodes:
         spec = SyntheticSpec(num_nodes=args.synthetic_nodes)
         graphs.append((f"synthetic ({args.synthetic_nodes} nodes)", synthetic_graph(spec),
-                       TrainConfig()))
+                       TrainConfig(encoder="gcn")))
     for name, data, cfg in graphs:
         print(f"hard_recall: {name}", flush=True)
         res["graphs"].append({"name": name, **measure(data, cfg, args.epochs)})

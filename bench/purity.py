@@ -43,7 +43,7 @@ SIZES = (16, 32, 64, 128, 256, 512, 1024)
 def cora_similarities(root: str, epochs: int) -> torch.Tensor:
     """[B, 2B] candidate similarities of Cora's view-1 anchors after ``epochs`` of training."""
     data = load_graph("Cora", root)
-    cfg = TrainConfig(mode="full")
+    cfg = TrainConfig(encoder="gcn", mode="full")
     x = as_features(data.x)
     trainer = Trainer(cfg, x.size(1), seed=0)
     for _ in range(epochs):

@@ -59,7 +59,7 @@ def child(nodes: int) -> dict:
     generate_peak = _status_mib("VmHWM")
     after_graph = _status_mib("VmRSS")
     reset = _reset_peak()
-    cfg = TrainConfig(epochs=1, mode="minibatch", batch_size=1024, fanout="10,10",
+    cfg = TrainConfig(encoder="gcn", epochs=1, mode="minibatch", batch_size=1024, fanout="10,10",
                       sampler="builtin", eval_every=1, device="cpu", seeds=1)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()

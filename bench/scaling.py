@@ -56,7 +56,7 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int, device: torch.
     data = synthetic_graph(SyntheticSpec(num_nodes=nodes, num_classes=10, num_features=128,
                                          avg_degree=10.0, seed=0))
     x = data.x.to(device)
-    cfg = TrainConfig(batch_size=batch_size)
+    cfg = TrainConfig(encoder="gcn", batch_size=batch_size)
     trainer = Trainer(cfg, 128, mode=mode, device=device, seed=0)
     trainer.hans.eta = {c: 1.0 for c in CATEGORIES}  # worst case: every negative active
     if mode == "full":

@@ -51,7 +51,10 @@ def check_named(spec: str, source: str | Path, base: Path | None = None) -> str:
     """The canonical form of ``spec``, read from ``source`` (a file: relative paths resolve
     against ``base``, its folder), when the user named that encoder (``allow_encoder``);
     otherwise one UsageError line saying what the file names and how to allow it. Nothing is
-    imported either way."""
+    imported either way. A name without a colon (``auto``, ``gcn``, ``ego``, ``poly``) is a
+    built-in encoder, not code, and passes as it is."""
+    if ":" not in spec:
+        return spec
     canonical = canonical_spec(spec, base)
     if canonical not in _NAMED:
         raise UsageError(f"{source} names the encoder {shown(spec, 120)}, Python code that "

@@ -30,7 +30,7 @@ computing it. They depend on no input (Identity nodes of initializers, free to r
 runtime fetches them once when it opens the file. Interface-2 files work unchanged; they only
 lack this sparse fast path.
 
-Interface 4 (``edgegcl.interface = 4``, the current one): the
+Interface 4 (``edgegcl.interface = 4``, the GCN's): the
 *portable* model, one graph of standard ONNX ops with inputs ``x`` float32 [num_nodes, in_dim]
 and ``edge_index`` int64 [2, num_edges] (row 0 source, row 1 target) and the output
 ``embeddings``, which any ONNX runtime runs alone. It aggregates with a Loop over each node's
@@ -40,6 +40,16 @@ the same numbers). Inside, the tensors keep interface 3's names (``z0`` .. ``z(k
 initializer ``STAGE0_INITIALIZER`` (INT8: its ``STAGE0_INITIALIZERS`` triple), so this runtime
 cuts the file back into an interface-3 model of its dense stages (``export.stages``) and
 aggregates with its own CSR kernels.
+
+Interface 5 (``edgegcl.interface = 5``, the current one for encoders with an ego path or a
+polynomial filter; the GCN's files stay interface 4, which older runtimes read) is interface 4
+plus *carried* tensors: row-wise tensors a stage hands to the next without aggregation (a
+node's own representation, a running sum over hops). Stage j may output ``r{j}``
+(``carry_output``) besides ``z{j}``; the portable graph passes it on unchanged as ``s{j+1}``
+(``carry_input``, an Identity), which stage j + 1 takes besides ``a{j+1}``. Cut into its stages,
+stage j's inputs are ``a{j}`` (``x`` for stage 0) and ``s{j}`` when stage j - 1 carries, and the
+runtime feeds rows of the carried tensor to stage j with the same rows of ``a{j}``. Such a
+file exposes no W1 (its stage 0 is more than x W1): its first layer runs dense.
 
 Interface 1 (the first files, no ``edgegcl.interface`` key): one graph with
 inputs ``x`` float32 [num_nodes, in_dim], ``edge_index`` int64 [2, num_edges] (row 0 source,
@@ -54,8 +64,9 @@ from dataclasses import MISSING, dataclass, fields
 
 from .errors import shown
 
-INTERFACE = 4
+INTERFACE = 5
 PORTABLE = 4  # the first interface whose file runs alone (x, edge_index -> embeddings)
+CARRIES = 5  # the first interface whose stages may carry tensors to the next
 
 INPUT_X = "x"
 OUTPUT = "embeddings"
@@ -89,6 +100,21 @@ def stage_output(j: int, num_layers: int) -> str:
     return OUTPUT if j == num_layers else f"z{j}"
 
 
+def carry_output(j: int) -> str:
+    """Name of the tensor stage j carries to stage j + 1 unaggregated (interface 5)."""
+    return f"r{j}"
+
+
+def carry_input(j: int) -> str:
+    """Name of stage j's carried input: stage j - 1's ``carry_output`` (interface 5)."""
+    return f"s{j}"
+
+
+def is_portable(interface: int) -> bool:
+    """Whether files of ``interface`` are one graph that runs alone (interfaces 4 and 5)."""
+    return interface >= PORTABLE
+
+
 @dataclass(frozen=True)
 class ModelMetadata:
     """The ``edgegcl.*`` metadata of an exported encoder (values are strings in the file).
@@ -98,7 +124,8 @@ class ModelMetadata:
     a device can feed features the same way; ``config_sha256`` identifies the training
     configuration (SHA-256 of its canonical JSON); ``precision`` is fp32 or int8;
     ``interface`` is the contract version above (1 when the key is absent: older files);
-    ``quantization`` says how an INT8 file was quantised ("none" for fp32 and older files).
+    ``quantization`` says how an INT8 file was quantised ("none" for fp32 and older files);
+    ``encoder`` names the built-in encoder (edgegcl.nn.family; "gcn" for older files).
     """
 
     version: str
@@ -112,6 +139,7 @@ class ModelMetadata:
     precision: str
     interface: int = 1
     quantization: str = "none"
+    encoder: str = "gcn"
 
     def to_props(self) -> dict[str, str]:
         """The metadata as ONNX ``metadata_props`` entries."""
@@ -134,16 +162,18 @@ class ModelMetadata:
         return cls(**values)  # type: ignore[arg-type]
 
     def graph_problem(self, inputs: dict[str, list], outputs: dict[str, list],
-                      file_bytes: int) -> str | None:
+                      file_bytes: int, cut: bool = False) -> str | None:
         """What in a model's graph contradicts this metadata, or None when nothing does.
 
         ``inputs`` and ``outputs`` map the model's tensor names to their shapes as onnxruntime
         reports them (inferred from the weights, so they cannot be forged apart from them);
-        ``file_bytes`` is the model file's size. Every number is checked before the runtime
-        sizes anything by it: the interface is one this runtime reads, the layers are the
-        stages the graph has, in_dim and out_dim are the widths of its first input and of the
-        embeddings, consecutive stages agree on their widths, and no width exceeds the file's
-        bytes (every width is the length of a weight or bias stored in the file).
+        ``file_bytes`` is the model file's size; ``cut``: the graph is a portable file's
+        stages (the runtime's cut), checked as interface 3's. Every number is checked before
+        the runtime sizes anything by it: the interface is one this runtime reads, the layers
+        are the stages the graph has, in_dim and out_dim are the widths of its first input and
+        of the embeddings, consecutive stages agree on their widths (carried tensors too, in
+        interface 5), and no width exceeds the file's bytes (every width is the length of a
+        weight or bias stored in the file).
         """
         if not 1 <= self.interface <= INTERFACE:
             return f"{PREFIX}interface={self.interface} is not 1..{INTERFACE}"
@@ -159,15 +189,21 @@ class ModelMetadata:
             return shape[1]
 
         k, has_x = self.num_layers, INPUT_X in inputs
-        stages = len(inputs) - has_x  # aggregated inputs a1..ak (interfaces 2 and 3)
+        whole = self.interface == 1 or (is_portable(self.interface) and not cut)
+        stages = 0  # aggregated inputs a1..ak (the stages' layout)
+        while aggregate_input(stages + 1) in inputs:
+            stages += 1
+        carried = ([j for j in range(1, stages + 1) if carry_input(j) in inputs]
+                   if self.interface >= CARRIES else [])
         names = ({INPUT_X, INPUT_EDGE_INDEX, INPUT_DEG} if self.interface == 1 else
-                 {INPUT_X, INPUT_EDGE_INDEX} if self.interface == PORTABLE else
-                 {aggregate_input(j) for j in range(1, stages + 1)} | ({INPUT_X} & inputs.keys()))
+                 {INPUT_X, INPUT_EDGE_INDEX} if whole else
+                 {aggregate_input(j) for j in range(1, max(stages, 1) + 1)}
+                 | ({INPUT_X} & inputs.keys()) | {carry_input(j) for j in carried})
         if set(inputs) != names:
             found = ", ".join(shown(name) for name in sorted(inputs)[:10]) or "none"
             return (f"its inputs are {found}, not {', '.join(sorted(names))} (edgegcl "
                     f"interface {self.interface})")
-        if self.interface in (1, PORTABLE):  # layers inside one graph: each stores >= 4 bytes
+        if whole:  # layers inside one graph: each stores >= 4 bytes
             if not 1 <= k <= file_bytes // 4:
                 return (f"{PREFIX}num_layers={k} but a {file_bytes}-byte file holds 1.."
                         f"{file_bytes // 4} layers")
@@ -177,9 +213,11 @@ class ModelMetadata:
             if k != stages:
                 return f"{PREFIX}num_layers={k} but the graph has {stages} aggregated inputs"
             first = INPUT_X if has_x else aggregate_input(1)
-            # stage j >= 1 takes A_hat z_{j-1}: its input is as wide as stage j-1's output
+            # stage j >= 1 takes A_hat z_{j-1}: its input is as wide as stage j-1's output;
+            # a carried input is stage j-1's carried output, as it is
             chain = [(aggregate_input(j), stage_output(j - 1, k))
                      for j in range(1 if has_x else 2, k + 1)]
+            chain += [(carry_input(j), carry_output(j - 1)) for j in carried]
         for name, declared in ((first, self.in_dim), (OUTPUT, self.out_dim)):
             found = width(name, inputs if name == first else outputs)
             if found != declared:
@@ -191,5 +229,6 @@ class ModelMetadata:
                 if isinstance(found, str):
                     return found
             if a != z:
-                return f"{into} is {a} wide but {source}, which it aggregates, is {z}"
+                verb = "carries" if into.startswith("s") else "aggregates"
+                return f"{into} is {a} wide but {source}, which it {verb}, is {z}"
         return None

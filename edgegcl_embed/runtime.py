@@ -4,7 +4,6 @@ over every core; whole graph or k-hop batches."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -15,8 +14,9 @@ import onnxruntime as ort
 from scipy.sparse import csr_matrix, issparse
 
 from .adjacency import NormalisedAdjacency
-from .contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, PORTABLE, STAGE0_WEIGHT,
-                       STAGE0_WEIGHT_INT8, ModelMetadata, aggregate_input, stage_output)
+from .contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, STAGE0_WEIGHT,
+                       STAGE0_WEIGHT_INT8, ModelMetadata, aggregate_input, carry_input,
+                       carry_output, is_portable, stage_output)
 from .errors import InputError, first_line, shown
 from .features import dense_rows, density, sparse_product, use_sparse_product
 from .files import read_regular
@@ -155,14 +155,14 @@ class EncoderSession:
             raise InputError(f"model file {p} is not an edgegcl encoder (metadata: {exc}); "
                              "export it with edgegcl export") from None
         self._check_graph(p, self.metadata)
-        if self.metadata.interface == PORTABLE:  # run its dense stages; aggregate here
+        if is_portable(self.metadata.interface):  # run its dense stages; aggregate here
             try:
                 stages = stage_model(model)
             except (ModelFormatError, OSError) as exc:
                 raise InputError(f"model file {p} cannot be cut into its stages ("
                                  f"{first_line(exc)}); re-export it with edgegcl export") from None
             self.session = self._load(stages, options, providers, p)
-            self._check_graph(p, dataclasses.replace(self.metadata, interface=PORTABLE - 1))
+            self._check_graph(p, self.metadata, cut=True)
         inputs = {i.name: i.shape for i in self.session.get_inputs()}
         if self.metadata.interface == 1:
             self.threads = 1
@@ -200,11 +200,12 @@ class EncoderSession:
             raise InputError(f"onnxruntime failed while running the model ({first_line(exc)}); "
                              "re-export it with edgegcl export, or check the graph") from None
 
-    def _check_graph(self, path: Path, meta: ModelMetadata) -> None:
-        """A one-line InputError when the session's graph contradicts ``meta``."""
+    def _check_graph(self, path: Path, meta: ModelMetadata, cut: bool = False) -> None:
+        """A one-line InputError when the session's graph (``cut``: a portable file's stages)
+        contradicts ``meta``."""
         problem = meta.graph_problem({i.name: i.shape for i in self.session.get_inputs()},
                                      {o.name: o.shape for o in self.session.get_outputs()},
-                                     self._size)
+                                     self._size, cut)
         if problem is not None:
             raise InputError(f"model file {path} does not match its edgegcl metadata "
                              f"({problem}); re-export it with edgegcl export")
@@ -258,13 +259,34 @@ class EncoderSession:
             return False
         return self.first_layer == "sparse" or use_sparse_product(x, self.metadata.precision)
 
-    def stage(self, j: int, h: np.ndarray) -> np.ndarray:
-        """Stage j of the model (interfaces 2 to 4) on the float32 rows ``h``, as one run: stage
-        0 takes rows of x, stage j >= 1 rows of A_hat z(j-1). Checks and tests read single
-        stages through it (an INT8 stage quantises ``h`` as one block)."""
-        name = INPUT_X if j == 0 else aggregate_input(j)
-        feeds = {**self._idle, name: h}
-        return self._run([stage_output(j, self.metadata.num_layers)], feeds)[0]
+    def stage(self, j: int, h: np.ndarray, carried: np.ndarray | None = None) -> np.ndarray:
+        """Stage j of the model (interfaces 2 to 5) on the float32 rows ``h``, as one run: stage
+        0 takes rows of x, stage j >= 1 rows of A_hat z(j-1) (and of the tensor stage j - 1
+        carried, when it carries one). Checks and tests read single stages through it (an INT8
+        stage quantises ``h`` as one block)."""
+        return self.stage_outputs(j, h, carried)[0]
+
+    def carries(self, j: int) -> bool:
+        """Whether stage j hands a tensor to stage j + 1 unaggregated (interface 5)."""
+        return carry_output(j) in self._widths
+
+    def stage_outputs(self, j: int, h: np.ndarray, carried: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Stage j's output and its carried output (None when it carries nothing)."""
+        feeds = {**self._idle, INPUT_X if j == 0 else aggregate_input(j): h}
+        if j > 0 and self.carries(j - 1):
+            if carried is None:
+                raise ValueError(f"stage {j} takes the tensor stage {j - 1} carries")
+            feeds[carry_input(j)] = carried
+        names = [stage_output(j, self.metadata.num_layers)]
+        if self.carries(j):
+            names.append(carry_output(j))
+        out = self._run(names, feeds)
+        for name, array in zip(names, out):  # a stage is row-wise: as many rows out as in
+            if array.shape[0] != h.shape[0]:
+                raise InputError(f"the model's stage {j} returned {array.shape[0]} rows of "
+                                 f"{name} for {h.shape[0]}; re-export it with edgegcl export")
+        return out[0], (out[1] if len(out) > 1 else None)
 
     def _forward(self, inputs: list[np.ndarray | csr_matrix], adj: NormalisedAdjacency,
                  out: np.ndarray | None, sparse0: bool) -> np.ndarray:
@@ -279,10 +301,12 @@ class EncoderSession:
         bounds = block_bounds(n, n if self.device == "cuda" else default_block_rows(n))
         pool = self._workers() if self.threads > 1 and len(bounds) > 1 else None
 
-        def run_stage(j: int, source: np.ndarray, dest: np.ndarray | None) -> np.ndarray:
+        def run_stage(j: int, source: np.ndarray, carried: np.ndarray | None,
+                      dest: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
             if dest is None:
-                width = self._widths[stage_output(j, k)]
-                dest = np.empty((n, width), dtype=np.float32)
+                dest = np.empty((n, self._widths[stage_output(j, k)]), dtype=np.float32)
+            carry = (np.empty((n, self._widths[carry_output(j)]), dtype=np.float32)
+                     if self.carries(j) else None)
 
             def block(lo: int, hi: int) -> None:
                 if j == 0 and sparse0:
@@ -290,7 +314,10 @@ class EncoderSession:
                     return
                 rows = (dense_rows(source, lo, hi) if j == 0
                         else adj.product(lo, hi, source, self.kernel))
-                dest[lo:hi] = self.stage(j, rows)
+                z, r = self.stage_outputs(j, rows, None if carried is None else carried[lo:hi])
+                dest[lo:hi] = z
+                if carry is not None:
+                    carry[lo:hi] = r
 
             if pool is None:
                 for lo, hi in bounds:
@@ -298,12 +325,13 @@ class EncoderSession:
             else:
                 for future in [pool.submit(block, lo, hi) for lo, hi in bounds]:
                     future.result()
-            return dest
+            return dest, carry
 
+        carried = None
         if self._has_stage0:
-            h = run_stage(0, h, None)
+            h, carried = run_stage(0, h, None, None)
         for j in range(1, k + 1):
-            h = run_stage(j, h, out if j == k else None)
+            h, carried = run_stage(j, h, carried, out if j == k else None)
         return h
 
     def _workers(self) -> ThreadPoolExecutor:

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from .contract import INPUT_X, STAGE0_INITIALIZERS, aggregate_input, stage_output
+from .contract import (INPUT_X, STAGE0_INITIALIZERS, aggregate_input, carry_input, carry_output,
+                       stage_output)
 
 # onnx.proto field numbers: ModelProto, GraphProto, NodeProto, TensorProto, ValueInfoProto ...
 MODEL_GRAPH = 7
@@ -257,7 +258,8 @@ def stage_model(data: bytes) -> bytes:
     ``data``; ModelFormatError says why it cannot be cut.
 
     The layers are the aggregated tensors a1, a2, ... the file declares (the caller checks
-    them against its metadata); stage 0 exists when a node computes ``z0``.
+    them against its metadata); stage 0 exists when a node computes ``z0``; stage j reads the
+    carried ``s{j}`` (stage j - 1 writes ``r{j-1}``) when the file declares it (interface 5).
     """
     parts = list(_fields(data))
     graphs = [f for f in parts if f.number == MODEL_GRAPH and f.wire == LENGTH]
@@ -271,8 +273,11 @@ def stage_model(data: bytes) -> bytes:
     if k == 0:
         raise ModelFormatError(f"it declares no aggregated tensor {aggregate_input(1)}")
     first = 0 if stage_output(0, k) in producer else 1
-    inputs = [INPUT_X] * (1 - first) + [aggregate_input(j) for j in range(1, k + 1)]
-    outputs = [stage_output(j, k) for j in range(first, k + 1)]
+    carried = [j for j in range(1, k + 1) if carry_input(j) in graph.infos]
+    inputs = ([INPUT_X] * (1 - first) + [aggregate_input(j) for j in range(1, k + 1)]
+              + [carry_input(j) for j in carried])
+    outputs = ([stage_output(j, k) for j in range(first, k + 1)]
+               + [carry_output(j - 1) for j in carried])
     keep: set[int] = set()
     pending = list(outputs)
     while pending:
@@ -298,8 +303,11 @@ def stage_model(data: bytes) -> bytes:
         raise ModelFormatError(f"the file declares no type for {', '.join(missing)}")
     # each stage's rows its own symbol: the runtime runs one stage at a time and feeds the
     # others no rows, so one shared symbol would let onnxruntime share their buffers
-    infos = {t: _rows_named(graph.infos[t], f"rows{j}") for j, pair in zip(
-        range(first, k + 1), zip(inputs, outputs)) for t in pair}
+    stage_of = {INPUT_X: 0, **{aggregate_input(j): j for j in range(1, k + 1)},
+                **{stage_output(j, k): j for j in range(first, k + 1)},
+                **{carry_input(j): j for j in carried},
+                **{carry_output(j - 1): j - 1 for j in carried}}
+    infos = {t: _rows_named(graph.infos[t], f"rows{stage_of[t]}") for t in [*inputs, *outputs]}
     body = b"".join([
         *(_message(GRAPH_NODE, node.raw) for node in nodes),
         *(_message(GRAPH_NODE, _string(NODE_INPUT, init) + _string(NODE_OUTPUT, out)

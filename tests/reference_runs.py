@@ -25,7 +25,7 @@ import torch
 COMMON = ["--nodes", "200", "--features", "16", "--hidden-dim", "16", "--out-dim", "8",
           "--proj-dim", "8", "--epochs", "16", "--eval-every", "4", "--T-init", "2",
           "--T-int", "3", "--theta-max", "0.6", "--device", "cpu",
-          "--sampler", "builtin", "--protocol", "both"]
+          "--sampler", "builtin", "--protocol", "both", "--encoder", "gcn"]
 RUNS = {
     "full-random": ["--mode", "full", "--seeds", "2"],
     "minibatch-hans": ["--mode", "minibatch", "--batch-size", "64", "--fanout", "4,4",
@@ -38,8 +38,9 @@ RUNS = {
 }
 TIMINGS = {"epoch_time_s", "train_time_s", "final_epoch_time_s", "peak_memory_bytes"}
 CURVE_TIMINGS = {"epoch_s", "peak_memory_bytes"}
-NEWER = ("epochs_trained",)
-"""Metrics newer than the recordings (a seed's trained epochs: its curve's length says it)."""
+NEWER = ("epochs_trained", "encoder", "raw_features", "raw_features_test_micro_f1")
+"""Metrics newer than the recordings (a seed's trained epochs: its curve's length says it; the
+encoder, recorded by name since, and the raw features' probe beside the embeddings')."""
 
 
 def platform() -> dict[str, str]:

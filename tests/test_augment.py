@@ -214,7 +214,7 @@ def test_trainer_draws_view_2s_half_once_per_run_and_seed() -> None:
     from edgegcl.training.config import TrainConfig
     from edgegcl.training.engine import Trainer
 
-    small = dict(hidden_dim=8, out_dim=4, proj_dim=4)
+    small = dict(encoder="gcn", hidden_dim=8, out_dim=4, proj_dim=4)
     run_a = Trainer(TrainConfig(**small, fixed_half="run"), 20, seed=3)
     run_b = Trainer(TrainConfig(**small, fixed_half="run"), 20, seed=3)
     other = Trainer(TrainConfig(**small, fixed_half="run"), 20, seed=4)

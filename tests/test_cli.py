@@ -32,10 +32,12 @@ SEED_KEYS = {"seed", "epoch_time_s", "train_time_s", "epochs_trained", "final_et
              "saturated_at_epoch",
              "final_epoch_time_s", "peak_memory_bytes",
              "selected_epoch", "val_micro_f1", "val_macro_f1", "test_micro_f1", "test_macro_f1",
-             "probe_weight_decay", "authors_protocol", "checkpoint_probe", "history"}
+             "probe_weight_decay", "authors_protocol", "checkpoint_probe", "history",
+             "encoder", "encoder_choice", "raw_features"}
 F1_KEYS = ("val_micro_f1", "val_macro_f1", "test_micro_f1", "test_macro_f1")
 SUMMARY_KEYS = {"epoch_time_s", "train_time_s", "peak_memory_bytes", *F1_KEYS,
-                "authors_protocol_test_micro_f1", "authors_protocol_test_macro_f1"}
+                "authors_protocol_test_micro_f1", "authors_protocol_test_macro_f1",
+                "raw_features_test_micro_f1"}
 TOP_KEYS = {"edgegcl_version", "dataset", "num_nodes", "num_edges", "mode", "device", "threads",
             "labelled",
             "checkpoint_seed", "seeds", "summary"}
@@ -198,7 +200,9 @@ def test_config_toml_reloads(two_seed_run) -> None:
                            out=str(run_dir), protocol="both")
     assert cfg == expected
     ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=True)
-    assert ckpt["config"] == expected.to_dict()
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    chosen = metrics["seeds"][metrics["checkpoint_seed"]]["encoder"]  # auto: the seed's choice
+    assert ckpt["config"] == expected.with_encoder(chosen).to_dict()
 
 
 def test_hans_event_logs(two_seed_run, metrics: dict) -> None:

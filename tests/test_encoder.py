@@ -137,4 +137,4 @@ def test_a_graphsage_run_exports_through_torch_onnx(tmp_path: Path) -> None:
     assert np.abs(got - expected).max() <= 1e-4  # float32 sums in another order
     code, _, err = capture(main, ["export", str(tmp_path / "q.onnx"), "--run", str(run_dir),
                                   "--quantize", "int8"])
-    assert code == 2 and err.count("\n") == 1 and "built-in GCN" in err
+    assert code == 2 and err.count("\n") == 1 and "built-in encoder" in err

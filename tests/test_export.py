@@ -32,7 +32,8 @@ from edgegcl.onnx.legacy import export_legacy
 from edgegcl_embed.runtime import EncoderSession
 
 # Tiny synthetic training graphs; the configs rebuild them, as ``edgegcl export`` does.
-CFG = TrainConfig(nodes=150, features=12, classes=3, hidden_dim=16, out_dim=8, proj_dim=8)
+CFG = TrainConfig(encoder="gcn", nodes=150, features=12, classes=3, hidden_dim=16, out_dim=8,
+                  proj_dim=8)
 
 
 @pytest.fixture(autouse=True)

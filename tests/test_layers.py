@@ -68,7 +68,7 @@ def test_three_layers_train_export_embed_and_quantise(tmp_path: Path,
     assert code == 0, err
     code, _, err = capture(main, ["train", *tiny, "--mode", "minibatch", "--batch-size", "32",
                                   "--out", "short"])
-    assert code == 0 and "samples 2 hop(s) for a 3-layer GCN" in err, err
+    assert code == 0 and "samples 2 hop(s) for a 3-layer encoder" in err, err
     code, out, err = capture(main, ["export", "m.onnx", "--run", "run", "--quantize", "int8"])
     assert code == 0, err
     cfg = TrainConfig(nodes=150, features=12)

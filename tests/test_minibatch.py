@@ -27,7 +27,7 @@ TINY = ["--nodes", "150", "--features", "16", "--epochs", "4", "--eval-every", "
 @pytest.mark.parametrize("eta", [0.3, 1.0])
 def test_whole_graph_batch_with_full_fanout_gives_the_full_graph_loss(eta):
     data = synthetic_graph(SyntheticSpec(num_nodes=60, num_features=12, avg_degree=6, seed=2))
-    cfg = TrainConfig(hidden_dim=16, out_dim=8, proj_dim=8, p_edge_1=0.0, p_edge_2=0.0,
+    cfg = TrainConfig(encoder="gcn", hidden_dim=16, out_dim=8, proj_dim=8, p_edge_1=0.0, p_edge_2=0.0,
                       p_feature_1=0.0, p_feature_2=0.0)  # views = the graph itself
     trainer = Trainer(cfg, 12, seed=0)
     hans = cfg.hans.build(cfg.epochs)
@@ -82,7 +82,7 @@ def test_a_minibatch_epoch_reports_progress_after_every_batch():
     from edgegcl.training.engine import Trainer
 
     data = synthetic_graph(SyntheticSpec(num_nodes=100, num_features=8, avg_degree=4, seed=0))
-    cfg = TrainConfig(hidden_dim=8, out_dim=4, proj_dim=4)
+    cfg = TrainConfig(encoder="gcn", hidden_dim=8, out_dim=4, proj_dim=4)
     loader = make_loader(data, 30, [3, 3], sampler="builtin")
     seen = []
     result = Trainer(cfg, 8, mode="minibatch").fit_epoch(
@@ -100,7 +100,7 @@ def test_a_step_gathers_its_batch_features_and_frees_them_before_view_2():
     from edgegcl.nn.augment import mask_columns, mask_half_rows_columns, remove_edges
 
     data = synthetic_graph(SyntheticSpec(num_nodes=300, num_features=12, avg_degree=6, seed=4))
-    cfg = TrainConfig(hidden_dim=16, out_dim=8, proj_dim=8)
+    cfg = TrainConfig(encoder="gcn", hidden_dim=16, out_dim=8, proj_dim=8)
     trainer = Trainer(cfg, 12, seed=0)
     model = trainer.model
     batch = next(iter(make_loader(data, 40, [5, 5], sampler="builtin", seed=1)))

@@ -82,7 +82,7 @@ def test_scheduled_logits_pass_gradcheck_with_repeated_candidates():
 
 def test_selector_hands_out_values_only_in_the_step_that_drew_them():
     h1, h2 = views(seed=2)
-    cfg = TrainConfig(theta_max=0.5, T_int=3)
+    cfg = TrainConfig(encoder="gcn", theta_max=0.5, T_int=3)
     hans = cfg.hans.build(cfg.epochs)
     hans.eta = dict.fromkeys(CATEGORIES, 1.0)
     selector = NegativeSelector(RATIOS, refresh_every=3)
@@ -101,7 +101,7 @@ def test_a_training_step_on_pairs_equals_the_dense_step(theta_max):
     torch.manual_seed(0)
     n, f = 60, 12
     x, edges = torch.randn(n, f), erdos_renyi_graph(n, 0.1)
-    cfg = TrainConfig(theta_max=theta_max, hidden_dim=16, out_dim=8, proj_dim=8)
+    cfg = TrainConfig(encoder="gcn", theta_max=theta_max, hidden_dim=16, out_dim=8, proj_dim=8)
     results = []
     for logits in ("dense", "pairs"):
         trainer = Trainer(replace(cfg, logits=logits), f, seed=1)
@@ -117,7 +117,7 @@ def test_a_training_step_on_pairs_equals_the_dense_step(theta_max):
 
 def test_unknown_logits_path_is_a_usage_error():
     with pytest.raises(UsageError, match="--logits must be one of auto, dense, pairs"):
-        validate(TrainConfig(logits="sparse"))
+        validate(TrainConfig(encoder="gcn", logits="sparse"))
 
 
 def test_train_on_the_pairs_path_end_to_end(tmp_path):
@@ -204,7 +204,7 @@ def test_a_plain_run_takes_the_pairs_path_while_few_negatives_are_active(monkeyp
         return real(*args)
     monkeypatch.setattr(train, "pair_similarities", spy)
     h1, h2 = views(b=600, d=8)
-    cfg = TrainConfig(pick="random", scheduler="hans", theta_max=1.0)
+    cfg = TrainConfig(encoder="gcn", pick="random", scheduler="hans", theta_max=1.0)
     assert cfg.logits == "auto" and cfg.stratify == "auto"  # sampled with random members
     hans = cfg.hans.build(cfg.epochs)  # bootstrap: eta_0 = 0.05
     selector = NegativeSelector(cfg.ratio_map(), 1)
@@ -217,7 +217,7 @@ def test_a_plain_run_takes_the_pairs_path_while_few_negatives_are_active(monkeyp
 
 def test_exact_strata_remain_available():
     h1, h2 = views(b=300, d=8)
-    cfg = TrainConfig(stratify="exact")
+    cfg = TrainConfig(encoder="gcn", stratify="exact")
     hans = cfg.hans.build(cfg.epochs)
     sims = pair_similarities(h1, h2, TAU)
     active = NegativeSelector(cfg.ratio_map(), 1, "exact").get(sims, hans, 1)
@@ -228,9 +228,9 @@ def test_exact_strata_remain_available():
 
 def test_stratify_options_are_validated():
     with pytest.raises(UsageError, match="--stratify must be one of auto, sampled, exact"):
-        validate(TrainConfig(stratify="approx"))
+        validate(TrainConfig(encoder="gcn", stratify="approx"))
     with pytest.raises(UsageError, match="--stratify-sample must be at least 16"):
-        validate(TrainConfig(stratify_sample=4))
+        validate(TrainConfig(encoder="gcn", stratify_sample=4))
 
 
 def test_after_saturation_sampled_strata_take_a_uniform_sample_without_ranking(monkeypatch):
@@ -244,7 +244,7 @@ def test_after_saturation_sampled_strata_take_a_uniform_sample_without_ranking(m
         raise AssertionError("ranked")
     monkeypatch.setattr(negatives, "_cut_pools", no_ranking)
     h1, h2 = views(b=500, d=8)
-    cfg = TrainConfig(theta_max=0.2)
+    cfg = TrainConfig(encoder="gcn", theta_max=0.2)
     hans = cfg.hans.build(cfg.epochs)
     hans.eta = dict.fromkeys(CATEGORIES, 1.0)
     assert hans.saturated

@@ -116,7 +116,7 @@ def test_sources(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_trainer_feeds_its_picker() -> None:
     data = synthetic_graph(SyntheticSpec(num_nodes=60, num_features=8))
-    cfg = TrainConfig(hidden_dim=8, out_dim=4, proj_dim=4, T_init=2, T_int=2)
+    cfg = TrainConfig(encoder="gcn", hidden_dim=8, out_dim=4, proj_dim=4, T_init=2, T_int=2)
     trainer = Trainer(cfg, in_dim=8)
     trainer.threads = picker = ThreadPicker(cores=2, steps=1)
     for _ in range(3):

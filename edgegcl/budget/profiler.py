@@ -50,6 +50,7 @@ from torch_geometric.data import Data
 
 from edgegcl.contrast.scheduler import scheduler_class
 from edgegcl.nn.augment import as_features
+from edgegcl.nn.config import AUTO
 from edgegcl.budget.cache import ProfileCache
 from edgegcl.budget.search import (
     OUT_OF_MEMORY,
@@ -183,6 +184,19 @@ def pace_line(cfg: TrainConfig) -> str | None:
 
 def _measure(data: Data, cfg: TrainConfig, device: torch.device,
              eta: dict[str, float]) -> Cost:
+    """A step's cost at ``eta``: for ``encoder = auto`` the largest of its candidates' (the
+    time of the slowest, the memory of the largest), so the budget holds whichever a seed
+    chooses."""
+    if cfg.model.encoder != AUTO:
+        return _measure_one(data, cfg, device, eta)
+    costs = [_measure_one(data, cfg.with_encoder(name), device, eta)
+             for name in cfg.model.candidates()]
+    slowest = max(costs, key=lambda c: c.epoch_s)
+    return Cost(slowest.epoch_s, max(c.peak_bytes for c in costs), phases=slowest.phases)
+
+
+def _measure_one(data: Data, cfg: TrainConfig, device: torch.device,
+                 eta: dict[str, float]) -> Cost:
     mode = resolve_mode(cfg.run.mode, data.num_nodes)
     # Full graph: strata are refreshed every T_int epochs; step 1 of each timed block refreshes.
     batches = _batches(data, cfg, mode, device)
@@ -219,6 +233,8 @@ def pick_threads(data: Data, cfg: TrainConfig, device: torch.device,
     count (edgegcl.training.threads)."""
     mode = resolve_mode(cfg.run.mode, data.num_nodes)
     batches = _batches(data, cfg, mode, device)
+    if cfg.model.encoder == AUTO:  # any candidate: the thread count is the machine's
+        cfg = cfg.with_encoder(cfg.model.candidates()[0])
     trainer = Trainer(cfg, data.num_features, mode=mode, device=device, seed=0)
     trainer.hans.eta = reachable_eta(cfg)
     trainer.threads = picker

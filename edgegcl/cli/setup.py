@@ -132,11 +132,16 @@ def configure(args: argparse.Namespace, hold: ExitStack
     else:
         tuned, values = tuned_defaults(flags.get("dataset", ""))
         cfg = build(values, flags)
-    gcn_only = [name for name in flags if name in cfg.model.unused()]
-    if gcn_only:  # another encoder has widths of its own
-        raise UsageError(f"{', '.join('--' + n.replace('_', '-') for n in gcn_only)}: --encoder "
-                         f"{cfg.model.encoder} does not use the built-in GCN's widths and "
-                         "activation; set them in the encoder's function, or drop them")
+    model_unused = [name for name in flags if name in cfg.model.unused()]
+    if model_unused:  # another encoder has widths of its own; a built-in one its own settings
+        named = ", ".join("--" + name.replace("_", "-") for name in model_unused)
+        if cfg.model.user_encoder:
+            raise UsageError(f"{named}: --encoder {cfg.model.encoder} does not use the built-in "
+                             "encoders' widths and activation; set them in the encoder's "
+                             "function, or drop them")
+        it = "it" if len(model_unused) == 1 else "them"
+        raise UsageError(f"{named}: --encoder {cfg.model.encoder} does not use {it}; drop {it}"
+                         " (or choose the encoder that does)")
     unused = [name for name in flags if name in unused_settings(cfg)]
     if unused:  # an option that would do nothing is refused, not ignored
         named = ", ".join("--" + name.replace("_", "-") for name in unused)
@@ -174,13 +179,18 @@ def setup(args: argparse.Namespace, hold: ExitStack, graph: bool = True) -> Setu
 
 
 def load_data(cfg: TrainConfig) -> Data:
-    """The run's graph, and the built-in GCN's size checked against it (one line each)."""
+    """The run's graph, and the size of each built-in encoder it may train checked against it
+    (one line each)."""
     from edgegcl.data import load_graph
-    from edgegcl.nn.encoders import check_model_size
+    from edgegcl.nn.config import AUTO
+    from edgegcl.nn.family import check_model_size
 
     data = load_graph(cfg.data.dataset, cfg.data.root or None, cfg.synthetic_spec())
-    if not cfg.model.encoder:
-        check_model_size(data.x.size(1), cfg.model)
+    model = cfg.model
+    names = model.candidates() if model.encoder == AUTO else [model.built_in]
+    for name in names:
+        if name is not None:
+            check_model_size(data.x.size(1), model, name)
     return data
 
 

@@ -94,10 +94,12 @@ def _start_lines(s: Setup, cfg: TrainConfig, run_dir: Path, world: World | None,
     if pace is not None:
         say(pace)
     layers, hops = cfg.model.num_layers, len(cfg.run.fanout)
-    if (resolve_mode(cfg.run.mode, data.num_nodes) == "minibatch" and not cfg.model.encoder
+    if (resolve_mode(cfg.run.mode, data.num_nodes) == "minibatch" and not cfg.model.user_encoder
             and hops < layers):
         example = ",".join(["10"] * layers)
-        say(f"warning: --fanout samples {hops} hop(s) for a {layers}-layer GCN, so its outer "
+        what = {"gcn": "GCN", "auto": "encoder"}.get(cfg.model.encoder,
+                                                     f"{cfg.model.encoder} encoder")
+        say(f"warning: --fanout samples {hops} hop(s) for a {layers}-layer {what}, so its outer "
             f"layers see cut neighbourhoods; give one per layer, e.g. --fanout {example}")
     if cfg.run.patience and getattr(data, "y", None) is None:
         say(f"warning: --patience reads the validation probe, and {data.name} has no labels: "
@@ -113,13 +115,22 @@ def _summary_lines(metrics: dict[str, Any], cfg: TrainConfig, run_dir: Path) -> 
     epoch time, where the results are, and the auto-budget comparison."""
     from edgegcl.evaluation.authors import AUTHORS_LABEL
 
-    summary = metrics["summary"]
+    summary, seeds = metrics["summary"], cfg.run.seeds
     if "test_micro_f1" in summary:
-        print(f"test micro-F1 {_over_seeds(summary['test_micro_f1'], cfg.run.seeds)} (checkpoint "
-              "chosen on validation)")
+        raw = summary.get("raw_features_test_micro_f1")
+        print(f"test micro-F1 {_over_seeds(summary['test_micro_f1'], seeds)} (checkpoint "
+              "chosen on validation)" + ("" if raw is None else
+                                         f"; raw features {_over_seeds(raw, seeds)}"))
+    if "published_split_test_micro_f1" in summary:
+        splits = summary["published_splits"]
+        count = metrics["seeds"][0]["published_split"]["splits"]
+        print(f"the graph's published split{'s' if len(splits) > 1 else ''} "
+              f"{', '.join(map(str, splits))} of {count}: test micro-F1 "
+              f"{_over_seeds(summary['published_split_test_micro_f1'], seeds)}; raw features "
+              f"{_over_seeds(summary['published_split_raw_features_test_micro_f1'], seeds)}")
     if "authors_protocol_test_micro_f1" in summary:
         print(f"{AUTHORS_LABEL}: test micro-F1 "
-              f"{_over_seeds(summary['authors_protocol_test_micro_f1'], cfg.run.seeds)}")
+              f"{_over_seeds(summary['authors_protocol_test_micro_f1'], seeds)}")
     print(f"mean epoch time {summary['epoch_time_s']['mean']:.3f} s; results in {run_dir}")
     if "auto_budget" in metrics:
         from edgegcl.budget.profiler import auto_budget_line
@@ -242,7 +253,8 @@ def _save_embeddings(run_dir: Path, encoder: str | None, data: Data | None) -> P
     """RUN_DIR/embeddings.npy from the run as ``edgegcl.load_run`` reads it back, written
     into a memory-mapped temporary (made exclusively, then renamed into place), so the
     embeddings go to the file a chunk of nodes at a time."""
-    from edgegcl.nn.model import GCNEncoder, npy_embeddings
+    from edgegcl.nn.family import encoder_name
+    from edgegcl.nn.model import npy_embeddings
     from edgegcl.training.runs import load_run
     from edgegcl_embed.files import replacing
 
@@ -251,7 +263,7 @@ def _save_embeddings(run_dir: Path, encoder: str | None, data: Data | None) -> P
     target = run_dir / "embeddings.npy"
     fix = "free space, or train without --save-embeddings"
     with replacing([target], UsageError, fix) as (tmp,):
-        if isinstance(run.encoder, GCNEncoder):
+        if encoder_name(run.encoder) is not None:  # built in: its width is out_dim
             out = npy_embeddings(tmp, data.num_nodes, run.config.model.out_dim)
             run.embed(data, out=out)
         else:  # another encoder's width is known once it has run

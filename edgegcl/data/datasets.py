@@ -24,7 +24,7 @@ from torch_geometric.utils import coalesce, remove_self_loops
 from edgegcl.data.config import DATASETS, GRAPH_FILES, PYG_SOURCES, SyntheticSpec, canonical_name
 from edgegcl.data.files import is_graph_file, load_file
 from edgegcl.data.synthetic import synthetic_graph
-from edgegcl.data.validation import validate_graph
+from edgegcl.data.validation import SPLIT_MASKS, validate_graph
 from edgegcl.errors import UsageError, first_line
 from edgegcl_embed.files import read_regular
 
@@ -153,7 +153,8 @@ def _load_pyg(name: str, root: Path) -> Data:
     graph = _parse_raw(name, probe)
     edge_index, _ = remove_self_loops(graph.edge_index)
     edge_index = coalesce(edge_index, num_nodes=graph.num_nodes)
-    return validate_graph(Data(x=graph.x, edge_index=edge_index, y=graph.y, name=name))
+    masks = {key: getattr(graph, key, None) for key in SPLIT_MASKS}  # the published splits
+    return validate_graph(Data(x=graph.x, edge_index=edge_index, y=graph.y, name=name, **masks))
 
 
 _RAW_GLOBALS = frozenset({

@@ -96,23 +96,60 @@ def _disallowed_globals(path: Path) -> str | None:
     return ", ".join(shown(name) for name in names if name not in allowed) or None
 
 
+NPZ_LAYOUTS: dict[str, dict[str, str]] = {
+    "edgegcl": {"x": "x", "edge_index": "edge_index", "y": "y", "train_mask": "train_mask",
+                "val_mask": "val_mask", "test_mask": "test_mask"},
+    "heterophilous-graphs": {"x": "node_features", "edges": "edges", "y": "node_labels",
+                             "train_mask": "train_masks", "val_mask": "val_masks",
+                             "test_mask": "test_masks"},
+}
+"""The ``.npz`` layouts read, by the array names they use: edgegcl's own (``x``, ``edge_index``
+[2, E], optional ``y`` and split masks) and the heterophilous-graph benchmark's
+(yandex-research/heterophilous-graphs: ``node_features``, ``edges`` [E, 2], ``node_labels``,
+``train_masks`` / ``val_masks`` / ``test_masks`` [splits, N])."""
+
+
 def _load_npz(path: Path) -> Data:
-    """Read ``x``, ``edge_index`` and optional ``y`` arrays from an ``.npz`` file without pickle,
-    each member's declared size checked before it is allocated (``edgegcl_embed.graph``,
-    whose InputError the caller turns into a UsageError)."""
+    """Read a graph from an ``.npz`` file in one of ``NPZ_LAYOUTS`` without pickle, each
+    member's declared size checked before it is allocated (``edgegcl_embed.graph``, whose
+    InputError the caller turns into a UsageError).
+
+    The benchmark layout lists each undirected edge once; as the benchmark's own loader does,
+    both directions are used unless the file's name says ``directed`` (its directed variants).
+    """
     fix = "save it with np.savez(path, x=..., edge_index=..., y=...)"
     with open_npz(path, fix) as npz:
-        arrays = {key: npz[key] for key in ("x", "edge_index", "y") if key in npz}
-    missing = [key for key in ("x", "edge_index") if key not in arrays]
-    if missing:
-        raise UsageError(f"{path} lacks array(s) {', '.join(missing)}; {fix}")
+        layout = "heterophilous-graphs" if "node_features" in npz else "edgegcl"
+        names = NPZ_LAYOUTS[layout]
+        arrays = {key: npz[member] for key, member in names.items() if member in npz}
+    needed = [names[key] for key in names if key in ("x", "edge_index", "edges")
+              and key not in arrays]
+    if needed:
+        raise UsageError(f"{path} lacks array(s) {', '.join(needed)}; {fix}")
     tensors: dict[str, torch.Tensor] = {}
     for key, array in arrays.items():
         if array.dtype.kind not in "biuf":
-            raise UsageError(f"{path}: {key} has non-numeric dtype {array.dtype}; store it as numbers")
+            raise UsageError(f"{path}: {names[key]} has non-numeric dtype {array.dtype}; store it "
+                             "as numbers")
         # torch holds native byte order only: a big-endian file's arrays are swapped on loading
         tensors[key] = torch.from_numpy(np.ascontiguousarray(array, array.dtype.newbyteorder("=")))
+    if "edges" in tensors:
+        tensors["edge_index"] = _benchmark_edges(tensors.pop("edges"), path)
     return Data(**tensors)
+
+
+def _benchmark_edges(edges: torch.Tensor, path: Path) -> torch.Tensor:
+    """The heterophilous-graph layout's ``edges`` [E, 2] as an ``edge_index`` [2, E'] (both
+    directions unless the file's name says ``directed``)."""
+    if edges.dim() != 2 or edges.size(1) != 2:
+        raise UsageError(f"{path}: edges has shape {tuple(edges.shape)}, not [num_edges, 2]; "
+                         "store one (source, target) row per edge")
+    edge_index = edges.t()
+    if "directed" not in path.name.lower() and edges.dtype != torch.bool and not (
+            edges.dtype.is_floating_point):  # other dtypes: refused by validate_graph
+        both = torch.cat([edge_index, edge_index.flip(0)], dim=1)
+        edge_index = torch.unique(both, dim=1)  # an edge listed both ways counts once
+    return edge_index.contiguous()
 
 
 READERS: dict[str, Callable[[Path], Data]] = {".pt": _load_pt, ".npz": _load_npz}

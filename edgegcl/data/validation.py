@@ -22,8 +22,10 @@ def validate_graph(data: Data) -> Data:
     """Check the shape contract every edgegcl graph must meet and normalise dtypes.
 
     Returns a new ``Data`` holding only ``x`` (float32), ``edge_index`` (int64),
-    ``y`` (int64 or ``None``) and ``name``; extra attributes are dropped so that
-    downstream code never depends on dataset-specific fields. Features large enough for
+    ``y`` (int64 or ``None``), ``name`` and, when the graph carries published splits,
+    ``train_mask``, ``val_mask`` and ``test_mask`` (bool ``[S, N]``, one row per split;
+    ``published_splits``); other attributes are dropped so that downstream code never
+    depends on dataset-specific fields. Features large enough for
     float32 products to overflow are kept, with a one-line warning on stderr.
     """
     name = str(getattr(data, "name", None) or "graph")
@@ -87,8 +89,68 @@ def validate_graph(data: Data) -> Data:
             raise UsageError(f"{name}: y holds label {int(y.max())} but the graph has {n} nodes, so at "
                              f"most {n} classes; number the classes 0, 1, 2, ... (below {n})")
 
+    masks = _split_masks(data, n, y is not None, name)
     _warn_if_overflowing(x, name)  # last: a graph refused above gets its one line only
-    return Data(x=x, edge_index=edge_index, y=y, name=name)
+    return Data(x=x, edge_index=edge_index, y=y, name=name, **masks)
+
+
+SPLIT_MASKS = ("train_mask", "val_mask", "test_mask")
+"""A graph's published splits: one boolean mask per set, ``[N]`` for one split, ``[N, S]``
+(PyG's layout) or ``[S, N]`` for S of them."""
+
+
+def _split_masks(data: Data, n: int, labelled: bool, name: str) -> dict[str, torch.Tensor]:
+    """The graph's split masks as bool ``[S, N]`` each, or ``{}`` when it carries none; one
+    UsageError line for masks that cannot be a split (a set missing, a shape, values other
+    than 0 / 1, overlapping or empty sets, no labels to evaluate on)."""
+    given = {key: _tensor_attr(data, key, name) for key in SPLIT_MASKS}
+    present = [key for key, mask in given.items() if mask is not None]
+    if not present:
+        return {}
+    if len(present) < len(SPLIT_MASKS):
+        missing = ", ".join(key for key in SPLIT_MASKS if key not in present)
+        raise UsageError(f"{name}: has {', '.join(present)} but no {missing}; give all three "
+                         "split masks (train_mask, val_mask, test_mask) or none")
+    if not labelled:
+        raise UsageError(f"{name}: has split masks but no labels y to evaluate on them; add y "
+                         "or drop the masks")
+    rows: dict[str, torch.Tensor] = {}
+    for key, mask in given.items():
+        assert mask is not None
+        if mask.dtype.is_floating_point or mask.dtype.is_complex or not bool(
+                ((mask == 0) | (mask == 1)).all()):
+            raise UsageError(f"{name}: {key} must hold booleans (or 0 / 1), not {mask.dtype} "
+                             "values; store one True per node in the set")
+        mask = mask.to(torch.bool)
+        if mask.dim() == 1 and mask.size(0) == n:
+            mask = mask.unsqueeze(0)
+        elif mask.dim() == 2 and mask.size(0) == n and mask.size(1) != n:
+            mask = mask.t()  # PyG's [N, S]
+        elif not (mask.dim() == 2 and mask.size(1) == n):
+            raise UsageError(f"{name}: {key} has shape {tuple(mask.shape)}, not [{n}], "
+                             f"[{n}, splits] or [splits, {n}]; store one mask per split")
+        rows[key] = mask.contiguous()
+    splits = max(mask.size(0) for mask in rows.values())
+    for key, mask in rows.items():  # one mask shared by every split (WikiCS's test set)
+        if mask.size(0) not in (1, splits):
+            counts = ", ".join(str(m.size(0)) for m in rows.values())
+            raise UsageError(f"{name}: the split masks hold {counts} splits; give each set the "
+                             "same number of splits (or one, shared by all)")
+        rows[key] = mask.expand(splits, n).contiguous()
+    train, val, test = (rows[key] for key in SPLIT_MASKS)
+    for (a, b), (ka, kb) in zip(((train, val), (train, test), (val, test)),
+                                (("train", "val"), ("train", "test"), ("val", "test"))):
+        both = (a & b).nonzero()
+        if both.numel():
+            split, node = (int(v) for v in both[0])
+            raise UsageError(f"{name}: split {split} puts node {node} in both its {ka} and "
+                             f"{kb} sets; the sets of a split must be disjoint")
+    for key, mask in rows.items():
+        empty = (~mask.any(dim=1)).nonzero()
+        if empty.numel():
+            raise UsageError(f"{name}: split {int(empty[0, 0])}'s {key} selects no node; every "
+                             "set of a split needs at least one")
+    return rows
 
 
 def overflow_bound(num_features: int) -> float:

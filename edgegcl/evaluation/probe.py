@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +25,7 @@ __all__ = [
     "Selection",
     "Split",
     "checkpoint_probe_split",
+    "published_split",
     "f1_scores",
     "linear_probe",
     "random_split",
@@ -83,6 +85,28 @@ def random_split(num_nodes: int, seed: int, train: float = 0.1, val: float = 0.1
         val=perm[n_train : n_train + n_val],
         test=perm[n_train + n_val :],
     )
+
+
+def published_split(data: Any, index: int) -> tuple[int, Split] | None:
+    """Published split ``index`` of a graph that carries split masks (``train_mask``,
+    ``val_mask``, ``test_mask``, bool ``[S, N]``; edgegcl.data.validation), taken modulo their
+    number S, as (the split's number, its node indices); None when the graph carries none.
+    A run's seed s is evaluated on split s mod S, as published tables average over theirs.
+
+    Example:
+        >>> from torch_geometric.data import Data
+        >>> masks = torch.tensor([[True, False, False, False]])
+        >>> g = Data(train_mask=masks, val_mask=masks.roll(1, 1), test_mask=masks.roll(2, 1))
+        >>> number, split = published_split(g, 3)
+        >>> number, split.train.tolist(), split.val.tolist(), split.test.tolist()
+        (0, [0], [1], [2])
+    """
+    masks = [getattr(data, key, None) for key in ("train_mask", "val_mask", "test_mask")]
+    if any(mask is None for mask in masks):
+        return None
+    number = index % masks[0].size(0)
+    train, val, test = (mask[number].nonzero().flatten() for mask in masks)
+    return number, Split(train=train, val=val, test=test)
 
 
 def checkpoint_probe_split(split: Split, max_labelled: int | None = None) -> Split:

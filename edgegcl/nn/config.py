@@ -16,55 +16,116 @@ Activation = Literal["relu", "prelu", "elu", "rrelu"]
 ACTIVATIONS: tuple[str, ...] = choices(Activation)
 
 
+BUILT_IN_ENCODERS: tuple[str, ...] = ("gcn", "ego", "poly")
+"""The encoders edgegcl builds itself (edgegcl.nn.family): the paper's GCN, the GCN with an
+ego path, the polynomial filter."""
+AUTO = "auto"
+"""``encoder = "auto"``: one of ``search_encoders`` chosen for each seed by measurement
+(edgegcl.training.choice)."""
+
+
 @dataclass(frozen=True)
 class ModelConfig(Section):
     """The encoder and the projection head (the ``[model]`` section).
 
-    The built-in encoder is the 2-layer GCN: in_dim -> hidden_dim -> out_dim; the head maps
-    its out_dim -> proj_dim -> out_dim. ``encoder`` names a function that builds another
-    encoder instead (``edgegcl.nn.encoders``); the head then maps that encoder's width.
+    The built-in encoders (``BUILT_IN_ENCODERS``) map in_dim -> hidden_dim -> ... -> out_dim:
+    ``gcn``, the paper's GCN (Eq. 4), ``num_layers`` layers; ``ego``, the same layers with a
+    separate path for each node's own representation beside its neighbours'
+    (edgegcl.nn.ego); ``poly``, a two-layer MLP followed by a learned polynomial of the
+    normalised adjacency over ``num_layers`` hops (edgegcl.nn.poly). ``auto`` chooses one of
+    ``search_encoders`` per seed by measurement. ``FILE.py:FN`` or ``package.module:FN``
+    names a function that builds another encoder instead (``edgegcl.nn.encoders``); the head
+    then maps that encoder's width. The head maps out_dim -> proj_dim -> out_dim.
 
     Args:
-        hidden_dim: width of the first GCN layer.
-        out_dim: embedding width (second GCN layer, and the head's output).
+        hidden_dim: width of the first layer.
+        out_dim: embedding width (the last layer, and the head's output).
         proj_dim: hidden width of the projection head.
-        activation: sigma after each GCN layer, one of ACTIVATIONS.
-        encoder: ``FILE.py:FN`` or ``package.module:FN``, FN(in_dim) returning the encoder;
-            ``""``: the built-in GCN.
+        activation: sigma after each layer, one of ACTIVATIONS.
+        num_layers: layers (gcn, ego) or hops K (poly).
+        encoder: ``auto``, a name of BUILT_IN_ENCODERS, or ``FILE.py:FN`` /
+            ``package.module:FN``, FN(in_dim) returning the encoder.
+        poly_alpha: poly's coefficients start at personalised PageRank's with this alpha
+            (1: the identity, the node's own MLP representation).
+        search_encoders: auto's candidates, comma-separated.
+        search_epochs: auto: epochs each candidate trains before the choice (0: a quarter of
+            the run's epochs).
 
     Example:
         >>> ModelConfig(hidden_dim=256, out_dim=128, proj_dim=128, activation="relu").out_dim
         128
+        >>> ModelConfig(encoder="ego").built_in
+        'ego'
     """
 
     TITLE = "encoder and projection head"
-    hidden_dim: int = option(512, "width of the first GCN layer", at_least=1)
-    out_dim: int = option(256, "embedding width (second GCN layer)", at_least=1)
+    hidden_dim: int = option(512, "width of the first layer", at_least=1)
+    out_dim: int = option(256, "embedding width (the last layer)", at_least=1)
     proj_dim: int = option(256, "hidden width of the projection head", at_least=1)
     activation: Activation = option("prelu", f"activation: {', '.join(ACTIVATIONS)}")
-    num_layers: int = option(2, "GCN layers (the paper's 2): in_dim -> hidden_dim -> ... -> "
-                             "out_dim; in mini-batches give --fanout one hop per layer",
-                             at_least=1, at_most=16, omit_default=True)
-    encoder: str = option("", "FILE.py:FN or package.module:FN, FN(in_dim) returning a "
-                          "torch.nn.Module called as module(x, edge_index), to train instead of "
-                          "the built-in GCN ('': the GCN; the GCN's widths and activation are "
-                          "then unused)", omit_default=True)
+    num_layers: int = option(2, "layers of gcn and ego (the paper's 2), hops of poly: in_dim -> "
+                             "hidden_dim -> ... -> out_dim; in mini-batches give --fanout one "
+                             "hop per layer", at_least=1, at_most=16, omit_default=True)
+    encoder: str = option(AUTO, "auto (chosen per seed by measurement: a short search on "
+                          "validation micro-F1 for a labelled graph, how alike linked nodes' "
+                          "features are for an unlabelled one), gcn (the paper's GCN), ego "
+                          "(a GCN with a separate path for each node itself), poly (a learned "
+                          "polynomial filter over the hops), or FILE.py:FN / package.module:FN, "
+                          "FN(in_dim) returning a torch.nn.Module called as module(x, "
+                          "edge_index) (the widths and activation are then its own)",
+                          omit_default=True)
+    poly_alpha: float = option(1.0, "poly: its coefficients start at personalised PageRank's "
+                               "with this alpha (1: the identity, each node's own MLP "
+                               "representation)", above=0.0, at_most=1.0, omit_default=True)
+    search_encoders: str = option(",".join(BUILT_IN_ENCODERS), "auto: the encoders tried, "
+                                  "comma-separated", omit_default=True)
+    search_epochs: int = option(0, "auto: epochs each candidate trains before the choice (0: a "
+                                "quarter of --epochs)", at_least=0, omit_default=True)
 
-    GCN_ONLY: ClassVar[tuple[str, ...]] = ("hidden_dim", "out_dim", "activation", "num_layers")
-    """What another encoder (``encoder``) does not read."""
+    GCN_ONLY: ClassVar[tuple[str, ...]] = ("hidden_dim", "out_dim", "activation", "num_layers",
+                                           "poly_alpha")
+    """What another encoder (``encoder = FILE.py:FN``) does not read."""
 
     def check(self) -> None:
-        if self.encoder and ":" not in self.encoder.strip(":"):
-            raise UsageError(f"--encoder must be FILE.py:FN or package.module:FN, got "
-                             f"{self.encoder!r}")
-        where = self.encoder.rpartition(":")[0]
-        if where.endswith(".py") and not Path(where).expanduser().is_file():
-            raise UsageError(f"--encoder {self.encoder}: {where} does not exist; pass the path "
-                             "of a Python file")
+        if self.encoder == "":  # written before the built-in family: the GCN
+            object.__setattr__(self, "encoder", "gcn")
+        if self.encoder not in (AUTO, *BUILT_IN_ENCODERS):
+            if ":" not in self.encoder.strip(":"):
+                raise UsageError(f"--encoder must be {AUTO}, {', '.join(BUILT_IN_ENCODERS)}, "
+                                 f"FILE.py:FN or package.module:FN, got {self.encoder!r}")
+            where = self.encoder.rpartition(":")[0]
+            if where.endswith(".py") and not Path(where).expanduser().is_file():
+                raise UsageError(f"--encoder {self.encoder}: {where} does not exist; pass the "
+                                 "path of a Python file")
+        names = self.candidates()
+        unknown = [name for name in names if name not in BUILT_IN_ENCODERS]
+        if not names or unknown or len(set(names)) != len(names):
+            raise UsageError(f"--search-encoders must name built-in encoders ("
+                             f"{', '.join(BUILT_IN_ENCODERS)}) once each, comma-separated, got "
+                             f"{self.search_encoders!r}")
+
+    @property
+    def built_in(self) -> str | None:
+        """The built-in encoder this section names (None for ``auto`` and a user's)."""
+        return self.encoder if self.encoder in BUILT_IN_ENCODERS else None
+
+    @property
+    def user_encoder(self) -> bool:
+        """Whether the encoder is a user's function (``FILE.py:FN``), i.e. code to import."""
+        return self.encoder not in (AUTO, *BUILT_IN_ENCODERS)
+
+    def candidates(self) -> list[str]:
+        """``search_encoders`` as a list of names."""
+        return [name.strip() for name in self.search_encoders.split(",") if name.strip()]
 
     def unused(self) -> tuple[str, ...]:
         """The fields the encoder this section names does not read."""
-        return self.GCN_ONLY if self.encoder else ()
+        search = ("search_encoders", "search_epochs")
+        if self.user_encoder:
+            return (*self.GCN_ONLY, *search)
+        auto = self.encoder == AUTO
+        poly = "poly" in self.candidates() if auto else self.encoder == "poly"
+        return (*(() if auto else search), *(() if poly else ("poly_alpha",)))
 
 
 FixedHalf = Literal["step", "run"]

@@ -27,10 +27,10 @@ import torch
 from torch import Tensor, nn
 
 from edgegcl.errors import UsageError, first_line
-from edgegcl.memory import check_allocation
 from edgegcl.trust import allow_encoder, canonical_spec, check_named
 from edgegcl.nn.augment import keep_columns
 from edgegcl.nn.config import ModelConfig
+from edgegcl.nn.family import build_encoder, check_model_size
 from edgegcl.nn.model import AdNGCL, ProjectionHead
 
 __all__ = ["Encoded", "allow_encoder", "canonical_spec", "check_named", "load_encoder",
@@ -168,22 +168,17 @@ class Encoded(nn.Module):
             self.train(was_training)
 
 
-def check_model_size(in_dim: int, cfg: ModelConfig) -> None:
-    """One UsageError line, before anything is allocated, when the built-in GCN's weights with
-    their gradients and Adam's two moments (four copies) exceed the memory available."""
-    widths = [in_dim] + [cfg.hidden_dim] * (cfg.num_layers - 1) + [cfg.out_dim]
-    weights = sum(a * b for a, b in zip(widths, widths[1:])) + 2 * cfg.out_dim * cfg.proj_dim
-    check_allocation(4.0 * 4 * weights, f"a GCN of widths {' -> '.join(map(str, widths))} "
-                     f"(head {cfg.proj_dim}) with its gradients and Adam's state",
-                     "pass smaller --hidden-dim, --out-dim or --proj-dim")
-
-
 def make_model(in_dim: int, cfg: ModelConfig, encoder: nn.Module | None = None) -> nn.Module:
     """The model a run trains: ``encoder`` with the head (``Encoded``), else the encoder
-    ``cfg.encoder`` names, else the built-in GCN (``AdNGCL``)."""
-    if encoder is None and cfg.encoder:
+    ``cfg.encoder`` names: a user's function's (``Encoded``) or a built-in one with the head
+    (``AdNGCL``; edgegcl.nn.family), its size checked first."""
+    if encoder is None and cfg.user_encoder:
         encoder = load_encoder(cfg.encoder, in_dim)
     if encoder is None:
-        check_model_size(in_dim, cfg)
-        return AdNGCL(in_dim, cfg)
+        name = cfg.built_in
+        if name is None:
+            raise ValueError(f"encoder {cfg.encoder!r} must be resolved to a built-in encoder "
+                             "(edgegcl.training.choice) before its model is built")
+        check_model_size(in_dim, cfg, name)
+        return AdNGCL(in_dim, cfg, build_encoder(name, in_dim, cfg))
     return Encoded(encoder, in_dim, cfg.proj_dim)

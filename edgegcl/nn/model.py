@@ -18,7 +18,8 @@ from torch import Tensor, nn
 from torch_geometric.nn.inits import glorot
 
 from edgegcl.nn.config import ACTIVATIONS, ModelConfig
-from edgegcl.nn.adjacency import LayerAdjacency, chunked_adjacency, gcn_adjacency
+from edgegcl.nn.adjacency import (ChunkedAdjacency, LayerAdjacency, chunked_adjacency,
+                                   gcn_adjacency)
 from edgegcl.nn.sparse import TransposeCache, row_sums
 
 EMBED_CHUNK_FLOATS = 1 << 23
@@ -86,6 +87,17 @@ def aggregate_first(adj: LayerAdjacency, num_inputs: int, d_in: int, d_out: int)
     return nnz * d_in + t * d_in * d_out < num_inputs * d_in * d_out + nnz * d_out
 
 
+def hop_targets(num_nodes: int, hops: int,
+                num_sampled_nodes: Sequence[int] | None = None) -> list[int]:
+    """The rows each of ``hops`` aggregations computes: every node of a whole graph; on a
+    sampled subgraph (a sampler's per-hop node counts, seeds first) hop l the nodes within
+    ``hops - l`` hops of the seeds, which is what hop l + 1 reads (edgegcl.nn.adjacency)."""
+    if num_sampled_nodes is None:
+        return [num_nodes] * hops
+    counts = list(num_sampled_nodes)
+    return [sum(counts[: hops - layer]) for layer in range(hops)]
+
+
 class GCNEncoder(nn.Module):
     """f in the paper: GCN layers (Eq. 4; two by default, ``cfg.num_layers``), each followed by
     the activation sigma. Layer i is ``conv{i}`` with ``act{i}``: in_dim -> hidden_dim -> ...
@@ -126,12 +138,8 @@ class GCNEncoder(nn.Module):
         (edgegcl.nn.adjacency). ``feature_keep`` (view 1's column mask, edgegcl.nn.augment) is
         applied to the first layer's weights.
         """
-        n, k = x.size(0), self.num_layers
-        if num_sampled_nodes is None:
-            targets = [n] * k
-        else:
-            hops = list(num_sampled_nodes)
-            targets = [sum(hops[: k - layer]) for layer in range(k)]
+        n = x.size(0)
+        targets = hop_targets(n, self.num_layers, num_sampled_nodes)
         z = x
         for i, adj in enumerate(gcn_adjacency(edge_index, n, targets), start=1):
             conv, act = self.layer(i)
@@ -156,13 +164,7 @@ class GCNEncoder(nn.Module):
         """
         n, k = x.size(0), self.num_layers
         out_dim = self.layer(k)[0].lin.out_features
-        if out is None:
-            out = torch.zeros(n, out_dim, device=x.device)
-        elif out.shape != (n, out_dim) or out.device != x.device:
-            raise ValueError(f"out must be [{n}, {out_dim}] on {x.device}, "
-                             f"got {tuple(out.shape)} on {out.device}")
-        else:
-            out.zero_()
+        out = embed_output(n, out_dim, x, out)
         widest = max(self.layer(i)[0].lin.out_features for i in range(1, k + 1))
         if chunk_rows is None:
             chunk_rows = max(1, EMBED_CHUNK_FLOATS // (x.size(1) + 2 * widest + out_dim))
@@ -189,14 +191,32 @@ class GCNEncoder(nn.Module):
         last, act = self.layer(k)
         for lo, hi in chunks:
             p = nn.functional.linear(pulled(k - 1, z, lo, hi), last.lin.weight).to(out.dtype)
-            for src, dst, weight in adj.columns(lo, hi, edge_block):
-                out.index_add_(0, dst, p.index_select(0, src).mul_(weight.unsqueeze(1)))
-            out[lo:hi].addcmul_(adj.self_weight(lo, hi).unsqueeze(1), p)
+            push_rows(adj, p, out, lo, hi, edge_block)
         bias = last.bias.to(out.dtype)
         for lo, hi in chunks:
             rows = out[lo:hi]
             rows.copy_(act(rows.add_(bias)))
         return out
+
+
+def push_rows(adj: ChunkedAdjacency, p: Tensor, out: Tensor, lo: int, hi: int,
+              edge_block: int = EMBED_EDGE_BLOCK) -> None:
+    """Add A_hat[:, lo:hi] p into ``out``: rows lo..hi-1 of a layer's transformed input pushed
+    along the edges out of them (and their self-loops), ``edge_block`` edges at a time."""
+    for src, dst, weight in adj.columns(lo, hi, edge_block):
+        out.index_add_(0, dst, p.index_select(0, src).mul_(weight.unsqueeze(1)))
+    out[lo:hi].addcmul_(adj.self_weight(lo, hi).unsqueeze(1), p)
+
+
+def embed_output(n: int, width: int, x: Tensor, out: Tensor | None) -> Tensor:
+    """The [n, width] tensor an ``embed_nodes`` writes: ``out`` checked and zeroed, or a new
+    one on x's device."""
+    if out is None:
+        return torch.zeros(n, width, device=x.device)
+    if out.shape != (n, width) or out.device != x.device:
+        raise ValueError(f"out must be [{n}, {width}] on {x.device}, "
+                         f"got {tuple(out.shape)} on {out.device}")
+    return out.zero_()
 
 
 class ProjectionHead(nn.Module):
@@ -217,6 +237,7 @@ class AdNGCL(nn.Module):
     Args:
         in_dim: feature dimension of the graph.
         cfg: layer sizes and activation.
+        encoder: a built-in encoder (edgegcl.nn.family) built for ``cfg``; default the GCN.
 
     Example:
         >>> import torch
@@ -226,9 +247,9 @@ class AdNGCL(nn.Module):
         (torch.Size([5, 4]), torch.Size([5, 4]))
     """
 
-    def __init__(self, in_dim: int, cfg: ModelConfig) -> None:
+    def __init__(self, in_dim: int, cfg: ModelConfig, encoder: nn.Module | None = None) -> None:
         super().__init__()
-        self.encoder = GCNEncoder(in_dim, cfg)
+        self.encoder = GCNEncoder(in_dim, cfg) if encoder is None else encoder
         self.head = ProjectionHead(cfg)
 
     def forward(self, x: Tensor, edge_index: Tensor,
@@ -243,7 +264,8 @@ class AdNGCL(nn.Module):
               chunk_rows: int | None = None) -> Tensor:
         """Frozen embeddings H = f*(A, X) of every node of the original graph (the paper's
         output), in eval mode and without autograd, a chunk of nodes at a time
-        (``GCNEncoder.embed_nodes``): memory N x out_dim plus O(E) indices, never N x hidden.
+        (the encoder's ``embed_nodes``): memory a few N x out_dim plus O(E) indices, never
+        N x hidden.
         ``out``: a preallocated [N, out_dim] tensor to write into (e.g. ``npy_embeddings``)."""
         was_training = self.training
         self.eval()

@@ -33,14 +33,14 @@ from torch_geometric.utils import subgraph
 from edgegcl import __version__
 from edgegcl.training.checkpoint import Checkpoint
 from edgegcl.training.config import TrainConfig
-from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.metadata import write_metadata
-from edgegcl.onnx.module import StageGCN
+from edgegcl.nn.family import encoder_name
+from edgegcl.onnx.module import STAGES, Stages
 from edgegcl.onnx.opset import DEFAULT_OPSET
 from edgegcl.onnx.portable import portable_model
-from edgegcl_embed.contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT,
-                                    PORTABLE, STAGE0_WEIGHT, ModelMetadata,
-                                    aggregate_input, stage_output)
+from edgegcl_embed.contract import (CARRIES, INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT,
+                                    PORTABLE, STAGE0_WEIGHT, ModelMetadata, aggregate_input,
+                                    carry_input, carry_output, is_portable, stage_output)
 from edgegcl_embed.runtime import EncoderSession, portable_session
 
 
@@ -72,23 +72,38 @@ def config_digest(cfg: TrainConfig) -> str:
     return hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True).encode()).hexdigest()
 
 
-def _interface2(ckpt: Checkpoint) -> tuple[StageGCN, tuple[Tensor, ...], dict]:
-    """The stage module, example inputs, and input/output names and dynamic axes."""
-    module = StageGCN(ckpt.encoder.state_dict(), ckpt.config.model.activation)
+def _interface2(ckpt: Checkpoint) -> tuple[Stages, tuple[Tensor, ...], dict]:
+    """The encoder's stage module (edgegcl.onnx.module.STAGES), example inputs, and input /
+    output names and dynamic axes: stage j reads x (stage 0) or a{j}, then s{j} when stage
+    j - 1 carries; it writes z{j} (the embeddings for the last), then r{j} when it carries.
+    Each input's width is found by running the stages on a few zero rows."""
+    name = encoder_name(ckpt.encoder)
+    if name is None:
+        raise ValueError("a user's encoder exports through torch.onnx (export_any_encoder)")
+    module = STAGES[name](ckpt.encoder.state_dict(), ckpt.config.model.activation)
     k, ids = module.num_layers, module.stage_ids()
-    widths = [module.in_dim] + [module.weight(i).size(1) for i in range(1, k + 1)]
-    inputs = [INPUT_X if j == 0 else aggregate_input(j) for j in ids]
-    outputs = [stage_output(j, k) for j in ids]
-    # stage j >= 1 takes A_hat z_{j-1}: the width z_{j-1} has after stage j-1
-    in_widths = [module.in_dim if j == 0 else
-                 (widths[j - 1] if module.propagate_first[j - 1] else widths[j]) for j in ids]
-    example = tuple(torch.zeros(3, w) for w in in_widths)
-    # each stage's rows its own symbol: the runtime runs one stage at a time and feeds the
-    # others none, so equal symbols would let onnxruntime share their buffers
-    names = {"input_names": inputs, "output_names": outputs,
-             "dynamic_axes": {name: {0: f"rows{j}"} for j, i, o in zip(ids, inputs, outputs)
-                              for name in (i, o)}}
-    return module, example, names
+    inputs: list[str] = []
+    outputs: list[str] = []
+    example: list[Tensor] = []
+    axes: dict[str, dict[int, str]] = {}
+    h, carried = torch.zeros(3, module.in_dim), None
+    with torch.no_grad():
+        for j in ids:
+            names = [INPUT_X if j == 0 else aggregate_input(j)]
+            example.append(h)
+            if carried is not None:
+                names.append(carry_input(j))
+                example.append(carried)
+            out = module.stage(j, h, carried)
+            produced = [stage_output(j, k)] + ([carry_output(j)] if module.carries(j) else [])
+            h, carried = out[0], (out[1] if module.carries(j) else None)
+            inputs += names
+            outputs += produced
+            # each stage's rows its own symbol: the runtime runs one stage at a time and feeds
+            # the others none, so equal symbols would let onnxruntime share their buffers
+            axes.update({tensor: {0: f"rows{j}"} for tensor in (*names, *produced)})
+    return module, tuple(example), {"input_names": inputs, "output_names": outputs,
+                                    "dynamic_axes": axes}
 
 
 def expose_initializer(model: onnx.ModelProto, name: str, output: str) -> None:
@@ -139,22 +154,28 @@ def write_model(ckpt: Checkpoint, path: Path, opset: int, interface: int,
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.onnx.export(module, example, buffer, dynamo=False, opset_version=opset, **names)
     model = onnx.load_from_string(buffer.getvalue())
-    if interface == PORTABLE:
-        model = portable_model(model)
+    carries = isinstance(module, Stages) and any(module.carries(j) for j in module.stage_ids())
+    if interface == PORTABLE and carries:
+        interface = CARRIES  # the portable layout with carried tensors
+    if is_portable(interface):
+        model = portable_model(model, expose_stage0=bool(getattr(module, "stage0_is_product",
+                                                                 False)))
     for value in model.graph.input:
         value.doc_string = _INPUT_DOCS.get(value.name, _AGGREGATE_DOC)
     if interface == 3 and INPUT_X in names["input_names"]:
         expose_initializer(model, _stage0_matmul_weight(model), STAGE0_WEIGHT)
-    model.doc_string = {
-        1: "edgegcl GCN encoder: (x, edge_index, deg) -> embeddings",
-        PORTABLE: "edgegcl GCN encoder: (x, edge_index) -> embeddings, standard ONNX ops"}.get(
-        interface, f"edgegcl GCN encoder, interface {interface}: the dense stages; the runtime "
-                   "multiplies by the normalised adjacency between them")
+    encoder = encoder_name(ckpt.encoder) or "gcn"
+    model.doc_string = (
+        f"edgegcl {encoder} encoder: (x, edge_index, deg) -> embeddings" if interface == 1 else
+        f"edgegcl {encoder} encoder: (x, edge_index) -> embeddings, standard ONNX ops"
+        if is_portable(interface) else
+        f"edgegcl {encoder} encoder, interface {interface}: the dense stages; the runtime "
+        "multiplies by the normalised adjacency between them")
     meta = ModelMetadata(version=__version__, in_dim=module.in_dim, out_dim=module.out_dim,
                          num_layers=module.num_layers, activation=ckpt.config.model.activation,
                          feature_preprocessing=FEATURE_PREPROCESSING,
                          config_sha256=config_digest(ckpt.config), dataset=ckpt.config.data.dataset,
-                         precision="fp32", interface=interface)
+                         precision="fp32", interface=interface, encoder=encoder)
     write_metadata(model, meta)
     onnx.checker.check_model(model, full_check=True)
     onnx.save(model, str(path))
@@ -180,7 +201,7 @@ def random_subgraph(x: Tensor, edge_index: Tensor, seed: int) -> tuple[Tensor, T
 
 
 @torch.no_grad()
-def check_against_torch(path: Path, encoder: GCNEncoder, x: Tensor, edge_index: Tensor,
+def check_against_torch(path: Path, encoder: torch.nn.Module, x: Tensor, edge_index: Tensor,
                         seed: int = 0, tolerance: float = TOLERANCE) -> list[GraphCheck]:
     """Compare the ONNX model at ``path`` with ``encoder(x, edge_index)``.
 
@@ -200,7 +221,7 @@ def check_against_torch(path: Path, encoder: GCNEncoder, x: Tensor, edge_index: 
         sparse = EncoderSession(path, first_layer="sparse")
         runs.append(("training graph, sparse first layer", x, edge_index,
                      lambda gx, gei: sparse.embed(scipy.sparse.csr_matrix(gx), gei)))
-    if session.metadata.interface == PORTABLE:
+    if is_portable(session.metadata.interface):
         alone = portable_session(path)
         for name, gx, gei in (("training graph", x, edge_index), ("random subgraph", *subgraph)):
             runs.append((f"{name}, portable model alone", gx, gei, lambda gx, gei: alone.run(
@@ -337,10 +358,10 @@ def _reuse(path: Path, ckpt: Checkpoint, data: Data) -> str:
     except InputError as exc:  # its message without the runtime's own fix
         raise UsageError(f"{path} exists and cannot be reused: {str(exc).rsplit('; ', 1)[0]}; "
                          f"{fix}") from None
-    if meta.interface != PORTABLE or meta.precision != "fp32":
+    if not is_portable(meta.interface) or meta.precision != "fp32":
         raise UsageError(f"{path} exists and is an edgegcl interface-{meta.interface} "
-                         f"{meta.precision} model, not a portable (interface {PORTABLE}) fp32 "
-                         f"export; {fix}")
+                         f"{meta.precision} model, not a portable (interface {PORTABLE} or "
+                         f"{CARRIES}) fp32 export; {fix}")
     if meta.config_sha256 != config_digest(ckpt.config) or meta.in_dim != ckpt.in_dim:
         raise UsageError(f"{path} exists and was exported from another training "
                          f"configuration (config_sha256 {meta.config_sha256[:12]}...); {fix}")
@@ -370,7 +391,7 @@ def training_graph(cfg: TrainConfig, graph: str | None = None) -> Data:
 
 def _checked_fp32(ckpt: Checkpoint, path: Path, data: Data, opset: int,
                   log: Callable[[str], None]) -> str:
-    """Export the built-in GCN to ``path`` and check it against torch; the line to print."""
+    """Export a built-in encoder to ``path`` and check it against torch; the line to print."""
     export_encoder(ckpt, path, opset)
     log(f"checking onnxruntime against torch on {data.name} ({data.num_nodes} nodes) and a "
         "random subgraph")
@@ -434,9 +455,9 @@ def export_checkpoint(ckpt: Checkpoint, plan: ExportPlan, data: Data,
                          f"expects {ckpt.in_dim}; pass the training graph with --graph")
     paths, lines = plan.paths(), []
     fix = "free space or choose another output path (nothing was replaced)"
-    if ckpt.config.model.encoder:
+    if ckpt.config.model.user_encoder:
         if plan.quantize or plan.graph_out:
-            raise UsageError(f"--quantize and --graph-out take the built-in GCN's export; this "
+            raise UsageError(f"--quantize and --graph-out take a built-in encoder's export; this "
                              f"checkpoint's encoder is {ckpt.config.model.encoder}: drop them")
         with replacing([paths["fp32"]], UsageError, fix) as (temp,):
             checks = export_any_encoder(ckpt, temp, data.x, data.edge_index, opset)

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from edgegcl.onnx.export import DEFAULT_OPSET, write_model
+from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.module import _Layers
 from edgegcl.training.checkpoint import Checkpoint
 from edgegcl_embed.contract import INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, ModelMetadata
@@ -88,6 +89,9 @@ def export_legacy(ckpt: Checkpoint, path: Path, interface: int,
     """
     if interface not in (1, 2, 3):
         raise ValueError(f"interface must be 1, 2 or 3, got {interface}")
+    if not isinstance(ckpt.encoder, GCNEncoder):
+        raise ValueError("the older layouts (interfaces 1-3) hold the GCN only; export other "
+                         "encoders as the portable model (export_encoder)")
     if interface == 1 and opset < INTERFACE1_MIN_OPSET:
         raise ValueError(f"interface 1 needs opset >= {INTERFACE1_MIN_OPSET}, got {opset}")
     return write_model(ckpt, path, opset, interface, _interface1(ckpt) if interface == 1 else None)

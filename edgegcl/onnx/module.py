@@ -1,16 +1,23 @@
-"""The encoder rebuilt from its weights as modules that export cleanly to ONNX.
+"""The encoders rebuilt from their weights as modules that export cleanly to ONNX.
 
-``GCNEncoder`` itself does not export (torch.onnx has no lowering for its ``bincount`` or
-sparse CSR products). ``StageGCN`` here and ``edgegcl.onnx.legacy.ScatterGCN`` compute the same
-Z^(l+1) = sigma(D^-1/2 (A + I) D^-1/2 Z^(l) W^(l) + b^(l)) from the trained state dict
-(keys ``convL.lin.weight``, ``convL.bias``, ``actL.*``), each layer's product in the cheaper
-order (A_hat (Z W) or (A_hat Z) W: aggregate at the narrower width):
+The built-in encoders do not export themselves (torch.onnx has no lowering for their
+``bincount`` or sparse CSR products). Each is a chain of dense, row-wise stages between
+multiplications by A_hat = D^-1/2 (A + I) D^-1/2 (``Stages``): stage j takes A_hat times stage
+j - 1's output (stage 0 takes x) and, where the encoder keeps something per node across an
+aggregation, the tensor stage j - 1 carried to it unaggregated (interface 5).
+``edgegcl export`` wraps the stages in the portable graph's aggregations
+(``edgegcl.onnx.portable``), which the runtime cuts away again to multiply by A_hat as a CSR
+matrix (export.contract).
 
-- ``StageGCN`` (interfaces 2 to 4): only the dense, row-wise stages between aggregations.
-  ``edgegcl export`` wraps them in the portable graph's aggregation (interface 4,
-  ``edgegcl.onnx.portable``), which the runtime cuts away again to multiply by A_hat as a CSR
-  matrix (export.contract); interface 3's W1 outputs are added to the exported graph afterwards
+- ``StageGCN`` (interfaces 2 to 4): the GCN, Z^(l+1) = sigma(A_hat Z^(l) W^(l) + b^(l)) from the
+  trained state dict (keys ``convL.lin.weight``, ``convL.bias``, ``actL.*``), each layer's
+  product in the cheaper order (A_hat (Z W) or (A_hat Z) W: aggregate at the narrower width);
+  interface 3's W1 outputs are added to the exported graph afterwards
   (``edgegcl.onnx.export.expose_initializer``).
+- ``StageEgo`` (interface 5): the ego encoder (edgegcl.nn.ego); each stage hands the next the
+  ego part of its layer, h R, as a carried tensor.
+- ``StagePoly`` (interface 5): the polynomial filter (edgegcl.nn.poly); stage 0 is the MLP,
+  every stage carries the running sum gamma_0 H + ... + gamma_j A_hat^j H.
 - ``ScatterGCN`` (interface 1, the first files): in ``edgegcl.onnx.legacy``.
 """
 
@@ -57,6 +64,40 @@ def _activation(name: str, params: dict[str, Tensor], channels: int) -> nn.Modul
     return act
 
 
+class Stages(nn.Module):
+    """The dense stages of an encoder: ``stage(j, h, carried)`` on rows of stage j's input
+    (x for stage 0, else A_hat times stage j - 1's output) and of its carried input; it
+    returns stage j's output, then its carried output when it has one (``carries``).
+    ``forward`` takes every stage's inputs in order (x or a{j}, then s{j} when carried) and
+    returns every stage's outputs in order: the form torch.onnx exports."""
+
+    num_layers: int
+    in_dim: int
+    out_dim: int
+    stage0_is_product = False
+    """Whether stage 0 is x W1 alone, which a runtime may compute as a sparse product."""
+
+    def stage_ids(self) -> list[int]:
+        """The stages the model has, in input order."""
+        raise NotImplementedError
+
+    def carries(self, j: int) -> bool:
+        """Whether stage j hands a tensor to stage j + 1 unaggregated."""
+        return False
+
+    def stage(self, j: int, h: Tensor, carried: Tensor | None = None) -> tuple[Tensor, ...]:
+        raise NotImplementedError
+
+    def forward(self, *inputs: Tensor) -> tuple[Tensor, ...]:
+        feed = iter(inputs)
+        out: list[Tensor] = []
+        for j in self.stage_ids():
+            h = next(feed)
+            carried = next(feed) if j > 0 and self.carries(j - 1) else None
+            out.extend(self.stage(j, h, carried))
+        return tuple(out)
+
+
 def count_layers(state: dict[str, Tensor]) -> int:
     """The number of GCN layers in an encoder state dict (``conv1``, ``conv2``, ...)."""
     k = 0
@@ -94,8 +135,8 @@ class _Layers(nn.Module):
         return getattr(self, f"bias{i}")
 
 
-class StageGCN(_Layers):
-    """The encoder's dense stages (interfaces 2, 3): forward(*stage inputs) -> stage outputs.
+class StageGCN(_Layers, Stages):
+    """The GCN's dense stages (interfaces 2 to 4): forward(*stage inputs) -> stage outputs.
 
     Stage 0 (only when layer 1 transforms first) maps x to x W1; stage j >= 1 takes A_hat
     times stage j-1's output and finishes layer j (its W when it aggregated first, the bias,
@@ -103,11 +144,13 @@ class StageGCN(_Layers):
     row-wise, so the runtime may run it on any block of rows.
     """
 
+    stage0_is_product = True
+
     @property
     def has_stage0(self) -> bool:
         return not self.propagate_first[0]
 
-    def stage(self, j: int, h: Tensor) -> Tensor:
+    def stage(self, j: int, h: Tensor, carried: Tensor | None = None) -> tuple[Tensor, ...]:
         """Stage j on rows ``h``."""
         if j > 0:
             if self.propagate_first[j - 1]:
@@ -115,11 +158,92 @@ class StageGCN(_Layers):
             h = self.acts[j - 1](h + self.bias(j))
         if j < self.num_layers and not self.propagate_first[j]:
             h = h @ self.weight(j + 1)
-        return h
+        return (h,)
 
     def stage_ids(self) -> list[int]:
         """The stages the model has, in input order."""
         return list(range(0 if self.has_stage0 else 1, self.num_layers + 1))
 
-    def forward(self, *inputs: Tensor) -> tuple[Tensor, ...]:
-        return tuple(self.stage(j, h) for j, h in zip(self.stage_ids(), inputs))
+
+def _params(state: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
+    """The entries of ``state`` under ``prefix.``, without it."""
+    return {k[len(prefix) + 1:]: v for k, v in state.items() if k.startswith(prefix + ".")}
+
+
+class StageEgo(Stages):
+    """The ego encoder's stages (interface 5; edgegcl.nn.ego): stage 0 maps x to x W_1
+    (the neighbour part, aggregated next) and carries x R_1; stage j finishes layer j,
+    h = sigma([a + b_j || s]), and starts layer j + 1 the same way; the last returns h."""
+
+    def __init__(self, state: dict[str, Tensor], activation: str) -> None:
+        super().__init__()
+        self.num_layers = count_layers(state)
+        k = self.num_layers
+        for i in range(1, k + 1):
+            self.register_buffer(f"weight{i}",
+                                 state[f"conv{i}.lin.weight"].detach().float().t().contiguous())
+            self.register_buffer(f"bias{i}", state[f"conv{i}.bias"].detach().float())
+            self.register_buffer(f"root{i}",
+                                 state[f"root{i}.weight"].detach().float().t().contiguous())
+        self.acts = nn.ModuleList(
+            _activation(activation, _params(state, f"act{i}"),
+                        state[f"conv{i}.lin.weight"].size(0) + state[f"root{i}.weight"].size(0))
+            for i in range(1, k + 1))
+        self.in_dim = state["conv1.lin.weight"].size(1)
+        self.out_dim = state[f"conv{k}.lin.weight"].size(0) + state[f"root{k}.weight"].size(0)
+        self.eval()
+
+    def stage_ids(self) -> list[int]:
+        return list(range(self.num_layers + 1))
+
+    def carries(self, j: int) -> bool:
+        return j < self.num_layers
+
+    def stage(self, j: int, h: Tensor, carried: Tensor | None = None) -> tuple[Tensor, ...]:
+        if j > 0:
+            assert carried is not None
+            h = self.acts[j - 1](torch.cat([h + getattr(self, f"bias{j}"), carried], dim=1))
+        if j == self.num_layers:
+            return (h,)
+        return h @ getattr(self, f"weight{j + 1}"), h @ getattr(self, f"root{j + 1}")
+
+
+class StagePoly(Stages):
+    """The polynomial filter's stages (interface 5; edgegcl.nn.poly): stage 0 is the MLP, H,
+    and carries gamma_0 H; stage j passes its input A_hat^j H on to be aggregated again and
+    carries the sum so far plus gamma_j A_hat^j H; the last returns the whole sum."""
+
+    def __init__(self, state: dict[str, Tensor], activation: str) -> None:
+        super().__init__()
+        self.register_buffer("gamma", state["gamma"].detach().float())
+        self.num_layers = self.gamma.numel() - 1
+        if self.num_layers < 1:
+            raise ValueError("a polynomial filter of degree 0 has no stages to aggregate")
+        for name in ("lin1", "lin2"):
+            self.register_buffer(f"{name}_weight",
+                                 state[f"{name}.weight"].detach().float().t().contiguous())
+            self.register_buffer(f"{name}_bias", state[f"{name}.bias"].detach().float())
+        self.act1 = _activation(activation, _params(state, "act1"), state["lin1.weight"].size(0))
+        self.act2 = _activation(activation, _params(state, "act2"), state["lin2.weight"].size(0))
+        self.in_dim = state["lin1.weight"].size(1)
+        self.out_dim = state["lin2.weight"].size(0)
+        self.eval()
+
+    def stage_ids(self) -> list[int]:
+        return list(range(self.num_layers + 1))
+
+    def carries(self, j: int) -> bool:
+        return j < self.num_layers
+
+    def stage(self, j: int, h: Tensor, carried: Tensor | None = None) -> tuple[Tensor, ...]:
+        if j == 0:
+            hidden = self.act1(h @ self.lin1_weight + self.lin1_bias)
+            h = self.act2(hidden @ self.lin2_weight + self.lin2_bias)
+            return h, h * self.gamma[0]
+        assert carried is not None
+        total = carried + h * self.gamma[j]
+        return (total,) if j == self.num_layers else (h, total)
+
+
+STAGES: dict[str, type[Stages]] = {"gcn": StageGCN, "ego": StageEgo, "poly": StagePoly}
+"""Each built-in encoder's stage module, by its name (edgegcl.nn.family.ENCODERS)."""

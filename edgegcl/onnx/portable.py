@@ -33,7 +33,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from edgegcl_embed.contract import (INPUT_EDGE_INDEX, INPUT_X, OUTPUT, STAGE0_INITIALIZER,
-                                    aggregate_input, stage_output)
+                                    aggregate_input, carry_input, carry_output, stage_output)
 
 NODES = "num_nodes"  # the symbolic dimension of every per-node tensor
 _INT_MAX = np.iinfo(np.int64).max
@@ -179,34 +179,43 @@ def _per_node(name: str, width: int) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, [NODES, width])
 
 
-def portable_model(stages: onnx.ModelProto) -> onnx.ModelProto:
-    """The portable model around ``stages``, an exported ``StageGCN`` (interface 2 layout:
-    inputs [x], a1 .. ak, outputs [z0], z1 .. z(k-1), embeddings).
+def portable_model(stages: onnx.ModelProto, expose_stage0: bool = True) -> onnx.ModelProto:
+    """The portable model around ``stages``, an exported stage module
+    (edgegcl.onnx.module.Stages; inputs [x], a1 .. ak and the carried s{j}, outputs [z0],
+    z1 .. z(k-1), embeddings and the carried r{j}).
 
     Inputs ``x`` float32 [num_nodes, in_dim] and ``edge_index`` int64 [2, num_edges], output
-    ``embeddings``; ``a1`` .. ``ak`` and the stage outputs stay as named tensors, and stage
-    0's weight (when layer 1 transforms first) is the initializer ``STAGE0_INITIALIZER``:
-    what the runtime cuts the file at, and its W1 (export.contract). Metadata is the caller's.
+    ``embeddings``; ``a{j}`` = A_hat z{j-1} (aggregated here), ``s{j}`` = r{j-1} (an Identity:
+    carried unchanged), and the stage outputs stay as named tensors. With ``expose_stage0``
+    (a stage 0 that is x W1 alone: the GCN's) stage 0's weight is the initializer
+    ``STAGE0_INITIALIZER``: what the runtime cuts the file at, and its W1 (export.contract).
+    Metadata is the caller's.
     """
     graph = stages.graph
     widths = {v.name: v.type.tensor_type.shape.dim[1].dim_value
               for v in [*graph.input, *graph.output]}
     has_stage0 = INPUT_X in widths
-    k = len(graph.input) - has_stage0
+    k = 0
+    while aggregate_input(k + 1) in widths:
+        k += 1
+    carried = [j for j in range(1, k + 1) if carry_input(j) in widths]
     b = _Builder("gcn_norm")
     norm = _normalisation(b)
     for j in range(1, k + 1):
         source = stage_output(j - 1, k) if j > 1 or has_stage0 else INPUT_X
         _aggregate(b, norm, source, aggregate_input(j), widths[aggregate_input(j)])
+    for j in carried:
+        b.op("Identity", [carry_output(j - 1)], [carry_input(j)])
     nodes = [*b.nodes, *graph.node]
     initializers = [*graph.initializer, *b.constants]
-    if has_stage0:
+    if has_stage0 and expose_stage0:
         _rename_stage0_weight(nodes, initializers)
     in_dim = (widths[INPUT_X] if has_stage0 else widths[aggregate_input(1)])
-    named = [aggregate_input(j) for j in range(1, k + 1)] + [
-        stage_output(j, k) for j in range(0 if has_stage0 else 1, k)]
+    named = ([aggregate_input(j) for j in range(1, k + 1)]
+             + [stage_output(j, k) for j in range(0 if has_stage0 else 1, k)]
+             + [name for j in carried for name in (carry_output(j - 1), carry_input(j))])
     portable = helper.make_graph(
-        topological(nodes), "edgegcl_gcn_encoder",
+        topological(nodes), "edgegcl_encoder",
         [_per_node(INPUT_X, in_dim),
          helper.make_tensor_value_info(INPUT_EDGE_INDEX, TensorProto.INT64, [2, "num_edges"])],
         [_per_node(OUTPUT, widths[OUTPUT])], initializer=initializers,

@@ -32,8 +32,8 @@ from torch_geometric.data import Data
 from edgegcl.evaluation.probe import linear_probe, random_split
 from edgegcl.onnx.metadata import write_metadata
 from edgegcl.onnx.portable import topological
-from edgegcl_embed.contract import (INPUT_X, PORTABLE, STAGE0_INITIALIZERS, STAGE0_WEIGHT_INT8,
-                                    ModelMetadata)
+from edgegcl_embed.contract import (INPUT_X, PORTABLE, STAGE0_INITIALIZER, STAGE0_INITIALIZERS,
+                                    STAGE0_WEIGHT_INT8, ModelMetadata, is_portable)
 from edgegcl_embed.runtime import EncoderSession, portable_session
 
 SCHEMES = {  # name: (quantize_dynamic's per_channel, reduce_range)
@@ -92,9 +92,10 @@ def quantize_int8(fp32_path: Path, int8_path: Path, scheme: str = DEFAULT_SCHEME
     """
     model = onnx.load(str(fp32_path))
     meta = ModelMetadata.from_props({p.key: p.value for p in model.metadata_props})
-    if meta.interface != PORTABLE or meta.precision != "fp32":
+    if not is_portable(meta.interface) or meta.precision != "fp32":
         raise ValueError(f"{fp32_path} is an edgegcl interface {meta.interface} {meta.precision} "
-                         f"model, not a portable (interface {PORTABLE}) fp32 one")
+                         f"model, not a portable (interface {PORTABLE} or later) fp32 one")
+    exposes = any(init.name == STAGE0_INITIALIZER for init in model.graph.initializer)
     per_channel, reduce_range = SCHEMES[scheme]
     logging.disable(logging.WARNING)  # quantize_dynamic's "consider pre-processing" notice
     try:
@@ -105,7 +106,7 @@ def quantize_int8(fp32_path: Path, int8_path: Path, scheme: str = DEFAULT_SCHEME
         logging.disable(logging.NOTSET)
     model = onnx.load(str(int8_path))
     for source, *weight in int8_matmuls(model):
-        if source == INPUT_X:  # stage 0
+        if source == INPUT_X and exposes:  # stage 0, which the runtime may run sparse
             for name, output in zip(weight, STAGE0_WEIGHT_INT8):
                 _rename(model, name, STAGE0_INITIALIZERS[output])
     ordered = topological(list(model.graph.node))

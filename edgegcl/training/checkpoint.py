@@ -19,7 +19,8 @@ from edgegcl.training.config import FIELDS, TrainConfig
 from edgegcl.errors import UsageError, first_line
 from edgegcl.nn.encoders import load_encoder
 from edgegcl.memory import memory_limit
-from edgegcl.nn.model import GCNEncoder
+from edgegcl.nn.config import AUTO
+from edgegcl.nn.family import build_encoder
 from edgegcl.trust import check_named
 from edgegcl_embed.files import open_regular
 
@@ -28,9 +29,13 @@ FORMAT = "edgegcl-checkpoint-1"
 
 def save_checkpoint(path: Path, encoder_state: dict[str, Tensor], cfg: TrainConfig, in_dim: int,
                     seed: int, epoch: int) -> None:
-    """Write encoder weights + config (+ provenance) to ``path`` (atomically)."""
+    """Write encoder weights + config (+ provenance) to ``path`` (atomically). ``cfg`` names
+    the encoder trained (``auto`` is resolved first: ``TrainConfig.with_encoder``)."""
     from edgegcl.training.state import config_hash, save_atomic
 
+    if cfg.model.encoder == AUTO:
+        raise ValueError("a checkpoint records the encoder trained, not 'auto': save it with "
+                         "cfg.with_encoder(name)")
     save_atomic({"format": FORMAT, "edgegcl_version": __version__, "config": cfg.to_dict(),
                 "config_hash": config_hash(cfg), "in_dim": in_dim, "seed": seed, "epoch": epoch,
                 "encoder": {k: v.detach().cpu() for k, v in encoder_state.items()}}, Path(path))
@@ -53,8 +58,8 @@ def misfit(weights: Any, expected: dict[str, Tensor]) -> str | None:
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A loaded checkpoint: the encoder (eval mode, CPU; the built-in ``GCNEncoder``, or the
-    module its config's ``encoder`` names), its config and where it came from."""
+    """A loaded checkpoint: the encoder (eval mode, CPU; a built-in one, edgegcl.nn.family, or
+    the module its config's ``encoder`` names), its config and where it came from."""
 
     encoder: nn.Module
     config: TrainConfig
@@ -80,21 +85,26 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
                          "pass a checkpoint.pt written by edgegcl train")
     try:
         values = {k: v for k, v in raw["config"].items() if k in FIELDS}
-        if values.get("encoder"):  # code: only the encoder the user named (edgegcl.trust)
+        values.setdefault("encoder", "gcn")  # written before the encoders had names
+        if values["encoder"] == AUTO:
+            raise UsageError(f"{p} names the encoder 'auto', not the encoder a seed chose; "
+                             "pass a checkpoint.pt written by edgegcl train")
+        if ":" in str(values["encoder"]):  # code: only the encoder the user named (trust)
             values["encoder"] = check_named(str(values["encoder"]), p, p.parent)
         cfg = TrainConfig(**values)
         seed, epoch, weights = int(raw["seed"]), int(raw["epoch"]), raw["encoder"]
         in_dim = raw["in_dim"]
         if not isinstance(in_dim, int) or in_dim < 1:
             raise ValueError(f"in_dim {in_dim!r}")
-        if not cfg.model.encoder:  # shapes first: nothing allocated that the file does not hold
+        name = cfg.model.built_in
+        if name is not None:  # shapes first: nothing allocated that the file does not hold
             with torch.device("meta"):
-                why = misfit(weights, GCNEncoder(in_dim, cfg.model).state_dict())
+                why = misfit(weights, build_encoder(name, in_dim, cfg.model).state_dict())
             if why is not None:
                 raise UsageError(f"{p} does not fit the encoder its configuration describes "
                                  f"({why}); pass a checkpoint.pt written by edgegcl train")
-        encoder = (load_encoder(cfg.model.encoder, in_dim) if cfg.model.encoder
-                   else GCNEncoder(in_dim, cfg.model))
+        encoder = (build_encoder(name, in_dim, cfg.model) if name is not None
+                   else load_encoder(cfg.model.encoder, in_dim))
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         if isinstance(exc, UsageError):
             raise

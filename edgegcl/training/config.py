@@ -207,6 +207,12 @@ class TrainConfig:
         return TrainConfig(**{name: replace(getattr(self, name), **sections.get(name, {}))
                               for name in _SECTIONS})
 
+    def with_encoder(self, encoder: str) -> TrainConfig:
+        """This configuration with ``encoder`` (a built-in name) in place of ``auto``: what a
+        seed that chose it trains, and what its checkpoint records."""
+        return self if encoder == self.model.encoder else self.replace(
+            model={"encoder": encoder})
+
     def to_dict(self) -> dict[str, Any]:
         """Every option by name (flat; an ``encoder`` left at the built-in GCN left out, so
         older checkpoints and hashes compare equal)."""

@@ -27,6 +27,7 @@ from edgegcl.contrast.loss import LossOutput
 from edgegcl.contrast.module import HANSContrast
 from edgegcl.contrast.selection import NegativeSelector
 from edgegcl.nn.augment import Views, as_features, unfixed_half
+from edgegcl.nn.config import AUTO
 from edgegcl.nn.encoders import make_model
 from edgegcl.phases import PhaseClock
 from edgegcl.training.config import TrainConfig
@@ -72,12 +73,14 @@ class Trainer:
             ranks before HANS reads them, and rank r's augmentation stream is seeded apart.
         encoder: any ``torch.nn.Module`` called as ``encoder(x, edge_index)`` (a PyG
             ``GraphSAGE``, ``GAT``, ...; mini-batch: on the sampled subgraph, seeds first, its
-            first rows taken); default: ``cfg.model.encoder``'s function, else the built-in GCN.
+            first rows taken); default: the encoder ``cfg.model.encoder`` names (a built-in
+            one, or a user's function), which must not be ``auto`` (a run's choice).
 
     Example:
         >>> from edgegcl.data import SyntheticSpec, synthetic_graph
         >>> data = synthetic_graph(SyntheticSpec(num_nodes=100, num_features=8))
-        >>> cfg = TrainConfig(hidden_dim=16, out_dim=8, proj_dim=8, T_init=2, T_int=2, e=1)
+        >>> cfg = TrainConfig(encoder="gcn", hidden_dim=16, out_dim=8, proj_dim=8, T_init=2,
+        ...                   T_int=2, e=1)
         >>> trainer = Trainer(cfg, in_dim=8)
         >>> for _ in range(3):
         ...     result = trainer.fit_epoch(data.x, data.edge_index)
@@ -92,6 +95,11 @@ class Trainer:
             raise ValueError(f"mode must be 'full' or 'minibatch', got {mode!r}")
         if world is not None:
             require_minibatch(mode)
+        if encoder is None and cfg.model.encoder == AUTO:
+            raise ValueError("a Trainer trains one encoder, and this configuration says "
+                             "encoder = 'auto', which a run chooses per seed (edgegcl.run, "
+                             "edgegcl.training.choice); name one (cfg.with_encoder('gcn'), "
+                             "'ego' or 'poly') or pass an encoder module")
         self.cfg, self.mode, self.device, self.world = cfg, mode, torch.device(device), world
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)

@@ -11,7 +11,7 @@ probes through it every ``eval_every`` epochs, and the seed's ``state.pt`` holds
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
@@ -23,16 +23,79 @@ from edgegcl.evaluation.probe import (
     ProbeScores,
     Selection,
     checkpoint_probe_split,
+    Split,
     linear_probe,
+    published_split,
     random_split,
     select_checkpoint,
 )
 
-__all__ = ["MIN_LABELLED_NODES", "Prober"]
+__all__ = ["MIN_LABELLED_NODES", "Baselines", "Prober"]
 
 MIN_LABELLED_NODES = 3
 """The fewest nodes whose labels can be probed: one each to train on, validate and test.
 A smaller labelled graph trains as an unlabelled one (its last epoch kept)."""
+
+
+class _Track:
+    """One split's checkpoint probes: the split, the (possibly sampled) nodes each checkpoint
+    is probed on, their history and the best checkpoint's validation micro-F1, epoch and
+    encoder state (kept only where the chosen checkpoint must be probed again on the whole
+    split, or is the run's)."""
+
+    def __init__(self, split: Split, keep_state: bool) -> None:
+        self.split = split
+        self.probe_split = checkpoint_probe_split(split)
+        self.keep_state = keep_state or self.probe_split is not split
+        self.history: list[tuple[int, ProbeScores]] = []
+        self.best_val, self.best_epoch = -1.0, 0
+        self.best_state: dict[str, Tensor] | None = None
+
+    def add(self, epoch: int, scores: ProbeScores, model: nn.Module) -> bool:
+        """Record a checkpoint's probe; whether it is the best so far."""
+        self.history.append((epoch, scores))
+        better = scores.val_micro > self.best_val
+        if better:
+            self.best_val, self.best_epoch = scores.val_micro, epoch
+            if self.keep_state:
+                self.best_state = copy.deepcopy(model.encoder.state_dict())
+        return better
+
+    def selection(self, model: nn.Module, x: Tensor, edge_index: Tensor, y: Tensor,
+                  seed: int) -> Selection | None:
+        """The checkpoint chosen on validation, scored on the whole split (re-probed when the
+        checkpoints were probed on a sample; ``model``'s encoder is then left at it)."""
+        selection = select_checkpoint(self.history) if self.history else None
+        if selection is not None and self.probe_split is not self.split:
+            assert self.best_state is not None
+            model.encoder.load_state_dict(self.best_state)
+            selection = replace(selection, scores=linear_probe(
+                model.embed(x, edge_index), y, self.split, seed=seed))
+        return selection
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"history": [[e, asdict(sc)] for e, sc in self.history],
+                "best": {"val": self.best_val, "epoch": self.best_epoch,
+                         "state": self.best_state}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.history = [(e, ProbeScores(**sc)) for e, sc in state["history"]]
+        best = state["best"]
+        self.best_val, self.best_epoch, self.best_state = best["val"], best["epoch"], best["state"]
+
+
+@dataclass(frozen=True)
+class Baselines:
+    """What a seed's embeddings are compared with and on: the raw features' probe on the
+    seed's random split (``raw``), and, for a graph with published splits, the split used
+    (``published_number`` of ``published_count``), the checkpoint its own validation set
+    chose and the raw features' probe on it."""
+
+    raw: ProbeScores
+    published_number: int | None = None
+    published_count: int = 0
+    published: Selection | None = None
+    published_raw: ProbeScores | None = None
 
 
 class Prober:
@@ -40,8 +103,13 @@ class Prober:
 
     Checkpoints are probed on at most CHECKPOINT_PROBE_MAX_LABELLED train + val nodes
     (edgegcl.evaluation.probe.checkpoint_probe_split); with ``protocol = "both"`` each is also
-    evaluated by the authors' protocol. An unlabelled graph (or one of fewer than
-    ``MIN_LABELLED_NODES`` nodes) has nothing to select on: the last epoch's encoder is kept.
+    evaluated by the authors' protocol. A graph that carries published splits
+    (edgegcl.evaluation.probe.published_split) is probed on split ``seed mod S`` too, with its
+    own checkpoint chosen on that split's validation set: a figure to compare with published
+    tables, beside the headline random split (whose choice is the checkpoint kept). The raw
+    features are probed on the same splits (``baselines``). An unlabelled graph (or one of
+    fewer than ``MIN_LABELLED_NODES`` nodes) has nothing to select on: the last epoch's
+    encoder is kept.
 
     Example:
         >>> from edgegcl.data import SyntheticSpec, synthetic_graph
@@ -60,13 +128,31 @@ class Prober:
         if data.num_nodes < MIN_LABELLED_NODES:  # no train, validation and test nodes to probe
             self.y = None
         self.seed, self.device, self.protocol = seed, device, protocol
+        self.features = data.x  # the raw features' baseline is probed on the same splits
         self.split = random_split(data.num_nodes, seed) if self.y is not None else None
-        self.probe_split = None if self.split is None else checkpoint_probe_split(self.split)
-        self.history: list[tuple[int, ProbeScores]] = []
+        self.track = None if self.split is None else _Track(self.split, keep_state=True)
+        self.probe_split = None if self.track is None else self.track.probe_split
+        found = published_split(data, seed) if self.y is not None else None
+        self.published_count = 0 if found is None else int(data.train_mask.size(0))
+        self.published_number = None if found is None else found[0]
+        self.published = None if found is None else _Track(found[1], keep_state=False)
         self.authors: list[tuple[int, AuthorsScore]] = []
         self.authors_stream = torch.Generator().manual_seed(seed)  # its splits and classifiers
-        self.best_val, self.best_epoch = -1.0, 0
         self.best_state: dict[str, Tensor] | None = None
+        self._last_epoch = 0
+
+    @property
+    def history(self) -> list[tuple[int, ProbeScores]]:
+        """The random split's probes, one per checkpoint."""
+        return [] if self.track is None else self.track.history
+
+    @property
+    def best_val(self) -> float:
+        return -1.0 if self.track is None else self.track.best_val
+
+    @property
+    def best_epoch(self) -> int:
+        return self._last_epoch if self.track is None else self.track.best_epoch
 
     def probe(self, epoch: int, model: nn.Module, x: Tensor, edge_index: Tensor,
               last: bool) -> dict[str, float]:
@@ -74,50 +160,65 @@ class Prober:
         validation micro-F1 is the best so far (the ``last`` epoch's on an unlabelled graph);
         returns the epoch row's probe columns."""
         row: dict[str, float] = {}
-        if self.split is None:
-            keep = last
-        else:
-            embeddings = model.embed(x, edge_index)
-            scores = linear_probe(embeddings, self.y.to(self.device), self.probe_split,
-                                  seed=self.seed)
-            self.history.append((epoch, scores))
-            row.update(val_micro_f1=scores.val_micro, test_micro_f1=scores.test_micro)
-            if self.protocol == "both":
-                self.authors.append((epoch, authors_probe(embeddings, self.y,
-                                                          self.authors_stream)))
-                row["authors_test_micro_f1"] = self.authors[-1][1].test_micro
-            del embeddings
-            keep = scores.val_micro > self.best_val
-            self.best_val = max(self.best_val, scores.val_micro)
-        if keep:
-            self.best_state = copy.deepcopy(model.encoder.state_dict())
-            self.best_epoch = epoch
+        if self.track is None:
+            if last:
+                self.best_state = copy.deepcopy(model.encoder.state_dict())
+                self._last_epoch = epoch
+            return row
+        y = self.y.to(self.device)
+        embeddings = model.embed(x, edge_index)
+        scores = linear_probe(embeddings, y, self.track.probe_split, seed=self.seed)
+        row.update(val_micro_f1=scores.val_micro, test_micro_f1=scores.test_micro)
+        if self.published is not None:
+            self.published.add(epoch, linear_probe(embeddings, y, self.published.probe_split,
+                                                   seed=self.seed), model)
+        if self.protocol == "both":
+            self.authors.append((epoch, authors_probe(embeddings, self.y, self.authors_stream)))
+            row["authors_test_micro_f1"] = self.authors[-1][1].test_micro
+        del embeddings
+        if self.track.add(epoch, scores, model):
+            self.best_state = self.track.best_state
         return row
 
     def selection(self, model: nn.Module, x: Tensor, edge_index: Tensor) -> Selection | None:
         """The checkpoint chosen on validation, its scores on the full split (the checkpoint
         probes may have used a sample of it); ``model``'s encoder is left at that checkpoint
         when it was re-probed. None without labels."""
-        selection = select_checkpoint(self.history) if self.history else None
-        if selection is not None and self.probe_split is not self.split:
-            assert self.best_state is not None and self.split is not None
-            model.encoder.load_state_dict(self.best_state)
-            selection = replace(selection, scores=linear_probe(
-                model.embed(x, edge_index), self.y.to(self.device), self.split, seed=self.seed))
-        return selection
+        if self.track is None:
+            return None
+        return self.track.selection(model, x, edge_index, self.y.to(self.device), self.seed)
+
+    def baselines(self, model: nn.Module, x: Tensor, edge_index: Tensor) -> Baselines | None:
+        """The raw features' probe on this seed's splits and the published split's choice;
+        None without labels. (``model``'s encoder may be left at the published choice: call
+        after the checkpoint kept is saved.)"""
+        if self.track is None or self.split is None:
+            return None
+        y, features = self.y.to(self.device), self.features.to(self.device)
+        raw = linear_probe(features, y, self.split, seed=self.seed)
+        if self.published is None:
+            return Baselines(raw)
+        return Baselines(raw, self.published_number, self.published_count,
+                         self.published.selection(model, x, edge_index, y, self.seed),
+                         linear_probe(features, y, self.published.split, seed=self.seed))
 
     def state_dict(self) -> dict[str, Any]:
         """The probes so far, the authors' stream and the best checkpoint, as plain values."""
-        return {"history": [[e, asdict(sc)] for e, sc in self.history],
-                "authors": [[e, asdict(a)] for e, a in self.authors],
+        track = self.track.state_dict() if self.track is not None else {
+            "history": [], "best": {"val": -1.0, "epoch": self._last_epoch,
+                                    "state": self.best_state}}
+        return {**track, "authors": [[e, asdict(a)] for e, a in self.authors],
                 "authors_stream": self.authors_stream.get_state(),
-                "best": {"val": self.best_val, "epoch": self.best_epoch,
-                         "state": self.best_state}}
+                **({} if self.published is None else {"published": self.published.state_dict()})}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a ``state_dict()``."""
-        self.history = [(e, ProbeScores(**sc)) for e, sc in state["history"]]
+        if self.track is not None:
+            self.track.load_state_dict(state)
+            self.best_state = self.track.best_state
+        else:
+            self.best_state, self._last_epoch = state["best"]["state"], state["best"]["epoch"]
+        if self.published is not None and "published" in state:
+            self.published.load_state_dict(state["published"])
         self.authors = [(e, AuthorsScore(**a)) for e, a in state["authors"]]
         self.authors_stream.set_state(state["authors_stream"])
-        best = state["best"]
-        self.best_val, self.best_epoch, self.best_state = best["val"], best["epoch"], best["state"]

@@ -6,14 +6,74 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from torch import Tensor
 
+from edgegcl.errors import UsageError
 from edgegcl.evaluation.authors import AUTHORS_LABEL, AuthorsScore, authors_figure
 from edgegcl.evaluation.probe import ProbeScores, Selection
+from edgegcl.training.prober import Baselines
+from edgegcl_embed.errors import shown
 
-__all__ = ["SeedResult", "result_from_dict", "result_to_dict", "seed_metrics", "summarise"]
+__all__ = ["AGREEMENT_THRESHOLD", "EncoderChoice", "SeedResult", "result_from_dict",
+           "result_to_dict", "seed_metrics", "summarise"]
+
+
+AGREEMENT_THRESHOLD = 0.05
+"""An unlabelled ``auto`` run trains the GCN when its linked nodes' features agree by at least
+this much (edgegcl.data.homophily.feature_agreement), else the ego encoder
+(edgegcl.training.choice; docs/encoders.md: the graphs measured)."""
+
+
+@dataclass(frozen=True)
+class EncoderChoice:
+    """How a seed's encoder was chosen: ``by`` ``search`` (``scores``: each candidate's best
+    validation micro-F1 within ``epochs`` epochs, ``seconds`` the search's wall time) or
+    ``signal`` (``agreement``: the label-free feature agreement of linked nodes)."""
+
+    encoder: str
+    by: str
+    scores: dict[str, float] = field(default_factory=dict)
+    epochs: int = 0
+    seconds: float = 0.0
+    agreement: float | None = None
+
+    def line(self) -> str:
+        """What was chosen and why, in one line."""
+        if self.by == "search":
+            ranked = ", ".join(f"{name} {score:.2f}" for name, score in
+                               sorted(self.scores.items(), key=lambda kv: -kv[1]))
+            return (f"encoder {self.encoder}: the best validation micro-F1 after {self.epochs} "
+                    f"epochs each ({ranked}); the search took {self.seconds:.0f} s")
+        assert self.agreement is not None
+        verdict = ("agree" if self.agreement >= AGREEMENT_THRESHOLD else
+                   "do not clearly agree")
+        return (f"encoder {self.encoder}: the graph has no labels to choose on, and its linked "
+                f"nodes' features {verdict} (agreement {self.agreement:.3f}, threshold "
+                f"{AGREEMENT_THRESHOLD})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: object, path: Path) -> EncoderChoice:
+        """A recorded choice read back from a seed file, checked value by value (it came from
+        a file: it is only reported, never run), or one UsageError line."""
+        fix = "remove it to train that seed afresh"
+        try:
+            assert isinstance(raw, dict) and set(raw) == {f for f in cls.__dataclass_fields__}
+            scores = raw["scores"]
+            assert isinstance(scores, dict) and all(
+                isinstance(k, str) and isinstance(v, float) for k, v in scores.items())
+            assert isinstance(raw["encoder"], str) and raw["by"] in ("search", "signal")
+            assert isinstance(raw["epochs"], int) and isinstance(raw["seconds"], float)
+            assert raw["agreement"] is None or isinstance(raw["agreement"], float)
+            return cls(**raw)
+        except (AssertionError, TypeError):
+            raise UsageError(f"{path} holds a malformed encoder choice ({shown(repr(raw), 80)});"
+                             f" {fix}") from None
 
 
 @dataclass
@@ -33,6 +93,13 @@ class SeedResult:
     T_int: int = 1
     authors: list[tuple[int, AuthorsScore]] = field(default_factory=list)
     """The authors'-protocol evaluation of every checkpoint (``protocol = "both"``)."""
+    baselines: Baselines | None = None
+    """The raw features' probe on the same splits, and the published split's figures."""
+    encoder: str | None = None
+    """The encoder the seed trained (None: saved before encoders had names; see
+    edgegcl.training.resume.saved_encoder)."""
+    choice: dict[str, Any] | None = None
+    """How an ``auto`` run chose it (edgegcl.training.choice.EncoderChoice, as a dict)."""
 
     @property
     def final_epoch_s(self) -> float:
@@ -50,7 +117,26 @@ def result_to_dict(r: SeedResult) -> dict[str, Any]:
             "final_eta": r.final_eta, "saturated_at": r.saturated_at,
             "encoder_state": r.encoder_state, "selected_epoch": r.selected_epoch,
             "peak_memory_bytes": r.peak_memory_bytes, "T_int": r.T_int,
-            "authors": [[e, asdict(a)] for e, a in r.authors]}
+            "authors": [[e, asdict(a)] for e, a in r.authors],
+            "baselines": None if r.baselines is None else _baselines_to_dict(r.baselines),
+            "encoder": r.encoder, "choice": r.choice}
+
+
+def _baselines_to_dict(b: Baselines) -> dict[str, Any]:
+    return {"raw": asdict(b.raw), "published_number": b.published_number,
+            "published_count": b.published_count,
+            "published": None if b.published is None else {
+                "epoch": b.published.epoch, "scores": asdict(b.published.scores)},
+            "published_raw": None if b.published_raw is None else asdict(b.published_raw)}
+
+
+def _baselines_from_dict(raw: dict[str, Any] | None) -> Baselines | None:
+    if raw is None:
+        return None
+    pub = raw["published"]
+    return Baselines(ProbeScores(**raw["raw"]), raw["published_number"], raw["published_count"],
+                     None if pub is None else Selection(pub["epoch"], ProbeScores(**pub["scores"])),
+                     None if raw["published_raw"] is None else ProbeScores(**raw["published_raw"]))
 
 
 def result_from_dict(raw: dict[str, Any]) -> SeedResult:
@@ -61,7 +147,9 @@ def result_from_dict(raw: dict[str, Any]) -> SeedResult:
         [(e, ProbeScores(**sc)) for e, sc in raw["history"]], list(raw["epoch_times"]),
         dict(raw["final_eta"]), raw["saturated_at"], raw["encoder_state"], raw["selected_epoch"],
         raw["peak_memory_bytes"], raw["T_int"],
-        [(e, AuthorsScore(**a)) for e, a in raw["authors"]])
+        [(e, AuthorsScore(**a)) for e, a in raw["authors"]],
+        _baselines_from_dict(raw.get("baselines")),  # None in seeds finished before them
+        raw.get("encoder"), raw.get("choice"))
 
 
 def _mean_std(values: list[float]) -> dict[str, float]:
@@ -96,6 +184,12 @@ def seed_metrics(r: SeedResult) -> dict[str, Any]:
                                                                 s.scores.num_val)},
             "history": [{"epoch": ep, **_f1_fields(sc)} for ep, sc in r.history],
         })
+    if r.encoder is not None:
+        out["encoder"] = r.encoder
+    if r.choice is not None:
+        out["encoder_choice"] = r.choice
+    if r.baselines is not None:
+        out.update(_baseline_metrics(r.baselines))
     if r.authors:
         epoch, best = authors_figure(r.authors)
         out["authors_protocol"] = {
@@ -105,6 +199,23 @@ def seed_metrics(r: SeedResult) -> dict[str, Any]:
                          "test_macro_f1": a.test_macro, "val_micro_f1": a.val_micro,
                          "classifier_epoch": a.classifier_epoch} for ep, a in r.authors],
         }
+    return out
+
+
+def _scores(scores: ProbeScores) -> dict[str, float]:
+    return {"val_micro_f1": scores.val_micro, "test_micro_f1": scores.test_micro,
+            "test_macro_f1": scores.test_macro}
+
+
+def _baseline_metrics(b: Baselines) -> dict[str, Any]:
+    """A seed's ``raw_features`` (the features probed on its random split) and
+    ``published_split`` (the embeddings and the features on the graph's own split)."""
+    out: dict[str, Any] = {"raw_features": _scores(b.raw)}
+    if b.published is not None and b.published_raw is not None:
+        out["published_split"] = {
+            "split": b.published_number, "splits": b.published_count,
+            "selected_epoch": b.published.epoch, **_scores(b.published.scores),
+            "raw_features": _scores(b.published_raw)}
     return out
 
 
@@ -130,6 +241,16 @@ def summarise(results: list[SeedResult]) -> dict[str, Any]:
             "test_micro_f1": _mean_std([s.scores.test_micro for s in chosen]),
             "test_macro_f1": _mean_std([s.scores.test_macro for s in chosen]),
         })
+    base = [r.baselines for r in results if r.baselines is not None]
+    if base:
+        summary["raw_features_test_micro_f1"] = _mean_std([b.raw.test_micro for b in base])
+    published = [b for b in base if b.published is not None and b.published_raw is not None]
+    if published:
+        summary["published_split_test_micro_f1"] = _mean_std(
+            [b.published.scores.test_micro for b in published])  # type: ignore[union-attr]
+        summary["published_split_raw_features_test_micro_f1"] = _mean_std(
+            [b.published_raw.test_micro for b in published])  # type: ignore[union-attr]
+        summary["published_splits"] = sorted({int(b.published_number) for b in published})
     authors = [authors_figure(r.authors)[1] for r in results if r.authors]
     if authors:
         summary.update({

@@ -13,13 +13,17 @@ import torch
 from torch import Tensor
 
 from edgegcl.errors import UsageError, first_line
+from edgegcl.nn.config import AUTO
+from edgegcl.nn.family import build_encoder
 from edgegcl.nn.model import AdNGCL
 from edgegcl.training.checkpoint import misfit
 from edgegcl.training.config import TrainConfig
-from edgegcl.training.results import SeedResult, result_from_dict
+from edgegcl.training.results import EncoderChoice, SeedResult, result_from_dict
 from edgegcl.training.state import check_config, load_tensors, read_state
+from edgegcl_embed.errors import shown
 
-__all__ = ["check_resume", "check_seed_file", "check_world", "finished_seed", "state_parts"]
+__all__ = ["check_resume", "check_seed_file", "check_world", "finished_seed", "saved_encoder",
+           "state_parts"]
 
 
 def check_world(run_dir: Path, size: int, state: dict[str, Any]) -> None:
@@ -38,6 +42,8 @@ def _read_result(path: Path) -> dict[str, Any]:
     try:
         raw = load_tensors(path, "seed result", "remove it to finish that seed again")
         result_from_dict(raw)
+        if raw.get("choice") is not None:
+            EncoderChoice.from_dict(raw["choice"], path)
     except UsageError:
         raise
     except Exception:  # torch raises many types for truncated or foreign files
@@ -65,20 +71,17 @@ def check_resume(run_dir: Path, cfg: TrainConfig, in_dim: int | None = None,
     ``cfg.run.epochs``; a state that will train on must come from ``world_size`` processes;
     with ``in_dim`` (the graph's features) their weights must fit the model.
     """
-    shapes: dict[str, dict[str, Tensor]] = {}
-    if in_dim is not None and not cfg.model.encoder:  # another encoder: its own shapes
-        with torch.device("meta"):  # shapes only, nothing allocated
-            net = AdNGCL(in_dim, cfg.model)
-        shapes = {"model": net.state_dict(), "encoder": net.encoder.state_dict()}
     for seed in range(cfg.run.seeds):
         seed_dir = run_dir / f"seed-{seed}"
         result, state = seed_dir / "result.pt", seed_dir / "state.pt"
         done = reached = 0
         if result.exists():
             raw = _read_result(result)
+            shapes = _shapes(in_dim, cfg, saved_encoder(raw.get("encoder"), cfg, result))
             done = reached = check_seed_file(result, raw, seed, cfg, shapes, _result_parts)
         if state.exists():
             raw = read_state(state)
+            shapes = _shapes(in_dim, cfg, saved_encoder(raw.get("encoder"), cfg, state))
             reached = max(reached, check_seed_file(state, raw, seed, cfg, shapes, state_parts))
             if world_size is not None and done < cfg.run.epochs:  # it trains on
                 check_world(run_dir, world_size, raw)
@@ -86,6 +89,18 @@ def check_resume(run_dir: Path, cfg: TrainConfig, in_dim: int | None = None,
             raise UsageError(f"--epochs {cfg.run.epochs} is below the {reached} epochs seed {seed} "
                              f"has trained in {run_dir}; on --resume --epochs may only grow "
                              f"(pass {reached} or more) and --device change")
+
+
+def _shapes(in_dim: int | None, cfg: TrainConfig, encoder: str) -> dict[str, dict[str, Tensor]]:
+    """The shapes of the model and encoder a seed of ``encoder`` (built in) trains on
+    ``in_dim`` features, made on torch's meta device (nothing allocated); none for a user's
+    encoder (its own shapes) or without ``in_dim``."""
+    if in_dim is None or cfg.model.user_encoder:
+        return {}
+    model = cfg.with_encoder(encoder).model
+    with torch.device("meta"):
+        net = AdNGCL(in_dim, model, build_encoder(encoder, in_dim, model))
+    return {"model": net.state_dict(), "encoder": net.encoder.state_dict()}
 
 
 def _result_parts(raw: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -120,3 +135,18 @@ def check_seed_file(path: Path, raw: dict[str, Any], seed: int, cfg: TrainConfig
                              "another graph or model; remove it to train that seed afresh")
     return epoch
 
+
+def saved_encoder(name: object, cfg: TrainConfig, path: Path) -> str:
+    """The encoder a saved seed (its state.pt or result.pt) trained: ``name``, the one it
+    records, which must be the run's own or, for an ``auto`` run, one of its candidates (a
+    file never names code to run: edgegcl.trust); a seed saved before the encoders had names
+    (None) trained the run's own, or the GCN, the only built-in encoder then."""
+    own = cfg.model.encoder
+    if name is None:
+        return "gcn" if own == AUTO else own
+    allowed = cfg.model.candidates() if own == AUTO else [own]
+    if name not in allowed:
+        raise UsageError(f"{path} names the encoder {shown(str(name), 60)}, not "
+                         f"{' or '.join(allowed)} as this run's configuration says; remove it "
+                         "to train that seed afresh")
+    return str(name)

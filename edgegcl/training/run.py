@@ -22,13 +22,16 @@ from torch_geometric.data import Data
 
 from edgegcl import __version__
 from edgegcl.errors import UsageError
+from edgegcl.nn.config import AUTO
 from edgegcl.training.checkpoint import save_checkpoint
+from edgegcl.training.choice import choose_encoder
 from edgegcl.training.config import TrainConfig, to_toml
 from edgegcl.training.distributed import World, on_main
 from edgegcl.training.hooks import Callback, EpochCallback, Hook, StateSaver, standard_hooks
-from edgegcl.training.results import SeedResult, result_to_dict, seed_metrics, summarise
-from edgegcl.training.resume import check_resume, finished_seed
-from edgegcl.training.seed import SeedRun
+from edgegcl.training.results import (EncoderChoice, SeedResult, result_to_dict, seed_metrics,
+                                      summarise)
+from edgegcl.training.resume import check_resume, finished_seed, saved_encoder
+from edgegcl.training.seed import SeedRun, saved_state
 from edgegcl.training.state import config_hash, guard_writes, save_atomic, write_atomic
 from edgegcl.training.threads import ThreadChoice
 from edgegcl_embed.files import refuse_link
@@ -58,8 +61,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     (``world``) a stop reaching any rank stops all of them after the same epoch.
     ``threads``: the run's thread choice (edgegcl.training.threads).
     """
-    run = SeedRun(data, cfg, seed, device, run_dir, world, threads)
-    run.restore(resume)
+    run = start_seed(data, cfg, seed, device, run_dir, label, resume, world, threads, stop)
     every = [*standard_hooks(label, threads, cfg.run.patience), *hooks, StateSaver()]
     for hook in every:
         hook.seed_start(run)
@@ -78,6 +80,31 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
         for hook in every:
             hook.seed_end(run)
     return run.result()
+
+
+def start_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_dir: Path,
+               label: str, resume: bool = False, world: World | None = None,
+               threads: ThreadChoice | None = None,
+               stop: Callable[[], bool] | None = None) -> SeedRun:
+    """Seed ``seed`` ready for its next epoch: continued from its ``state.pt`` (with the
+    encoder it records), or new, its encoder chosen first when the run says ``auto``
+    (edgegcl.training.choice; recorded in the seed's state from its first save on)."""
+    state = saved_state(run_dir, seed, cfg, world, resume)
+    if state is not None:
+        path = run_dir / "state.pt"
+        choice = state.get("choice")
+        run = SeedRun(data, cfg, seed, device, run_dir, world, threads,
+                      saved_encoder(state.get("encoder"), cfg, path),
+                      None if choice is None else EncoderChoice.from_dict(choice, path).to_dict())
+        run.restore(state)
+        return run
+    if cfg.model.encoder != AUTO:
+        return SeedRun(data, cfg, seed, device, run_dir, world, threads)
+    choice = choose_encoder(data, cfg, seed, device, run_dir, label, world, threads, stop)
+    if choice is None:  # stopped while searching: the seed starts afresh on --resume
+        raise Stopped(seed, 0)
+    return SeedRun(data, cfg, seed, device, run_dir, world, threads, choice.encoder,
+                   choice.to_dict())
 
 
 def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
@@ -136,15 +163,17 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
                             hooks=[*hooks, *([] if on_epoch is None else [Callback(on_epoch)])])
         if not main:
             continue
-        save_checkpoint(seed_dir / "checkpoint.pt", result.encoder_state, cfg, data.x.size(1),
-                        seed, result.selected_epoch)
+        save_checkpoint(seed_dir / "checkpoint.pt", result.encoder_state,
+                        _trained(result, cfg, seed_dir), data.x.size(1), seed,
+                        result.selected_epoch)
         save_atomic({**result_to_dict(result), "config_hash": config_hash(cfg)},
                     seed_dir / "result.pt")
         results.append(result)
     if not main:
         return {}
     best = max(results, key=lambda r: r.selection.scores.val_micro if r.selection else 0.0)
-    save_checkpoint(run_dir / "checkpoint.pt", best.encoder_state, cfg, data.x.size(1),
+    save_checkpoint(run_dir / "checkpoint.pt", best.encoder_state,
+                    _trained(best, cfg, run_dir / f"seed-{best.seed}"), data.x.size(1),
                     best.seed, best.selected_epoch)
     metrics = {
         "edgegcl_version": __version__,
@@ -164,6 +193,12 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
         metrics.update(report(results))
     write_atomic(run_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")
     return metrics
+
+
+def _trained(result: SeedResult, cfg: TrainConfig, seed_dir: Path) -> TrainConfig:
+    """The configuration a seed's encoder was trained with (its checkpoint's): the run's,
+    with ``auto`` resolved to the encoder the seed chose."""
+    return cfg.with_encoder(saved_encoder(result.encoder, cfg, seed_dir / "result.pt"))
 
 
 def _batch_end(hooks: Sequence[Hook], run: SeedRun, epoch: int, batch: int, batches: int,

@@ -27,7 +27,7 @@ from torch_geometric.data import Data
 
 from edgegcl.errors import UsageError, first_line
 from edgegcl.nn.augment import as_features
-from edgegcl.nn.model import GCNEncoder
+from edgegcl.nn.family import encoder_name
 from edgegcl.training.checkpoint import load_checkpoint
 from edgegcl.training.config import TrainConfig
 from edgegcl.trust import allow_encoder
@@ -72,8 +72,8 @@ class Run:
     def embed(self, graph: Data | str | Path | None = None, *, out: Tensor | None = None
               ) -> Tensor:
         """The encoder's embeddings [N, out_dim] of every node of ``graph`` (``graph()``), in
-        eval mode without autograd; the built-in GCN a chunk of nodes at a time
-        (``GCNEncoder.embed_nodes``: memory N x out_dim, never N x hidden). ``out``: a
+        eval mode without autograd; a built-in encoder a chunk of nodes at a time (its
+        ``embed_nodes``: memory a few N x out_dim, never N x hidden). ``out``: a
         preallocated tensor to fill (``edgegcl.nn.model.npy_embeddings`` maps one to a file)."""
         data = self.graph(graph)
         if data.x.size(1) != self.in_dim:
@@ -82,7 +82,7 @@ class Run:
                              "training graph's features")
         x = as_features(data.x)  # sparse CSR where training fed it so
         with torch.no_grad():
-            if isinstance(self.encoder, GCNEncoder):
+            if encoder_name(self.encoder) is not None:  # built in: a chunk of nodes at a time
                 return self.encoder.embed_nodes(x, data.edge_index, out)
             z = self.encoder(data.x, data.edge_index)
             return z if out is None else out.copy_(z)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch_geometric.data import Data
@@ -34,11 +35,19 @@ class SeedRun:
     """One seed between epochs, as hooks see it: its config, directory, trainer and prober,
     the epoch times, the epochs.csv rows and the peak memory so far, and whether a stop was
     requested after this epoch (``stopping``); one epoch of training with its row (``epoch``),
-    and the whole state written to and read back from ``state.pt`` (``save``, ``restore``)."""
+    and the whole state written to and read back from ``state.pt`` (``save``, ``restore``).
+
+    ``cfg`` is the run's configuration; ``encoder`` the encoder this seed trains (a built-in
+    name, or the run's own when it names one), with ``choice`` how an ``auto`` run chose it
+    (edgegcl.training.choice); the trainer is built from ``cfg.with_encoder(encoder)``.
+    """
 
     def __init__(self, data: Data, cfg: TrainConfig, seed: int, device: torch.device,
-                 run_dir: Path, world: World | None, threads: ThreadChoice | None) -> None:
+                 run_dir: Path, world: World | None, threads: ThreadChoice | None,
+                 encoder: str | None = None, choice: dict[str, Any] | None = None) -> None:
         self.cfg, self.seed, self.device = cfg, seed, device
+        self.encoder = encoder if encoder is not None else cfg.model.encoder
+        self.choice = choice
         self.run_dir, self.world = run_dir, world
         self.main = world is None or world.is_main
         torch.manual_seed(seed)
@@ -52,8 +61,8 @@ class SeedRun:
         # are storage, the model, optimiser state and everything after are training (as the
         # profiler measures).
         self.baseline = current_bytes(device)
-        self.trainer = Trainer(cfg, self.x.size(1), mode=mode, device=device, seed=seed,
-                               world=world)
+        self.trainer = Trainer(cfg.with_encoder(self.encoder), self.x.size(1), mode=mode,
+                               device=device, seed=seed, world=world)
         self.picker = None if threads is None else threads.picker
         self.trainer.threads = self.picker
         self.prober = Prober(data, seed, device, cfg.run.protocol)  # rank 0 alone probes
@@ -77,22 +86,15 @@ class SeedRun:
             "epoch": trainer.epoch, "trainer": trainer.state_dict(),
             "loader": loader_state(loader), "global_rng": torch.get_rng_state(),
             **self.prober.state_dict(), "times": self.times, "rows": self.rows,
-            "peak": self.peak, "ranks": ranks,
+            "peak": self.peak, "ranks": ranks, "encoder": self.encoder, "choice": self.choice,
             "threads": None if self.picker is None else self.picker.state_dict()},
             self.run_dir / "state.pt")
 
-    def restore(self, resume: bool) -> None:
-        """Continue from ``state.pt`` when resuming and it exists (every rank: rank 0 reads it
-        and broadcasts it)."""
-        world, state = self.world, None
-        if resume and self.main and (self.run_dir / "state.pt").exists():
-            state = read_state(self.run_dir / "state.pt")
-            check_seed_file(self.run_dir / "state.pt", state, self.seed, self.cfg, {}, state_parts)
-            check_world(self.run_dir, 1 if world is None else world.size, state)
-        if world is not None and resume:
-            state = world.broadcast(state)
+    def restore(self, state: dict[str, Any] | None) -> None:
+        """Continue from a ``saved_state`` (nothing to do for None)."""
         if state is None:
             return
+        world = self.world
         self.trainer.load_state_dict(state["trainer"])
         load_loader_state(self.loader, state["loader"])
         if world is not None:
@@ -144,12 +146,29 @@ class SeedRun:
         cfg, hans, prober = self.cfg, self.trainer.hans, self.prober
         if not self.main:  # rank 0 chose the checkpoint; this rank's part ends with training
             return SeedResult(self.seed, self.mode, None, [], self.times, dict(hans.eta),
-                              hans.saturated_at, {}, 0, self.peak, cfg.hans.T_int)
+                              hans.saturated_at, {}, 0, self.peak, cfg.hans.T_int,
+                              encoder=self.encoder, choice=self.choice)
         if prober.best_state is None:  # resumed at the last epoch: nothing left to train
             raise UsageError(f"{self.run_dir} has no chosen checkpoint; remove its state.pt to "
                              "restart this seed")
-        return SeedResult(self.seed, self.mode,
-                          prober.selection(self.trainer.model, self.x, self.edge_index),
-                          prober.history, self.times, dict(hans.eta), hans.saturated_at,
-                          prober.best_state, prober.best_epoch, self.peak, cfg.hans.T_int,
-                          prober.authors)
+        model = self.trainer.model
+        selection = prober.selection(model, self.x, self.edge_index)
+        return SeedResult(self.seed, self.mode, selection, prober.history, self.times,
+                          dict(hans.eta), hans.saturated_at, prober.best_state,
+                          prober.best_epoch, self.peak, cfg.hans.T_int, prober.authors,
+                          prober.baselines(model, self.x, self.edge_index), self.encoder,
+                          self.choice)
+
+
+def saved_state(run_dir: Path, seed: int, cfg: TrainConfig, world: World | None,
+                resume: bool) -> dict[str, Any] | None:
+    """A resumed seed's ``state.pt`` as every rank needs it (rank 0 reads and checks it, then
+    broadcasts it); None when not resuming or the seed has none yet."""
+    state = None
+    if resume and (world is None or world.is_main) and (run_dir / "state.pt").exists():
+        state = read_state(run_dir / "state.pt")
+        check_seed_file(run_dir / "state.pt", state, seed, cfg, {}, state_parts)
+        check_world(run_dir, 1 if world is None else world.size, state)
+    if world is not None and resume:
+        state = world.broadcast(state)
+    return state

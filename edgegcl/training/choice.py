@@ -1,0 +1,109 @@
+"""``encoder = "auto"``: each seed's encoder chosen by measurement, before it trains.
+
+A labelled graph: a short search. Each of ``search_encoders`` trains ``search_epochs`` epochs
+(a quarter of the run's by default, to a probe epoch) from the seed's own initialisation, probed every
+``eval_every`` epochs on the seed's validation nodes (its random split's, the nodes the
+seed's checkpoint choice reads; test nodes are never looked at); the best validation
+micro-F1 wins (ties: the earlier candidate, the GCN first). The search's runs are thrown away
+and the seed trains the winner from its start: an ``auto`` seed is, epoch for epoch, the run
+of the encoder it chose, plus the search's time.
+
+An unlabelled graph: a label-free signal, how much more alike the features of linked nodes
+are than those of random pairs (edgegcl.data.homophily.feature_agreement), picks the GCN when
+linked nodes clearly agree and the ego encoder, which keeps each node's own representation
+beside its neighbours', otherwise (docs/encoders.md has the table the threshold comes from).
+
+Either way the choice is one line and a record in the seed's state and the run's metrics
+(``EncoderChoice``); a resumed seed keeps its recorded choice.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch_geometric.data import Data
+
+from edgegcl.data.homophily import feature_agreement
+from edgegcl.progress import Progress, say
+from edgegcl.training.config import TrainConfig
+from edgegcl.training.distributed import World
+from edgegcl.training.results import AGREEMENT_THRESHOLD, EncoderChoice
+from edgegcl.training.prober import MIN_LABELLED_NODES
+from edgegcl.training.seed import SeedRun
+from edgegcl.training.threads import ThreadChoice
+
+__all__ = ["AGREEMENT_THRESHOLD", "EncoderChoice", "choose_encoder", "search_epochs"]
+
+def search_epochs(cfg: TrainConfig) -> int:
+    """Epochs each candidate of the search trains: ``search_epochs``, else a quarter of the
+    run's rounded up to a probe epoch (a multiple of ``eval_every``, so the winner's probes
+    fall where a run of it alone probes), within 1 .. the run's."""
+    every = cfg.run.eval_every
+    wanted = cfg.model.search_epochs or every * math.ceil(cfg.run.epochs / 4 / every)
+    return max(1, min(wanted, cfg.run.epochs))
+
+
+def choose_encoder(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
+                   run_dir: Path, label: str, world: World | None = None,
+                   threads: ThreadChoice | None = None,
+                   stop: Callable[[], bool] | None = None) -> EncoderChoice | None:
+    """Seed ``seed``'s encoder for an ``auto`` configuration: the search's winner on a
+    labelled graph, the label-free signal's pick otherwise; the line saying it is printed
+    (rank 0). The search's runs are thrown away: the seed then trains its encoder from the
+    start, exactly as a run that names it does. ``stop`` is polled after every epoch of the
+    search; None when it asked to stop (every rank, under torchrun)."""
+    candidates = cfg.model.candidates()
+    main = world is None or world.is_main
+    labelled = getattr(data, "y", None) is not None and data.num_nodes >= MIN_LABELLED_NODES
+    if labelled and len(candidates) > 1:
+        choice = _search(data, cfg, seed, device, run_dir, label, world, threads, stop)
+        if choice is None:
+            return None
+    else:
+        agreement = feature_agreement(data.x, data.edge_index)
+        name = "gcn" if agreement >= AGREEMENT_THRESHOLD else "ego"
+        choice = EncoderChoice(name if name in candidates else candidates[0], "signal",
+                               agreement=agreement)
+    if main:
+        say(f"{label}: {choice.line()}")
+    return choice
+
+
+def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_dir: Path,
+            label: str, world: World | None, threads: ThreadChoice | None,
+            stop: Callable[[], bool] | None) -> EncoderChoice | None:
+    """Train each candidate ``search_epochs`` epochs from the seed's initialisation, probing
+    its validation micro-F1 as a run does; the best (the first of equals) and the record."""
+    candidates, epochs = cfg.model.candidates(), search_epochs(cfg)
+    main = world is None or world.is_main
+    start = time.perf_counter()
+    scores: dict[str, float] = {}
+    announce = (main and threads is not None and threads.picker is not None
+                and not threads.picker.done)  # the thread count's line, once it is measured
+    for name in candidates:
+        run = SeedRun(data, cfg, seed, device, run_dir, world, threads, encoder=name)
+        bar = Progress(epochs, f"{label}: choosing the encoder, {name}", enabled=main)
+        for epoch in range(1, epochs + 1):
+            row, _ = run.epoch(epoch)
+            if main and (epoch % cfg.run.eval_every == 0 or epoch == epochs):
+                row.update(run.prober.probe(epoch, run.trainer.model, run.x, run.edge_index,
+                                            epoch == cfg.run.epochs))
+            if announce and threads is not None and threads.picker.done:  # type: ignore[union-attr]
+                bar.close()
+                say(threads.line())
+                announce = False
+            bar.update(epoch, f"loss {float(row['loss']):.4f}")  # type: ignore[arg-type]
+            stopping = stop is not None and stop()
+            if world.any(stopping) if world is not None else stopping:
+                bar.close()
+                return None
+        bar.close()
+        score = float(run.prober.best_val) if main else 0.0
+        scores[name] = world.broadcast(score) if world is not None else score
+        del run
+    best = max(candidates, key=lambda name: (scores[name], -candidates.index(name)))
+    return EncoderChoice(best, "search", scores, epochs, time.perf_counter() - start)

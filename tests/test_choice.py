@@ -1,0 +1,157 @@
+"""``encoder = "auto"`` (edgegcl.training.choice): a labelled graph's seeds each choose their
+encoder by a short search on their validation nodes and then train it exactly as a run that
+names it; an unlabelled graph's choose by how alike linked nodes' features are; the choice
+is one line, recorded, kept on resume, and never taken from a file as code."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from helpers import capture
+
+from edgegcl.cli.main import main
+from edgegcl.data import SyntheticSpec, synthetic_graph
+from edgegcl.data.homophily import feature_agreement
+from edgegcl.errors import UsageError
+from edgegcl.training.choice import search_epochs
+from edgegcl.training.config import TrainConfig
+from edgegcl.training.run import Stopped, run
+
+CPU = torch.device("cpu")
+SMALL = dict(nodes=150, features=12, hidden_dim=16, out_dim=8, proj_dim=8, epochs=8,
+             eval_every=2, T_init=1, T_int=1, device="cpu")
+
+
+def _run(cfg: TrainConfig, data, run_dir: Path, **kw) -> dict:
+    run_dir.mkdir(exist_ok=True)
+    return run(cfg, data, run_dir, CPU, **kw)
+
+
+def _curve(run_dir: Path, seed: int = 0) -> list[dict[str, str]]:
+    with (run_dir / f"seed-{seed}" / "epochs.csv").open() as fh:
+        return [{k: v for k, v in row.items() if k not in ("epoch_s", "peak_memory_bytes")}
+                for row in csv.DictReader(fh)]
+
+
+def test_search_epochs_end_on_a_probe_epoch() -> None:
+    assert search_epochs(TrainConfig(epochs=300, eval_every=20)) == 80
+    assert search_epochs(TrainConfig(epochs=100, eval_every=5)) == 25
+    assert search_epochs(TrainConfig(epochs=6, eval_every=20)) == 6
+    assert search_epochs(TrainConfig(epochs=300, search_epochs=7)) == 7
+
+
+def test_an_auto_seed_is_the_run_of_the_encoder_it_chose(tmp_path: Path) -> None:
+    cfg = TrainConfig(**SMALL, seeds=2)
+    data = synthetic_graph(cfg.synthetic_spec())
+    metrics = _run(cfg, data, tmp_path / "auto")
+    for seed, part in enumerate(metrics["seeds"]):
+        choice = part["encoder_choice"]
+        assert choice["by"] == "search" and set(choice["scores"]) == {"gcn", "ego", "poly"}
+        best = max(choice["scores"].values())
+        assert part["encoder"] == next(n for n, v in choice["scores"].items() if v == best)
+        assert choice["epochs"] == search_epochs(cfg) == 2
+    chosen = metrics["seeds"][0]["encoder"]
+    named = _run(cfg.with_encoder(chosen).replace(run={"seeds": 1}), data, tmp_path / "named")
+    assert _curve(tmp_path / "auto") == _curve(tmp_path / "named")
+    assert metrics["seeds"][0]["test_micro_f1"] == named["seeds"][0]["test_micro_f1"]
+    auto_w = torch.load(tmp_path / "auto" / "seed-0" / "checkpoint.pt", weights_only=True)
+    named_w = torch.load(tmp_path / "named" / "seed-0" / "checkpoint.pt", weights_only=True)
+    assert auto_w["config"]["encoder"] == chosen
+    assert all(torch.equal(auto_w["encoder"][k], named_w["encoder"][k]) for k in named_w["encoder"])
+
+
+def test_the_choice_is_one_line_and_names_every_score(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EDGEGCL_DATA", str(tmp_path / "data"))
+    flags = [f"--{k.replace('_', '-')}" if i == 0 else str(v) for k, v in SMALL.items()
+             for i in range(2)]
+    code, out, err = capture(main, ["train", *flags, "--out", "run"])
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if "validation micro-F1 after" in line]
+    assert len(lines) == 1 and all(f"{n} " in lines[0] for n in ("gcn", "ego", "poly"))
+    assert "raw features" in out  # beside the embeddings' figure
+
+
+def test_an_unlabelled_graph_chooses_by_its_features(tmp_path: Path) -> None:
+    cfg = TrainConfig(**SMALL)
+    data = synthetic_graph(cfg.synthetic_spec())
+    data.y = None
+    metrics = _run(cfg, data, tmp_path / "run")
+    choice = metrics["seeds"][0]["encoder_choice"]
+    assert choice["by"] == "signal" and choice["agreement"] == pytest.approx(
+        feature_agreement(data.x, data.edge_index))
+    assert metrics["seeds"][0]["encoder"] == ("gcn" if choice["agreement"] >= 0.05 else "ego")
+
+
+def test_feature_agreement_separates_agreeing_from_disagreeing_neighbours() -> None:
+    x = torch.eye(3).repeat_interleave(4, dim=0) + 0.01  # 3 groups of 4 equal rows
+    within = torch.tensor([[0, 1, 4, 5, 8, 9], [1, 2, 5, 6, 9, 10]])
+    across = torch.tensor([[0, 1, 4, 5, 8, 9], [4, 8, 8, 0, 0, 4]])
+    assert feature_agreement(x, within) > 0.9 and feature_agreement(x, across) < 0.0
+    assert feature_agreement(x, within[:, :0]) == 0.0
+
+
+def test_a_resumed_auto_seed_keeps_its_recorded_choice(tmp_path: Path) -> None:
+    cfg = TrainConfig(**SMALL)
+    data = synthetic_graph(cfg.synthetic_spec())
+    seen: list[int] = []
+    with pytest.raises(Stopped):
+        _run(cfg, data, tmp_path / "run", stop=lambda: len(seen) >= 3,
+             on_epoch=lambda seed_dir, row, events: seen.append(int(row["epoch"])))
+    state = torch.load(tmp_path / "run" / "seed-0" / "state.pt", weights_only=True)
+    assert state["encoder"] in ("gcn", "ego", "poly") and state["choice"]["by"] == "search"
+    straight = _run(cfg, data, tmp_path / "straight")
+    resumed = _run(cfg, data, tmp_path / "run", resume=True)
+    assert resumed["seeds"][0]["encoder"] == straight["seeds"][0]["encoder"] == state["encoder"]
+    assert _curve(tmp_path / "run") == _curve(tmp_path / "straight")
+
+
+def test_a_state_naming_another_encoder_or_code_is_refused(tmp_path: Path) -> None:
+    cfg = TrainConfig(**SMALL)
+    data = synthetic_graph(cfg.synthetic_spec())
+    seen: list[int] = []
+    with pytest.raises(Stopped):
+        _run(cfg, data, tmp_path / "run", stop=lambda: len(seen) >= 1,
+             on_epoch=lambda seed_dir, row, events: seen.append(int(row["epoch"])))
+    path = tmp_path / "run" / "seed-0" / "state.pt"
+    for forged in ("evil.py:make", "gat"):
+        state = torch.load(path, weights_only=True)
+        state["encoder"] = forged
+        torch.save(state, path)
+        with pytest.raises(UsageError, match="names the encoder") as err:
+            _run(cfg, data, tmp_path / "run", resume=True)
+        assert "\n" not in str(err.value)
+
+
+def test_a_stop_during_the_search_stops_before_the_seed(tmp_path: Path) -> None:
+    cfg = TrainConfig(**SMALL)
+    data = synthetic_graph(cfg.synthetic_spec())
+    calls = []
+
+    def stop() -> bool:
+        calls.append(1)
+        return len(calls) > 1  # the first poll is the run's, before the seed
+
+    with pytest.raises(Stopped, match="before seed 0"):
+        _run(cfg, data, tmp_path / "run", stop=stop)
+    assert not (tmp_path / "run" / "seed-0" / "state.pt").exists()
+
+
+def test_a_low_homophily_graph_whose_features_carry_the_classes(tmp_path: Path) -> None:
+    """The generated heterophilous graph (homophily 0.1, features carrying the classes): the
+    GCN's averaging over other classes' nodes costs it what the features know, and the
+    search sees that on validation."""
+    cfg = TrainConfig(**{**SMALL, "nodes": 400, "features": 32, "epochs": 20, "eval_every": 5},
+                      homophily=0.1, avg_degree=8)
+    data = synthetic_graph(cfg.synthetic_spec())
+    metrics = _run(cfg, data, tmp_path / "run")
+    scores = metrics["seeds"][0]["encoder_choice"]["scores"]
+    assert max(scores["ego"], scores["poly"]) > scores["gcn"]
+    assert metrics["seeds"][0]["encoder"] != "gcn"
+    summary = json.loads((tmp_path / "run" / "metrics.json").read_text())["summary"]
+    assert "raw_features_test_micro_f1" in summary
