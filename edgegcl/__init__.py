@@ -4,13 +4,15 @@ What a user composes, importable from the top level (loaded on first use, so ``i
 edgegcl`` stays light):
 
 - ``HANS``, the scheduler, and ``HANSContrast``, the HANS-scheduled contrast for any encoder;
-- ``AdNGCL`` (encoder + projection head), ``GCNEncoder``, ``ModelConfig``;
+- ``AdNGCL`` (encoder + projection head), the built-in encoders ``GCNEncoder``,
+  ``EgoEncoder``, ``PolyEncoder`` (``build_encoder`` by name), ``ModelConfig``;
 - ``Trainer``, the engine ``edgegcl train`` runs (any encoder: ``Trainer(encoder=...)``), and
   ``TrainConfig``;
 - ``load_graph``, ``synthetic_graph``, ``SyntheticSpec``, ``make_loader`` (neighbour-sampled
   mini-batches), the two views ``Views`` (with their ``AugmentConfig``) and their
   augmentations ``remove_edges``, ``mask_columns``;
-- ``linear_probe`` / ``random_split`` (the honest evaluation) and ``authors_probe``;
+- ``linear_probe`` / ``random_split`` (the honest evaluation), ``published_split`` (a graph's
+  own), ``authors_probe``, and ``feature_agreement`` (how alike linked nodes' features are);
 - ``run`` (train and write a run directory, with ``Hook`` objects called by every seed's loop)
   and ``load_run`` (a finished run back: config, encoder, metrics, ``.embed(graph)``).
 """
@@ -27,6 +29,9 @@ _EXPORTS = {
     "HANSContrast": "edgegcl.contrast.module",
     "AdNGCL": "edgegcl.nn.model",
     "GCNEncoder": "edgegcl.nn.model",
+    "EgoEncoder": "edgegcl.nn.ego",
+    "PolyEncoder": "edgegcl.nn.poly",
+    "build_encoder": "edgegcl.nn.family",
     "ModelConfig": "edgegcl.nn.config",
     "Trainer": "edgegcl.training.engine",
     "TrainConfig": "edgegcl.training.config",
@@ -40,6 +45,8 @@ _EXPORTS = {
     "mask_columns": "edgegcl.nn.augment",
     "linear_probe": "edgegcl.evaluation.probe",
     "random_split": "edgegcl.evaluation.probe",
+    "published_split": "edgegcl.evaluation.probe",
+    "feature_agreement": "edgegcl.data.homophily",
     "authors_probe": "edgegcl.evaluation.authors",
     "load_run": "edgegcl.training.runs",
     "Run": "edgegcl.training.runs",

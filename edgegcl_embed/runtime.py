@@ -64,7 +64,7 @@ def default_block_rows(num_rows: int) -> int:
 
 def portable_session(path: str | Path, threads: int = 1,
                      memory_pattern: bool = False) -> ort.InferenceSession:
-    """A plain onnxruntime session of a portable model file (interface 4), opened as any
+    """A plain onnxruntime session of a portable model file (interface 4 or 5), opened as any
     consumer of the file opens it, with none of this runtime's code:
     ``session.run(["embeddings"], {"x": x, "edge_index": edge_index})`` embeds a whole graph.
 
@@ -83,7 +83,7 @@ def portable_session(path: str | Path, threads: int = 1,
 class EncoderSession:
     """An exported encoder, opened for inference, with its ``edgegcl.*`` metadata.
 
-    A portable file (interface 4) is cut into its dense stages (``export.stages``) and run
+    A portable file (interface 4 or 5) is cut into its dense stages (``export.stages``) and run
     like an interface-3 file: ``session`` is the stages' onnxruntime session.
 
     ``threads``: worker threads for the row blocks (default: every available core). Each

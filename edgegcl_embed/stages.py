@@ -1,4 +1,5 @@
-"""Cutting a portable model file (interface 4) into its dense stages, without the onnx package.
+"""Cutting a portable model file (interface 4 or 5) into its dense stages, without the onnx
+package.
 
 A portable file is one graph from ``x`` and ``edge_index`` to ``embeddings`` whose aggregated
 tensors ``a1`` .. ``ak`` and stage outputs ``z0`` .. ``z(k-1)`` are named as in interface 3

@@ -143,15 +143,15 @@ def test_a_stop_during_the_search_stops_before_the_seed(tmp_path: Path) -> None:
 
 
 def test_a_low_homophily_graph_whose_features_carry_the_classes(tmp_path: Path) -> None:
-    """The generated heterophilous graph (homophily 0.1, features carrying the classes): the
-    GCN's averaging over other classes' nodes costs it what the features know, and the
-    search sees that on validation."""
-    cfg = TrainConfig(**{**SMALL, "nodes": 400, "features": 32, "epochs": 20, "eval_every": 5},
+    """The generated heterophilous graph (homophily 0.1, the classes in the features): the
+    GCN's averaging over other classes' nodes erases what the features know, which the
+    search sees on validation (by 10-20 points on these graphs), so a seed does not pick it."""
+    cfg = TrainConfig(**{**SMALL, "nodes": 600, "features": 8, "epochs": 40, "eval_every": 10,
+                         "hidden_dim": 32, "out_dim": 16, "proj_dim": 16}, classes=3,
                       homophily=0.1, avg_degree=8)
     data = synthetic_graph(cfg.synthetic_spec())
     metrics = _run(cfg, data, tmp_path / "run")
     scores = metrics["seeds"][0]["encoder_choice"]["scores"]
-    assert max(scores["ego"], scores["poly"]) > scores["gcn"]
+    assert max(scores["ego"], scores["poly"]) >= scores["gcn"] + 5  # 10-20 on graph seeds 0-3
     assert metrics["seeds"][0]["encoder"] != "gcn"
-    summary = json.loads((tmp_path / "run" / "metrics.json").read_text())["summary"]
-    assert "raw_features_test_micro_f1" in summary
+    assert "raw_features_test_micro_f1" in metrics["summary"]

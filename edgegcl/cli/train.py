@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -114,20 +115,27 @@ def _summary_lines(metrics: dict[str, Any], cfg: TrainConfig, run_dir: Path) -> 
     """What a finished run prints: test micro-F1 (and the authors' protocol's), the mean
     epoch time, where the results are, and the auto-budget comparison."""
     from edgegcl.evaluation.authors import AUTHORS_LABEL
+    from edgegcl.progress import say
 
     summary, seeds = metrics["summary"], cfg.run.seeds
     if "test_micro_f1" in summary:
         raw = summary.get("raw_features_test_micro_f1")
         print(f"test micro-F1 {_over_seeds(summary['test_micro_f1'], seeds)} (checkpoint "
               "chosen on validation)" + ("" if raw is None else
-                                         f"; raw features {_over_seeds(raw, seeds)}"))
+                                         f"; raw features {_figure(raw, seeds)} on the same "
+                                         "splits"))
+    raw_val = [s["raw_features"]["val_micro_f1"] for s in metrics["seeds"] if "raw_features" in s]
+    if raw_val and statistics.fmean(raw_val) > summary["val_micro_f1"]["mean"]:
+        say(f"warning: on validation the raw features ({statistics.fmean(raw_val):.2f}) score above "
+            f"the embeddings ({summary['val_micro_f1']['mean']:.2f}): on this graph a classifier "
+            "is better served by the features themselves (docs/encoders.md)")
     if "published_split_test_micro_f1" in summary:
         splits = summary["published_splits"]
         count = metrics["seeds"][0]["published_split"]["splits"]
         print(f"the graph's published split{'s' if len(splits) > 1 else ''} "
               f"{', '.join(map(str, splits))} of {count}: test micro-F1 "
               f"{_over_seeds(summary['published_split_test_micro_f1'], seeds)}; raw features "
-              f"{_over_seeds(summary['published_split_raw_features_test_micro_f1'], seeds)}")
+              f"{_figure(summary['published_split_raw_features_test_micro_f1'], seeds)}")
     if "authors_protocol_test_micro_f1" in summary:
         print(f"{AUTHORS_LABEL}: test micro-F1 "
               f"{_over_seeds(summary['authors_protocol_test_micro_f1'], seeds)}")
@@ -273,6 +281,11 @@ def _save_embeddings(run_dir: Path, encoder: str | None, data: Data | None) -> P
             del z
         del out  # the mapping closes: every page is in the file before it is renamed
     return target
+
+
+def _figure(figure: dict[str, float], seeds: int) -> str:
+    """A figure over seeds, ``0.83 ± 0.01`` (one seed: ``0.83``)."""
+    return f"{figure['mean']:.2f}" + ("" if seeds == 1 else f" ± {figure['std']:.2f}")
 
 
 def _over_seeds(figure: dict[str, float], seeds: int) -> str:

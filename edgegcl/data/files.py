@@ -15,7 +15,7 @@ from torch_geometric.data import Data
 from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
 from torch_geometric.data.storage import GlobalStorage
 
-from edgegcl.data.validation import validate_graph
+from edgegcl.data.validation import SPLIT_MASKS, validate_graph
 from edgegcl.errors import UsageError, first_line
 from edgegcl_embed.errors import InputError, shown
 from edgegcl.memory import memory_limit
@@ -78,7 +78,8 @@ def _load_pt(path: Path) -> Data:
             "save it with torch.save(Data(x=..., edge_index=..., y=...), path)"
         )
     try:
-        return Data(x=obj.x, edge_index=obj.edge_index, y=obj.y)
+        masks = {key: getattr(obj, key, None) for key in SPLIT_MASKS}
+        return Data(x=obj.x, edge_index=obj.edge_index, y=obj.y, **masks)
     except Exception as exc:  # a Data whose inner store was forged or damaged
         raise UsageError(f"{path} holds a damaged torch_geometric Data ({type(exc).__name__}: "
                          f"{first_line(exc)[:120]}); save it with torch.save(Data(x=..., "

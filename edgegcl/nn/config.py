@@ -49,7 +49,7 @@ class ModelConfig(Section):
             (1: the identity, the node's own MLP representation).
         search_encoders: auto's candidates, comma-separated.
         search_epochs: auto: epochs each candidate trains before the choice (0: a quarter of
-            the run's epochs).
+            the run's epochs, rounded up to a multiple of ``eval_every``).
 
     Example:
         >>> ModelConfig(hidden_dim=256, out_dim=128, proj_dim=128, activation="relu").out_dim
@@ -80,7 +80,8 @@ class ModelConfig(Section):
     search_encoders: str = option(",".join(BUILT_IN_ENCODERS), "auto: the encoders tried, "
                                   "comma-separated", omit_default=True)
     search_epochs: int = option(0, "auto: epochs each candidate trains before the choice (0: a "
-                                "quarter of --epochs)", at_least=0, omit_default=True)
+                                "quarter of --epochs, up to a probe epoch)", at_least=0,
+                                omit_default=True)
 
     GCN_ONLY: ClassVar[tuple[str, ...]] = ("hidden_dim", "out_dim", "activation", "num_layers",
                                            "poly_alpha")

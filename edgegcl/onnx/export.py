@@ -209,7 +209,7 @@ def check_against_torch(path: Path, encoder: torch.nn.Module, x: Tensor, edge_in
     random induced subgraph of another size, so a shape frozen at export time or a mis-lowered
     aggregation shows up; when the model exposes W1 (interfaces 3, 4), the training graph
     once more with x as scipy CSR through the runtime's sparse first layer; and a portable
-    model (interface 4) on both graphs through onnxruntime alone, as any other consumer runs
+    model (interface 4 or 5) on both graphs through onnxruntime alone, as any other consumer runs
     it. Raises ExportCheckError, with the number, when a difference exceeds ``tolerance``;
     returns the checks otherwise.
     """

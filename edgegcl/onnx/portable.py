@@ -1,4 +1,4 @@
-"""The portable encoder (interface 4): one standard-op ONNX graph, ``x`` and ``edge_index`` in,
+"""The portable encoder (interfaces 4 and 5): one standard-op ONNX graph, ``x`` and ``edge_index`` in,
 ``embeddings`` out, which any ONNX runtime runs with no edgegcl code.
 
 The dense stages are the ones ``edgegcl.onnx.module.StageGCN`` exports (interface 3); between
