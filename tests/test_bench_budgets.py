@@ -13,7 +13,7 @@ from edgegcl.budget.bench import BUSY_CORES, BudgetTable, Cell, table_csv, table
 from edgegcl.cli.main import main
 
 TINY = ["--dataset", "synthetic", "--nodes", "300", "--features", "8", "--hidden-dim", "8",
-        "--out-dim", "4", "--proj-dim", "4", "--threads", "1"]
+        "--out-dim", "4", "--proj-dim", "4", "--threads", "1", "--encoder", "gcn"]
 
 
 def _table(cells: list[Cell]) -> BudgetTable:

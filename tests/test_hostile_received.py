@@ -8,6 +8,7 @@ checks that every class has a test, so the suite's parametrisation is the count 
 
 from __future__ import annotations
 
+import re
 import contextlib
 import json
 import os
@@ -86,7 +87,7 @@ def deadline(seconds: float) -> Iterator[None]:
 
 
 TINY = ["--nodes", "60", "--features", "6", "--hidden-dim", "8", "--out-dim", "4",
-        "--proj-dim", "4", "--epochs", "2", "--eval-every", "1", "--device", "cpu"]
+        "--proj-dim", "4", "--epochs", "2", "--eval-every", "1", "--device", "cpu", "--encoder", "gcn"]
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +114,7 @@ SPECS = ["evil.py:make", "time:sleep", "os:_exit"]
 
 def _plant_encoder(run: Path, spec: str) -> None:
     """Name ``spec`` as the encoder in the run's config.toml and its checkpoints."""
-    text = (run / "config.toml").read_text()
+    text = re.sub(r'\nencoder = "[^"]*"', "", (run / "config.toml").read_text())
     (run / "config.toml").write_text(text.replace("[model]", f'[model]\nencoder = "{spec}"', 1))
     for ckpt in run.rglob("checkpoint.pt"):
         raw = torch.load(ckpt, weights_only=True)

@@ -17,7 +17,7 @@ from edgegcl.cli.main import main
 
 TINY = ["--theta-max", "0.5", "--nodes", "120", "--features", "16", "--hidden-dim", "16",
         "--out-dim", "8", "--proj-dim", "8", "--epochs", "6", "--eval-every", "3", "--T-init",
-        "1", "--T-int", "1", "--b", "0.5", "--device", "cpu", "--seeds", "2"]
+        "1", "--T-int", "1", "--b", "0.5", "--device", "cpu", "--seeds", "2", "--encoder", "gcn"]
 _run = partial(capture, main)
 
 

@@ -21,7 +21,7 @@ from edgegcl.training.step import resolve_mode
 from helpers import contrast
 
 TINY = ["--nodes", "150", "--features", "16", "--epochs", "4", "--eval-every", "2",
-        "--hidden-dim", "16", "--out-dim", "8", "--proj-dim", "8", "--T-init", "1", "--T-int", "1"]
+        "--hidden-dim", "16", "--out-dim", "8", "--proj-dim", "8", "--T-init", "1", "--T-int", "1", "--encoder", "gcn"]
 
 
 @pytest.mark.parametrize("eta", [0.3, 1.0])

@@ -17,7 +17,7 @@ from edgegcl.budget.profiles import DeviceProfile, load_profile
 
 SMALL = TrainConfig(hidden_dim=16, out_dim=8, proj_dim=8, T_int=4)
 TINY = ["--nodes", "120", "--features", "16", "--hidden-dim", "16", "--out-dim", "8",
-        "--proj-dim", "8", "--epochs", "6", "--eval-every", "3", "--T-init", "2", "--T-int", "2"]
+        "--proj-dim", "8", "--epochs", "6", "--eval-every", "3", "--T-init", "2", "--T-int", "2", "--encoder", "gcn"]
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import torch
 ARGS = ["--nodes", "200", "--features", "16", "--hidden-dim", "16", "--out-dim", "8",
         "--proj-dim", "8", "--epochs", "16", "--eval-every", "8", "--checkpoint-every", "2",
         "--T-init", "2", "--T-int", "3", "--b", "0.5", "--theta-max", "0.6",
-        "--seeds", "2", "--device", "cpu", "--sampler", "builtin", "--protocol", "both"]
+        "--seeds", "2", "--device", "cpu", "--sampler", "builtin", "--protocol", "both", "--encoder", "gcn"]
 MODES = {"full": ["--mode", "full"],
          "minibatch": ["--mode", "minibatch", "--batch-size", "64", "--fanout", "4,4"]}
 
@@ -330,8 +330,7 @@ def test_a_second_writer_of_a_run_directory_exits_2_at_once(tmp_path: Path, in_p
     holds, stop at once with one line; after the holder is killed, resume goes on."""
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "edgegcl", "train", *_with_epochs(2000),
-                             *MODES["full"], "--encoder", "gcn", "--out", str(run_dir)],
-                            env=_env(tmp_path),
+                             *MODES["full"], "--out", str(run_dir)], env=_env(tmp_path),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(run_dir / "seed-0" / "state.pt", proc)

@@ -15,7 +15,7 @@ from edgegcl.errors import UsageError
 
 TINY = ["--dataset", "synthetic", "--nodes", "150", "--features", "12", "--hidden-dim", "16",
         "--out-dim", "8", "--proj-dim", "8", "--epochs", "4", "--eval-every", "2",
-        "--threads", "1"]
+        "--threads", "1", "--encoder", "gcn"]
 
 
 @pytest.fixture(scope="module")

@@ -72,7 +72,6 @@ def test_edgegcls_layout_reads_one_or_several_splits(tmp_path: Path, layout: str
 
 
 @pytest.mark.parametrize("change, expected", [
-    ({"val_mask": None}, "but no val_mask"),
     ({"y": None}, "no labels y"),
     ({"train_mask": torch.ones(N) * 0.5}, "must hold booleans"),
     ({"train_mask": torch.zeros(5, 7, dtype=torch.bool)}, "has shape (5, 7)"),
@@ -90,6 +89,14 @@ def test_masks_that_cannot_be_a_split_are_one_line(change: dict, expected: str) 
     with pytest.raises(UsageError, match=expected.replace("(", r"\(").replace(")", r"\)")) as err:
         validate_graph(Data(**{k: v for k, v in fields.items() if v is not None}))
     assert "\n" not in str(err.value)
+
+
+def test_an_incomplete_split_is_not_used_and_said(capsys: pytest.CaptureFixture) -> None:
+    g = _graph()
+    g.train_mask = torch.ones(N, dtype=torch.bool)
+    g.name = "g"
+    assert "train_mask" not in validate_graph(g)
+    assert "has train_mask but no val_mask, test_mask" in capsys.readouterr().err
 
 
 def test_a_run_reports_the_raw_features_and_each_seeds_published_split(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from edgegcl.training.threads import (
 
 TINY = ["--nodes", "120", "--features", "16", "--hidden-dim", "16", "--out-dim", "8",
         "--proj-dim", "8", "--epochs", "8", "--eval-every", "4", "--T-init", "2", "--T-int", "2",
-        "--device", "cpu"]
+        "--device", "cpu", "--encoder", "gcn"]
 
 
 def _feed(picker: ThreadPicker, seconds_at: dict[int, float]) -> list[int]:

@@ -100,17 +100,19 @@ SPLIT_MASKS = ("train_mask", "val_mask", "test_mask")
 
 
 def _split_masks(data: Data, n: int, labelled: bool, name: str) -> dict[str, torch.Tensor]:
-    """The graph's split masks as bool ``[S, N]`` each, or ``{}`` when it carries none; one
-    UsageError line for masks that cannot be a split (a set missing, a shape, values other
-    than 0 / 1, overlapping or empty sets, no labels to evaluate on)."""
+    """The graph's split masks as bool ``[S, N]`` each, or ``{}`` when it carries none (or not
+    all three: a warning line); one UsageError line for masks that cannot be a split (a
+    shape, values other than 0 / 1, overlapping or empty sets, no labels to evaluate on)."""
     given = {key: _tensor_attr(data, key, name) for key in SPLIT_MASKS}
     present = [key for key, mask in given.items() if mask is not None]
     if not present:
         return {}
-    if len(present) < len(SPLIT_MASKS):
+    if len(present) < len(SPLIT_MASKS):  # not a split to evaluate on: kept out, and said
         missing = ", ".join(key for key in SPLIT_MASKS if key not in present)
-        raise UsageError(f"{name}: has {', '.join(present)} but no {missing}; give all three "
-                         "split masks (train_mask, val_mask, test_mask) or none")
+        print(f"edgegcl: warning: {name}: has {', '.join(present)} but no {missing}, so its "
+              "split is not used; give all three masks to be evaluated on it", file=sys.stderr,
+              flush=True)
+        return {}
     if not labelled:
         raise UsageError(f"{name}: has split masks but no labels y to evaluate on them; add y "
                          "or drop the masks")
