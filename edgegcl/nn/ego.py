@@ -22,7 +22,7 @@ from edgegcl.nn.adjacency import chunked_adjacency, gcn_adjacency
 from edgegcl.nn.config import ModelConfig
 from edgegcl.nn.linear import FeatureLinear, row_block
 from edgegcl.nn.model import (EMBED_CHUNK_FLOATS, EMBED_EDGE_BLOCK, GCNLayer, embed_output,
-                              hop_targets, make_activation, push_rows)
+                              hop_targets, layer_widths, make_activation, push_rows)
 
 __all__ = ["EgoEncoder"]
 
@@ -45,7 +45,7 @@ class EgoEncoder(nn.Module):
     def __init__(self, in_dim: int, cfg: ModelConfig) -> None:
         super().__init__()
         self.num_layers = cfg.num_layers
-        widths = [in_dim] + [cfg.hidden_dim] * (cfg.num_layers - 1) + [cfg.out_dim]
+        widths = layer_widths(in_dim, cfg)
         for i in range(1, cfg.num_layers + 1):
             d_in, d_out = widths[i - 1], widths[i]
             own = ego_width(d_out)

@@ -18,7 +18,7 @@ from torch import nn
 from edgegcl.memory import check_allocation
 from edgegcl.nn.config import AUTO, BUILT_IN_ENCODERS, ModelConfig
 from edgegcl.nn.ego import EgoEncoder
-from edgegcl.nn.model import AdNGCL, GCNEncoder
+from edgegcl.nn.model import AdNGCL, GCNEncoder, layer_widths
 from edgegcl.nn.poly import PolyEncoder
 
 __all__ = ["ENCODERS", "build_encoder", "check_model_size", "encoder_name"]
@@ -57,7 +57,7 @@ def check_model_size(in_dim: int, cfg: ModelConfig, name: str) -> None:
     with torch.device("meta"):
         model = AdNGCL(in_dim, cfg, build_encoder(name, in_dim, cfg))
     weights = sum(p.numel() for p in model.parameters())
-    widths = [in_dim] + [cfg.hidden_dim] * (cfg.num_layers - 1) + [cfg.out_dim]
+    widths = layer_widths(in_dim, cfg)
     check_allocation(4.0 * 4 * weights, f"a {name} encoder of widths "
                      f"{' -> '.join(map(str, widths))} (head {cfg.proj_dim}) with its "
                      "gradients and Adam's state",

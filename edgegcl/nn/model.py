@@ -87,6 +87,12 @@ def aggregate_first(adj: LayerAdjacency, num_inputs: int, d_in: int, d_out: int)
     return nnz * d_in + t * d_in * d_out < num_inputs * d_in * d_out + nnz * d_out
 
 
+def layer_widths(in_dim: int, cfg: ModelConfig) -> list[int]:
+    """The widths a stack of ``cfg.num_layers`` layers maps through: in_dim -> hidden_dim ->
+    ... -> out_dim."""
+    return [in_dim] + [cfg.hidden_dim] * (cfg.num_layers - 1) + [cfg.out_dim]
+
+
 def hop_targets(num_nodes: int, hops: int,
                 num_sampled_nodes: Sequence[int] | None = None) -> list[int]:
     """The rows each of ``hops`` aggregations computes: every node of a whole graph; on a
@@ -117,7 +123,7 @@ class GCNEncoder(nn.Module):
     def __init__(self, in_dim: int, cfg: ModelConfig) -> None:
         super().__init__()
         self.num_layers = cfg.num_layers
-        widths = [in_dim] + [cfg.hidden_dim] * (cfg.num_layers - 1) + [cfg.out_dim]
+        widths = layer_widths(in_dim, cfg)
         for i in range(1, cfg.num_layers + 1):
             setattr(self, f"conv{i}", GCNLayer(widths[i - 1], widths[i], columns_first=i == 1))
             setattr(self, f"act{i}", make_activation(cfg.activation, widths[i]))

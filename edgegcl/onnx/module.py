@@ -170,7 +170,17 @@ def _params(state: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
     return {k[len(prefix) + 1:]: v for k, v in state.items() if k.startswith(prefix + ".")}
 
 
-class StageEgo(Stages):
+class _CarryingStages(Stages):
+    """Stages 0 .. k, each but the last carrying a tensor to the next (interface 5)."""
+
+    def stage_ids(self) -> list[int]:
+        return list(range(self.num_layers + 1))
+
+    def carries(self, j: int) -> bool:
+        return j < self.num_layers
+
+
+class StageEgo(_CarryingStages):
     """The ego encoder's stages (interface 5; edgegcl.nn.ego): stage 0 maps x to x W_1
     (the neighbour part, aggregated next) and carries x R_1; stage j finishes layer j,
     h = sigma([a + b_j || s]), and starts layer j + 1 the same way; the last returns h."""
@@ -193,12 +203,6 @@ class StageEgo(Stages):
         self.out_dim = state[f"conv{k}.lin.weight"].size(0) + state[f"root{k}.weight"].size(0)
         self.eval()
 
-    def stage_ids(self) -> list[int]:
-        return list(range(self.num_layers + 1))
-
-    def carries(self, j: int) -> bool:
-        return j < self.num_layers
-
     def stage(self, j: int, h: Tensor, carried: Tensor | None = None) -> tuple[Tensor, ...]:
         if j > 0:
             assert carried is not None
@@ -208,7 +212,7 @@ class StageEgo(Stages):
         return h @ getattr(self, f"weight{j + 1}"), h @ getattr(self, f"root{j + 1}")
 
 
-class StagePoly(Stages):
+class StagePoly(_CarryingStages):
     """The polynomial filter's stages (interface 5; edgegcl.nn.poly): stage 0 is the MLP, H,
     and carries gamma_0 H; stage j passes its input A_hat^j H on to be aggregated again and
     carries the sum so far plus gamma_j A_hat^j H; the last returns the whole sum."""
@@ -228,12 +232,6 @@ class StagePoly(Stages):
         self.in_dim = state["lin1.weight"].size(1)
         self.out_dim = state["lin2.weight"].size(0)
         self.eval()
-
-    def stage_ids(self) -> list[int]:
-        return list(range(self.num_layers + 1))
-
-    def carries(self, j: int) -> bool:
-        return j < self.num_layers
 
     def stage(self, j: int, h: Tensor, carried: Tensor | None = None) -> tuple[Tensor, ...]:
         if j == 0:

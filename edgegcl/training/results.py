@@ -30,8 +30,9 @@ this much (edgegcl.data.homophily.feature_agreement), else the ego encoder
 @dataclass(frozen=True)
 class EncoderChoice:
     """How a seed's encoder was chosen: ``by`` ``search`` (``scores``: each candidate's best
-    validation micro-F1 within ``epochs`` epochs, ``seconds`` the search's wall time) or
-    ``signal`` (``agreement``: the label-free feature agreement of linked nodes)."""
+    validation micro-F1 within ``epochs`` epochs, ``margin`` the points by which another had to
+    beat the first candidate, ``seconds`` the search's wall time) or ``signal``
+    (``agreement``: the label-free feature agreement of linked nodes)."""
 
     encoder: str
     by: str
@@ -39,14 +40,18 @@ class EncoderChoice:
     epochs: int = 0
     seconds: float = 0.0
     agreement: float | None = None
+    margin: float | None = None
 
     def line(self) -> str:
         """What was chosen and why, in one line."""
         if self.by == "search":
             ranked = ", ".join(f"{name} {score:.2f}" for name, score in
                                sorted(self.scores.items(), key=lambda kv: -kv[1]))
-            return (f"encoder {self.encoder}: the best validation micro-F1 after {self.epochs} "
-                    f"epochs each ({ranked}); the search took {self.seconds:.0f} s")
+            rule = ("" if self.margin is None else
+                    f"; another than {next(iter(self.scores))} only if more than "
+                    f"{self.margin:.1f} points (one standard error) above it")
+            return (f"encoder {self.encoder}: validation micro-F1 after {self.epochs} epochs "
+                    f"each ({ranked}{rule}); the search took {self.seconds:.0f} s")
         assert self.agreement is not None
         verdict = ("agree" if self.agreement >= AGREEMENT_THRESHOLD else
                    "do not clearly agree")
@@ -62,18 +67,24 @@ class EncoderChoice:
         """A recorded choice read back from a seed file, checked value by value (it came from
         a file: it is only reported, never run), or one UsageError line."""
         fix = "remove it to train that seed afresh"
-        try:
-            assert isinstance(raw, dict) and set(raw) == {f for f in cls.__dataclass_fields__}
+
+        def number(value: object, kind: type) -> bool:
+            return isinstance(value, kind) and not isinstance(value, bool)
+
+        ok = isinstance(raw, dict) and set(raw) <= set(cls.__dataclass_fields__) and (
+            {"encoder", "by", "scores", "epochs", "seconds"} <= set(raw))
+        if ok:
             scores = raw["scores"]
-            assert isinstance(scores, dict) and all(
-                isinstance(k, str) and isinstance(v, float) for k, v in scores.items())
-            assert isinstance(raw["encoder"], str) and raw["by"] in ("search", "signal")
-            assert isinstance(raw["epochs"], int) and isinstance(raw["seconds"], float)
-            assert raw["agreement"] is None or isinstance(raw["agreement"], float)
-            return cls(**raw)
-        except (AssertionError, TypeError):
+            ok = (isinstance(scores, dict) and all(isinstance(k, str) and number(v, float)
+                                                   for k, v in scores.items())
+                  and isinstance(raw["encoder"], str) and raw["by"] in ("search", "signal")
+                  and number(raw["epochs"], int) and number(raw["seconds"], float)
+                  and all(raw.get(k) is None or number(raw[k], float)
+                          for k in ("agreement", "margin")))
+        if not ok:
             raise UsageError(f"{path} holds a malformed encoder choice ({shown(repr(raw), 80)});"
-                             f" {fix}") from None
+                             f" {fix}")
+        return cls(**raw)  # type: ignore[arg-type]
 
 
 @dataclass
