@@ -145,7 +145,8 @@ def main() -> None:
     except ImportError:
         raise SystemExit("bench.budgets: the plot needs matplotlib: pip install -e '.[bench]'")
     device = torch.device(args.device)
-    cfg = TrainConfig(encoder="gcn", batch_size=args.batch_size, sampler="builtin", stratify=args.stratify)
+    cfg = TrainConfig(encoder="gcn", batch_size=args.batch_size, sampler="builtin",
+                      stratify=args.stratify)
     thetas = sorted({float(t) for t in args.thetas.split(",")} | {1.0})
     res = harness.record("budgets", sys.argv[1:], root=args.root)
     graphs = []

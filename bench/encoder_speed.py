@@ -87,7 +87,8 @@ def report(res: dict[str, Any]) -> str:
     lines = ["# Epoch time of the encoders against the GCN's", "", *harness.header(res),
              "Default widths (512 / 256, head 256), theta_max 0.1 in use, the random subset; "
              "median of the interleaved rounds (spread: fastest - slowest).", "",
-             "| graph | mode | encoder | epoch (s) | spread (s) | x GCN |", "|---|---|---|---|---|---|"]
+             "| graph | mode | encoder | epoch (s) | spread (s) | x GCN |",
+             "|---|---|---|---|---|---|"]
     for graph, g in res["graphs"].items():
         for name in ENCODERS:
             lo, hi = g["spread_s"][name]

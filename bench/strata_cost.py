@@ -74,7 +74,8 @@ def main() -> None:
         for seed in range(args.seeds):
             for k in range(len(variants)):  # rotate the order per seed
                 v = variants[(k + seed) % len(variants)]
-                cfg = replace(TrainConfig(encoder="gcn", dataset=ds, epochs=args.epochs, mode="full"),
+                cfg = replace(TrainConfig(encoder="gcn", dataset=ds, epochs=args.epochs,
+                                          mode="full"),
                               **VARIANTS[v])
                 results[ds][v].append(run_variant(data, cfg, seed))
                 print(ds, v, json.dumps(results[ds][v][-1]), flush=True)

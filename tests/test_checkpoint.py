@@ -13,7 +13,8 @@ from edgegcl.nn.model import GCNEncoder, ModelConfig
 
 
 def test_round_trip_gives_the_same_encoder_and_config(tmp_path):
-    cfg = TrainConfig(encoder="gcn", hidden_dim=16, out_dim=8, proj_dim=8, activation="elu", tau=0.3)
+    cfg = TrainConfig(encoder="gcn", hidden_dim=16, out_dim=8, proj_dim=8, activation="elu",
+                      tau=0.3)
     enc = GCNEncoder(5, ModelConfig(16, 8, 8, "elu"))
     save_checkpoint(tmp_path / "c.pt", enc.state_dict(), cfg, 5, seed=3, epoch=40)
     ck = load_checkpoint(tmp_path / "c.pt")
@@ -59,7 +60,8 @@ def test_weights_that_do_not_fit_their_config_are_one_line(tmp_path):
     naming the tensor, not load_state_dict's traceback."""
     enc = GCNEncoder(5, ModelConfig(16, 8, 8))
     save_checkpoint(tmp_path / "c.pt", enc.state_dict(),
-                    TrainConfig(encoder="gcn", hidden_dim=32, out_dim=8, proj_dim=8), 5, seed=0, epoch=1)
+                    TrainConfig(encoder="gcn", hidden_dim=32, out_dim=8, proj_dim=8), 5, seed=0,
+                                epoch=1)
     with pytest.raises(UsageError, match=r"does not fit .*conv1\.bias is \[16\], the model's "
                                          r"\[32\]") as err:
         load_checkpoint(tmp_path / "c.pt")

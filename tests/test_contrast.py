@@ -92,7 +92,8 @@ def test_the_random_subset_baseline_draws_uniformly_as_many_as_hans_would() -> N
 
     from edgegcl.contrast.hans import EQUAL_LOSSES
 
-    cfg = TrainConfig(encoder="gcn", scheduler="random", theta_max=0.3, T_init=2, T_int=2, e=1, epochs=20)
+    cfg = TrainConfig(encoder="gcn", scheduler="random", theta_max=0.3, T_init=2, T_int=2, e=1,
+                      epochs=20)
     hans, selector = cfg.hans.build(cfg.epochs), selector_of(cfg)
     assert selector.uniform and selector.stratify == "sampled"
     b = 400
@@ -131,7 +132,8 @@ def test_trainer_feeds_the_random_baseline_equal_losses() -> None:
     from edgegcl.training.engine import Trainer
 
     data = synthetic_graph(SyntheticSpec(num_nodes=120, num_features=8))
-    cfg = TrainConfig(encoder="gcn", scheduler="random", theta_max=0.4, hidden_dim=16, out_dim=8, proj_dim=8,
+    cfg = TrainConfig(encoder="gcn", scheduler="random", theta_max=0.4, hidden_dim=16, out_dim=8,
+                      proj_dim=8,
                       T_init=2, T_int=2, e=1, epochs=12)
     trainer = Trainer(cfg, 8)
     for _ in range(12):

@@ -64,7 +64,8 @@ def _worker(rank: int, port: int, tmp: str, conn: Connection) -> None:
             out[f"step-{scheduler}-{candidates}"] = loss, {n: g.numpy() for n, g in grads.items()}
         # local negatives: HANS decides every 2 epochs from the ranks' averaged losses
         world = replace(world, negatives="local")
-        cfg = TrainConfig(encoder="gcn", nodes=400, features=DIM, hidden_dim=16, out_dim=8, proj_dim=8,
+        cfg = TrainConfig(encoder="gcn", nodes=400, features=DIM, hidden_dim=16, out_dim=8,
+                          proj_dim=8,
                           batch_size=50, fanout="4,4", mode="minibatch", epochs=8,
                           eval_every=4, T_init=2, T_int=2, e=1, b=1.0, gamma=10.0)
         data = synthetic_graph(SyntheticSpec(num_nodes=400, num_features=DIM))

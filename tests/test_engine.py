@@ -16,7 +16,8 @@ from edgegcl.data.sampling import make_loader
 from edgegcl.contrast.module import HANSContrast
 from edgegcl.nn.augment import Views
 
-CFG = TrainConfig(encoder="gcn", hidden_dim=16, out_dim=8, proj_dim=8, T_init=2, T_int=2, e=1, theta_max=0.5,
+CFG = TrainConfig(encoder="gcn", hidden_dim=16, out_dim=8, proj_dim=8, T_init=2, T_int=2, e=1,
+                  theta_max=0.5,
                   b=0.5, scheduler="hans")
 
 

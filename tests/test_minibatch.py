@@ -27,7 +27,8 @@ TINY = ["--nodes", "150", "--features", "16", "--epochs", "4", "--eval-every", "
 @pytest.mark.parametrize("eta", [0.3, 1.0])
 def test_whole_graph_batch_with_full_fanout_gives_the_full_graph_loss(eta):
     data = synthetic_graph(SyntheticSpec(num_nodes=60, num_features=12, avg_degree=6, seed=2))
-    cfg = TrainConfig(encoder="gcn", hidden_dim=16, out_dim=8, proj_dim=8, p_edge_1=0.0, p_edge_2=0.0,
+    cfg = TrainConfig(encoder="gcn", hidden_dim=16, out_dim=8, proj_dim=8, p_edge_1=0.0,
+                      p_edge_2=0.0,
                       p_feature_1=0.0, p_feature_2=0.0)  # views = the graph itself
     trainer = Trainer(cfg, 12, seed=0)
     hans = cfg.hans.build(cfg.epochs)

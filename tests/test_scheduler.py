@@ -63,7 +63,8 @@ def test_constant_uses_theta_max_from_the_first_epoch() -> None:
     assert s.saturated and math.isclose(s.used(), 0.2)
     assert sum(s.counts(1000).values()) == 200
     assert "T_init" in unused_settings(TrainConfig(encoder="gcn", scheduler="constant"))
-    assert "T_int" not in unused_settings(TrainConfig(encoder="gcn", scheduler="constant"))  # its swaps
+    assert "T_int" not in unused_settings(TrainConfig(encoder="gcn",
+                                                      scheduler="constant"))  # its swaps
 
 
 def test_unused_settings_come_from_the_member() -> None:
@@ -98,7 +99,8 @@ def test_a_member_registered_from_outside_trains(doubling: type, tmp_path) -> No
     from edgegcl.data import SyntheticSpec, synthetic_graph
     from edgegcl.training.engine import Trainer
 
-    cfg = TrainConfig(encoder="gcn", scheduler="test-doubling", theta_max=0.4, epochs=6, T_init=1, T_int=1,
+    cfg = TrainConfig(encoder="gcn", scheduler="test-doubling", theta_max=0.4, epochs=6,
+                      T_init=1, T_int=1,
                       hidden_dim=8, out_dim=4, proj_dim=4)
     data = synthetic_graph(SyntheticSpec(num_nodes=60, num_features=6))
     trainer = Trainer(cfg, 6)

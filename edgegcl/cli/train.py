@@ -126,9 +126,9 @@ def _summary_lines(metrics: dict[str, Any], cfg: TrainConfig, run_dir: Path) -> 
                                          "splits"))
     raw_val = [s["raw_features"]["val_micro_f1"] for s in metrics["seeds"] if "raw_features" in s]
     if raw_val and statistics.fmean(raw_val) > summary["val_micro_f1"]["mean"]:
-        say(f"warning: on validation the raw features ({statistics.fmean(raw_val):.2f}) score above "
-            f"the embeddings ({summary['val_micro_f1']['mean']:.2f}): on this graph a classifier "
-            "is better served by the features themselves (docs/encoders.md)")
+        say(f"warning: on validation the raw features ({statistics.fmean(raw_val):.2f}) score "
+            f"above the embeddings ({summary['val_micro_f1']['mean']:.2f}): on this graph a "
+            "classifier is better served by the features themselves (docs/encoders.md)")
     if "published_split_test_micro_f1" in summary:
         splits = summary["published_splits"]
         count = metrics["seeds"][0]["published_split"]["splits"]

@@ -1,5 +1,5 @@
-"""The portable encoder (interfaces 4 and 5): one standard-op ONNX graph, ``x`` and ``edge_index`` in,
-``embeddings`` out, which any ONNX runtime runs with no edgegcl code.
+"""The portable encoder (interfaces 4 and 5): one standard-op ONNX graph, ``x`` and
+``edge_index`` in, ``embeddings`` out, which any ONNX runtime runs with no edgegcl code.
 
 The dense stages are the ones ``edgegcl.onnx.module.StageGCN`` exports (interface 3); between
 them this module adds the aggregation by A_hat = D^-1/2 (A + I) D^-1/2 as standard ops, built

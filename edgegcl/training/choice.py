@@ -1,10 +1,11 @@
 """``encoder = "auto"``: each seed's encoder chosen by measurement, before it trains.
 
 A labelled graph: a short search. Each of ``search_encoders`` trains ``search_epochs`` epochs
-(a quarter of the run's by default, to a probe epoch) from the seed's own initialisation, probed every
-``eval_every`` epochs on the seed's validation nodes (its random split's, the nodes the
-seed's checkpoint choice reads; test nodes are never looked at); the best validation
-micro-F1 wins (ties: the earlier candidate, the GCN first). The search's runs are thrown away
+(a quarter of the run's by default, to a probe epoch) from the seed's own initialisation,
+probed every ``eval_every`` epochs on the seed's validation nodes (its random split's, the
+nodes the seed's checkpoint choice reads; test nodes are never looked at); the best
+validation micro-F1 wins when it beats the first candidate (the GCN) by more than one
+standard error of that figure, else the first stays (``pick``). The search's runs are thrown away
 and the seed trains the winner from its start: an ``auto`` seed is, epoch for epoch, the run
 of the encoder it chose, plus the search's time.
 
