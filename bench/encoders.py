@@ -82,7 +82,8 @@ def main() -> None:
     p.add_argument("--graphs", default="Actor,Cora,CiteSeer")
     p.add_argument("--encoders", default="auto,gcn,ego,poly")
     p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--extra", default="", help="more edgegcl train flags for every cell")
+    p.add_argument("--extra", default="", help="more edgegcl train flags for every cell (they "
+                   "name the cell beside graph and encoder, so one file holds several)")
     p.add_argument("--export", action="store_true", help="export each cell's checkpoint")
     p.add_argument("--name", default="encoders", help="file stem in bench/results/")
     p.add_argument("--resume", action="store_true", help="keep the cells already measured")
@@ -97,7 +98,7 @@ def main() -> None:
         for graph in args.graphs.split(","):
             dataset = str(Path(args.files or ".") / graph) if graph.endswith(".npz") else graph
             for encoder in args.encoders.split(","):
-                key = f"{graph} / {encoder}"
+                key = " / ".join([graph, encoder, *([args.extra] if args.extra else [])])
                 if key in res["cells"]:
                     continue
                 out = Path(tmp) / f"{len(res['cells'])}"
@@ -129,10 +130,11 @@ def report(res: dict[str, Any]) -> str:
              "(test / raw) | chosen (auto) | epoch (s) | wall (s) |", "|---|---|---|---|---|---|"
              "---|---|---|"]
     for key, c in res["cells"].items():
-        graph, encoder = key.split(" / ")
+        graph, encoder, *extra = key.split(" / ")
+        encoder = " ".join([encoder, *(f"`{e}`" for e in extra)])
         pub = c.get("published")
         chosen = ""
-        if encoder == "auto":
+        if encoder.startswith("auto"):
             counts = {e: c["encoders"].count(e) for e in dict.fromkeys(c["encoders"])}
             chosen = ", ".join(f"{e} x{n}" for e, n in counts.items())
         lines.append(

@@ -39,6 +39,12 @@ def test_the_table_holds_each_cell_beside_the_raw_features(tmp_path: Path) -> No
                             "cells": {"synthetic / auto": {**cell, "command": "edgegcl train"}}})
     row = next(line for line in text.splitlines() if line.startswith("| synthetic"))
     assert f"{cell['test']['mean']:.2f}" in row and f"{cell['raw']['mean']:.2f}" in row
+    assert "gcn x" in row or "ego x" in row or "poly x" in row
+    text = encoders.report({"started": "now", "machine": "here", "command": "python -m x",
+                            "cells": {"synthetic / gcn / --scheduler none":
+                                      {**cell, "command": "edgegcl train"}}})
+    row = next(line for line in text.splitlines() if line.startswith("| synthetic"))
+    assert row.startswith("| synthetic | gcn `--scheduler none` |")
 
 
 def test_encoder_speed_times_every_encoder_side_by_side() -> None:
