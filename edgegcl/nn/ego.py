@@ -21,8 +21,9 @@ from torch import Tensor, nn
 from edgegcl.nn.adjacency import chunked_adjacency, gcn_adjacency
 from edgegcl.nn.config import ModelConfig
 from edgegcl.nn.linear import FeatureLinear, row_block
-from edgegcl.nn.model import (EMBED_CHUNK_FLOATS, EMBED_EDGE_BLOCK, GCNLayer, embed_output,
-                              hop_targets, layer_widths, make_activation, push_rows)
+from edgegcl.nn.model import (EMBED_EDGE_BLOCK, GCNLayer, embed_output,
+                              hop_targets, layer_widths, make_activation, push_rows,
+                              row_chunks)
 
 __all__ = ["EgoEncoder"]
 
@@ -92,13 +93,8 @@ class EgoEncoder(nn.Module):
         out = embed_output(n, self.out_dim, x, out)
         widest = max(self.layer(i)[0].lin.out_features + self.layer(i)[1].out_features
                      for i in range(1, k + 1))
-        if chunk_rows is None:
-            chunk_rows = max(1, EMBED_CHUNK_FLOATS // (x.size(1) + 2 * widest + self.out_dim))
-        if chunk_rows < 1 or edge_block < 1:
-            raise ValueError(f"need chunk_rows >= 1 and edge_block >= 1, got {chunk_rows}, "
-                             f"{edge_block}")
+        chunks = row_chunks(n, chunk_rows, x.size(1) + 2 * widest + self.out_dim, edge_block)
         adj = chunked_adjacency(edge_index, n)
-        chunks = [(lo, min(lo + chunk_rows, n)) for lo in range(0, n, chunk_rows)]
 
         def pulled(i: int, z: Tensor, lo: int, hi: int) -> Tensor:  # layer i's rows lo..hi-1
             conv, root, act = self.layer(i)

@@ -172,13 +172,8 @@ class GCNEncoder(nn.Module):
         out_dim = self.layer(k)[0].lin.out_features
         out = embed_output(n, out_dim, x, out)
         widest = max(self.layer(i)[0].lin.out_features for i in range(1, k + 1))
-        if chunk_rows is None:
-            chunk_rows = max(1, EMBED_CHUNK_FLOATS // (x.size(1) + 2 * widest + out_dim))
-        if chunk_rows < 1 or edge_block < 1:
-            raise ValueError(f"need chunk_rows >= 1 and edge_block >= 1, got {chunk_rows}, "
-                             f"{edge_block}")
+        chunks = row_chunks(n, chunk_rows, x.size(1) + 2 * widest + out_dim, edge_block)
         adj = chunked_adjacency(edge_index, n)
-        chunks = [(lo, min(lo + chunk_rows, n)) for lo in range(0, n, chunk_rows)]
 
         def pulled(i: int, z: Tensor, lo: int, hi: int) -> Tensor:  # layer i's rows lo..hi-1
             conv, act = self.layer(i)
@@ -212,6 +207,18 @@ def push_rows(adj: ChunkedAdjacency, p: Tensor, out: Tensor, lo: int, hi: int,
     for src, dst, weight in adj.columns(lo, hi, edge_block):
         out.index_add_(0, dst, p.index_select(0, src).mul_(weight.unsqueeze(1)))
     out[lo:hi].addcmul_(adj.self_weight(lo, hi).unsqueeze(1), p)
+
+
+def row_chunks(n: int, chunk_rows: int | None, floats_per_row: int,
+               edge_block: int = EMBED_EDGE_BLOCK) -> list[tuple[int, int]]:
+    """The (lo, hi) row ranges an ``embed_nodes`` walks: ``chunk_rows`` rows each, by default
+    as many as EMBED_CHUNK_FLOATS floats of ``floats_per_row`` allow (at least one)."""
+    if chunk_rows is None:
+        chunk_rows = max(1, EMBED_CHUNK_FLOATS // floats_per_row)
+    if chunk_rows < 1 or edge_block < 1:
+        raise ValueError(f"need chunk_rows >= 1 and edge_block >= 1, got {chunk_rows}, "
+                         f"{edge_block}")
+    return [(lo, min(lo + chunk_rows, n)) for lo in range(0, n, chunk_rows)]
 
 
 def embed_output(n: int, width: int, x: Tensor, out: Tensor | None) -> Tensor:

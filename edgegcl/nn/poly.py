@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from edgegcl.nn.adjacency import chunked_adjacency, gcn_adjacency
 from edgegcl.nn.config import ModelConfig
 from edgegcl.nn.linear import FeatureLinear, row_block
-from edgegcl.nn.model import EMBED_CHUNK_FLOATS, embed_output, hop_targets, make_activation
+from edgegcl.nn.model import embed_output, hop_targets, make_activation, row_chunks
 
 __all__ = ["PolyEncoder", "initial_gamma"]
 
@@ -90,11 +90,7 @@ class PolyEncoder(nn.Module):
         up to float summation order."""
         n, width = x.size(0), self.out_dim
         out = embed_output(n, width, x, out)
-        if chunk_rows is None:
-            chunk_rows = max(1, EMBED_CHUNK_FLOATS // (x.size(1) + 2 * self.lin1.out_features))
-        if chunk_rows < 1:
-            raise ValueError(f"need chunk_rows >= 1, got {chunk_rows}")
-        chunks = [(lo, min(lo + chunk_rows, n)) for lo in range(0, n, chunk_rows)]
+        chunks = row_chunks(n, chunk_rows, x.size(1) + 2 * self.lin1.out_features)
         power = torch.empty(n, width, device=x.device)
         for lo, hi in chunks:
             power[lo:hi] = self.transform(row_block(x, lo, hi))
