@@ -67,8 +67,9 @@ class ModelConfig(Section):
                              "hidden_dim -> ... -> out_dim; in mini-batches give --fanout one "
                              "hop per layer", at_least=1, at_most=16, omit_default=True)
     encoder: str = option(AUTO, "auto (chosen per seed by measurement: a short search on "
-                          "validation micro-F1 for a labelled graph, how alike linked nodes' "
-                          "features are for an unlabelled one), gcn (the paper's GCN), ego "
+                          "validation micro-F1 for a labelled graph, another than the first "
+                          "candidate only when more than one standard error above it; how "
+                          "alike linked nodes' features are for an unlabelled one), gcn (the paper's GCN), ego "
                           "(a GCN with a separate path for each node itself), poly (a learned "
                           "polynomial filter over the hops), or FILE.py:FN / package.module:FN, "
                           "FN(in_dim) returning a torch.nn.Module called as module(x, "
