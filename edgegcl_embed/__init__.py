@@ -5,7 +5,7 @@ standard library (numba optional), so it installs alone (``pip install ./edgegcl
 distribution ``edgegcl-embed``; README.md here) or the folder can be copied to a device:
 ``python -m edgegcl_embed.embed model.onnx --graph graph.npz --out embeddings.npy``. Installed, alone
 or with edgegcl, it is the package ``edgegcl_embed`` (script ``edgegcl-embed``); its modules
-import each other relatively, so either name works. It reads model files of interfaces 1 to 4
+import each other relatively, so either name works. It reads model files of interfaces 1 to 5
 (``contract``).
 """
 

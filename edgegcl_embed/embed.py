@@ -22,6 +22,7 @@ from typing import NoReturn
 from .errors import InputError, shown
 from .files import npy_writer
 from .graph import check_graph, load_npz
+from .interrupt import forget_handled_interrupt
 from .kernels import KERNELS, one_shot_kernel
 from .runtime import EncoderSession, available_cores
 
@@ -95,8 +96,8 @@ def _embed(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``edgegcl-embed`` and ``python -m edgegcl_embed.embed``."""
-    args = _parse(argv)
     try:
+        args = _parse(argv)
         _embed(args)
     except InputError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
@@ -113,6 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
+        forget_handled_interrupt()
         return 130
     return 0
 

@@ -487,6 +487,22 @@ def test_ctrl_c_while_starting_up_is_one_line_and_130(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize("module", ["edgegcl", "edgegcl_embed.embed"])
+def test_ctrl_c_inside_exec_still_exits_130(tmp_path: Path, module: str) -> None:
+    """A Ctrl-C that lands in ``exec`` of a string (a dataclass being built while modules
+    import) and is handled still ends ``python -m`` with 130, not killed by SIGINT."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import argparse\n"
+        "def _parse(self, *a, **k):\n"
+        "    exec('raise KeyboardInterrupt')\n"
+        "argparse.ArgumentParser.parse_args = _parse\n")
+    path = [str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    proc = subprocess.run([sys.executable, "-m", module, "--help"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 130 and proc.stderr.strip().endswith(": interrupted"), proc.stderr
+
+
 @pytest.mark.parametrize("form", [["--fanout", "-1,5"], ["--fanout=-1,5"]])
 def test_a_negative_fanout_is_a_value(tmp_path: Path, form: list[str]) -> None:
     code, _, err = _run_main(["train", *TINY, "--epochs", "2", "--mode", "minibatch",

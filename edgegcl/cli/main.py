@@ -22,6 +22,7 @@ from edgegcl import __version__
 from edgegcl.cli.flags import add_budget_flags, add_config_flags
 from edgegcl.cli.signals import INTERRUPTED, interrupt
 from edgegcl.errors import UsageError
+from edgegcl_embed.interrupt import forget_handled_interrupt
 
 class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one line (no usage dump) with exit code 2.
@@ -218,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             signum = INTERRUPTED[0] if INTERRUPTED else signal.SIGINT
             print("edgegcl: terminated" if signum == signal.SIGTERM else "edgegcl: interrupted",
                   file=sys.stderr)
+            forget_handled_interrupt()
             return 128 + signum
         line = None
         if isinstance(exc, RecursionError):
