@@ -80,7 +80,40 @@ def test_poly_starts_at_personalised_pagerank_and_alpha_1_is_the_nodes_own_mlp(d
     torch.testing.assert_close(initial_gamma(2, 0.1), torch.tensor([0.1, 0.09, 0.81]))
     enc = build_encoder("poly", 10, ModelConfig(16, 8, 8, "prelu", poly_alpha=1.0)).eval()
     with torch.no_grad():  # gamma = (1, 0, 0): the graph plays no part
-        assert torch.equal(enc(data.x, data.edge_index), enc.transform(data.x))
+        assert torch.equal(enc(data.x, data.edge_index), enc.finish(enc.lin1(data.x)))
+
+
+def test_poly_filters_at_the_narrower_width_with_the_same_result(tmp_path: Path, data) -> None:
+    """Features wider than W_1 are mapped before the filter, narrower ones after it (the
+    filter is linear: the same numbers up to summation order), in torch and in the export."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(6, 8, 8, "prelu", poly_alpha=0.3)  # W_1 6 wide < the 10 features
+    enc = build_encoder("poly", 10, cfg).eval()
+    with torch.no_grad():
+        full = enc(data.x, data.edge_index)
+        narrow = enc.finish(torch.nn.functional.linear(  # filtered at the features' width
+            sum(g * p for g, p in zip(enc.gamma, _powers(data, 2))), enc.lin1.weight))
+    torch.testing.assert_close(full, narrow, rtol=TOL, atol=TOL)
+    torch.testing.assert_close(enc.embed_nodes(data.x, data.edge_index, chunk_rows=37), full,
+                               rtol=TOL, atol=TOL)
+    path = tmp_path / "m.onnx"
+    export_encoder(Checkpoint(enc, TrainConfig(encoder="poly", hidden_dim=6, out_dim=8,
+                                               proj_dim=8, poly_alpha=0.3), 10, 0, 0), path)
+    checks = check_against_torch(path, enc, data.x, data.edge_index)
+    assert max(c.max_abs_diff for c in checks) <= 1e-4
+
+
+def _powers(data, hops: int) -> list[torch.Tensor]:
+    """X, A_hat X, ..., A_hat^hops X with A_hat dense (Eq. 4), the filter's terms."""
+    n = data.num_nodes
+    a = torch.zeros(n, n).index_put_((data.edge_index[1], data.edge_index[0]), torch.ones(
+        data.edge_index.size(1)), accumulate=True).fill_diagonal_(0) + torch.eye(n)
+    d = a.sum(1).rsqrt()
+    a_hat = d[:, None] * a * d[None, :]
+    powers = [data.x]
+    for _ in range(hops):
+        powers.append(a_hat @ powers[-1])
+    return powers
 
 
 def test_the_ego_half_of_each_layer_is_the_nodes_own(data) -> None:

@@ -31,8 +31,9 @@ class ModelConfig(Section):
     The built-in encoders (``BUILT_IN_ENCODERS``) map in_dim -> hidden_dim -> ... -> out_dim:
     ``gcn``, the paper's GCN (Eq. 4), ``num_layers`` layers; ``ego``, the same layers with a
     separate path for each node's own representation beside its neighbours'
-    (edgegcl.nn.ego); ``poly``, a two-layer MLP followed by a learned polynomial of the
-    normalised adjacency over ``num_layers`` hops (edgegcl.nn.poly). ``auto`` chooses one of
+    (edgegcl.nn.ego); ``poly``, a learned polynomial of the normalised adjacency over
+    ``num_layers`` hops applied to the features' first linear map, then the node-wise rest
+    (edgegcl.nn.poly). ``auto`` chooses one of
     ``search_encoders`` per seed by measurement. ``FILE.py:FN`` or ``package.module:FN``
     names a function that builds another encoder instead (``edgegcl.nn.encoders``); the head
     then maps that encoder's width. The head maps out_dim -> proj_dim -> out_dim.

@@ -16,8 +16,9 @@ matrix (export.contract).
   (``edgegcl.onnx.export.expose_initializer``).
 - ``StageEgo`` (interface 5): the ego encoder (edgegcl.nn.ego); each stage hands the next the
   ego part of its layer, h R, as a carried tensor.
-- ``StagePoly`` (interface 5): the polynomial filter (edgegcl.nn.poly); stage 0 is the MLP,
-  every stage carries the running sum gamma_0 H + ... + gamma_j A_hat^j H.
+- ``StagePoly`` (interface 5): the polynomial filter (edgegcl.nn.poly); every stage carries
+  the running sum gamma_0 P + ... + gamma_j A_hat^j P of the features (or x W_1), the last
+  maps it through the node-wise rest.
 - ``ScatterGCN`` (interface 1, the first files): in ``edgegcl.onnx.legacy``.
 """
 
@@ -213,9 +214,11 @@ class StageEgo(_CarryingStages):
 
 
 class StagePoly(_CarryingStages):
-    """The polynomial filter's stages (interface 5; edgegcl.nn.poly): stage 0 is the MLP, H,
-    and carries gamma_0 H; stage j passes its input A_hat^j H on to be aggregated again and
-    carries the sum so far plus gamma_j A_hat^j H; the last returns the whole sum."""
+    """The polynomial filter's stages (interface 5; edgegcl.nn.poly), filtering at the
+    narrower of the features and W_1's width as the encoder does: stage 0 passes on P_0 (x, or
+    x W_1) and carries gamma_0 P_0; stage j passes on its input P_j = A_hat^j P_0 and carries
+    the sum so far plus gamma_j P_j; the last adds gamma_K P_K, maps it by W_1 if that is still
+    to do and returns the node-wise rest, sigma(sigma(. + b_1) W_2 + b_2)."""
 
     def __init__(self, state: dict[str, Tensor], activation: str) -> None:
         super().__init__()
@@ -226,21 +229,28 @@ class StagePoly(_CarryingStages):
         for name in ("lin1", "lin2"):
             self.register_buffer(f"{name}_weight",
                                  state[f"{name}.weight"].detach().float().t().contiguous())
-            self.register_buffer(f"{name}_bias", state[f"{name}.bias"].detach().float())
-        self.act1 = _activation(activation, _params(state, "act1"), state["lin1.weight"].size(0))
+        self.register_buffer("bias1", state["bias1"].detach().float())
+        self.register_buffer("bias2", state["lin2.bias"].detach().float())
+        hidden = state["lin1.weight"].size(0)
+        self.act1 = _activation(activation, _params(state, "act1"), hidden)
         self.act2 = _activation(activation, _params(state, "act2"), state["lin2.weight"].size(0))
         self.in_dim = state["lin1.weight"].size(1)
         self.out_dim = state["lin2.weight"].size(0)
+        self.mapped_first = self.in_dim >= hidden  # aggregate at the narrower width
         self.eval()
 
     def stage(self, j: int, h: Tensor, carried: Tensor | None = None) -> tuple[Tensor, ...]:
         if j == 0:
-            hidden = self.act1(h @ self.lin1_weight + self.lin1_bias)
-            h = self.act2(hidden @ self.lin2_weight + self.lin2_bias)
+            if self.mapped_first:
+                h = h @ self.lin1_weight
             return h, h * self.gamma[0]
         assert carried is not None
         total = carried + h * self.gamma[j]
-        return (total,) if j == self.num_layers else (h, total)
+        if j < self.num_layers:
+            return h, total
+        if not self.mapped_first:
+            total = total @ self.lin1_weight
+        return (self.act2(self.act1(total + self.bias1) @ self.lin2_weight + self.bias2),)
 
 
 STAGES: dict[str, type[Stages]] = {"gcn": StageGCN, "ego": StageEgo, "poly": StagePoly}
