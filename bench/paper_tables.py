@@ -142,7 +142,8 @@ def report(records: list[dict], invocations: list[dict[str, Any]], name: str,
            datasets: list[str], cells: list[str], wanted: dict[tuple[str, str], int]) -> str:
     """The markdown tables from every record so far, with the paper's figure in each cell."""
     from edgegcl.evaluation.authors import AUTHORS_LABEL
-    from edgegcl.training.config import build, format_ratios, load_toml
+    from bench.sweep import ratios_text
+    from edgegcl.training.config import build, load_toml
 
     lines = ["# The paper's tables, reproduced (HANS at the paper presets, 2000 epochs)", "",
              "Measured by these commands, each adding its runs to the same JSON:", ""]
@@ -162,7 +163,7 @@ def report(records: list[dict], invocations: list[dict[str, Any]], name: str,
     for ds in datasets:
         preset = build(load_toml(f"paper-{ds}"), {})
         lines += [f"## {ds} (preset: theta_max {preset.theta_max:g}, ratios "
-                  f"{format_ratios(preset.ratios)})", "",
+                  f"{ratios_text(preset.ratios)})", "",
                   "| table | cell | n | honest | authors | authors - honest | paper | "
                   "epoch ms | used at end |", "|---|---|---|---|---|---|---|---|---|"]
         for cell in cells:
@@ -170,7 +171,7 @@ def report(records: list[dict], invocations: list[dict[str, Any]], name: str,
             runs = [r for r in records if r["dataset"] == ds and r["cell"] == canon]
             table = ("theta_max" if cell.startswith("theta=") else "ratios"
                      if cell.startswith("ratios=") else cell)
-            paper = paper_figure(ds, cell, preset.theta_max, format_ratios(preset.ratios))
+            paper = paper_figure(ds, cell, preset.theta_max, ratios_text(preset.ratios))
             gap = [r["authors_test_micro_f1"] - r["honest_test_micro_f1"] for r in runs]
             label = cell + (" (= preset)" if canon == "preset" and cell != "preset" else "")
             lines.append(
@@ -204,14 +205,15 @@ def plot(records: list[dict], datasets: list[str], path: Path) -> None:
     plt = pyplot()
     if plt is None:
         return
-    from edgegcl.training.config import build, format_ratios, load_toml
+    from bench.sweep import ratios_text
+    from edgegcl.training.config import build, load_toml
 
     fig, axes = plt.subplots(2, len(datasets), figsize=(5 * len(datasets), 7), squeeze=False)
     for j, ds in enumerate(datasets):
         preset = build(load_toml(f"paper-{ds}"), {})
         by_theta: dict[float, list[dict]] = {}
         for r in records:
-            if r["dataset"] == ds and r["scheduler"] == "hans" and r["ratios"] == format_ratios(preset.ratios):
+            if r["dataset"] == ds and r["scheduler"] == "hans" and r["ratios"] == ratios_text(preset.ratios):
                 by_theta.setdefault(r["theta_max"], []).append(r)
         thetas = sorted(by_theta)
         ax = axes[0][j]

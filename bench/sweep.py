@@ -31,6 +31,15 @@ from bench import harness
 Task = tuple[str, str, int]
 """(dataset, cell name, seed)."""
 
+RATIO_COLUMNS = ("easy", "hard", "inter")
+"""The order of the ratios in a record's ``ratios`` text, as the results files keep it."""
+
+
+def ratios_text(ratios: dict[str, float]) -> str:
+    """The category ratios as the records keep them: easy, hard, inter shares joined by
+    commas (``20,30,50``), the form of every sweep's JSON in bench/results."""
+    return ",".join(f"{ratios[c]:g}" for c in RATIO_COLUMNS)
+
 
 def base_values(dataset: str, base: str | None) -> dict[str, Any]:
     """The configuration a run starts from: ``base`` (a file or preset, e.g. ``paper-Cora``),
@@ -46,7 +55,7 @@ def train_record(root: str, dataset: str, base: str | None, flags: dict[str, Any
     """One seed of ``base`` + ``flags`` on ``dataset``, trained in this (worker) process."""
     import torch
 
-    from edgegcl.training.config import build, format_ratios
+    from edgegcl.training.config import build
     from edgegcl.contrast.negatives import num_candidates
     from edgegcl.data import load_graph
     from edgegcl.evaluation.authors import authors_figure
@@ -70,7 +79,7 @@ def train_record(root: str, dataset: str, base: str | None, flags: dict[str, Any
     active = statistics.fmean(float(w["active_per_anchor"]) for w in rows)
     record = {
         "dataset": dataset, "seed": seed, "epochs": cfg.epochs, "flags": flags,
-        "theta_max": cfg.theta_max, "ratios": format_ratios(cfg.ratios),
+        "theta_max": cfg.theta_max, "ratios": ratios_text(cfg.ratios),
         "scheduler": cfg.scheduler, "pick": cfg.pick,
         "honest_test_micro_f1": r.selection.scores.test_micro,
         "honest_val_micro_f1": r.selection.scores.val_micro,
