@@ -1,10 +1,8 @@
-"""The encoder benchmarks run: their --help, and the encoder table made from a real run's
-metrics (what bench/results/encoders.md is written from)."""
+"""The encoder table made from a real run's metrics (what bench/results/encoders.md is
+written from); every bench script's --help is in test_bench_scripts."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,16 +12,6 @@ from bench import encoders, encoder_speed
 from edgegcl.data import SyntheticSpec, synthetic_graph
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.run import run
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.mark.parametrize("script", ["encoders", "encoder_speed", "external_greet"])
-def test_help_runs(script: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", f"bench.{script}", "--help"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "usage" in proc.stdout, proc.stderr
-
 
 def test_the_table_holds_each_cell_beside_the_raw_features(tmp_path: Path) -> None:
     cfg = TrainConfig(nodes=150, features=12, hidden_dim=16, out_dim=8, proj_dim=8, epochs=4,
