@@ -49,7 +49,7 @@ def child(nodes: int) -> dict:
 
     from edgegcl.training.config import TrainConfig
     from edgegcl.data import SyntheticSpec, synthetic_graph
-    from edgegcl.training.run import run
+    from edgegcl.training.run import train_seeds
 
     started = _status_mib("VmRSS")
     t0 = time.perf_counter()
@@ -63,7 +63,7 @@ def child(nodes: int) -> dict:
                       sampler="builtin", eval_every=1, device="cpu", seeds=1)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        metrics = run(cfg, data, Path(tmp), torch.device("cpu"))
+        metrics = train_seeds(cfg, data, Path(tmp), torch.device("cpu"))
         run_s = time.perf_counter() - t0
     run_peak = _status_mib("VmHWM")
     seed = metrics["seeds"][0]

@@ -13,8 +13,11 @@ edgegcl`` stays light):
   augmentations ``remove_edges``, ``mask_columns``;
 - ``linear_probe`` / ``random_split`` (the honest evaluation), ``published_split`` (a graph's
   own), ``authors_probe``, and ``feature_agreement`` (how alike linked nodes' features are);
-- ``run`` (train and write a run directory, with ``Hook`` objects called by every seed's loop)
-  and ``load_run`` (a finished run back: config, encoder, metrics, ``.embed(graph)``).
+- ``train`` (a whole run as ``edgegcl train`` makes it: run directory, lock, profiler,
+  resume, ``Hook`` objects called by every seed's loop; returns the ``Run``), ``profile``,
+  ``bench_budgets`` and ``export`` (the other commands), ``train_seeds`` (the seeds alone,
+  into a directory you manage) and ``load_run`` (a finished run back: config, encoder,
+  metrics, ``.embed(graph)``). ``run`` is ``train_seeds``'s former name.
 """
 
 from __future__ import annotations
@@ -51,6 +54,13 @@ _EXPORTS = {
     "load_run": "edgegcl.training.runs",
     "Run": "edgegcl.training.runs",
     "run": "edgegcl.training.run",
+    "train_seeds": "edgegcl.training.run",
+    "Stopped": "edgegcl.errors",
+    "UsageError": "edgegcl.errors",
+    "train": "edgegcl.jobs.train",
+    "profile": "edgegcl.jobs.profile",
+    "bench_budgets": "edgegcl.jobs.budgets",
+    "export": "edgegcl.jobs.export",
     "Hook": "edgegcl.training.hooks",
 }
 

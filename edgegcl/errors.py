@@ -1,16 +1,60 @@
-"""The one exception type that means "the user gave us something we cannot use".
+"""The ways a job ends other than by finishing, light enough for the command line to catch
+before torch loads.
 
-The CLI turns it into a single line on stderr and exit code 2; everything else is a bug
-and keeps its traceback. It is a ``ValueError``, so library callers catch it as one.
+``UsageError``: the user gave us something we cannot use; the CLI turns it into a single line
+on stderr and exit code 2; everything else that is not listed here is a bug and keeps its
+traceback. It is edgegcl-embed's ``InputError`` (one type for bad input in both programs, one
+``first_line``) and a ``ValueError``, so library callers catch it as either. ``Stopped``: a run
+stopped on request with its state saved; ``RankLost``: under torchrun another rank stopped;
+``ExportCheckError``: an exported model disagrees with torch.
 """
 
+from __future__ import annotations
 
-class UsageError(ValueError):
-    """Bad input from the user: the message names the problem and the fix, in one line."""
+from pathlib import Path
+
+from edgegcl_embed.errors import InputError, first_line
+
+__all__ = ["ExportCheckError", "RankLost", "Stopped", "UsageError", "first_line"]
 
 
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message (its type's name when it has none), for
-    embedding in a one-line UsageError."""
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+class UsageError(InputError, ValueError):
+    """Bad input from the user: the message names the problem and the fix, in one line.
+
+    Example:
+        >>> from edgegcl import TrainConfig
+        >>> try:
+        ...     TrainConfig(theta_max=2)
+        ... except UsageError as exc:
+        ...     print(exc)
+        --theta-max must be in [0, 1], ...
+    """
+
+
+class Stopped(Exception):
+    """Training stopped on request (SIGINT / SIGTERM) after an epoch, its state saved, or
+    before seed ``seed`` started (``epoch`` 0: the seeds before it are finished). A job sets
+    ``run_dir`` (where ``--resume`` continues) and ``signum`` (the signal that asked, if
+    any).
+
+    Example:
+        >>> str(Stopped(seed=0, epoch=12))
+        'stopped after epoch 12 of seed 0'
+    """
+
+    def __init__(self, seed: int, epoch: int, run_dir: Path | None = None,
+                 signum: int | None = None) -> None:
+        super().__init__(f"stopped after epoch {epoch} of seed {seed}" if epoch else
+                         f"stopped before seed {seed}")
+        self.seed, self.epoch, self.run_dir, self.signum = seed, epoch, run_dir, signum
+
+
+class RankLost(RuntimeError):
+    """A collective failed because another rank stopped (died, was killed or timed out);
+    ``run_dir``: the run whose last saved state ``--resume`` continues (set by the job)."""
+
+    run_dir: Path | None = None
+
+
+class ExportCheckError(Exception):
+    """onnxruntime and torch disagree on an exported model: a bug, not bad input."""

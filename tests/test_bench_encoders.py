@@ -11,13 +11,13 @@ import torch
 from bench import encoders, encoder_speed
 from edgegcl.data import SyntheticSpec, synthetic_graph
 from edgegcl.training.config import TrainConfig
-from edgegcl.training.run import run
+from edgegcl.training.run import train_seeds
 
 def test_the_table_holds_each_cell_beside_the_raw_features(tmp_path: Path) -> None:
     cfg = TrainConfig(nodes=150, features=12, hidden_dim=16, out_dim=8, proj_dim=8, epochs=4,
                       eval_every=2, seeds=2, device="cpu")
     (tmp_path / "run").mkdir()
-    metrics = run(cfg, synthetic_graph(cfg.synthetic_spec()), tmp_path / "run",
+    metrics = train_seeds(cfg, synthetic_graph(cfg.synthetic_spec()), tmp_path / "run",
                   torch.device("cpu"))
     cell = encoders.cell(metrics, wall_s=12.0)
     raw = [s["raw_features"]["test_micro_f1"] for s in metrics["seeds"]]

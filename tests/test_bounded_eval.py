@@ -31,7 +31,7 @@ from edgegcl.evaluation.probe import (
     random_split,
 )
 from edgegcl.nn.model import AdNGCL, GCNEncoder, ModelConfig, npy_embeddings
-from edgegcl.training.run import run
+from edgegcl.training.run import train_seeds
 
 SHARED_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
@@ -229,7 +229,7 @@ def test_run_probes_checkpoints_on_a_sample_and_the_choice_on_the_full_split(tmp
                                                                               monkeypatch):
     data = synthetic_graph(SyntheticSpec(num_nodes=300, num_features=16, seed=5))
     monkeypatch.setattr(evaluate, "CHECKPOINT_PROBE_MAX_LABELLED", 20)  # 30 + 30 labelled
-    metrics = run(_tiny_config(), data, tmp_path, torch.device("cpu"))
+    metrics = train_seeds(_tiny_config(), data, tmp_path, torch.device("cpu"))
     seed = metrics["seeds"][0]
     assert seed["checkpoint_probe"] == {"train_nodes": 10, "val_nodes": 10, "test_nodes": 240,
                                         "sampled": True}
@@ -247,7 +247,7 @@ def test_run_probes_checkpoints_on_a_sample_and_the_choice_on_the_full_split(tmp
 
 def test_run_without_sampling_records_the_full_split(tmp_path):
     data = synthetic_graph(SyntheticSpec(num_nodes=300, num_features=16, seed=5))
-    seed = run(_tiny_config(), data, tmp_path, torch.device("cpu"))["seeds"][0]
+    seed = train_seeds(_tiny_config(), data, tmp_path, torch.device("cpu"))["seeds"][0]
     assert seed["checkpoint_probe"] == {"train_nodes": 30, "val_nodes": 30, "test_nodes": 240,
                                         "sampled": False}
     chosen = next(h for h in seed["history"] if h["epoch"] == seed["selected_epoch"])

@@ -19,7 +19,7 @@ from edgegcl.data.homophily import feature_agreement
 from edgegcl.errors import UsageError
 from edgegcl.training.choice import pick, search_epochs, standard_error
 from edgegcl.training.config import TrainConfig
-from edgegcl.training.run import Stopped, run
+from edgegcl.training.run import Stopped, train_seeds
 
 CPU = torch.device("cpu")
 SMALL = dict(nodes=150, features=12, hidden_dim=16, out_dim=8, proj_dim=8, epochs=8,
@@ -28,7 +28,7 @@ SMALL = dict(nodes=150, features=12, hidden_dim=16, out_dim=8, proj_dim=8, epoch
 
 def _run(cfg: TrainConfig, data, run_dir: Path, **kw) -> dict:
     run_dir.mkdir(exist_ok=True)
-    return run(cfg, data, run_dir, CPU, **kw)
+    return train_seeds(cfg, data, run_dir, CPU, **kw)
 
 
 def _curve(run_dir: Path, seed: int = 0) -> list[dict[str, str]]:

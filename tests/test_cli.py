@@ -611,7 +611,7 @@ def test_a_crash_after_an_epoch_keeps_the_run_directory(tmp_path: Path,
 
 def test_run_directories_are_named_by_the_canonical_dataset_name(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from edgegcl.cli.rundir import run_name
+    from edgegcl.jobs.rundir import run_name
 
     assert [run_name(n) for n in ("cora", "CITESEER", "amazon_photo", "SYNTHETIC",
                                    "graphs/my.graph.npz")] == \

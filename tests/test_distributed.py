@@ -50,7 +50,7 @@ def _worker(rank: int, port: int, tmp: str, conn: Connection) -> None:
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     from edgegcl.training import distributed
-    from edgegcl.training.run import run
+    from edgegcl.training.run import train_seeds
 
     out: dict[str, object] = {}
     world = distributed.start(distributed.DistributedConfig(
@@ -72,7 +72,7 @@ def _worker(rank: int, port: int, tmp: str, conn: Connection) -> None:
         run_dir = Path(tmp) / f"rank-{rank}"
         run_dir.mkdir()
         auto = cfg.replace(model={"encoder": "auto"})  # each seed's search, run by every rank
-        metrics = run(auto, data, run_dir, torch.device("cpu"), world=world)
+        metrics = train_seeds(auto, data, run_dir, torch.device("cpu"), world=world)
         out["written"] = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*"))
         out["metrics"] = bool(metrics)
         out["choice"] = metrics["seeds"][0]["encoder_choice"] if metrics else None

@@ -193,7 +193,7 @@ def test_the_gcn_stays_interface_4_which_older_runtimes_read(tmp_path: Path) -> 
 @pytest.mark.parametrize("mode", ["full", "minibatch"])
 def test_a_stopped_run_resumes_exactly_and_exports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    name: str, mode: str) -> None:
-    from edgegcl.training.run import Stopped, run
+    from edgegcl.training.run import Stopped, train_seeds
 
     monkeypatch.chdir(tmp_path)
     cfg = TrainConfig(encoder=name, nodes=150, features=12, hidden_dim=16, out_dim=8, proj_dim=8,
@@ -203,12 +203,12 @@ def test_a_stopped_run_resumes_exactly_and_exports(tmp_path: Path, monkeypatch: 
     cpu = torch.device("cpu")
     for run_dir in ("straight", "stopped"):
         (tmp_path / run_dir).mkdir()
-    run(cfg, graph, tmp_path / "straight", cpu)
+    train_seeds(cfg, graph, tmp_path / "straight", cpu)
     seen: list[int] = []
     with pytest.raises(Stopped):  # after epoch 3, its state saved
-        run(cfg, graph, tmp_path / "stopped", cpu, stop=lambda: len(seen) >= 3,
+        train_seeds(cfg, graph, tmp_path / "stopped", cpu, stop=lambda: len(seen) >= 3,
             on_epoch=lambda seed_dir, row, events: seen.append(int(row["epoch"])))
-    run(cfg, graph, tmp_path / "stopped", cpu, resume=True)
+    train_seeds(cfg, graph, tmp_path / "stopped", cpu, resume=True)
 
     def curve(run_dir: str) -> list[dict[str, str]]:
         with open(f"{run_dir}/seed-0/epochs.csv") as fh:

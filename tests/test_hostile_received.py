@@ -260,7 +260,7 @@ def test_export_graph_out_aliasing_the_model_is_refused(received: Path, tmp_path
 
 
 def test_a_failed_start_removes_only_what_it_made(tmp_path: Path) -> None:
-    from edgegcl.cli.rundir import new_run_dir
+    from edgegcl.jobs.rundir import new_run_dir
 
     out = tmp_path / "out"
     out.mkdir()

@@ -10,7 +10,7 @@ import torch
 
 from edgegcl.data import SyntheticSpec, synthetic_graph
 from edgegcl.training.config import TrainConfig
-from edgegcl.training.run import run
+from edgegcl.training.run import train_seeds
 
 
 def test_a_python_hook_receives_every_epochs_row(tmp_path: Path) -> None:
@@ -18,7 +18,7 @@ def test_a_python_hook_receives_every_epochs_row(tmp_path: Path) -> None:
     cfg = TrainConfig(dataset="synthetic", hidden_dim=8, out_dim=4, proj_dim=4, epochs=5,
                       eval_every=2, T_init=1, T_int=1, seeds=2)
     seen: list[tuple[str, dict, list]] = []
-    run(cfg, data, tmp_path, torch.device("cpu"),
+    train_seeds(cfg, data, tmp_path, torch.device("cpu"),
         on_epoch=lambda seed_dir, row, events: seen.append((seed_dir.name, dict(row), events)))
     assert [(name, row["epoch"]) for name, row, _ in seen] == [
         (f"seed-{s}", e) for s in range(2) for e in range(1, 6)]
@@ -54,7 +54,7 @@ def test_a_hook_object_is_told_of_starts_batches_epochs_and_ends(tmp_path: Path)
         def seed_end(self, seed):
             calls.append(("end", seed.seed))
 
-    run(cfg, data, tmp_path, torch.device("cpu"), hooks=[Watch()])
+    train_seeds(cfg, data, tmp_path, torch.device("cpu"), hooks=[Watch()])
     assert calls[0] == ("start", 0, 0) and calls[-1] == ("end", 0)
     assert [c for c in calls if c[0] == "epoch"] == [
         ("epoch", 1, False), ("epoch", 2, False), ("epoch", 3, True)]

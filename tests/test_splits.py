@@ -15,7 +15,7 @@ from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph, validate_gr
 from edgegcl.errors import UsageError
 from edgegcl.evaluation.probe import linear_probe, published_split, random_split
 from edgegcl.training.config import TrainConfig
-from edgegcl.training.run import run
+from edgegcl.training.run import train_seeds
 
 N = 60
 
@@ -112,7 +112,7 @@ def test_a_run_reports_the_raw_features_and_each_seeds_published_split(tmp_path:
     cfg = TrainConfig(encoder="gcn", hidden_dim=16, out_dim=8, proj_dim=8, epochs=4,
                       eval_every=2, seeds=2, device="cpu")
     (tmp_path / "run").mkdir()
-    metrics = run(cfg, g, tmp_path / "run", torch.device("cpu"))
+    metrics = train_seeds(cfg, g, tmp_path / "run", torch.device("cpu"))
     for seed, part in enumerate(metrics["seeds"]):
         raw = linear_probe(g.x, g.y, random_split(200, seed), seed=seed)
         assert part["raw_features"]["test_micro_f1"] == raw.test_micro  # the same probe, split

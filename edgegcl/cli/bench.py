@@ -1,14 +1,12 @@
 """``edgegcl bench budgets --out DIR``: what each theta_max costs on this device, as a table, a CSV
-file and a plot in DIR (edgegcl.budget.bench), from any directory, writing nowhere else. Every
+file and a plot in DIR (edgegcl.jobs.budgets), from any directory, writing nowhere else. Every
 config flag sets the run measured (``--out`` is where the results go)."""
 
 from __future__ import annotations
 
 import argparse
-import sys
-from contextlib import ExitStack
-from pathlib import Path
 
+from edgegcl.cli.flags import add_config_flags, config_settings
 from edgegcl.errors import UsageError
 
 
@@ -34,7 +32,6 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type[argparse.Argu
 
 def _options(p: argparse.ArgumentParser) -> None:
     from edgegcl.budget.bench import THETAS
-    from edgegcl.cli.flags import add_config_flags
 
     p.add_argument("--thetas", default=",".join(f"{t:g}" for t in THETAS),
                    help="the theta_max values to measure, comma-separated (default: %(default)s)")
@@ -60,57 +57,11 @@ def _thetas(text: str) -> list[float]:
     return values
 
 
-def _out_dir(args: argparse.Namespace) -> Path:
-    """DIR, checked before anything is measured: its parent exists, nothing is overwritten
-    unasked."""
-    from edgegcl.budget.bench import FILES
-
-    if not args.out:
-        raise UsageError(f"edgegcl bench budgets writes {', '.join(FILES)}: say where with "
-                         "--out DIR")
-    out = Path(args.out)
-    if not out.parent.is_dir():
-        raise UsageError(f"directory {out.parent} does not exist; create it or choose another "
-                         "--out")
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file; give a directory")
-    taken = [str(out / n) for n in FILES if (out / n).exists() or (out / n).is_symlink()]
-    if taken and not args.force:
-        raise UsageError(f"{', '.join(taken)} already exist(s); pass --force to replace them, or "
-                         "another --out")
-    return out
-
-
 def _cmd_budgets(args: argparse.Namespace) -> int:
-    from edgegcl.cli.setup import choose_threads, setup
+    from edgegcl.jobs.budgets import bench_budgets
 
-    thetas = _thetas(args.thetas)
-    if args.repeats < 1:
-        raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
-    out = _out_dir(args)
-    import importlib.util
-
-    if importlib.util.find_spec("matplotlib") is None:  # checked before minutes of measuring
-        raise UsageError("edgegcl bench budgets draws budgets.png with matplotlib: pip install "
-                         "matplotlib (or the plot extra)")
-    with ExitStack() as hold:
-        s = setup(args, hold)
-        from edgegcl.budget.bench import measure_budgets, progress_line, write_budgets
-        from edgegcl.budget.profiler import pick_threads
-
-        assert s.data is not None
-        threads = choose_threads(s)
-        if threads.picker is not None and not threads.picker.done:
-            pick_threads(s.data, s.cfg, s.device, threads.picker)
-            print(f"edgegcl: {threads.line()}", file=sys.stderr)
-        total = args.repeats * len(set(thetas)) * 2
-        print(f"edgegcl: measuring {len(set(thetas))} theta_max values x 2 logits paths x "
-              f"{args.repeats} repeats on {s.data.name} ({s.data.num_nodes} nodes) on {s.device}",
-              file=sys.stderr)
-        table = measure_budgets(s.data, s.cfg, s.device, thetas, args.repeats,
-                                progress_line(total, "budgets"))
-        out.mkdir(exist_ok=True)
-        paths = write_budgets(table, out)
-    print(Path(paths[0]).read_text(), end="")
+    paths = bench_budgets(args.out, args.config, settings=config_settings(args),
+                          thetas=_thetas(args.thetas), repeats=args.repeats, force=args.force)
+    print(paths[0].read_text(), end="")
     print(f"wrote {', '.join(str(p) for p in paths)}")
     return 0

@@ -1,15 +1,12 @@
-"""``edgegcl export OUT.onnx``: the options and which checkpoint; the export itself, its checks
-and its files are ``edgegcl.onnx.export.export_checkpoint``'s."""
+"""``edgegcl export OUT.onnx``: its options, parsed and passed to ``edgegcl.export``
+(edgegcl.jobs.export)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from edgegcl.errors import UsageError
-
-RUNS_DIR = Path("runs")  # where ``edgegcl train`` puts runs without --out (run.prepare_run_dir)
+from edgegcl.errors import ExportCheckError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +30,7 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("out", metavar="OUT.onnx", help="the model file to write")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--run", metavar="RUN_DIR",
-                        help=f"a run directory (default: the most recent under {RUNS_DIR}/)")
+                        help="a run directory (default: the most recent under runs/)")
     source.add_argument("--checkpoint", metavar="FILE", help="a checkpoint.pt")
     p.add_argument("--graph", metavar="GRAPH",
                    help="the training graph (dataset name, .npz or .pt), when the checkpoint's "
@@ -53,51 +50,14 @@ def _options(p: argparse.ArgumentParser) -> None:
                         "this checkpoint's fp32 export is reused by --quantize and --graph-out)")
 
 
-def latest_run(runs_dir: Path) -> Path:
-    """The run directory under ``runs_dir`` whose checkpoint.pt was written last."""
-    found = sorted(runs_dir.glob("*/checkpoint.pt"), key=lambda p: p.stat().st_mtime)
-    if not found:
-        raise UsageError(f"no run with a checkpoint.pt under {runs_dir}/; train one with "
-                         "edgegcl train or pass --run DIR / --checkpoint FILE")
-    return found[-1].parent
-
-
-def _checkpoint_path(args: argparse.Namespace) -> Path:
-    if args.checkpoint:
-        return Path(args.checkpoint)
-    run = Path(args.run) if args.run else latest_run(RUNS_DIR)
-    if not args.run:
-        print(f"edgegcl: exporting the most recent run, {run} (choose another with --run)",
-              file=sys.stderr)
-    if not (run / "checkpoint.pt").is_file():
-        raise UsageError(f"{run} has no checkpoint.pt; pass a run directory written by "
-                         "edgegcl train")
-    return run / "checkpoint.pt"
-
-
 def _cmd_export(args: argparse.Namespace) -> int:
-    from edgegcl.onnx.opset import MAX_OPSET, MIN_OPSET
+    from edgegcl.jobs.export import export
 
-    if not MIN_OPSET <= args.opset <= MAX_OPSET:  # refused before torch loads
-        raise UsageError(f"--opset must be in {MIN_OPSET}..{MAX_OPSET} (the encoder's ops need "
-                         f"{MIN_OPSET}, torch exports up to {MAX_OPSET}), got {args.opset}")
-    from edgegcl.onnx.export import (ExportCheckError, ExportPlan, export_checkpoint,
-                                     training_graph)
-    from edgegcl.training.checkpoint import load_checkpoint
-    from edgegcl.trust import allow_encoder
-
-    plan = ExportPlan(Path(args.out), args.quantize,
-                      Path(args.graph_out) if args.graph_out else None, args.force)
-    plan.paths()  # refused before any work
-    ckpt_path = _checkpoint_path(args)
-    if args.encoder:
-        allow_encoder(args.encoder)
-    ckpt = load_checkpoint(ckpt_path)
-    data = training_graph(ckpt.config, args.graph)
     try:
-        lines = export_checkpoint(ckpt, plan, data, args.opset, str(ckpt_path),
-                                  log=lambda text: print(f"edgegcl: {text}", file=sys.stderr,
-                                                         flush=True))
+        lines = export(args.out, run=args.run, checkpoint=args.checkpoint, graph=args.graph,
+                       opset=args.opset, graph_out=args.graph_out, quantize=args.quantize,
+                       encoder=args.encoder, force=args.force,
+                       log=lambda text: print(f"edgegcl: {text}", file=sys.stderr, flush=True))
     except ExportCheckError as exc:
         print(f"edgegcl: error: export check failed: {exc}; nothing was written",
               file=sys.stderr)

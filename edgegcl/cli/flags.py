@@ -10,24 +10,22 @@ import argparse
 
 def add_config_flags(p: argparse.ArgumentParser) -> None:
     """``--config`` and one flag per option of every section (flags win over the file)."""
-    from edgegcl.cli.setup import config_flag_form
     from edgegcl.config import flag, section_fields
-    from edgegcl.training.config import SECTIONS, TrainConfig
+    from edgegcl.contrast.scheduler import scheduler_names
+    from edgegcl.training.config import SECTIONS, TrainConfig, option_text
 
     p.add_argument("--config", metavar="FILE.toml|PRESET",
                    help="TOML file setting any of the options below (flags win), or a shipped "
                         "preset: paper-Cora, paper-CiteSeer (the paper's settings, presets/)")
     defaults = TrainConfig()
     groups = {name: p.add_argument_group(f"{name}: {what}") for name, what in SECTIONS.items()}
-    from edgegcl.contrast.scheduler import scheduler_names
-
     members = {"scheduler": f"; every member: {', '.join(scheduler_names())}"}
     for name, (section, f) in section_fields(TrainConfig).items():
         kind = {"int": int, "float": float}.get(str(f.type), str)
         groups[section].add_argument(
             flag(name), dest=name, type=kind, default=None, metavar=name.upper(),
             help=f"{f.metadata['help']}{members.get(name, '')} (default: "
-                 f"{config_flag_form(name, defaults)})")
+                 f"{option_text(defaults, name)})")
 
 
 def add_budget_flags(p: argparse.ArgumentParser) -> None:
@@ -41,3 +39,10 @@ def add_budget_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--remeasure", action="store_true",
                    help="with --profile: measure every theta_max again instead of reading the "
                         "profile cache, and replace what the cache holds")
+
+
+def config_settings(args: argparse.Namespace) -> dict[str, object]:
+    """The config options the user gave as flags, by name (the settings of a job)."""
+    from edgegcl.training.config import FIELDS
+
+    return {name: getattr(args, name) for name in FIELDS if getattr(args, name, None) is not None}

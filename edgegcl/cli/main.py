@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from edgegcl import __version__
-from edgegcl.cli.flags import add_budget_flags, add_config_flags
-from edgegcl.cli.signals import INTERRUPTED, interrupt
+from edgegcl.cli.flags import add_budget_flags, add_config_flags, config_settings
+from edgegcl.jobs.signals import INTERRUPTED, interrupt
 from edgegcl.errors import UsageError
 from edgegcl_embed.interrupt import forget_handled_interrupt
 
@@ -109,9 +109,12 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from edgegcl.cli.profile import profile_command
+    from edgegcl.jobs.profile import profile
 
-    return profile_command(args)
+    profile(args.config, profile=args.profile, settings=config_settings(args),
+            target_epoch_s=args.target_epoch_s, memory_gib=args.memory_gib,
+            remeasure=args.remeasure)
+    return 0
 
 
 def _add_plot(sub: argparse._SubParsersAction) -> None:

@@ -31,6 +31,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
 from edgegcl import __version__
+from edgegcl.errors import ExportCheckError
 from edgegcl.training.checkpoint import Checkpoint
 from edgegcl.training.config import TrainConfig
 from edgegcl.onnx.metadata import write_metadata
@@ -61,10 +62,6 @@ _AGGREGATE_DOC = ("float32 [rows, width]: rows of D^-1/2 (A + I) D^-1/2 times th
                   "stage's output (degrees counted on the whole graph)")
 STAGE0_WEIGHT_DOC = ("the matrix W1 that stage 0 multiplies x by (export.contract), for a "
                      "sparse x W1 outside the model")
-
-
-class ExportCheckError(Exception):
-    """onnxruntime and torch disagree on an exported model: a bug, not bad input."""
 
 
 def config_digest(cfg: TrainConfig) -> str:

@@ -21,6 +21,7 @@ from edgegcl.config import (
     Section,
     canonical_values,
     convert,
+    flag_form,
     list_presets,
     load_values,
     option,
@@ -48,7 +49,7 @@ RESUMABLE = ("epochs", "device", "threads")
 """Fields a resumed run may change: more (or as many) epochs, another device, its threads."""
 
 __all__ = ["FIELDS", "SECTIONS", "RunConfig", "TrainConfig", "build", "coerce",
-           "list_presets", "load_toml", "read_toml", "to_toml",
+           "list_presets", "load_toml", "option_text", "option_value", "read_toml", "to_toml",
            "tuned_defaults", "unused_settings", "validate"]
 
 Negatives = Literal["local", "global"]
@@ -245,6 +246,24 @@ FIELDS = {name: f for name, (_, f) in section_fields(TrainConfig).items()}
 """Every option of a run by name (its dataclass field: default and help)."""
 SECTIONS = {name: kind.TITLE for name, kind in _SECTIONS.items()}
 """Section name -> what it holds."""
+
+
+def option_value(cfg: TrainConfig, name: str) -> Any:
+    """Option ``name``'s value in ``cfg``, from the section that holds it.
+
+    Example:
+        >>> option_value(TrainConfig(theta_max=0.3), "theta_max")
+        0.3
+    """
+    if name not in _OWNER:
+        raise KeyError(f"TrainConfig has no option {name!r}")
+    return getattr(getattr(cfg, _OWNER[name]), name)
+
+
+def option_text(cfg: TrainConfig, name: str) -> str:
+    """Option ``name``'s value in ``cfg`` as its flag is written (``20,30,50`` for the
+    ratios)."""
+    return flag_form(option_value(cfg, name))
 
 
 def coerce(name: str, value: Any) -> Any:

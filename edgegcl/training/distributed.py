@@ -25,7 +25,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from edgegcl.training.config import DistributedConfig
-from edgegcl.errors import UsageError
+from edgegcl.errors import RankLost, UsageError
 
 __all__ = ["DistributedConfig", "QuietUsageError", "RankLost", "World", "launched",
            "on_main", "require_minibatch", "share_graph", "start", "stop"]
@@ -38,10 +38,6 @@ def require_minibatch(mode: str) -> None:
                          "every epoch's seed nodes; add --mode minibatch (full-graph mode runs "
                          "in one process)")
 
-
-
-class RankLost(RuntimeError):
-    """A collective failed because another rank stopped (died, was killed or timed out)."""
 
 
 def launched() -> bool:
@@ -234,8 +230,7 @@ def share_graph(data: Any, world: World) -> Any:
     mappings stay valid). Only local rank 0's ``data`` is read (others may pass None). CUDA
     training copies what it needs to its GPU anyway."""
     import tempfile
-    from pathlib import Path
-
+    
     from torch_geometric.data import Data
 
     folder = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())

@@ -249,6 +249,19 @@ class Callback(Hook):
             self.fn(seed.run_dir, row, [*first, *events])
 
 
+class AfterFirstEpoch(Hook):
+    """Calls ``then()`` once, when the first epoch of the run has been trained (rank 0): a
+    new run directory is kept from then on, whatever happens next."""
+
+    def __init__(self, then: Callable[[], None] | None) -> None:
+        self.then = then
+
+    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+        if self.then is not None and seed.main:
+            self.then()
+            self.then = None
+
+
 def standard_hooks(label: str, threads: ThreadChoice | None = None,
                    patience: int = 0) -> list[Hook]:
     """What every seed of ``edgegcl train`` runs, in order: the probe, early stopping (with

@@ -21,7 +21,7 @@ import torch
 from torch_geometric.data import Data
 
 from edgegcl import __version__
-from edgegcl.errors import UsageError
+from edgegcl.errors import Stopped, UsageError
 from edgegcl.nn.config import AUTO
 from edgegcl.training.checkpoint import save_checkpoint
 from edgegcl.training.choice import choose_encoder
@@ -36,15 +36,7 @@ from edgegcl.training.state import config_hash, guard_writes, save_atomic, write
 from edgegcl.training.threads import ThreadChoice
 from edgegcl_embed.files import refuse_link
 
-
-class Stopped(Exception):
-    """Training stopped on request (SIGINT / SIGTERM) after an epoch, its state saved, or
-    before seed ``seed`` started (``epoch`` 0: the seeds before it are finished)."""
-
-    def __init__(self, seed: int, epoch: int) -> None:
-        super().__init__(f"stopped after epoch {epoch} of seed {seed}" if epoch else
-                         f"stopped before seed {seed}")
-        self.seed, self.epoch = seed, epoch
+__all__ = ["Stopped", "run", "start_seed", "train_seed", "train_seeds"]
 
 
 def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
@@ -107,13 +99,15 @@ def start_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device, ru
                    choice.to_dict())
 
 
-def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
+def train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
         report: Callable[[list[SeedResult]], dict[str, Any]] | None = None,
         stop: Callable[[], bool] | None = None, resume: bool = False,
         world: World | None = None, on_epoch: EpochCallback | None = None,
         hooks: Sequence[Hook] = (),
         threads: ThreadChoice | None = None) -> dict[str, Any]:
-    """Train ``cfg.run.seeds`` independent seeds, write the run directory, return the metrics.
+    """Train ``cfg.run.seeds`` independent seeds into ``run_dir``, write the metrics there and
+    return them. The whole run as ``edgegcl train`` makes it (its directory made new and
+    locked, the graph checked, the profiler, resuming) is ``edgegcl.train``.
 
     ``report``: more entries for ``metrics.json`` from the seeds' results (``--auto-budget``:
     the profiler's prediction beside what training measured,
@@ -128,8 +122,8 @@ def run(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
     Example:
         >>> from edgegcl import SyntheticSpec, TrainConfig, synthetic_graph
         >>> cfg = TrainConfig(epochs=40, eval_every=5, patience=3)
-        >>> metrics = run(cfg, synthetic_graph(SyntheticSpec()), Path("runs/mine"),
-        ...               torch.device("cpu"), hooks=[])  # doctest: +SKIP
+        >>> metrics = train_seeds(cfg, synthetic_graph(SyntheticSpec()), Path("runs/mine"),
+        ...                       torch.device("cpu"), hooks=[])  # doctest: +SKIP
         >>> metrics["summary"]["test_micro_f1"]  # doctest: +SKIP
     """
     main = world is None or world.is_main
@@ -205,3 +199,18 @@ def _batch_end(hooks: Sequence[Hook], run: SeedRun, epoch: int, batch: int, batc
                mean: float) -> None:
     for hook in hooks:
         hook.batch_end(run, epoch, batch, batches, mean)
+
+
+def run(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """The former name of ``train_seeds`` (kept working, with a DeprecationWarning).
+
+    Example:
+        >>> metrics = run(TrainConfig(epochs=2), graph, Path("runs/mine"),
+        ...               torch.device("cpu"))  # doctest: +SKIP
+    """
+    import warnings
+
+    warnings.warn("edgegcl.run is now edgegcl.train_seeds; edgegcl.train runs a whole run as "
+                  "'edgegcl train' does (run directory, lock, profiler, resume)",
+                  DeprecationWarning, stacklevel=2)
+    return train_seeds(*args, **kwargs)

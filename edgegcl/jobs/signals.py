@@ -1,6 +1,7 @@
-"""Signals on the command line: a Ctrl-C or SIGTERM while starting up is remembered and
-raised (``interrupt``, ``INTERRUPTED``); while training, the first asks the run to stop after
-its epoch (``StopAfterEpoch``).
+"""Signals in a job: a Ctrl-C or SIGTERM while starting up is remembered and raised
+(``interrupt``, ``INTERRUPTED``: the command line installs it); while training, the first asks
+the run to stop after its epoch (``StopAfterEpoch``). Importing this module loads the standard
+library alone.
 """
 
 from __future__ import annotations

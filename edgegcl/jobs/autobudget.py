@@ -1,4 +1,4 @@
-"""The profiler on the command line (``train --auto-budget``, ``profile``): measurements from
+"""The profiler in a job (``train`` with ``auto_budget``, ``profile``): measurements from
 the profile cache where it has them, the table and the choice printed and kept in the run
 directory, one line when only the closest fit is left, one refusal when nothing fits in
 memory, with what can make it fit for the mode measured.
@@ -18,8 +18,18 @@ if TYPE_CHECKING:
 
     from edgegcl.budget.profiler import Calibration
     from edgegcl.budget.profiles import DeviceProfile
+    from edgegcl.jobs.start import Start
     from edgegcl.training.config import TrainConfig
     from edgegcl.training.threads import ThreadChoice
+
+
+def calibrate(s: Start, run_dir: Path, then: str = "",
+              threads: ThreadChoice | None = None) -> Calibration:
+    """The profiler under ``s``'s profile, its table and choice printed and kept
+    (``calibrate_and_report``); a measuring ``threads`` chooses the thread count first."""
+    assert s.profile is not None and s.data is not None
+    return calibrate_and_report(s.data, s.cfg, s.profile, s.device, run_dir, then,
+                                s.remeasure, threads)
 
 
 def calibrate_and_report(data: Data, cfg: TrainConfig, profile: DeviceProfile,

@@ -1,0 +1,87 @@
+"""What each theta_max costs on this device (``edgegcl bench budgets``): a table, a CSV file
+and a plot in a directory the user names (edgegcl.budget.bench), writing nowhere else."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from edgegcl.errors import UsageError
+from edgegcl.jobs.start import Request, choose_threads, start
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
+
+    from edgegcl.training.config import TrainConfig
+
+
+def check_out_dir(out: str | Path | None, force: bool) -> Path:
+    """The results' directory, checked before anything is measured: named, its parent
+    exists, nothing in it is overwritten unless ``force``."""
+    from edgegcl.budget.bench import FILES
+
+    if not out:
+        raise UsageError(f"edgegcl bench budgets writes {', '.join(FILES)}: say where with "
+                         "--out DIR")
+    path = Path(out)
+    if not path.parent.is_dir():
+        raise UsageError(f"directory {path.parent} does not exist; create it or choose another "
+                         "--out")
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--out {path} is a file; give a directory")
+    taken = [str(path / n) for n in FILES if (path / n).exists() or (path / n).is_symlink()]
+    if taken and not force:
+        raise UsageError(f"{', '.join(taken)} already exist(s); pass --force to replace them, or "
+                         "another --out")
+    return path
+
+
+def bench_budgets(out: str | Path, config: TrainConfig | str | Path | None = None,
+                  graph: Data | None = None, *, settings: Mapping[str, object] | None = None,
+                  thetas: Sequence[float] | None = None, repeats: int = 3,
+                  force: bool = False) -> list[Path]:
+    """Measure the epoch time and peak training memory of every theta_max in ``thetas`` on
+    both logits paths, ``repeats`` times interleaved, for the run ``config`` and ``settings``
+    describe (as ``edgegcl.train``'s), and write DIR/budgets.md, .csv and .png into ``out``;
+    the paths written.
+
+    Example:
+        >>> import edgegcl
+        >>> edgegcl.bench_budgets("budgets-cora", settings={"dataset": "cora"},
+        ...                       thetas=[0.1, 1.0])  # doctest: +SKIP
+    """
+    from edgegcl.budget.bench import THETAS
+
+    thetas = list(THETAS if thetas is None else thetas)
+    if not thetas or not all(0.0 < t <= 1.0 for t in thetas):
+        raise UsageError(f"--thetas must be theta_max values in (0, 1], comma-separated, got "
+                         f"{','.join(f'{t:g}' for t in thetas)!r}")
+    if repeats < 1:
+        raise UsageError(f"--repeats must be at least 1, got {repeats}")
+    path = check_out_dir(out, force)
+    if importlib.util.find_spec("matplotlib") is None:  # checked before minutes of measuring
+        raise UsageError("edgegcl bench budgets draws budgets.png with matplotlib: pip install "
+                         "matplotlib (or the plot extra)")
+    with ExitStack() as hold:
+        s = start(Request(config, {k: v for k, v in (settings or {}).items() if k != "out"}),
+                  hold, graph)
+        from edgegcl.budget.bench import measure_budgets, progress_line, write_budgets
+        from edgegcl.budget.profiler import pick_threads
+
+        assert s.data is not None
+        threads = choose_threads(s)
+        if threads.picker is not None and not threads.picker.done:
+            pick_threads(s.data, s.cfg, s.device, threads.picker)
+            print(f"edgegcl: {threads.line()}", file=sys.stderr)
+        total = repeats * len(set(thetas)) * 2
+        print(f"edgegcl: measuring {len(set(thetas))} theta_max values x 2 logits paths x "
+              f"{repeats} repeats on {s.data.name} ({s.data.num_nodes} nodes) on {s.device}",
+              file=sys.stderr)
+        table = measure_budgets(s.data, s.cfg, s.device, thetas, repeats,
+                                progress_line(total, "budgets"))
+        path.mkdir(exist_ok=True)
+        return [Path(p) for p in write_budgets(table, path)]

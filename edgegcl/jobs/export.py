@@ -1,0 +1,75 @@
+"""A run's encoder to ONNX (``edgegcl export``): which checkpoint (a run directory, a file,
+or the most recent run), the graph it was trained on, then the export and its checks
+(edgegcl.onnx.export.export_checkpoint)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from edgegcl.errors import UsageError
+from edgegcl.onnx.opset import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
+
+RUNS_DIR = Path("runs")
+"""Where ``edgegcl train`` puts runs without ``out`` (edgegcl.jobs.rundir.prepare_run_dir)."""
+
+
+def latest_run(runs_dir: Path = RUNS_DIR) -> Path:
+    """The run directory under ``runs_dir`` whose checkpoint.pt was written last."""
+    found = sorted(runs_dir.glob("*/checkpoint.pt"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise UsageError(f"no run with a checkpoint.pt under {runs_dir}/; train one with "
+                         "edgegcl train or pass --run DIR / --checkpoint FILE")
+    return found[-1].parent
+
+
+def checkpoint_path(run: str | Path | None = None, checkpoint: str | Path | None = None,
+                    log: Callable[[str], None] = lambda line: None) -> Path:
+    """The checkpoint to export: ``checkpoint``, else ``run``'s, else the most recent run's
+    (said through ``log``)."""
+    if checkpoint is not None:
+        return Path(checkpoint)
+    run_dir = Path(run) if run is not None else latest_run()
+    if run is None:
+        log(f"exporting the most recent run, {run_dir} (choose another with --run)")
+    if not (run_dir / "checkpoint.pt").is_file():
+        raise UsageError(f"{run_dir} has no checkpoint.pt; pass a run directory written by "
+                         "edgegcl train")
+    return run_dir / "checkpoint.pt"
+
+
+def export(out: str | Path, *, run: str | Path | None = None,
+           checkpoint: str | Path | None = None, graph: str | None = None,
+           opset: int = DEFAULT_OPSET, graph_out: str | Path | None = None,
+           quantize: str | None = None, encoder: str | None = None, force: bool = False,
+           log: Callable[[str], None] = lambda line: None) -> list[str]:
+    """Export a run's encoder to the ONNX model ``out`` as ``edgegcl export`` does, checked
+    against torch (an ``ExportCheckError`` when a check fails: nothing written); the lines
+    to print. ``run`` / ``checkpoint``: which (default: the most recent run under runs/);
+    ``graph``: the training graph when its config cannot rebuild it; ``graph_out``: also the
+    graph as edgegcl-embed reads it; ``quantize="int8"``: also OUT.int8.onnx and its report;
+    ``encoder``: the code the checkpoint names, named by the caller; ``force``: replace
+    existing files; ``log``: progress lines.
+
+    Example:
+        >>> import edgegcl
+        >>> print("\\n".join(edgegcl.export("model.onnx", run="runs/mine",
+        ...                                  quantize="int8")))  # doctest: +SKIP
+    """
+    if not MIN_OPSET <= opset <= MAX_OPSET:  # refused before torch loads
+        raise UsageError(f"--opset must be in {MIN_OPSET}..{MAX_OPSET} (the encoder's ops need "
+                         f"{MIN_OPSET}, torch exports up to {MAX_OPSET}), got {opset}")
+    if run is not None and checkpoint is not None:
+        raise UsageError("--run and --checkpoint name the same thing: pass one")
+    from edgegcl.onnx.export import ExportPlan, export_checkpoint, training_graph
+    from edgegcl.training.checkpoint import load_checkpoint
+    from edgegcl.trust import allow_encoder
+
+    plan = ExportPlan(Path(out), quantize, Path(graph_out) if graph_out else None, force)
+    plan.paths()  # refused before any work
+    path = checkpoint_path(run, checkpoint, log)
+    if encoder:
+        allow_encoder(encoder)
+    ckpt = load_checkpoint(path)
+    data = training_graph(ckpt.config, graph)
+    return export_checkpoint(ckpt, plan, data, opset, str(path), log=log)
