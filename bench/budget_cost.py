@@ -36,7 +36,7 @@ import torch
 from torch_geometric.data import Data
 
 from edgegcl.training.config import TrainConfig, build
-from edgegcl.contrast.hans import CATEGORIES
+from edgegcl.contrast.scheduler import CATEGORIES
 from edgegcl.nn.augment import as_features
 from edgegcl.phases import CONTRAST_PHASES, PhaseClock
 from edgegcl.training.engine import Trainer
@@ -89,8 +89,8 @@ Step = Callable[[PhaseClock | None], None]
 def held(cfg: TrainConfig, data: Data, x: torch.Tensor) -> Step:
     """A trainer with HANS held saturated at ``cfg``'s budget; each call one epoch."""
     trainer = Trainer(cfg, x.size(1), device=x.device, seed=0)
-    trainer.hans.eta = dict.fromkeys(CATEGORIES, 1.0)
-    trainer.hans.saturated_at = 0
+    trainer.scheduler.eta = dict.fromkeys(CATEGORIES, 1.0)
+    trainer.scheduler.saturated_at = 0
     count = [0]
 
     def step(clock: PhaseClock | None) -> None:
@@ -169,7 +169,7 @@ def whole_runs(base: TrainConfig, data: Data, x: torch.Tensor, theta: float
                                        device=x.device, seed=0),
             "all": Trainer(replace(base, scheduler="none"), x.size(1), device=x.device, seed=0)}
     seconds = _alternate(runs, data, x, base.epochs)
-    hans = runs[f"{base.scheduler}@{theta:g}"].hans
+    hans = runs[f"{base.scheduler}@{theta:g}"].scheduler
     return {**seconds,
             "saturated_at": float(hans.saturated_at or 0)}  # 0: never
 

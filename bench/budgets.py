@@ -45,9 +45,9 @@ FIELDS = ["graph", "nodes", "mode", "batch_size", "theta_max", "logits", "auto",
 def auto_path(cfg: TrainConfig, batch: int, theta: float) -> str:
     """The path ``--logits auto`` takes with HANS saturated at ``theta``."""
     cfg = replace(cfg, theta_max=theta)
-    hans = cfg.hans.build(cfg.epochs)
+    hans = cfg.build_scheduler()
     hans.eta = dict(SATURATED)
-    selector = HANSContrast.from_config(cfg.hans, cfg.contrast, epochs=cfg.epochs).selector
+    selector = HANSContrast.from_config(cfg.schedule, cfg.contrast, hans=cfg.hans, epochs=cfg.epochs).selector
     return choose_logits("auto", cfg.stratify, selector.touched(batch, hans),
                          num_candidates(batch, cfg.candidates))
 

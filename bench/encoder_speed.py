@@ -44,7 +44,7 @@ def measure(data: Any, rounds: int, threads: int) -> dict[str, Any]:
     trainers = {}
     for name in ENCODERS:
         trainer = Trainer(base.with_encoder(name), data.x.size(1), mode=mode, seed=0)
-        trainer.hans.eta = {c: 1.0 for c in trainer.hans.eta}  # theta_max in use
+        trainer.scheduler.eta = {c: 1.0 for c in trainer.scheduler.eta}  # theta_max in use
         trainers[name] = trainer
     loader = None if mode == "full" else structure_loader(data, base.run, 0)
 

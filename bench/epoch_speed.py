@@ -30,7 +30,7 @@ from torch_geometric.nn import GCNConv
 from edgegcl.nn.augment import as_features, mask_columns, remove_edges
 from edgegcl.training.config import TrainConfig
 from edgegcl.data import load_graph
-from edgegcl.contrast.hans import CATEGORIES
+from edgegcl.contrast.scheduler import CATEGORIES
 from edgegcl.training.engine import Trainer
 from edgegcl.nn.model import ProjectionHead
 
@@ -84,7 +84,7 @@ def reference_step(data: Data, cfg: TrainConfig) -> Step:
 def edgegcl_step(data: Data, cfg: TrainConfig, eta: float) -> Step:
     """One edgegcl training epoch with every eta^cat held at ``eta``."""
     trainer = Trainer(cfg, data.x.size(1), seed=0)
-    trainer.hans.eta = {c: eta for c in CATEGORIES}
+    trainer.scheduler.eta = {c: eta for c in CATEGORIES}
     x = as_features(data.x)
     epoch = [0]
 

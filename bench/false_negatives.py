@@ -37,7 +37,7 @@ from bench import harness
 import torch
 
 from edgegcl.contrast.falseneg import BetaMixture, FIT_SAMPLE
-from edgegcl.contrast.hans import CATEGORIES
+from edgegcl.contrast.scheduler import CATEGORIES
 from edgegcl.contrast.loss import Similarities, similarities
 from edgegcl.contrast.negatives import ActiveNegatives
 from edgegcl.contrast.selection import NegativeSelector
@@ -104,7 +104,7 @@ def strata(cfg: TrainConfig, sims: Similarities, cand: torch.Tensor, same: torch
     """HANS's hardest picks at ``theta`` (every eta = 1, just below saturation) ranked by
     ``hardness``: each category's same-class share and mean cosine similarity."""
     run = replace(cfg, theta_max=theta, scheduler="hans", pick="hardest", stratify="exact")
-    hans = run.hans.build(run.epochs)
+    hans = run.build_scheduler()
     hans.eta = dict.fromkeys(CATEGORIES, 0.999)
     selector = NegativeSelector(run.ratio_map(), 1, "exact", seed=0, pick="hardest",
                                 hardness=hardness)

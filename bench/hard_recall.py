@@ -34,7 +34,7 @@ from bench import harness
 import torch
 
 from edgegcl.training.config import TrainConfig, build, tuned_defaults
-from edgegcl.contrast.hans import CATEGORIES
+from edgegcl.contrast.scheduler import CATEGORIES
 from edgegcl.contrast.loss import Similarities, similarities
 from edgegcl.contrast.negatives import (
     ActiveNegatives,
@@ -81,7 +81,7 @@ def picks(cfg: TrainConfig, sims: Similarities, theta: float, grow: bool) -> Act
     """Direction 0's active negatives of ``cfg``'s selector at ``theta``, every eta = 1 (``grow``:
     just below saturation, so sampled strata still rank and label their picks)."""
     run = replace(cfg, theta_max=theta)
-    hans = run.hans.build(run.epochs)
+    hans = run.build_scheduler()
     hans.eta = dict.fromkeys(CATEGORIES, 0.999 if grow else 1.0)
     selector = NegativeSelector(run.ratio_map(), 1,
                                 run.contrast.resolved_stratify(run.scheduler), SAMPLE_MIN, 0,
@@ -125,7 +125,7 @@ def measure(data, cfg: TrainConfig, epochs: int) -> dict[str, Any]:
             rows.append(row)
         # the top of a uniform sample of M candidates, as sampled strata would give "hardest"
         run = replace(cfg, theta_max=theta)
-        full = run.hans.build(run.epochs)
+        full = run.build_scheduler()
         full.eta = dict.fromkeys(CATEGORIES, 1.0)
         counts = full.counts(c)
         m = sample_size(c, cfg.ratio_map(), counts)

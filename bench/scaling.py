@@ -42,7 +42,7 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int, device: torch.
     from edgegcl.nn.augment import as_features
     from edgegcl.training.config import TrainConfig
     from edgegcl.data import SyntheticSpec, synthetic_graph
-    from edgegcl.contrast.hans import CATEGORIES
+    from edgegcl.contrast.scheduler import CATEGORIES
     from edgegcl.memory import PeakMemory
     from edgegcl.training.engine import Trainer
     from edgegcl.training.engine import batch_inputs
@@ -58,7 +58,7 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int, device: torch.
     x = data.x.to(device)
     cfg = TrainConfig(encoder="gcn", batch_size=batch_size)
     trainer = Trainer(cfg, 128, mode=mode, device=device, seed=0)
-    trainer.hans.eta = {c: 1.0 for c in CATEGORIES}  # worst case: every negative active
+    trainer.scheduler.eta = {c: 1.0 for c in CATEGORIES}  # worst case: every negative active
     if mode == "full":
         steps = [(as_features(x), data.edge_index.to(device), None, None)] * 2
     else:  # the sampler's CSR index is built here, so it counts as graph storage

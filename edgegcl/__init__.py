@@ -3,7 +3,9 @@
 What a user composes, importable from the top level (loaded on first use, so ``import
 edgegcl`` stays light):
 
-- ``HANS``, the scheduler, and ``HANSContrast``, the HANS-scheduled contrast for any encoder;
+- ``HANS``, the scheduler (the family: edgegcl.contrast.scheduler), and
+  ``ScheduledContrast`` (``HANSContrast``, its former name), the scheduled contrast for any
+  encoder;
 - ``AdNGCL`` (encoder + projection head), the built-in encoders ``GCNEncoder``,
   ``EgoEncoder``, ``PolyEncoder`` (``build_encoder`` by name), ``ModelConfig``;
 - ``Trainer``, the engine ``edgegcl train`` runs (any encoder: ``Trainer(encoder=...)``), and
@@ -30,6 +32,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "HANS": "edgegcl.contrast.hans",
     "HANSContrast": "edgegcl.contrast.module",
+    "ScheduledContrast": "edgegcl.contrast.module",
     "AdNGCL": "edgegcl.nn.model",
     "GCNEncoder": "edgegcl.nn.model",
     "EgoEncoder": "edgegcl.nn.ego",

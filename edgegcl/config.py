@@ -22,6 +22,7 @@ import math
 import typing
 from dataclasses import Field, field, fields
 from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from edgegcl.errors import UsageError
@@ -218,16 +219,21 @@ def canonical_values(config: Any) -> dict[str, Any]:
     return out
 
 
-def to_toml(config: Any) -> str:
+def layout(config: Any) -> list[tuple[str, str, list[str]]]:
+    """A configuration's TOML tables: (section name, its TITLE, its field names), in order."""
+    return [(s.name, getattr(config, s.name).TITLE,
+             [f.name for f in fields(getattr(config, s.name))]) for s in fields(config)]
+
+
+def to_toml(config: Any, tables: list[tuple[str, str, list[str]]] | None = None) -> str:
     """A configuration of sections as TOML, one table per section with its ``TITLE``, that
-    ``load_values`` reads back unchanged (``omit_default`` fields at their default left out)."""
+    ``load_values`` reads back unchanged (``omit_default`` fields at their default left out).
+    ``tables``: another grouping of the same fields (default ``layout(config)``)."""
     lines: list[str] = []
     flat = canonical_values(config)
-    for s in fields(config):
-        section = getattr(config, s.name)
-        lines += ([""] if lines else []) + [f"[{s.name}]  # {section.TITLE}"]
-        lines += [f"{f.name} = {_toml_value(flat[f.name])}" for f in fields(section)
-                  if f.name in flat]
+    for name, title, names in tables if tables is not None else layout(config):
+        lines += ([""] if lines else []) + [f"[{name}]  # {title}"]
+        lines += [f"{n} = {_toml_value(flat[n])}" for n in names if n in flat]
     return "\n".join(lines) + "\n"
 
 
@@ -263,12 +269,15 @@ def resolve_config(name: str | Path) -> Path:
     return PRESETS_DIR / f"{name}.toml"
 
 
-def load_values(path: str | Path, config: type) -> dict[str, Any]:
+def load_values(path: str | Path, config: type,
+                moved: Mapping[str, Sequence[str]] | None = None,
+                warn: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Read a config file (or a preset by name) for the configuration class ``config``: its
     values by field name, as written (each section converts and checks them). Sections are
     TOML tables; keys at the top level (older flat files) are accepted too, and keys of older
-    versions are translated (``_legacy``). Unknown keys, keys in the wrong table and
-    unreadable files are usage errors."""
+    versions are translated (``_legacy``). ``moved``: keys an older layout kept in another
+    table (``{"hans": ("theta_max", ...)}``), read from there with one line to ``warn``.
+    Unknown keys, other keys in the wrong table and unreadable files are usage errors."""
     p = resolve_config(path)
     raw = read_toml(p, f"config file {p}", "check the path given to --config (or name a "
                     f"preset: {', '.join(list_presets())})")
@@ -276,11 +285,14 @@ def load_values(path: str | Path, config: type) -> dict[str, Any]:
     owner.update(LEGACY_FIELDS)
     tables = [s.name for s in fields(config)]
     values: dict[str, Any] = {}
+    old_places: dict[str, list[str]] = {}
     for key, value in raw.items():
         if key in tables and isinstance(value, dict):
             for name, v in value.items():
                 home = owner.get(name)
-                if home != key:
+                if home != key and home is not None and name in (moved or {}).get(key, ()):
+                    old_places.setdefault(f"{key}->{home}", []).append(name)
+                elif home != key:
                     keys = [n for n, s in owner.items() if s == key and n not in LEGACY_FIELDS]
                     raise UsageError(f"config file {p}: [{key}] has no key {name!r}"
                                      + (f"; it belongs in [{home}]" if home else
@@ -291,7 +303,12 @@ def load_values(path: str | Path, config: type) -> dict[str, Any]:
         else:
             raise UsageError(f"config file {p} has unknown key {key!r}; the tables are "
                              f"{', '.join('[' + t + ']' for t in tables)}, their keys the "
-                             "flag names with underscores (e.g. theta_max in [hans])")
+                             "flag names with underscores (e.g. theta_max in [schedule])")
+    if old_places and warn is not None:
+        where = "; ".join(f"{', '.join(names)} from [{move.split('->')[0]}] (now in "
+                          f"[{move.split('->')[1]}])" for move, names in old_places.items())
+        warn(f"config file {p} has an older layout: read {where}; the file loads as it is, "
+             "and a run writes the new layout")
     return _legacy(values)
 
 

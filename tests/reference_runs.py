@@ -5,9 +5,10 @@ recorded them (its ``platform`` key says which, for information only): final and
 weights, HANS events, epochs.csv and metrics (timings left out). ``tests/test_reference.py``
 runs them again and compares what the maths fixes on any CPU (the schedule exactly, floats
 within a rounding bound, F1 within a node), never the recorded bits.
-Regenerate (only on purpose, when a change is meant to alter the numbers)::
+Regenerate (only on purpose, when a change is meant to alter the numbers), every run or the
+runs named (the others kept as recorded; a re-recorded run notes its own platform)::
 
-    OMP_NUM_THREADS=1 python tests/reference_runs.py tests/fixtures/reference-runs.json
+    OMP_NUM_THREADS=1 python tests/reference_runs.py tests/fixtures/reference-runs.json [NAME ...]
 """
 
 from __future__ import annotations
@@ -95,9 +96,16 @@ def train(name: str, out: Path) -> dict[str, Any]:
 if __name__ == "__main__":
     import tempfile
 
-    target = Path(sys.argv[1])
+    target, names = Path(sys.argv[1]), sys.argv[2:]
     with tempfile.TemporaryDirectory() as tmp:
-        runs = {name: train(name, Path(tmp) / name) for name in RUNS}
+        runs = {name: train(name, Path(tmp) / name) for name in names or RUNS}
+    if names:  # the others as recorded
+        kept = json.loads(target.read_text())
+        for name in names:
+            kept["runs"][name] = {**runs[name], "platform": platform()}
+        text = json.dumps(kept)
+    else:
+        text = json.dumps({"platform": platform(), "runs": runs})
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps({"platform": platform(), "runs": runs}) + "\n")
+    target.write_text(text + "\n")
     print(f"wrote {target}")

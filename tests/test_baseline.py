@@ -24,7 +24,7 @@ def _grace_loss(h1: torch.Tensor, h2: torch.Tensor, tau: float) -> torch.Tensor:
 
 def test_no_scheduler_starts_saturated_with_every_candidate_and_stays() -> None:
     cfg = TrainConfig(scheduler="none", theta_max=0.3, T_init=2, T_int=2, e=1)
-    hans = cfg.hans.build(cfg.epochs)
+    hans = cfg.build_scheduler()
     assert hans.theta_max == 1.0 and hans.saturated
     assert sum(hans.fractions().values()) == pytest.approx(1.0)
     assert all(v == 1.0 for v in hans.eta.values())
@@ -42,7 +42,7 @@ def test_no_scheduler_contrasts_every_candidate_from_the_first_step(logits: str,
     torch.manual_seed(0)
     h1, h2 = torch.randn(50, 8), torch.randn(50, 8)
     cfg = TrainConfig(scheduler="none", logits=logits, stratify=stratify, tau=0.5)
-    out = contrast(h1, h2, cfg.tau, cfg.logits, selector_of(cfg), cfg.hans.build(cfg.epochs), step=1)
+    out = contrast(h1, h2, cfg.tau, cfg.logits, selector_of(cfg), cfg.build_scheduler(), step=1)
     assert out.loss.item() == pytest.approx(_grace_loss(h1, h2, 0.5).item(), rel=1e-5)
 
 
@@ -50,7 +50,7 @@ def test_hans_at_its_bootstrap_uses_a_few_negatives_not_all() -> None:
     torch.manual_seed(0)
     h1, h2 = torch.randn(50, 8), torch.randn(50, 8)
     cfg = TrainConfig(tau=0.5)
-    out = contrast(h1, h2, cfg.tau, cfg.logits, selector_of(cfg), cfg.hans.build(cfg.epochs), step=1)
+    out = contrast(h1, h2, cfg.tau, cfg.logits, selector_of(cfg), cfg.build_scheduler(), step=1)
     assert out.loss.item() != pytest.approx(_grace_loss(h1, h2, 0.5).item(), rel=1e-3)
 
 

@@ -175,7 +175,7 @@ def test_active_negatives_are_never_intra_view(stratify_, logits, eta):
     h1, h2 = views(b=b, d=8, seed=4)
     cfg = TrainConfig(candidates="inter", stratify=stratify_, logits=logits, tau=TAU,
                       stratify_sample=32, theta_max=0.5, pick=pick_for(stratify_))
-    hans, selector = cfg.hans.build(cfg.epochs), selector_of(cfg)
+    hans, selector = cfg.build_scheduler(), selector_of(cfg)
     hans.eta = {c: eta for c in CATEGORIES}
     assert hans.saturated == (eta == 1.0)
     for step in (1, 2):
@@ -235,7 +235,7 @@ def test_a_full_budget_and_the_baseline_contrast_every_inter_view_candidate(
     h1, h2 = torch.randn(50, 8), torch.randn(50, 8)
     cfg = TrainConfig(candidates="inter", scheduler=scheduler, stratify=stratify_,
                       logits=logits, tau=TAU, pick=pick_for(stratify_), theta_max=1.0)
-    hans = cfg.hans.build(cfg.epochs)
+    hans = cfg.build_scheduler()
     hans.eta = dict.fromkeys(CATEGORIES, 1.0)
     out = contrast(h1, h2, cfg.tau, cfg.logits, selector_of(cfg), hans, step=1)
     assert out.loss.item() == pytest.approx(inter_view_loss(h1, h2, TAU).item(), abs=1e-5)

@@ -35,7 +35,7 @@ def test_trainer_equals_the_loop_written_by_hand(data) -> None:
     torch.manual_seed(3)
     model = AdNGCL(12, CFG.model)
     opt = torch.optim.Adam(model.parameters(), lr=CFG.lr, weight_decay=CFG.weight_decay)
-    contrast = HANSContrast.from_config(CFG.hans, CFG.contrast, epochs=CFG.epochs,
+    contrast = HANSContrast.from_config(CFG.schedule, CFG.contrast, hans=CFG.hans, epochs=CFG.epochs,
                                         refresh_every=CFG.T_int, seed=3)
     views = Views(CFG.augment, seed=3)
     for epoch in range(1, 9):

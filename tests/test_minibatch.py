@@ -31,7 +31,7 @@ def test_whole_graph_batch_with_full_fanout_gives_the_full_graph_loss(eta):
                       p_edge_2=0.0,
                       p_feature_1=0.0, p_feature_2=0.0)  # views = the graph itself
     trainer = Trainer(cfg, 12, seed=0)
-    hans = cfg.hans.build(cfg.epochs)
+    hans = cfg.build_scheduler()
     hans.eta = {c: eta for c in CATEGORIES}
     batch = next(iter(make_loader(data, 60, [-1, -1], sampler="builtin", shuffle=False)))
     assert torch.equal(batch.n_id, torch.arange(60)) and batch.batch_size == 60

@@ -83,7 +83,7 @@ def test_scheduled_logits_pass_gradcheck_with_repeated_candidates():
 def test_selector_hands_out_values_only_in_the_step_that_drew_them():
     h1, h2 = views(seed=2)
     cfg = TrainConfig(encoder="gcn", theta_max=0.5, T_int=3)
-    hans = cfg.hans.build(cfg.epochs)
+    hans = cfg.build_scheduler()
     hans.eta = dict.fromkeys(CATEGORIES, 1.0)
     selector = NegativeSelector(RATIOS, refresh_every=3)
     first = selector.get(pair_similarities(h1, h2, TAU), hans, 1)
@@ -206,7 +206,7 @@ def test_a_plain_run_takes_the_pairs_path_while_few_negatives_are_active(monkeyp
     h1, h2 = views(b=600, d=8)
     cfg = TrainConfig(encoder="gcn", pick="random", scheduler="hans", theta_max=1.0)
     assert cfg.logits == "auto" and cfg.stratify == "auto"  # sampled with random members
-    hans = cfg.hans.build(cfg.epochs)  # bootstrap: eta_0 = 0.05
+    hans = cfg.build_scheduler()  # bootstrap: eta_0 = 0.05
     selector = NegativeSelector(cfg.ratio_map(), 1)
     contrast(h1, h2, cfg.tau, cfg.logits, selector, hans, 1)
     assert taken == ["pairs"]
@@ -218,7 +218,7 @@ def test_a_plain_run_takes_the_pairs_path_while_few_negatives_are_active(monkeyp
 def test_exact_strata_remain_available():
     h1, h2 = views(b=300, d=8)
     cfg = TrainConfig(encoder="gcn", stratify="exact")
-    hans = cfg.hans.build(cfg.epochs)
+    hans = cfg.build_scheduler()
     sims = pair_similarities(h1, h2, TAU)
     active = NegativeSelector(cfg.ratio_map(), 1, "exact").get(sims, hans, 1)
     assert all(a.sample is None for a in active)
@@ -245,7 +245,7 @@ def test_after_saturation_sampled_strata_take_a_uniform_sample_without_ranking(m
     monkeypatch.setattr(negatives, "_cut_pools", no_ranking)
     h1, h2 = views(b=500, d=8)
     cfg = TrainConfig(encoder="gcn", theta_max=0.2)
-    hans = cfg.hans.build(cfg.epochs)
+    hans = cfg.build_scheduler()
     hans.eta = dict.fromkeys(CATEGORIES, 1.0)
     assert hans.saturated
     selector = NegativeSelector(cfg.ratio_map(), 1)

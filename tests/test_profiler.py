@@ -266,11 +266,11 @@ def test_reachable_eta_bounds_every_schedule_and_saturates_when_it_can():
 
     cfg = TrainConfig(epochs=300, pace="fixed", T_init=60, T_int=20, e=10)  # the paper's
     bound = profiler.reachable_eta(cfg)
-    hans = cfg.hans.build(cfg.epochs)
+    hans = cfg.build_scheduler()
     assert hans.used() < sum(bound[c] * hans.theta_cat[c] for c in CATEGORIES) < cfg.theta_max
     rng = random.Random(0)
     for trial in range(20):  # random losses: plateaus, drops, skewed category shares
-        run = cfg.hans.build(cfg.epochs)
+        run = cfg.build_scheduler()
         for _ in range(cfg.epochs - 1):
             run.step({c: rng.uniform(0.1, 5.0) * (1 + trial % 3) for c in CATEGORIES})
         assert all(run.eta[c] <= bound[c] + 1e-9 for c in CATEGORIES), (trial, run.eta, bound)

@@ -294,7 +294,7 @@ def test_a_truncated_config_toml_is_refused_and_an_older_one_loads(tmp_path: Pat
     _stopped_run(in_process, run_dir)
     config = run_dir / "config.toml"
     whole = config.read_text()
-    config.write_text(whole[:whole.index("[hans]")])  # valid TOML, cut at a table
+    config.write_text(whole[:whole.index("[schedule]")])  # valid TOML, cut at a table
     _refused(in_process("--resume", str(run_dir)), str(config), "lacks", "theta_max",
              "truncated")
     # the version before `pick` wrote hard_pick and none of the later fields; its seed files

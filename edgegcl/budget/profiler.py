@@ -65,7 +65,7 @@ from edgegcl.budget.search import (
     to_json,
 )
 from edgegcl.training.config import TrainConfig
-from edgegcl.contrast.hans import CATEGORIES, HANS
+from edgegcl.contrast.scheduler import CATEGORIES, NegativeScheduler
 from edgegcl.memory import PeakMemory, release_cpu_memory
 from edgegcl.contrast.pairs import PATHS
 from edgegcl.phases import PhaseClock
@@ -120,7 +120,7 @@ def reachable_eta(cfg: TrainConfig) -> dict[str, float]:
     (Eq. 9): no run's eta can be ahead of it, checkpoint for checkpoint. The step after the
     last epoch changes no epoch, so ``epochs - 1`` steps are taken.
     """
-    return _equal_loss_eta(cfg.replace(hans={"b": 1.0}))
+    return _equal_loss_eta(cfg.replace(schedule={"b": 1.0}))
 
 
 def _equal_loss_eta(cfg: TrainConfig) -> dict[str, float]:
@@ -129,11 +129,11 @@ def _equal_loss_eta(cfg: TrainConfig) -> dict[str, float]:
     return dict(_equal_loss_run(cfg).eta)
 
 
-def _equal_loss_run(cfg: TrainConfig) -> HANS:
+def _equal_loss_run(cfg: TrainConfig) -> NegativeScheduler:
     """The run's scheduler after ``epochs - 1`` epochs of equal, constant category losses.
 
     Once saturated no later epoch changes eta: the loop stops there."""
-    hans = cfg.hans.build(cfg.run.epochs)
+    hans = cfg.build_scheduler()
     for _ in range(cfg.run.epochs - 1):
         hans.step(dict.fromkeys(CATEGORIES, 1.0))
         if hans.saturated_at is not None:
@@ -148,7 +148,7 @@ def pace_line(cfg: TrainConfig) -> str | None:
     bring it there (the fixed pace), the share of theta_max it reaches, and at most
     (``reachable_eta``). None without a schedule (``--scheduler none``).
     """
-    h, epochs = cfg.hans, cfg.run.epochs
+    h, epochs = cfg.schedule, cfg.run.epochs
     who = scheduler_class(h.scheduler).who
     if not who:  # no schedule (--scheduler none)
         return None
@@ -203,7 +203,7 @@ def _measure_one(data: Data, cfg: TrainConfig, device: torch.device,
     times: list[float] = []
     with PeakMemory(device) as peak:
         trainer = Trainer(cfg, data.num_features, mode=mode, device=device, seed=0)
-        trainer.hans.eta = dict(eta)
+        trainer.scheduler.eta = dict(eta)
         clock = PhaseClock(device)
         for i in range(WARMUP_STEPS + TIMED_STEPS):
             step = 1 if i == WARMUP_STEPS else i + 1  # first timed step refreshes the strata
@@ -220,7 +220,7 @@ def _measure_one(data: Data, cfg: TrainConfig, device: torch.device,
                 times.append(time.perf_counter() - t0)
     if mode == "full":  # one refreshing step per T_int epochs, the others plain
         plain = statistics.median(times[1:])
-        epoch_s = plain + (times[0] - plain) / cfg.hans.T_int
+        epoch_s = plain + (times[0] - plain) / cfg.schedule.T_int
     else:  # an epoch is a sum of steps: the mean step, not the median, scales to it
         epoch_s = statistics.fmean(times) * steps_per_epoch(data.num_nodes, cfg, mode)
     return Cost(epoch_s, peak.peak_bytes, phases=tuple(clock.mean().items()))
@@ -236,7 +236,7 @@ def pick_threads(data: Data, cfg: TrainConfig, device: torch.device,
     if cfg.model.encoder == AUTO:  # any candidate: the thread count is the machine's
         cfg = cfg.with_encoder(cfg.model.candidates()[0])
     trainer = Trainer(cfg, data.num_features, mode=mode, device=device, seed=0)
-    trainer.hans.eta = reachable_eta(cfg)
+    trainer.scheduler.eta = reachable_eta(cfg)
     trainer.threads = picker
     step = 0
     while not picker.done:
@@ -262,7 +262,7 @@ def measure_theta(data: Data, cfg: TrainConfig, device: torch.device, theta: flo
 
     ``eta``: the HANS state to hold (default: ``reachable_eta`` of the run at that theta).
     """
-    cfg = cfg.replace(hans={"theta_max": theta})
+    cfg = cfg.replace(schedule={"theta_max": theta})
     try:
         cost = _measure(data, cfg, device, reachable_eta(cfg) if eta is None else eta)
     except Exception as exc:  # only allocator failures are a measurement; the rest propagates

@@ -1,36 +1,33 @@
 """The baselines HANS is measured against, as members of the scheduler family.
 
 - ``random`` (``RandomSubset``): as many negatives as HANS's pace gives with every gate open
-  (it reads no losses: its gate is always fed equal ones, Eq. 7 opens, Eq. 8 weighs the
-  categories alike), each anchor's active set a uniform random subset of its candidates.
+  (it reads no losses: every decision grows, the categories weighed alike), each anchor's
+  active set a uniform random subset of its candidates.
 - ``none`` (``AllNegatives``): every candidate from epoch 1, GRACE's contrast in the same
   code; no schedule at all.
 
-Both keep HANS's bookkeeping (eta, events, swaps, ``state_dict``), so their runs resume and
-log as HANS's do.
+Both keep the family's bookkeeping (eta, events, swaps, ``state_dict``), so their runs resume
+and log as HANS's do.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
-
-from edgegcl.contrast.hans import EQUAL_LOSSES, HANS, HANSEvent
-from edgegcl.contrast.scheduler import register
-
-if TYPE_CHECKING:
-    from edgegcl.contrast.hans import HANSConfig
+from edgegcl.config import Section
+from edgegcl.contrast.pace import PacedScheduler
+from edgegcl.contrast.scheduler import NegativeScheduler, ScheduleConfig, register
 
 __all__ = ["AllNegatives", "RandomSubset"]
 
+GATE_SETTINGS = ("gate", "category_loss", "gamma", "e")
+"""HANS's gate (the ``[hans]`` section): what a scheduler that reads no losses leaves unread."""
+
 
 @register
-class RandomSubset(HANS):
+class RandomSubset(PacedScheduler):
     """HANS's pace with every gate open, and a uniform random subset of the candidates.
 
     Example:
-        >>> from edgegcl.contrast.hans import HANSConfig
-        >>> s = RandomSubset.from_config(HANSConfig(theta_max=0.2), epochs=50)
+        >>> s = RandomSubset.from_config(ScheduleConfig(theta_max=0.2), epochs=50)
         >>> for _ in range(49):
         ...     _ = s.step({"hard": 9.0, "inter": 0.1, "easy": 3.0})  # losses are not read
         >>> s.saturated, s.saturated_at
@@ -38,39 +35,37 @@ class RandomSubset(HANS):
     """
 
     name = "random"
-    ranks_candidates = False
-    reads_losses = False
-    unused_settings = ("gate", "category_loss", "gamma", "e")
+    unused_settings = GATE_SETTINGS
     who = "the random subset has"
 
-    def step(self, losses: Mapping[str, float]) -> list[HANSEvent]:
-        return super().step(EQUAL_LOSSES)
+    @classmethod
+    def from_config(cls, cfg: ScheduleConfig, epochs: int | None = None,
+                    hans: Section | None = None) -> RandomSubset:
+        return cls(cfg.theta_max, cfg.theta_cat(), T_init=cfg.T_init, T_int=cfg.T_int,
+                   b=cfg.b, c_cat=dict(cfg.c_cat), eta_0=cfg.eta_0, floor=cfg.floor,
+                   swap_every=cfg.swap_every or None,
+                   T_reach=None if epochs is None else cfg.reach_epoch(epochs))
 
 
 @register
-class AllNegatives(HANS):
-    """Every candidate a negative from epoch 1 (a HANS saturated at theta_max = 1).
+class AllNegatives(NegativeScheduler):
+    """Every candidate a negative from epoch 1 (saturated at theta_max = 1 from the start).
 
     Example:
-        >>> from edgegcl.contrast.hans import HANSConfig
-        >>> s = AllNegatives.from_config(HANSConfig())
+        >>> s = AllNegatives.from_config(ScheduleConfig())
         >>> s.saturated, s.counts(10)
         (True, {'hard': 3, 'inter': 5, 'easy': 2})
     """
 
     name = "none"
-    ranks_candidates = False
-    reads_losses = False
     who = ""
 
     @classmethod
-    def from_config(cls, cfg: HANSConfig, epochs: int | None = None) -> AllNegatives:
-        return cls(1.0, cfg.ratio_map(), T_init=cfg.T_init, T_int=cfg.T_int, e=cfg.e,
-                   gamma=cfg.gamma, b=cfg.b, c_cat=dict(cfg.c_cat), eta_0=1.0, floor=cfg.floor)
+    def from_config(cls, cfg: ScheduleConfig, epochs: int | None = None,
+                    hans: Section | None = None) -> AllNegatives:
+        return cls(1.0, {c: r for c, r in cfg.ratio_map().items()}, eta_0=1.0,
+                   floor=cfg.floor)
 
     @classmethod
-    def unused(cls, cfg: HANSConfig) -> tuple[str, ...]:
-        return tuple(name for name in cfg.values() if name != "scheduler")
-
-    def step(self, losses: Mapping[str, float]) -> list[HANSEvent]:
-        return super().step(EQUAL_LOSSES)
+    def unused(cls, cfg: ScheduleConfig, hans: Section | None = None) -> tuple[str, ...]:
+        return (*(name for name in cfg.values() if name != "scheduler"), *GATE_SETTINGS)

@@ -4,27 +4,24 @@ few negatives and adding more matter, or only how many are used?)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from edgegcl.contrast.baselines import RandomSubset
-from edgegcl.contrast.scheduler import register
-
-if TYPE_CHECKING:
-    from edgegcl.contrast.hans import HANSConfig
+from edgegcl.config import Section
+from edgegcl.contrast.scheduler import NegativeScheduler, ScheduleConfig, register
 
 __all__ = ["ConstantSubset"]
 
 
 @register
-class ConstantSubset(RandomSubset):
+class ConstantSubset(NegativeScheduler):
     """theta_max of every anchor's candidates from epoch 1 (saturated at once), drawn
-    uniformly and redrawn every ``swap_every`` epochs, as the random subset once saturated.
+    uniformly and redrawn every ``swap_every`` epochs (T_int when 0), as the random subset
+    once saturated.
 
     Example:
-        >>> from edgegcl.contrast.hans import HANSConfig
-        >>> s = ConstantSubset.from_config(HANSConfig(theta_max=0.2), epochs=100)
+        >>> s = ConstantSubset.from_config(ScheduleConfig(theta_max=0.2), epochs=100)
         >>> s.saturated, round(s.used(), 3)
         (True, 0.2)
+        >>> [s.step({}) and s.draw for _ in range(20)][-1]  # a swap every T_int = 10 epochs
+        2
     """
 
     name = "constant"
@@ -33,9 +30,11 @@ class ConstantSubset(RandomSubset):
     who = "the constant subset has"
 
     @classmethod
-    def from_config(cls, cfg: HANSConfig, epochs: int | None = None) -> ConstantSubset:
-        ratios = cfg.ratio_map()
+    def from_config(cls, cfg: ScheduleConfig, epochs: int | None = None,
+                    hans: Section | None = None) -> ConstantSubset:
         full = cfg.theta_max > 0  # theta_max = 0: the bootstrap share, as every scheduler
-        return cls(cfg.theta_max, {c: r * (cfg.theta_max or 1.0) for c, r in ratios.items()},
-                   T_init=0, T_int=cfg.T_int, e=1, eta_0=1.0 if full else cfg.eta_0,
-                   floor=0.0, swap_every=cfg.swap_every or None)
+        scheduler = cls(cfg.theta_max, cfg.theta_cat(), eta_0=1.0 if full else cfg.eta_0,
+                        floor=0.0, swap_every=cfg.swap_every or cfg.T_int)
+        if full:  # saturated from the start: its swaps count from epoch 0
+            scheduler.saturated_at = 0
+        return scheduler

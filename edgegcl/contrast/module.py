@@ -1,10 +1,12 @@
-"""The HANS-scheduled contrast as one object, for ``edgegcl train`` and any encoder alike: two
-views' projections in, the loss (and its per-category parts) out.
+"""The scheduled contrast as one object, for ``edgegcl train`` and any encoder alike: two views'
+projections in, the loss (and its per-category parts) out.
 
-``HANSContrast`` keeps the negative selection between steps, sums each epoch's losses weighted
-by its anchors, and hands HANS their means at the end of the epoch (``step()``, once per
-epoch, as ``torch.optim.lr_scheduler``). The Trainer (edgegcl.training.engine) builds its
-contrast from the run's ``[hans]`` and ``[contrast]`` sections (``HANSContrast.from_config``);
+``ScheduledContrast`` (``HANSContrast``, its former name) keeps the negative selection between
+steps, sums each epoch's losses weighted by its anchors, and hands its negative scheduler
+(HANS, or another member of edgegcl.contrast.scheduler) their means at the end of the epoch
+(``step()``, once per epoch, as ``torch.optim.lr_scheduler``). The Trainer
+(edgegcl.training.engine) builds its contrast from the run's ``[schedule]``, ``[hans]`` and
+``[contrast]`` sections (``ScheduledContrast.from_config``);
 a hand-written loop builds one for its own encoder (README). Nothing N x N is built:
 candidates are the batch's other anchors in both views (2B - 2 per anchor; or in the other
 view only, B - 1, with ``candidates="inter"``), stratified and scheduled as HANS says.
@@ -21,16 +23,17 @@ from torch import Tensor, nn
 
 from edgegcl.contrast.config import (CANDIDATES, LOGITS, NEGATIVE_WEIGHTS, SAMPLE_MIN,
                                      ContrastConfig)
-from edgegcl.contrast.hans import EQUAL_LOSSES, HANS, HANSConfig, HANSEvent
+from edgegcl.contrast.hans import EQUAL_LOSSES, HANS, HANSConfig
 from edgegcl.contrast.loss import (AnchorSimilarities, LossOutput, NegativeWeights,
                                    scheduled_info_nce, similarities)
 from edgegcl.contrast.negatives import CATEGORIES, STRATIFY, num_candidates
 from edgegcl.contrast.pairs import choose_logits, pair_similarities
 from edgegcl.contrast.falseneg import fit_rows, true_negative_hardness
+from edgegcl.contrast.scheduler import NegativeScheduler, ScheduleConfig, ScheduleEvent
 from edgegcl.contrast.selection import NegativeSelector
 from edgegcl.phases import PhaseClock
 
-__all__ = ["ContrastConfig", "EpochLoss", "HANSContrast"]
+__all__ = ["ContrastConfig", "EpochLoss", "HANSContrast", "ScheduledContrast"]
 
 
 class ContrastWorld(Protocol):
@@ -50,12 +53,14 @@ class EpochLoss:
     category: dict[str, float]
 
 
-class HANSContrast(nn.Module):
-    """Symmetric InfoNCE whose negatives HANS schedules (Eq. 6), between ``h1`` and ``h2``.
+class ScheduledContrast(nn.Module):
+    """Symmetric InfoNCE whose negatives a scheduler (HANS by default) schedules (Eq. 6),
+    between ``h1`` and ``h2``.
 
     Args:
-        hans: the scheduler; its per-category caps ``theta_cat`` also give the strata's
-            ratios (theta_cat / sum theta_cat) unless ``ratios`` are given. Default ``HANS()``.
+        scheduler: the negative scheduler (edgegcl.contrast.scheduler); its per-category caps
+            ``theta_cat`` also give the strata's ratios (theta_cat / sum theta_cat) unless
+            ``ratios`` are given. Default ``HANS()``.
         tau: temperature.
         refresh_every: forward calls between re-stratifications: 1 where every call brings
             new anchors (mini-batches), T_int for one graph contrasted every epoch.
@@ -84,16 +89,16 @@ class HANSContrast(nn.Module):
 
     Example:
         >>> import torch
-        >>> contrast = HANSContrast(HANS(theta_max=0.6), tau=0.5)
+        >>> contrast = ScheduledContrast(HANS(theta_max=0.6), tau=0.5)
         >>> h1 = torch.randn(32, 16, requires_grad=True)
         >>> out = contrast(h1, torch.randn(32, 16))
         >>> out.loss.backward()
         >>> events = contrast.step()  # end of the epoch: HANS reads the epoch's losses
-        >>> contrast.hans.epoch
+        >>> contrast.scheduler.epoch
         1
     """
 
-    def __init__(self, hans: HANS | None = None, *, tau: float = 0.4, refresh_every: int = 1,
+    def __init__(self, scheduler: NegativeScheduler | None = None, *, tau: float = 0.4, refresh_every: int = 1,
                  stratify: str = "sampled", stratify_sample: int = SAMPLE_MIN,
                  logits: str = "auto", seed: int = 0, candidates: str = "both",
                  pick: str = "random", uniform: bool = False,
@@ -108,10 +113,10 @@ class HANSContrast(nn.Module):
             raise ValueError(f"stratify must be one of {STRATIFY}, logits one of {LOGITS} and "
                              f"candidates one of {CANDIDATES}, got {stratify!r}, {logits!r}, "
                              f"{candidates!r}")
-        self.hans = hans if hans is not None else HANS()
+        self.scheduler = scheduler if scheduler is not None else HANS()
         if ratios is None:
-            total = sum(self.hans.theta_cat.values())
-            ratios = {c: self.hans.theta_cat[c] / total for c in CATEGORIES}
+            total = sum(self.scheduler.theta_cat.values())
+            ratios = {c: self.scheduler.theta_cat[c] / total for c in CATEGORIES}
         self.selector = NegativeSelector(ratios, refresh_every, stratify, stratify_sample, seed,
                                          pick, candidates, uniform=uniform, hardness=hardness)
         self.tau, self.logits, self.uniform, self.world = tau, logits, uniform, world
@@ -129,21 +134,27 @@ class HANSContrast(nn.Module):
         """The means HANS read at the last ``step()``."""
         self._epoch: list[tuple[Tensor, dict[str, float], int]] = []
 
+    @property
+    def hans(self) -> NegativeScheduler:
+        """The scheduler, by its former name."""
+        return self.scheduler
+
     @classmethod
-    def from_config(cls, hans: HANSConfig, contrast: ContrastConfig, *, epochs: int,
-                    refresh_every: int = 1, seed: int = 0,
-                    world: ContrastWorld | None = None) -> HANSContrast:
-        """The contrast of a run of ``epochs`` epochs: its scheduler (``HANSConfig.build``), and
-        its selection as the scheduler wants it (the baselines rank nothing)."""
-        scheduler = hans.scheduler
-        contrast.check_with(scheduler)
-        schedule = hans.build(epochs)
-        ranks = schedule.ranks_candidates
-        return cls(schedule, tau=contrast.tau, refresh_every=refresh_every,
-                   stratify=contrast.resolved_stratify(scheduler),
+    def from_config(cls, schedule: ScheduleConfig, contrast: ContrastConfig, *, epochs: int,
+                    hans: HANSConfig | None = None, refresh_every: int = 1, seed: int = 0,
+                    world: ContrastWorld | None = None) -> ScheduledContrast:
+        """The contrast of a run of ``epochs`` epochs: its scheduler (``ScheduleConfig.build``,
+        with HANS's gate ``hans``), and its selection as the scheduler wants it (the
+        baselines rank nothing)."""
+        name = schedule.scheduler
+        contrast.check_with(name)
+        scheduler = schedule.build(epochs, hans)
+        ranks = scheduler.ranks_candidates
+        return cls(scheduler, tau=contrast.tau, refresh_every=refresh_every,
+                   stratify=contrast.resolved_stratify(name),
                    stratify_sample=contrast.stratify_sample, logits=contrast.logits, seed=seed,
                    candidates=contrast.candidates, pick=contrast.pick if ranks else "random",
-                   uniform=not ranks, ratios=hans.ratio_map(), world=world,
+                   uniform=not ranks, ratios=schedule.ratio_map(), world=world,
                    hardness=contrast.hardness if ranks else "similarity",
                    negative_weight=contrast.negative_weight,
                    mix_negatives=contrast.mix_negatives,
@@ -164,19 +175,19 @@ class HANSContrast(nn.Module):
             h1, h2 = self.world.gather_views(h1, h2)
         num_anchors = h1.size(0)
         path = choose_logits(self.logits, self.selector.stratify,
-                             self.selector.touched(num_anchors, self.hans),
+                             self.selector.touched(num_anchors, self.scheduler),
                              num_candidates(num_anchors, self.selector.candidates))
         sims = (pair_similarities if path == "pairs" else similarities)(
             h1, h2, self.tau, self.selector.candidates)
         if clock is not None:
             clock.mark("similarities")
-        estimate = self.hans.epoch >= self.false_negatives_from
-        active = self.selector.get(sims, self.hans, self.calls if step is None else step,
+        estimate = self.scheduler.epoch >= self.false_negatives_from
+        active = self.selector.get(sims, self.scheduler, self.calls if step is None else step,
                                    estimate=estimate)
         if clock is not None:
             clock.mark("strata")
         weigh = self._weights(sims) if estimate else None
-        out = scheduled_info_nce(sims, active, self.hans.category_loss, weigh,
+        out = scheduled_info_nce(sims, active, self.scheduler.category_loss, weigh,
                                  mix=self.mix_negatives if weigh is not None
                                  and self.negative_weight == "progcl-mix" else 0)
         if clock is not None:
@@ -217,25 +228,29 @@ class HANSContrast(nn.Module):
         both = self.world.weighted_mean({**means, "_loss": loss / anchors}, anchors)
         return EpochLoss(both.pop("_loss"), both)
 
-    def step(self) -> list[HANSEvent]:
+    def step(self) -> list[ScheduleEvent]:
         """End of an epoch: HANS steps on the epoch's anchor-weighted mean per-category losses
         (``epoch_loss``, kept as ``last_epoch``; equal losses with ``uniform``) and returns its
         events (Algorithm 1)."""
         self.last_epoch = self.epoch_loss()
         self._epoch = []
-        reads = self.hans.reads_losses and not self.uniform
-        return self.hans.step(self.last_epoch.category if reads else EQUAL_LOSSES)
+        reads = self.scheduler.reads_losses and not self.uniform
+        return self.scheduler.step(self.last_epoch.category if reads else EQUAL_LOSSES)
 
     def get_extra_state(self) -> dict[str, Any]:
         """HANS's state, the selector's kept strata and stream, and the count of calls, taken
         between epochs: the module has no parameters, so this is all ``state_dict()`` holds
         (under torch's ``_extra_state`` key)."""
-        return {"hans": self.hans.state_dict(), "selector": self.selector.state_dict(),
+        return {"hans": self.scheduler.state_dict(), "selector": self.selector.state_dict(),
                 "calls": self.calls}
 
     def set_extra_state(self, state: dict[str, Any]) -> None:
         """Restore a ``get_extra_state()``; the kept strata go to ``strata_device``."""
-        self.hans.load_state_dict(state["hans"])
+        self.scheduler.load_state_dict(state["hans"])
         self.selector.load_state_dict(state["selector"], self.strata_device)
         self.calls = int(state.get("calls", 0))  # older seed states count none
         self._epoch = []
+
+
+HANSContrast = ScheduledContrast
+"""``ScheduledContrast`` by its former name."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from edgegcl.contrast.hans import HANS
+from edgegcl.contrast.scheduler import NegativeScheduler
 from edgegcl.contrast.loss import AnchorSimilarities
 from edgegcl.contrast.config import check_pick
 from edgegcl.contrast.falseneg import HARDNESS, fit_rows, sample_columns, true_negative_hardness
@@ -102,7 +102,7 @@ class NegativeSelector:
         self._active = None if state["active"] is None else tuple(  # type: ignore[assignment]
             _active_from_dict(a, torch.device(device)) for a in state["active"])
 
-    def plan(self, num_anchors: int, hans: HANS) -> tuple[dict[str, int], int, bool]:
+    def plan(self, num_anchors: int, hans: NegativeScheduler) -> tuple[dict[str, int], int, bool]:
         """(counts per category, candidates per anchor the strata rank or sample, whether the
         per-category losses are wanted) for a batch of ``num_anchors`` in HANS's state.
 
@@ -121,13 +121,13 @@ class NegativeSelector:
             return (pool_sizes(size, self.ratios) if size < c else counts), size, False
         return counts, sample_size(c, self.ratios, counts, self.sample_min), True
 
-    def touched(self, num_anchors: int, hans: HANS) -> int:
+    def touched(self, num_anchors: int, hans: NegativeScheduler) -> int:
         """Candidates per anchor a step's strata rank (sampled) or its loss uses (exact): what
         the pairs path's cost follows (edgegcl.contrast.pairs.choose_logits)."""
         counts, size, _ = self.plan(num_anchors, hans)
         return size if self.stratify == "sampled" else sum(counts.values())
 
-    def get(self, sims: AnchorSimilarities, hans: HANS, epoch: int, *, estimate: bool = True
+    def get(self, sims: AnchorSimilarities, hans: NegativeScheduler, epoch: int, *, estimate: bool = True
             ) -> tuple[ActiveNegatives, ActiveNegatives]:
         if sims.intra != (self.candidates == "both"):
             raise ValueError(f"similarities {'with' if sims.intra else 'without'} intra-view "

@@ -182,7 +182,7 @@ def configure(request: Request, hold: ExitStack
     if unused:  # an option that would do nothing is refused, not ignored
         named = ", ".join("--" + name.replace("_", "-") for name in unused)
         it = "it" if len(unused) == 1 else "them"
-        raise UsageError(f"{named}: --scheduler {cfg.hans.scheduler} does not use {it} (HANS's "
+        raise UsageError(f"{named}: --scheduler {cfg.schedule.scheduler} does not use {it} (HANS's "
                          f"settings it does without); add --scheduler hans, or drop {it}")
     profile = request.profile
     if profile is not None and not isinstance(profile, DeviceProfile):

@@ -67,7 +67,7 @@ def train(config: TrainConfig | str | Path | None = None, graph: Data | None = N
         >>> import edgegcl
         >>> run = edgegcl.train(settings={"dataset": "cora", "theta_max": 0.2},
         ...                     profile="cpu", auto_budget=True)  # doctest: +SKIP
-        >>> run.path, run.config.hans.theta_max  # doctest: +SKIP
+        >>> run.path, run.config.schedule.theta_max  # doctest: +SKIP
     """
     given = dict(settings or {})
     if out is not None:
@@ -128,7 +128,7 @@ def _prepare(request: Request, graph: Data | None, hold: ExitStack) -> _Prepared
         from edgegcl.jobs.autobudget import calibrate
 
         cal = on_main(world, lambda: calibrate(s, run_dir, "; training with it", threads))
-        s = Start(cfg.replace(hans={"theta_max": cal.chosen}, run={"batch_size": cal.batch_size},
+        s = Start(cfg.replace(schedule={"theta_max": cal.chosen}, run={"batch_size": cal.batch_size},
                               contrast={"logits": cal.logits}),
                   data, s.device, s.profile, s.tuned, s.remeasure)
     if main:

@@ -3,15 +3,18 @@ values are read (a file, a dataset's tuned defaults, then the flags).
 
 ``TrainConfig`` is made of one section per layer, each defined and checked in its layer's
 ``config`` module (``edgegcl.data.config``, ``edgegcl.nn.config``, ``edgegcl.contrast.config``;
-HANS's beside the scheduler, ``edgegcl.contrast.hans.HANSConfig``); ``RunConfig`` and
+the schedule's beside the scheduler family, ``edgegcl.contrast.scheduler.ScheduleConfig``, and
+HANS's gate beside HANS, ``edgegcl.contrast.hans.HANSConfig``); ``RunConfig`` and
 ``DistributedConfig`` are this layer's. None of them needs torch, so the command line builds
-its flags from them before torch loads. Field names are unique across sections, so a run's values also read flat
-(``cfg.theta_max`` is ``cfg.hans.theta_max``), which is how files, flags and presets name them.
+its flags from them before torch loads. Field names are unique across sections, so a run's
+values also exchange flat (``option_value(cfg, "theta_max")`` is ``cfg.schedule.theta_max``),
+which is how files, flags and presets name them.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +25,7 @@ from edgegcl.config import (
     canonical_values,
     convert,
     flag_form,
+    layout,
     list_presets,
     load_values,
     option,
@@ -33,6 +37,7 @@ from edgegcl.config import (
 )
 from edgegcl.contrast.config import ContrastConfig
 from edgegcl.contrast.hans import HANSConfig
+from edgegcl.contrast.scheduler import NegativeScheduler, ScheduleConfig
 from edgegcl.data.config import (DataConfig, SamplerName, SyntheticConfig, SyntheticSpec,
                                  canonical_name)
 from edgegcl.errors import UsageError
@@ -146,14 +151,14 @@ class TrainConfig:
     20,30,50``) and the strings of older config files are accepted wherever a value is given.
 
     Args:
-        data, synthetic, model, augment, hans, contrast, run, distributed: the sections
-            (default: each section's defaults).
+        data, synthetic, model, augment, schedule, hans, contrast, run, distributed: the
+            sections (default: each section's defaults).
         **values: any option by name (``theta_max=0.6``, ``ratios="10,40,50"``), set in its
             section over what the section argument holds. ``edgegcl train --help`` lists them.
 
     Example:
         >>> cfg = TrainConfig(theta_max=0.6, ratios="10,40,50")
-        >>> cfg.hans.ratios["hard"], cfg.theta_max, cfg.model.hidden_dim
+        >>> cfg.schedule.ratios["hard"], cfg.schedule.theta_max, cfg.model.hidden_dim
         (40.0, 0.6, 512)
     """
 
@@ -161,6 +166,7 @@ class TrainConfig:
     synthetic: SyntheticConfig
     model: ModelConfig
     augment: AugmentConfig
+    schedule: ScheduleConfig
     hans: HANSConfig
     contrast: ContrastConfig
     run: RunConfig
@@ -168,11 +174,13 @@ class TrainConfig:
 
     def __init__(self, data: DataConfig | None = None, synthetic: SyntheticConfig | None = None,
                  model: ModelConfig | None = None, augment: AugmentConfig | None = None,
+                 schedule: ScheduleConfig | None = None,
                  hans: HANSConfig | None = None, contrast: ContrastConfig | None = None,
                  run: RunConfig | None = None, distributed: DistributedConfig | None = None,
                  **values: Any) -> None:
         given = {"data": data, "synthetic": synthetic, "model": model, "augment": augment,
-                 "hans": hans, "contrast": contrast, "run": run, "distributed": distributed}
+                 "schedule": schedule, "hans": hans, "contrast": contrast, "run": run,
+                 "distributed": distributed}
         try:
             parts = split_values(TrainConfig, values)
         except ValueError as exc:
@@ -184,7 +192,7 @@ class TrainConfig:
             elif parts[name]:
                 section = replace(section, **parts[name])
             object.__setattr__(self, name, section)
-        self.contrast.check_with(self.hans.scheduler, self.run.epochs)
+        self.contrast.check_with(self.schedule.scheduler, self.run.epochs)
 
     def __getattr__(self, name: str) -> Any:
         """An option by its unique name, from its section (``cfg.tau`` is
@@ -198,8 +206,8 @@ class TrainConfig:
         """A copy with options changed section by section, each section checked again.
 
         Example:
-            >>> cfg = TrainConfig().replace(hans={"theta_max": 0.3}, run={"batch_size": 256})
-            >>> cfg.hans.theta_max, cfg.run.batch_size
+            >>> cfg = TrainConfig().replace(schedule={"theta_max": 0.3}, run={"batch_size": 256})
+            >>> cfg.schedule.theta_max, cfg.run.batch_size
             (0.3, 256)
         """
         unknown = [name for name in sections if name not in _SECTIONS]
@@ -221,11 +229,16 @@ class TrainConfig:
 
     def ratio_map(self) -> dict[str, float]:
         """``ratios`` as fractions of 1 by category."""
-        return self.hans.ratio_map()
+        return self.schedule.ratio_map()
 
     def c_cat_map(self) -> dict[str, float]:
         """``c_cat`` by category (a copy)."""
-        return dict(self.hans.c_cat)
+        return dict(self.schedule.c_cat)
+
+    def build_scheduler(self, epochs: int | None = None) -> NegativeScheduler:
+        """The negative scheduler of a run of ``epochs`` epochs (default this run's), of the
+        class ``scheduler`` names (``ScheduleConfig.build``)."""
+        return self.schedule.build(self.run.epochs if epochs is None else epochs, self.hans)
 
     def synthetic_spec(self) -> SyntheticSpec:
         """The generated graph of this run (``dataset = synthetic``)."""
@@ -238,14 +251,32 @@ class TrainConfig:
 
 _SECTIONS: dict[str, type[Section]] = {
     "data": DataConfig, "synthetic": SyntheticConfig, "model": ModelConfig,
-    "augment": AugmentConfig, "hans": HANSConfig, "contrast": ContrastConfig, "run": RunConfig,
-    "distributed": DistributedConfig}
+    "augment": AugmentConfig, "schedule": ScheduleConfig, "hans": HANSConfig,
+    "contrast": ContrastConfig, "run": RunConfig, "distributed": DistributedConfig}
 """The sections in their order: ``config.toml``'s tables and ``--help``'s groups."""
 _OWNER = {name: section for name, (section, _) in section_fields(TrainConfig).items()}
 FIELDS = {name: f for name, (_, f) in section_fields(TrainConfig).items()}
 """Every option of a run by name (its dataclass field: default and help)."""
 SECTIONS = {name: kind.TITLE for name, kind in _SECTIONS.items()}
 """Section name -> what it holds."""
+MOVED = {"hans": tuple(f.name for f in fields(ScheduleConfig))}
+"""Keys the first layout kept in another table: the whole schedule sat in ``[hans]``."""
+_FIRST_HANS = ("scheduler", "theta_max", "ratios", "pace", "reach", "T_init", "T_int", "e",
+               "gamma", "gate", "category_loss", "b", "c_cat", "eta_0", "floor", "swap_every")
+_FIRST_HANS_TITLE = "the Hardness-Aware Negative Scheduler (Algorithm 1; the paper's names)"
+
+
+def hashed_toml(cfg: TrainConfig) -> str:
+    """``cfg`` as TOML in the first layout (the schedule and HANS's gate one ``[hans]``
+    table, in its order): the text configuration hashes are taken over, so that the seed
+    files of runs written then still match their configuration."""
+    tables: list[tuple[str, str, list[str]]] = []
+    for name, title, names in layout(cfg):
+        if name == "schedule":
+            tables.append(("hans", _FIRST_HANS_TITLE, list(_FIRST_HANS)))
+        elif name != "hans":
+            tables.append((name, title, names))
+    return to_toml(cfg, tables)
 
 
 def option_value(cfg: TrainConfig, name: str) -> Any:
@@ -276,7 +307,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     in the wrong table and unreadable files are usage errors (edgegcl.config.load_values). An
     encoder it names must have been named by the user (edgegcl.trust.check_named); a relative
     one is resolved against the file's folder."""
-    values = {k: coerce(k, v) for k, v in load_values(path, TrainConfig).items()}
+    values = {k: coerce(k, v) for k, v in load_values(path, TrainConfig, MOVED, _warn).items()}
     if values.get("encoder"):
         where = resolve_config(path)
         values["encoder"] = check_named(str(values["encoder"]), where, where.parent)
@@ -298,8 +329,13 @@ def unused_settings(cfg: TrainConfig) -> tuple[str, ...]:
     """The options ``cfg`` never reads: HANS's strata and gate under the random-subset
     baseline, every HANS setting under ``scheduler = none``, the GCN's widths with another
     ``encoder``."""
-    scheduler = cfg.hans.scheduler
-    return (*cfg.hans.unused(), *cfg.contrast.unused(scheduler), *cfg.model.unused())
+    scheduler = cfg.schedule.scheduler
+    return (*cfg.schedule.unused(cfg.hans), *cfg.contrast.unused(scheduler),
+            *cfg.model.unused())
+
+
+def _warn(line: str) -> None:
+    print(f"edgegcl: warning: {line}", file=sys.stderr, flush=True)
 
 
 def tuned_defaults(dataset: str) -> tuple[Path | None, dict[str, Any]]:

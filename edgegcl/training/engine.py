@@ -1,7 +1,7 @@
 """The training engine: one object that owns everything a seed's training updates.
 
 ``Trainer`` builds the model (the built-in GCN, or any encoder with the projection head:
-edgegcl.nn.encoders), the optimiser, the contrast (``HANSContrast``: HANS and the negative
+edgegcl.nn.encoders), the optimiser, the contrast (``ScheduledContrast``: HANS and the negative
 selection, the object a hand-written loop uses too) and the views (``Views``) from a
 configuration, and runs steps and epochs with them; ``edgegcl train``, the resource profiler
 and the benchmarks all train through it. Its ``state_dict()`` holds every piece of that state
@@ -22,9 +22,9 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
-from edgegcl.contrast.hans import HANS, HANSEvent
+from edgegcl.contrast.scheduler import NegativeScheduler, ScheduleEvent
 from edgegcl.contrast.loss import LossOutput
-from edgegcl.contrast.module import HANSContrast
+from edgegcl.contrast.module import ScheduledContrast
 from edgegcl.contrast.selection import NegativeSelector
 from edgegcl.nn.augment import Views, as_features, unfixed_half
 from edgegcl.nn.config import AUTO
@@ -48,7 +48,7 @@ class EpochResult:
 
     loss: float
     category: dict[str, float]
-    events: list[HANSEvent]
+    events: list[ScheduleEvent]
 
 
 def batch_inputs(batch: Data, device: torch.device) -> tuple[Tensor, list[int], Tensor]:
@@ -107,9 +107,9 @@ class Trainer:
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.run.lr,
                                           weight_decay=cfg.run.weight_decay)
         # strata refreshed every T_int epochs on the full graph, every batch in mini-batches
-        self.contrast = HANSContrast.from_config(
-            cfg.hans, cfg.contrast, epochs=cfg.run.epochs,
-            refresh_every=cfg.hans.T_int if mode == "full" else 1, seed=seed, world=world)
+        self.contrast = ScheduledContrast.from_config(
+            cfg.schedule, cfg.contrast, epochs=cfg.run.epochs, hans=cfg.hans,
+            refresh_every=cfg.schedule.T_int if mode == "full" else 1, seed=seed, world=world)
         self.contrast.strata_device = self.device
         rank = 0 if world is None else world.rank
         # view 2's masked half drawn once per run (fixed_half = "run"), from the seed alone
@@ -131,9 +131,14 @@ class Trainer:
         threads``); the run sets it, None leaves torch's threads alone."""
 
     @property
-    def hans(self) -> HANS:
-        """The scheduler (the contrast's)."""
-        return self.contrast.hans
+    def scheduler(self) -> NegativeScheduler:
+        """The negative scheduler (the contrast's)."""
+        return self.contrast.scheduler
+
+    @property
+    def hans(self) -> NegativeScheduler:
+        """The scheduler, by its former name."""
+        return self.contrast.scheduler
 
     @property
     def selector(self) -> NegativeSelector:
@@ -204,7 +209,7 @@ class Trainer:
 
     def step(self) -> EpochResult:
         """End of an epoch, as ``lr_scheduler.step()``: HANS steps on the epoch's
-        anchor-weighted mean losses (``HANSContrast.step``) and the epoch is counted."""
+        anchor-weighted mean losses (``ScheduledContrast.step``) and the epoch is counted."""
         events = self.contrast.step()
         self.epoch += 1
         epoch = self.contrast.last_epoch

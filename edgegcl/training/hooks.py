@@ -156,7 +156,7 @@ class EventLog(_Appended):
 
     def text(self, seed: SeedRun, row: Row | None, events: list[Any]) -> str:
         return "".join(json.dumps(asdict(ev)) + "\n"
-                       for ev in (seed.trainer.hans.events if row is None else events))
+                       for ev in (seed.trainer.scheduler.events if row is None else events))
 
 
 class Curve(_Appended):
@@ -184,7 +184,7 @@ def _schedule_text(seed: SeedRun, row: Row) -> str:
     """An epoch's loss and what the schedule uses: the negatives per anchor and their share of
     the budget theta_max, and, for a scheduler with hardness strata (HANS), how full each
     category's cap is (eta)."""
-    hans = seed.trainer.hans
+    hans = seed.trainer.scheduler
     text = (f"loss {float(row['loss']):.4f} | {float(row['active_per_anchor']):.0f} negatives "  # type: ignore[arg-type]
             f"per anchor, {float(row['budget_used']):.0%} of the budget")  # type: ignore[arg-type]
     if type(hans).ranks_candidates:
@@ -241,11 +241,11 @@ class Callback(Hook):
         self.fn, self.bootstrap = fn, 0
 
     def seed_start(self, seed: SeedRun) -> None:
-        self.bootstrap = len(seed.trainer.hans.events)  # a new seed's: its bootstrap
+        self.bootstrap = len(seed.trainer.scheduler.events)  # a new seed's: its bootstrap
 
     def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
         if seed.main:
-            first = seed.trainer.hans.events[:self.bootstrap] if row["epoch"] == 1 else []
+            first = seed.trainer.scheduler.events[:self.bootstrap] if row["epoch"] == 1 else []
             self.fn(seed.run_dir, row, [*first, *events])
 
 

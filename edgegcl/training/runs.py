@@ -9,7 +9,7 @@ its size checked, and an encoder the run names by code only when the caller name
 Example:
     >>> import edgegcl
     >>> run = edgegcl.load_run("runs/Cora-20261127-120000")  # doctest: +SKIP
-    >>> run.config.hans.theta_max, run.metrics["summary"]["test_micro_f1"]  # doctest: +SKIP
+    >>> run.config.schedule.theta_max, run.metrics["summary"]["test_micro_f1"]  # doctest: +SKIP
     >>> z = run.embed()            # the training graph, rebuilt from the config  # doctest: +SKIP
     >>> z = run.embed("my_graph.npz")  # or any graph with the same features  # doctest: +SKIP
 """

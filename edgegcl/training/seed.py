@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch_geometric.data import Data
 
-from edgegcl.contrast.hans import HANSEvent
+from edgegcl.contrast.scheduler import ScheduleEvent
 from edgegcl.contrast.negatives import CATEGORIES
 from edgegcl.errors import UsageError
 from edgegcl.memory import PeakMemory, current_bytes
@@ -114,7 +114,7 @@ class SeedRun:
                                  "record; remove it to train that seed afresh") from None
 
     def epoch(self, epoch: int, batch_end: Callable[[int, int, float], None] | None = None
-              ) -> tuple[dict[str, object], list[HANSEvent]]:
+              ) -> tuple[dict[str, object], list[ScheduleEvent]]:
         """Train epoch ``epoch`` (``batch_end(batch, batches, mean_loss)`` after each batch):
         its epochs.csv row, F1 cells empty (the probe fills them), and the HANS events its end
         produced."""
@@ -129,7 +129,7 @@ class SeedRun:
                 torch.cuda.synchronize(device)
             self.times.append(time.perf_counter() - t0)
         self.peak = max(self.peak, memory.peak_bytes)
-        hans = trainer.hans
+        hans = trainer.scheduler
         row: dict[str, object] = {
             "epoch": epoch, "loss": result.loss,
             **{f"loss_{c}": result.category[c] for c in CATEGORIES},
@@ -143,10 +143,10 @@ class SeedRun:
 
     def result(self) -> SeedResult:
         """The finished seed (rank 0: with the checkpoint chosen on validation)."""
-        cfg, hans, prober = self.cfg, self.trainer.hans, self.prober
+        cfg, hans, prober = self.cfg, self.trainer.scheduler, self.prober
         if not self.main:  # rank 0 chose the checkpoint; this rank's part ends with training
             return SeedResult(self.seed, self.mode, None, [], self.times, dict(hans.eta),
-                              hans.saturated_at, {}, 0, self.peak, cfg.hans.T_int,
+                              hans.saturated_at, {}, 0, self.peak, cfg.schedule.T_int,
                               encoder=self.encoder, choice=self.choice)
         if prober.best_state is None:  # resumed at the last epoch: nothing left to train
             raise UsageError(f"{self.run_dir} has no chosen checkpoint; remove its state.pt to "
@@ -155,7 +155,7 @@ class SeedRun:
         selection = prober.selection(model, self.x, self.edge_index)
         return SeedResult(self.seed, self.mode, selection, prober.history, self.times,
                           dict(hans.eta), hans.saturated_at, prober.best_state,
-                          prober.best_epoch, self.peak, cfg.hans.T_int, prober.authors,
+                          prober.best_epoch, self.peak, cfg.schedule.T_int, prober.authors,
                           prober.baselines(model, self.x, self.edge_index), self.encoder,
                           self.choice)
 

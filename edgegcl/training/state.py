@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from edgegcl.training.config import FIELDS, RESUMABLE, TrainConfig, to_toml
+from edgegcl.training.config import FIELDS, RESUMABLE, TrainConfig, hashed_toml
 from edgegcl.errors import UsageError
 from edgegcl_embed.errors import InputError
 from edgegcl_embed.files import open_regular, read_regular, refusals, replacing
@@ -45,10 +45,11 @@ _WRITE_HINT = "free space or pick a writable --out (the previous files are intac
 
 
 def config_hash(cfg: TrainConfig) -> str:
-    """SHA-256 of the canonical configuration (``to_toml``) without ``UNHASHED``: the identity
-    of the training a seed file belongs to, stored in state.pt, result.pt and checkpoint.pt."""
+    """SHA-256 of the canonical configuration (``hashed_toml``: the same text whatever the
+    section layout) without ``UNHASHED``: the identity of the training a seed file belongs to,
+    stored in state.pt, result.pt and checkpoint.pt."""
     defaults = {name: FIELDS[name].default for name in UNHASHED}
-    return hashlib.sha256(to_toml(replace(cfg, **defaults)).encode()).hexdigest()
+    return hashlib.sha256(hashed_toml(replace(cfg, **defaults)).encode()).hexdigest()
 
 
 def check_config(path: Path, saved: dict[str, Any], cfg: TrainConfig) -> None:
