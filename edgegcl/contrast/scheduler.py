@@ -41,7 +41,8 @@ from edgegcl.errors import UsageError
 __all__ = ["CATEGORIES", "MEMBERS", "NegativeScheduler", "ScheduleConfig", "ScheduleEvent",
            "build_scheduler", "register", "scheduler_class", "scheduler_names"]
 
-MEMBERS = ("edgegcl.contrast.hans", "edgegcl.contrast.baselines", "edgegcl.contrast.constant")
+MEMBERS = ("edgegcl.contrast.hans", "edgegcl.contrast.baselines", "edgegcl.contrast.constant",
+           "edgegcl.contrast.linear")
 """The modules whose ``@register``-ed classes are the schedulers ``--scheduler`` names."""
 
 CATEGORIES = ("hard", "inter", "easy")
