@@ -23,7 +23,6 @@ from bench.epoch_speed import compare, table_row
 from edgegcl.evaluation.authors import AUTHORS_LABEL
 from edgegcl.training.config import TrainConfig, load_toml
 from edgegcl.data import load_graph
-from edgegcl.training.state import write_atomic
 
 HERE = Path(__file__).resolve().parent
 # The paper's Table 2 (AdNGCL, under its authors' protocol) and GRACE's reported figures.
@@ -120,7 +119,7 @@ def main() -> None:
             "",
         ]
     report = "\n".join(lines)
-    write_atomic(Path(args.report), report)
+    harness.save(Path(args.report), report)
     print(report)
 
 

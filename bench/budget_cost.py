@@ -108,7 +108,7 @@ def held_budgets(base: TrainConfig, data: Data, x: torch.Tensor, rounds: int
     steps = {name: held(cfg, data, x) for name, cfg in variants.items()}
     clocks = {name: PhaseClock(x.device) for name in steps}
     seconds = {name: 0.0 for name in steps}
-    block = base.T_int
+    block = base.schedule.T_int
     for r in range(rounds + 1):  # round 0 warms up every variant
         for name, step in steps.items():
             _sync(x.device)
@@ -165,11 +165,11 @@ def whole_runs(base: TrainConfig, data: Data, x: torch.Tensor, theta: float
                ) -> dict[str, float]:
     """Mean epoch seconds over whole runs: ``--theta-max theta`` against ``--scheduler
     none``, the same epochs, in alternating blocks of 10 epochs."""
-    runs = {f"{base.scheduler}@{theta:g}": Trainer(replace(base, theta_max=theta), x.size(1),
+    runs = {f"{base.schedule.scheduler}@{theta:g}": Trainer(replace(base, theta_max=theta), x.size(1),
                                        device=x.device, seed=0),
             "all": Trainer(replace(base, scheduler="none"), x.size(1), device=x.device, seed=0)}
-    seconds = _alternate(runs, data, x, base.epochs)
-    hans = runs[f"{base.scheduler}@{theta:g}"].scheduler
+    seconds = _alternate(runs, data, x, base.run.epochs)
+    hans = runs[f"{base.schedule.scheduler}@{theta:g}"].scheduler
     return {**seconds,
             "saturated_at": float(hans.saturated_at or 0)}  # 0: never
 
@@ -182,7 +182,7 @@ def whole_cells(values: dict[str, Any], data: Data, x: torch.Tensor, cells: list
     from bench.hardness import cell_flags
 
     cfgs = {cell: build(values, cell_flags(cell)) for cell in ["all", *cells]}
-    epochs = {c.epochs for c in cfgs.values()}
+    epochs = {c.run.epochs for c in cfgs.values()}
     if len(epochs) != 1:
         raise SystemExit(f"budget_cost: the cells run different epochs {sorted(epochs)}")
     total = epochs.pop()
@@ -297,16 +297,14 @@ def main() -> None:
     if args.cells and args.name is None:
         name = f"fn-cost-{args.dataset.lower()}"
     if args.report_only:
-        from edgegcl.training.state import write_atomic
         res = json.loads((HERE / "results" / f"{name}.json").read_text())
-        write_atomic(HERE / "results" / f"{name}.md",
+        harness.save(HERE / "results" / f"{name}.md",
                      (cells_report if "cells" in res else report)(res))
         return
 
     from edgegcl.training.config import tuned_defaults
     from edgegcl.data import load_graph
     from edgegcl.memory import reuse_freed_memory
-    from edgegcl.training.state import write_atomic
 
     reuse_freed_memory()
     flags = dict(kv.split("=", 1) for kv in args.flags.split(",") if kv)
@@ -320,8 +318,8 @@ def main() -> None:
     m = base.model_config()
     res: dict[str, Any] = {
         **harness.record("budget_cost", sys.argv[1:], root=args.root), "dataset": args.dataset,
-        "scheduler": base.scheduler, "pick": base.pick, "stratify": base.contrast.resolved_stratify(base.scheduler), "logits": base.logits,
-        "epochs": base.epochs, "whole_theta": args.theta,
+        "scheduler": base.schedule.scheduler, "pick": base.contrast.pick, "stratify": base.contrast.resolved_stratify(base.schedule.scheduler), "logits": base.contrast.logits,
+        "epochs": base.run.epochs, "whole_theta": args.theta,
         "encoder_gflop": encoder_gflop(data, base),
         "rate_gflops": dense_rate_gflops(data.num_nodes, m.hidden_dim, m.out_dim, device),
         "rate_shape": f"[{data.num_nodes}, {m.hidden_dim}] x [{m.hidden_dim}, {m.out_dim}]"}
@@ -330,16 +328,16 @@ def main() -> None:
         res.update(cells=cells, whole=whole_cells(
             {"dataset": args.dataset, **tuned_defaults(args.dataset)[1], **flags}, data, x,
             cells), wall_min=(time.perf_counter() - t0) / 60)
-        write_atomic(HERE / "results" / f"{name}.json", json.dumps(res, indent=1) + "\n")
-        write_atomic(HERE / "results" / f"{name}.md", cells_report(res))
+        harness.save(HERE / "results" / f"{name}.json", json.dumps(res, indent=1) + "\n")
+        harness.save(HERE / "results" / f"{name}.md", cells_report(res))
         print(cells_report(res))
         return
     res["profiler"] = profiler_rounds(base, data, device, args.theta, args.rounds)
     res["held"] = held_budgets(base, data, x, args.rounds)
     res["whole"] = whole_runs(base, data, x, args.theta)
     res["wall_min"] = (time.perf_counter() - t0) / 60
-    write_atomic(HERE / "results" / f"{name}.json", json.dumps(res, indent=1) + "\n")
-    write_atomic(HERE / "results" / f"{name}.md", report(res))
+    harness.save(HERE / "results" / f"{name}.json", json.dumps(res, indent=1) + "\n")
+    harness.save(HERE / "results" / f"{name}.md", report(res))
     print(report(res))
 
 

@@ -34,7 +34,7 @@ from edgegcl.contrast.pairs import PATHS, choose_logits
 from edgegcl.phases import CONTRAST_PHASES, PHASES
 from edgegcl.budget.profiler import SATURATED, measure_theta
 from edgegcl.contrast.module import HANSContrast
-from edgegcl.training.step import full_graph_bytes
+from edgegcl.training.placement import full_graph_bytes
 
 HERE = Path(__file__).resolve().parent
 THETAS = [round(0.1 * k, 1) for k in range(1, 11)]
@@ -47,9 +47,9 @@ def auto_path(cfg: TrainConfig, batch: int, theta: float) -> str:
     cfg = replace(cfg, theta_max=theta)
     hans = cfg.build_scheduler()
     hans.eta = dict(SATURATED)
-    selector = HANSContrast.from_config(cfg.schedule, cfg.contrast, hans=cfg.hans, epochs=cfg.epochs).selector
-    return choose_logits("auto", cfg.stratify, selector.touched(batch, hans),
-                         num_candidates(batch, cfg.candidates))
+    selector = HANSContrast.from_config(cfg.schedule, cfg.contrast, hans=cfg.hans, epochs=cfg.run.epochs).selector
+    return choose_logits("auto", cfg.contrast.stratify, selector.touched(batch, hans),
+                         num_candidates(batch, cfg.contrast.candidates))
 
 
 def sweep(name: str, data, modes: list[str], cfg: TrainConfig, device: torch.device,
@@ -57,7 +57,7 @@ def sweep(name: str, data, modes: list[str], cfg: TrainConfig, device: torch.dev
     """One row per (mode, theta_max, logits path) on one graph."""
     rows = []
     for mode in modes:
-        batch = cfg.batch_size if mode == "minibatch" else data.num_nodes
+        batch = cfg.run.batch_size if mode == "minibatch" else data.num_nodes
         for theta in thetas:
             auto = auto_path(cfg, min(batch, data.num_nodes), theta)
             for logits in PATHS:

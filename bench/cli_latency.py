@@ -81,13 +81,12 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", default=str(HERE / "results" / "cli-latency.md"))
     args = p.parse_args()
-    from edgegcl.training.state import write_atomic
 
     res = harness.record("cli_latency", sys.argv[1:])
     times = measure(args.rounds)
     res["wall_min"] = harness.wall_min(res)
     text = report(times, args.rounds, res)
-    write_atomic(Path(args.out), text)
+    harness.save(Path(args.out), text)
     print(text)
 
 

@@ -39,7 +39,6 @@ def main() -> None:
     p.add_argument("--out", default=str(HERE / "results"))
     args = p.parse_args()
 
-    from edgegcl.training.state import write_atomic
 
     cores = psutil.cpu_count(logical=True) or 2
     common = ["train", "--dataset", args.dataset, "--root", os.path.abspath(args.root),
@@ -88,7 +87,7 @@ def main() -> None:
                   "(target: within 0.5)."]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "dist-accuracy.md", "\n".join(lines) + "\n")
+    harness.save(out / "dist-accuracy.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -40,7 +40,7 @@ def worker(args: argparse.Namespace) -> None:
     from edgegcl.training import distributed
     from edgegcl.training.engine import Trainer
     from edgegcl.training.engine import batch_inputs
-    from edgegcl.training.step import structure_loader
+    from edgegcl.training.placement import structure_loader
 
     world = distributed.start("gloo", "cpu", 600.0, args.negatives)
     spec = SyntheticSpec(num_nodes=args.nodes, num_features=128, num_classes=10)
@@ -52,7 +52,7 @@ def worker(args: argparse.Namespace) -> None:
     cfg = TrainConfig(encoder="gcn", mode="minibatch", batch_size=args.batch_size, fanout="10,10",
                       sampler="builtin", theta_max=args.theta_max)
     trainer = Trainer(cfg, 128, mode="minibatch", seed=0, world=world)
-    loader = iter(structure_loader(data, cfg, 0, (world.rank, world.size)))
+    loader = iter(structure_loader(data, cfg.run, 0, (world.rank, world.size)))
     times = []
     for i in range(args.warmup + args.steps):
         batch = next(loader)
@@ -115,7 +115,6 @@ def main() -> None:
         worker(args)
         return
 
-    from edgegcl.training.state import write_atomic
 
     res = harness.record("dist_scaling", sys.argv[1:])
     load0 = os.getloadavg()
@@ -146,8 +145,8 @@ def main() -> None:
                      f"{max(r['pss_mib']):.0f} |")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / f"{args.name}.md", "\n".join(lines) + "\n")
-    write_atomic(out / f"{args.name}.json", json.dumps(rows, indent=1) + "\n")
+    harness.save(out / f"{args.name}.md", "\n".join(lines) + "\n")
+    harness.save(out / f"{args.name}.json", json.dumps(rows, indent=1) + "\n")
     print("\n".join(lines))
 
 

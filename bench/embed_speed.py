@@ -750,7 +750,6 @@ def run(args: argparse.Namespace) -> None:
             _fail("--device cuda needs a CUDA GPU, but torch.cuda.is_available() is False "
                   "here; run on a GPU machine or drop --device cuda")
     from edgegcl.errors import UsageError
-    from edgegcl.training.state import write_atomic
     from edgegcl_embed.runtime import available_cores
 
     cores = available_cores()
@@ -772,8 +771,8 @@ def run(args: argparse.Namespace) -> None:
     text = _markdown(rows, cli, designs, reports, graphs, res, (load_start, os.getloadavg()),
                      cores)
     stem = "embedding" if args.device == "cpu" else "embedding-cuda"
-    write_atomic(out / f"{stem}.md", text)
-    write_atomic(out / f"{stem}.json", json.dumps(
+    harness.save(out / f"{stem}.md", text)
+    harness.save(out / f"{stem}.json", json.dumps(
         {"rows": rows, "cli": cli, "designs": designs, "int8": reports}, indent=2) + "\n")
     print(text)
 

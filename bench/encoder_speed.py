@@ -22,7 +22,7 @@ from bench import harness
 from edgegcl import TrainConfig, Trainer
 from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
 from edgegcl.nn.augment import as_features
-from edgegcl.training.step import resolve_mode, structure_loader
+from edgegcl.training.placement import resolve_mode, structure_loader
 
 ENCODERS = ("gcn", "ego", "poly")
 

@@ -66,15 +66,15 @@ def reference_step(data: Data, cfg: TrainConfig) -> Step:
     the dense feature matrix, every negative, four dense N x N similarity matrices."""
     torch.manual_seed(0)
     model = GraceEncoder(data.x.size(1), cfg)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.run.lr, weight_decay=cfg.run.weight_decay)
     g = torch.Generator().manual_seed(0)
 
     def step() -> None:
-        x1 = mask_columns(data.x, cfg.p_feature_1, g)
-        x2 = mask_columns(data.x, cfg.p_feature_2, g)
-        e1 = remove_edges(data.edge_index, cfg.p_edge_1, g)
-        e2 = remove_edges(data.edge_index, cfg.p_edge_2, g)
-        loss = grace_loss(model(x1, e1), model(x2, e2), cfg.tau)
+        x1 = mask_columns(data.x, cfg.augment.p_feature_1, g)
+        x2 = mask_columns(data.x, cfg.augment.p_feature_2, g)
+        e1 = remove_edges(data.edge_index, cfg.augment.p_edge_1, g)
+        e2 = remove_edges(data.edge_index, cfg.augment.p_edge_2, g)
+        loss = grace_loss(model(x1, e1), model(x2, e2), cfg.contrast.tau)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -112,7 +112,7 @@ def compare(data: Data, theta_max: float, rounds: int) -> dict[str, float]:
     cfg = TrainConfig(encoder="gcn", theta_max=theta_max)
     return interleaved({"reference": reference_step(data, cfg),
                         "saturated": edgegcl_step(data, cfg, 1.0),
-                        "bootstrap": edgegcl_step(data, cfg, cfg.eta_0)}, rounds, cfg.T_int)
+                        "bootstrap": edgegcl_step(data, cfg, cfg.schedule.eta_0)}, rounds, cfg.schedule.T_int)
 
 
 def table_row(theta: float, t: dict[str, float]) -> str:

@@ -165,7 +165,6 @@ def main(argv: list[str] | None = None) -> None:
     if not (Path(args.progcl) / "pGRACE" / "model.py").is_file():
         raise SystemExit(f"external_progcl: {args.progcl} holds no pGRACE/model.py; give a "
                          "checkout of https://github.com/junxia97/ProGCL")
-    from edgegcl.training.state import write_atomic
 
     start = args.epochs // 3 if args.epoch_start is None else args.epoch_start
     path = HERE / "results" / f"{args.name}.json"
@@ -179,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
         r = one_run(str(Path(args.progcl).resolve()), args.root, args.dataset, mode, seed,
                     args.epochs, start, args.sel_num, args.eval_every, args.threads)
         res["runs"].append(r)
-        write_atomic(path, json.dumps(res, indent=1) + "\n")
+        harness.save(path, json.dumps(res, indent=1) + "\n")
         el = (time.perf_counter() - t0) / 60
         print(f"external_progcl: {k}/{len(todo)} {mode} seed {seed}: honest "
               f"{r['honest_test_micro_f1']:.2f} (val {r['honest_val_micro_f1']:.2f}); "
@@ -191,8 +190,8 @@ def main(argv: list[str] | None = None) -> None:
     res["invocations"].append({"started": started, "runs": len(todo), "machine": describe(),
                                "wall_min": (time.perf_counter() - t0) / 60,
                                "command": command})
-    write_atomic(path, json.dumps(res, indent=1) + "\n")
-    write_atomic(HERE / "results" / f"{args.name}.md", report(res))
+    harness.save(path, json.dumps(res, indent=1) + "\n")
+    harness.save(HERE / "results" / f"{args.name}.md", report(res))
     print(report(res))
 
 

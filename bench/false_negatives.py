@@ -126,7 +126,7 @@ def measure(data: Any, cfg: TrainConfig, epochs: int) -> dict[str, Any]:
     with torch.no_grad():
         trainer.views.generator.manual_seed(1)
         h1, h2 = trainer.project(x, data.edge_index)
-    sims = similarities(h1, h2, cfg.tau)
+    sims = similarities(h1, h2, cfg.contrast.tau)
     cand, own = candidate_matrix(sims)
     b = cand.size(0)
     y = data.y
@@ -177,7 +177,6 @@ def main() -> None:
     args = p.parse_args()
 
     from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
-    from edgegcl.training.state import write_atomic
 
     t0 = time.perf_counter()
     res: dict[str, Any] = {
@@ -193,8 +192,8 @@ def main() -> None:
         print(f"false_negatives: {name}", flush=True)
         res["graphs"].append({"name": name, **measure(data, cfg, args.epochs)})
     res["wall_min"] = (time.perf_counter() - t0) / 60
-    write_atomic(HERE / "results" / f"{args.name}.json", json.dumps(res, indent=1) + "\n")
-    write_atomic(HERE / "results" / f"{args.name}.md", report(res))
+    harness.save(HERE / "results" / f"{args.name}.json", json.dumps(res, indent=1) + "\n")
+    harness.save(HERE / "results" / f"{args.name}.md", report(res))
     print(report(res))
 
 

@@ -103,7 +103,7 @@ def measure(data, cfg: TrainConfig, epochs: int) -> dict[str, Any]:
         with torch.no_grad():
             trainer.views.generator.manual_seed(seed)
             h1, h2 = trainer.project(x, data.edge_index)
-        return similarities(h1, h2, cfg.tau)
+        return similarities(h1, h2, cfg.contrast.tau)
 
     sims, other = views(1), views(2)
     rows: list[dict[str, Any]] = []
@@ -119,7 +119,7 @@ def measure(data, cfg: TrainConfig, epochs: int) -> dict[str, Any]:
                    "hard_recall_other_views": _share(top_other, hard),
                    "top_share": _share(top, labelled.cols),
                    "hard_same_class": _same_class(y, hard)}
-            if method.contrast.resolved_stratify(method.scheduler) == "sampled":
+            if method.contrast.resolved_stratify(method.schedule.scheduler) == "sampled":
                 saturated = picks(method, sims, theta, grow=False)
                 row["top_share_saturated"] = _share(top, saturated.cols)
             rows.append(row)
@@ -189,7 +189,6 @@ def main() -> None:
 
     from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
     from edgegcl.memory import reuse_freed_memory
-    from edgegcl.training.state import write_atomic
 
     reuse_freed_memory()
     t0 = time.perf_counter()
@@ -206,8 +205,8 @@ def main() -> None:
         print(f"hard_recall: {name}", flush=True)
         res["graphs"].append({"name": name, **measure(data, cfg, args.epochs)})
     res["wall_min"] = (time.perf_counter() - t0) / 60
-    write_atomic(HERE / "results" / "hard-recall.json", json.dumps(res, indent=1) + "\n")
-    write_atomic(HERE / "results" / "hard-recall.md", report(res))
+    harness.save(HERE / "results" / "hard-recall.json", json.dumps(res, indent=1) + "\n")
+    harness.save(HERE / "results" / "hard-recall.md", report(res))
     print(report(res))
 
 

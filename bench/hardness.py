@@ -34,6 +34,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from bench import harness
+
 HERE = Path(__file__).resolve().parent
 THETAS = (0.1, 0.3, 0.6, 1.0)
 DEFAULT_CELLS = ",".join([*(f"hans@{t:g}" for t in THETAS), *(f"random@{t:g}" for t in THETAS),
@@ -234,7 +236,6 @@ def main() -> None:
     args = p.parse_args()
 
     from bench.sweep import Results
-    from edgegcl.training.state import write_atomic
 
     datasets, cells = args.datasets.split(","), args.cells.split(",")
     for cell in cells:
@@ -249,7 +250,7 @@ def main() -> None:
                    for r in records)]
 
     def render() -> None:
-        write_atomic(HERE / "results" / f"{args.name}.md",
+        harness.save(HERE / "results" / f"{args.name}.md",
                      report(records, results.invocations, args.name, shown_ds, shown,
                             args.seeds))
         plot(records, shown_ds, HERE / "results" / f"{args.name}.png")

@@ -198,7 +198,6 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=15, help="timed runs per model")
     p.add_argument("--out", default=str(HERE / "results"), help="directory for the results")
     args = p.parse_args()
-    from edgegcl.training.state import write_atomic
 
     res, tag = harness.record("int8", sys.argv[1:], root=args.root or None), cpu_tag()
     results = []
@@ -208,8 +207,8 @@ def main() -> None:
     res["wall_min"] = harness.wall_min(res)
     text = markdown(results, res, tag)
     out = Path(args.out)
-    write_atomic(out / f"int8-{tag}.md", text)
-    write_atomic(out / f"int8-{tag}.json", json.dumps(results, indent=2) + "\n")
+    harness.save(out / f"int8-{tag}.md", text)
+    harness.save(out / f"int8-{tag}.json", json.dumps(results, indent=2) + "\n")
     print(text)
 
 

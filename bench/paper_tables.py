@@ -27,6 +27,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from bench import harness
+
 HERE = Path(__file__).resolve().parent
 
 PAPER_THETA = {  # the paper's table "Micro-F1 vs. maximum negative-sample percentage"
@@ -119,7 +121,7 @@ def one_run(root: str, dataset: str, cell: str, seed: int, threads: int,
     rec = train_record(root, dataset, f"paper-{dataset}", flags, seed, threads, device)
     cfg = build(load_toml(f"paper-{dataset}"), {**flags, "root": root})
     used = sum(rec["final_eta"][c] * cfg.ratio_map()[c] for c in rec["final_eta"]) * \
-        (1.0 if cfg.scheduler == "none" else (cfg.theta_max or 1.0))
+        (1.0 if cfg.schedule.scheduler == "none" else (cfg.schedule.theta_max or 1.0))
     return {**rec, "cell": cell, "final_used_fraction": used}
 
 
@@ -162,8 +164,8 @@ def report(records: list[dict], invocations: list[dict[str, Any]], name: str,
              "(the fraction of the candidates active).", ""]
     for ds in datasets:
         preset = build(load_toml(f"paper-{ds}"), {})
-        lines += [f"## {ds} (preset: theta_max {preset.theta_max:g}, ratios "
-                  f"{ratios_text(preset.ratios)})", "",
+        lines += [f"## {ds} (preset: theta_max {preset.schedule.theta_max:g}, ratios "
+                  f"{ratios_text(preset.schedule.ratios)})", "",
                   "| table | cell | n | honest | authors | authors - honest | paper | "
                   "epoch ms | used at end |", "|---|---|---|---|---|---|---|---|---|"]
         for cell in cells:
@@ -171,7 +173,7 @@ def report(records: list[dict], invocations: list[dict[str, Any]], name: str,
             runs = [r for r in records if r["dataset"] == ds and r["cell"] == canon]
             table = ("theta_max" if cell.startswith("theta=") else "ratios"
                      if cell.startswith("ratios=") else cell)
-            paper = paper_figure(ds, cell, preset.theta_max, ratios_text(preset.ratios))
+            paper = paper_figure(ds, cell, preset.schedule.theta_max, ratios_text(preset.schedule.ratios))
             gap = [r["authors_test_micro_f1"] - r["honest_test_micro_f1"] for r in runs]
             label = cell + (" (= preset)" if canon == "preset" and cell != "preset" else "")
             lines.append(
@@ -213,7 +215,7 @@ def plot(records: list[dict], datasets: list[str], path: Path) -> None:
         preset = build(load_toml(f"paper-{ds}"), {})
         by_theta: dict[float, list[dict]] = {}
         for r in records:
-            if r["dataset"] == ds and r["scheduler"] == "hans" and r["ratios"] == ratios_text(preset.ratios):
+            if r["dataset"] == ds and r["scheduler"] == "hans" and r["ratios"] == ratios_text(preset.schedule.ratios):
                 by_theta.setdefault(r["theta_max"], []).append(r)
         thetas = sorted(by_theta)
         ax = axes[0][j]
@@ -266,7 +268,6 @@ def main() -> None:
     args = p.parse_args()
 
     from bench.sweep import Results
-    from edgegcl.training.state import write_atomic
 
     datasets = args.datasets.split(",")
     cells = parse_cells(args.cells)
@@ -292,7 +293,7 @@ def main() -> None:
                 if not done and not args.report_only and (ds, canon, seed) not in tasks:
                     tasks.append((ds, canon, seed))
     def render() -> None:
-        write_atomic(HERE / "results" / f"{args.name}.md",
+        harness.save(HERE / "results" / f"{args.name}.md",
                      report(records, results.invocations, args.name, all_datasets, all_cells,
                             wanted))
         plot(records, all_datasets, HERE / "results" / f"{args.name}.png")

@@ -72,14 +72,13 @@ def main() -> None:
     p.add_argument("--flags", default="", help="more edgegcl train flags")
     p.add_argument("--out", default=str(HERE / "results" / "profiler-error.md"))
     args = p.parse_args()
-    from edgegcl.training.state import write_atomic
 
     res = harness.record("profiler_error", sys.argv[1:], root=args.root or None)
     with tempfile.TemporaryDirectory(prefix="profiler-error-") as tmp:
         runs = [one_run(args, Path(tmp), k) for k in range(args.runs)]
     res["wall_min"] = harness.wall_min(res)
     text = report(runs, args, res)
-    write_atomic(Path(args.out), text)
+    harness.save(Path(args.out), text)
     print(text)
 
 

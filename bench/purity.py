@@ -50,7 +50,7 @@ def cora_similarities(root: str, epochs: int) -> torch.Tensor:
         trainer.fit_epoch(x, data.edge_index)
     with torch.no_grad():
         h1, h2 = trainer.project(x, data.edge_index)
-        return similarities(h1, h2, cfg.tau).candidates(0)
+        return similarities(h1, h2, cfg.contrast.tau).candidates(0)
 
 
 def purity_rows(name: str, sims: torch.Tensor, ratios: dict[str, float]) -> list[str]:

@@ -35,7 +35,6 @@ def main() -> None:
     args = p.parse_args()
 
     from edgegcl.contrast.negatives import num_candidates
-    from edgegcl.training.state import write_atomic
 
     res = harness.record("reach", sys.argv[1:], root=args.root)
     out = HERE / "runs" / f"reach-{args.dataset}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -67,7 +66,7 @@ def main() -> None:
              f"which the gate closed {len(closed)}: "
              + "; ".join(f"epoch {e['epoch']} {e['reason']}" for e in closed), ""]
     text = "\n".join(lines)
-    write_atomic(HERE / "results" / f"{args.name or 'reach-' + args.dataset.lower()}.md", text)
+    harness.save(HERE / "results" / f"{args.name or 'reach-' + args.dataset.lower()}.md", text)
     print(text)
 
 

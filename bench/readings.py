@@ -50,7 +50,6 @@ def main() -> None:
     from edgegcl.training.config import build, load_toml
     from edgegcl.data import load_graph
     from edgegcl.training.run import train_seed
-    from edgegcl.training.state import write_atomic
 
     res = harness.record("readings", sys.argv[1:], root=args.root)
     records = []
@@ -91,8 +90,8 @@ def main() -> None:
                          f"{1000 * statistics.fmean(r['epoch_s'] for r in rs):.0f} |")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "readings.md", "\n".join(lines) + "\n")
-    write_atomic(out / "readings.json", json.dumps(records, indent=1) + "\n")
+    harness.save(out / "readings.md", "\n".join(lines) + "\n")
+    harness.save(out / "readings.json", json.dumps(records, indent=1) + "\n")
     print("\n".join(lines))
 
 

@@ -67,7 +67,7 @@ def child(nodes: int) -> dict:
         run_s = time.perf_counter() - t0
     run_peak = _status_mib("VmHWM")
     seed = metrics["seeds"][0]
-    held = (data.x.numel() * 4 + data.edge_index.numel() * 8 + nodes * cfg.out_dim * 4) / 2**20
+    held = (data.x.numel() * 4 + data.edge_index.numel() * 8 + nodes * cfg.model.out_dim * 4) / 2**20
     return {"nodes": nodes, "edges": int(data.edge_index.size(1)), "held_MiB": held,
             "start_MiB": started, "graph_MiB": after_graph, "generate_peak_MiB": generate_peak,
             "run_peak_MiB": run_peak if reset else None,
@@ -89,7 +89,6 @@ def main() -> None:
         reuse_freed_memory()  # as edgegcl train does
         print(json.dumps(child(args.child)))
         return
-    from edgegcl.training.state import write_atomic
 
     res_ = harness.record("run_memory", sys.argv[1:])
     rows = []
@@ -128,7 +127,7 @@ def main() -> None:
         f"ratio {ratio:.2f} (target: at most 1.5).", "",
         "Checkpoint probes (labelled nodes per probe): " + "; ".join(
             f"{r['nodes']}: {json.dumps(r['checkpoint_probe'])}" for r in rows), ""]
-    write_atomic(Path(args.out), "\n".join(lines))
+    harness.save(Path(args.out), "\n".join(lines))
     print("\n".join(lines))
 
 

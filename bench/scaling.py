@@ -46,7 +46,7 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int, device: torch.
     from edgegcl.memory import PeakMemory
     from edgegcl.training.engine import Trainer
     from edgegcl.training.engine import batch_inputs
-    from edgegcl.training.step import structure_loader
+    from edgegcl.training.placement import structure_loader
 
     def held() -> int:
         return (torch.cuda.memory_allocated(device) if device.type == "cuda"
@@ -62,7 +62,7 @@ def measure(nodes: int, mode: str, batch_size: int, batches: int, device: torch.
     if mode == "full":
         steps = [(as_features(x), data.edge_index.to(device), None, None)] * 2
     else:  # the sampler's CSR index is built here, so it counts as graph storage
-        loader = structure_loader(data, replace(cfg, sampler="builtin"), seed=0)
+        loader = structure_loader(data, replace(cfg, sampler="builtin").run, seed=0)
         steps = ((x, *batch_inputs(b, device)) for b in islice(loader, batches + 3))
     graph_bytes = held() - start  # graph, sampler index, model
     times, sampled = [], []

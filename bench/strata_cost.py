@@ -43,7 +43,7 @@ def run_variant(data, cfg: TrainConfig, seed: int) -> dict:
     """One seed of one configuration: honest scores, epoch times, final HANS state."""
     with tempfile.TemporaryDirectory() as tmp:
         r = train_seed(data, cfg, seed, torch.device("cpu"), Path(tmp), f"seed {seed}")
-    used = sum(r.final_eta[c] * cfg.ratio_map()[c] for c in r.final_eta) * cfg.theta_max
+    used = sum(r.final_eta[c] * cfg.ratio_map()[c] for c in r.final_eta) * cfg.schedule.theta_max
     return {"seed": seed, "test_micro_f1": r.selection.scores.test_micro,
             "val_micro_f1": r.selection.scores.val_micro, "selected_epoch": r.selection.epoch,
             "epoch_s_mean": statistics.fmean(r.epoch_times), "train_s": sum(r.epoch_times),

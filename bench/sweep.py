@@ -61,7 +61,7 @@ def train_record(root: str, dataset: str, base: str | None, flags: dict[str, Any
     from edgegcl.evaluation.authors import authors_figure
     from edgegcl.memory import reuse_freed_memory
     from edgegcl.training.run import train_seed
-    from edgegcl.training.step import resolve_mode
+    from edgegcl.training.placement import resolve_mode
 
     torch.set_num_threads(threads)
     reuse_freed_memory()
@@ -74,19 +74,19 @@ def train_record(root: str, dataset: str, base: str | None, flags: dict[str, Any
             rows = list(csv.DictReader(fh))
     wall = time.perf_counter() - t0
     assert r.selection is not None
-    anchors = data.num_nodes if resolve_mode(cfg.mode, data.num_nodes) == "full" else \
-        min(cfg.batch_size, data.num_nodes)
+    anchors = data.num_nodes if resolve_mode(cfg.run.mode, data.num_nodes) == "full" else \
+        min(cfg.run.batch_size, data.num_nodes)
     active = statistics.fmean(float(w["active_per_anchor"]) for w in rows)
     record = {
-        "dataset": dataset, "seed": seed, "epochs": cfg.epochs, "flags": flags,
-        "theta_max": cfg.theta_max, "ratios": ratios_text(cfg.ratios),
-        "scheduler": cfg.scheduler, "pick": cfg.pick,
+        "dataset": dataset, "seed": seed, "epochs": cfg.run.epochs, "flags": flags,
+        "theta_max": cfg.schedule.theta_max, "ratios": ratios_text(cfg.schedule.ratios),
+        "scheduler": cfg.schedule.scheduler, "pick": cfg.contrast.pick,
         "honest_test_micro_f1": r.selection.scores.test_micro,
         "honest_val_micro_f1": r.selection.scores.val_micro,
         "honest_epoch": r.selection.epoch,
         "epoch_s_mean": statistics.fmean(r.epoch_times),
         "active_per_anchor_mean": active,
-        "active_share_mean": active / num_candidates(anchors, cfg.candidates),
+        "active_share_mean": active / num_candidates(anchors, cfg.contrast.candidates),
         "budget_used_mean": statistics.fmean(float(w["budget_used"]) for w in rows),
         "epochs_at_90pc_budget": sum(float(w["budget_used"]) >= 0.9 for w in rows) / len(rows),
         "final_eta": r.final_eta, "saturated_at_epoch": r.saturated_at, "wall_s": wall,
@@ -177,7 +177,6 @@ class Results:
     def run(self, label: str, tasks: Sequence[Task], submit: Submit, jobs: int,
             render: Callable[[], None]) -> None:
         """Run ``tasks`` (``run_tasks``), saving the JSON and calling ``render`` after each."""
-        from edgegcl.training.state import write_atomic
 
         header = invocation(label, len(tasks), jobs)
         if tasks:
@@ -189,7 +188,7 @@ class Results:
                 self.records.append(rec)
                 header["done"] = header.get("done", 0) + 1
             header["wall_min"] = (time.perf_counter() - start) / 60
-            write_atomic(self.path, json.dumps({"invocations": self.invocations,
+            harness.save(self.path, json.dumps({"invocations": self.invocations,
                                                 "runs": self.records}, indent=1) + "\n")
             render()
 

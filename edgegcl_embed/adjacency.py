@@ -1,9 +1,9 @@
 """The GCN-normalised adjacency A_hat = D^-1/2 (A + I) D^-1/2 as one CSR matrix.
 
 This is the sparse half of the encoder (the model file holds the dense half, see
-``export.contract``). One CSR product touches every nonzero once and writes each output row
+``edgegcl_embed.contract``). One CSR product touches every nonzero once and writes each output row
 once, so memory stays O(N d + E): no [E, d] message tensor as a gather + scatter formulation
-builds. The build and the product run in ``export.kernels`` (numba's compiled loops when
+builds. The build and the product run in ``edgegcl_embed.kernels`` (numba's compiled loops when
 installed, else numpy and scipy's CSR product), which release the GIL, so row blocks run
 concurrently on a thread pool; each block is summed in a fixed order, so the result does not
 depend on the number of threads. docs/export.md compares this with the alternatives.
@@ -28,7 +28,7 @@ class NormalisedAdjacency:
     Input self-loops are dropped and exactly one loop per node is added, as PyG's ``gcn_norm``
     does; an edge listed twice counts twice. ``deg`` gives the degrees to normalise with (the
     full graph's, for a subgraph); by default they are counted from ``edge_index``.
-    ``kernel`` ("numba" or "scipy", ``export.kernels.resolve_kernel``) builds it: numba in one
+    ``kernel`` ("numba" or "scipy", ``edgegcl_embed.kernels.resolve_kernel``) builds it: numba in one
     pass over the edges (rows in edge order), numpy with an argsort of the targets; the two
     orders sum the same terms, so products agree to float32 rounding.
     """
@@ -44,7 +44,7 @@ class NormalisedAdjacency:
             if kernel != "numba":  # numba's pass skips them itself
                 src, dst = src[~loops], dst[~loops]
         del loops
-        if deg is None:  # the counts are the GCN degrees (export.graph.gcn_degree)
+        if deg is None:  # the counts are the GCN degrees (edgegcl_embed.graph.gcn_degree)
             deg = counts
         dinv = np.asarray(deg, dtype=np.float32) ** np.float32(-0.5)
         self.indptr = np.zeros(num_nodes + 1, dtype=idx)
@@ -79,5 +79,5 @@ class NormalisedAdjacency:
     def product(self, lo: int, hi: int, h: np.ndarray, kernel: str = "scipy",
                 out: np.ndarray | None = None) -> np.ndarray:
         """(A_hat h)[lo:hi] for a C-contiguous float32 h [num_nodes, d]: float32 [hi - lo, d],
-        with ``kernel`` (export.kernels), into ``out`` when given."""
+        with ``kernel`` (edgegcl_embed.kernels), into ``out`` when given."""
         return csr_rows_product(kernel, self.data, self.indices, self.indptr, lo, hi, h, out)

@@ -1,7 +1,7 @@
 """What an edgegcl ONNX encoder looks like from outside: tensor names and metadata keys.
 
 The exporter (``edgegcl.onnx.export``) writes models to this contract and the runtime
-(``export.runtime``) reads them by it, so the two cannot drift apart.
+(``edgegcl_embed.runtime``) reads them by it, so the two cannot drift apart.
 
 Interface 2 (``edgegcl.interface = 2``, an older one, the base of interface 3):
 the file holds the encoder's *dense stages*, every one row-wise (a node's output row depends on
@@ -38,7 +38,7 @@ entries (``edgegcl.onnx.portable``; no scatter with a reduction, so every thread
 the same numbers). Inside, the tensors keep interface 3's names (``z0`` .. ``z(k-1)``,
 ``a1`` .. ``ak``, each declared in the graph's value_info) and stage 0's weight is the
 initializer ``STAGE0_INITIALIZER`` (INT8: its ``STAGE0_INITIALIZERS`` triple), so this runtime
-cuts the file back into an interface-3 model of its dense stages (``export.stages``) and
+cuts the file back into an interface-3 model of its dense stages (``edgegcl_embed.stages``) and
 aggregates with its own CSR kernels.
 
 Interface 5 (``edgegcl.interface = 5``, the current one for encoders with an ego path or a

@@ -2,8 +2,8 @@
 
 Bag-of-words features are mostly zeros, so the dense MatMul of stage 0 spends almost all its
 multiply-adds on them; a CSR product costs one row of W1 per nonzero instead. A model that
-exposes W1 (interface 3, ``export.contract``) lets the runtime take that product with its CSR
-kernel (``export.kernels``), block by block on its worker threads like the other stages: x
+exposes W1 (interface 3, ``edgegcl_embed.contract``) lets the runtime take that product with its CSR
+kernel (``edgegcl_embed.kernels``), block by block on its worker threads like the other stages: x
 handed over as a scipy sparse matrix is used as it is, and a dense x that is mostly zeros is
 converted one block at a time inside the workers; which way is cheaper depends on x's density
 and the model's precision (``use_sparse_product``). The blocks are the runtime's, so the
@@ -68,7 +68,7 @@ def dense_rows_to_csr(rows: np.ndarray) -> csr_matrix:
 def sparse_product(x: np.ndarray | csr_matrix, lo: int, hi: int, w1: np.ndarray,
                    kernel: str = "scipy", out: np.ndarray | None = None) -> np.ndarray:
     """(x W1)[lo:hi] over the nonzeros of rows lo..hi-1 of x (CSR, or dense and converted),
-    with ``kernel`` (export.kernels), into ``out`` when given."""
+    with ``kernel`` (edgegcl_embed.kernels), into ``out`` when given."""
     if issparse(x):
         return csr_rows_product(kernel, x.data, x.indices, x.indptr, lo, hi, w1, out)
     block = dense_rows_to_csr(x[lo:hi])

@@ -180,7 +180,7 @@ def _numba_kernels() -> dict[str, Callable[..., Any]]:
 
 def fill_adjacency(src: np.ndarray, dst: np.ndarray, dinv: np.ndarray, indptr: np.ndarray,
                    indices: np.ndarray, data: np.ndarray) -> None:
-    """numba's A_hat rows (Eq. of ``export.adjacency``): given indptr (one self-loop per row
+    """numba's A_hat rows (Eq. of ``edgegcl_embed.adjacency``): given indptr (one self-loop per row
     plus its in-edges that are not loops), write each row's loop, then its sources in edge
     order, and the values dinv[target] * dinv[source]; one pass over the edges, no sort."""
     _numba_kernels()["adjacency"](src, dst, dinv, indptr, indices, data)

@@ -39,7 +39,7 @@ BLOCKS_PER_STAGE = 16
 DEVICES = ("cpu", "cuda")
 
 # How stage 0 (x W1) runs: "auto" as a CSR product when that is cheaper for x's density and
-# the model's precision (export.features), "dense" always as the model's MatMul (a sparse x
+# the model's precision (edgegcl_embed.features), "dense" always as the model's MatMul (a sparse x
 # densified block by block), "sparse" always as a CSR product (a dense x converted likewise).
 FIRST_LAYER_MODES = ("auto", "dense", "sparse")
 
@@ -83,7 +83,7 @@ def portable_session(path: str | Path, threads: int = 1,
 class EncoderSession:
     """An exported encoder, opened for inference, with its ``edgegcl.*`` metadata.
 
-    A portable file (interface 4 or 5) is cut into its dense stages (``export.stages``) and run
+    A portable file (interface 4 or 5) is cut into its dense stages (``edgegcl_embed.stages``) and run
     like an interface-3 file: ``session`` is the stages' onnxruntime session.
 
     ``threads``: worker threads for the row blocks (default: every available core). Each
@@ -95,7 +95,7 @@ class EncoderSession:
     exposes W1 (interface 3) takes stage 0 as a CSR product over x's nonzeros instead of its
     MatMul; ``stage0_weight`` is that W1, None for models without it (interface 1 and 2 files,
     models whose first layer aggregates first), which always densify a sparse x. ``kernel``
-    (export.kernels.KERNELS): the CSR product for the aggregation and the sparse first layer,
+    (edgegcl_embed.kernels.KERNELS): the CSR product for the aggregation and the sparse first layer,
     the faster of numba's and scipy's on this machine ("auto", ``kernels.faster_kernel``);
     ``self.kernel`` is the one chosen, and assigning it
     switches (``sparse_work`` and ``kernels.one_shot_kernel`` choose for a single embedding).
@@ -212,7 +212,7 @@ class EncoderSession:
 
     @property
     def kernel(self) -> str:
-        """The CSR kernel in use, "numba" or "scipy" (export.kernels)."""
+        """The CSR kernel in use, "numba" or "scipy" (edgegcl_embed.kernels)."""
         return self._kernel
 
     @kernel.setter

@@ -3,7 +3,7 @@ package.
 
 A portable file is one graph from ``x`` and ``edge_index`` to ``embeddings`` whose aggregated
 tensors ``a1`` .. ``ak`` and stage outputs ``z0`` .. ``z(k-1)`` are named as in interface 3
-(``export.contract``). ``stage_model`` keeps the nodes between those names (every ancestor of
+(``edgegcl_embed.contract``). ``stage_model`` keeps the nodes between those names (every ancestor of
 the stage outputs, stopping at ``x`` and the ``aj``) and returns an interface-3 model: the
 runtime then aggregates with its CSR kernels instead of the file's Loop, and runs the stages on
 row blocks. The file's stage-0 weight, an initializer named by ``STAGE0_INITIALIZERS``, is

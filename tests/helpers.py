@@ -45,6 +45,6 @@ def selector_of(cfg, mode: str = "full", seed: int = 0):
     """The negative selection the Trainer builds for ``cfg`` in ``mode``."""
     from edgegcl.contrast.module import HANSContrast
 
-    return HANSContrast.from_config(cfg.schedule, cfg.contrast, hans=cfg.hans, epochs=cfg.epochs,
-                                    refresh_every=cfg.T_int if mode == "full" else 1,
+    return HANSContrast.from_config(cfg.schedule, cfg.contrast, hans=cfg.hans, epochs=cfg.run.epochs,
+                                    refresh_every=cfg.schedule.T_int if mode == "full" else 1,
                                     seed=seed).selector

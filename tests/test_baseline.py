@@ -42,7 +42,7 @@ def test_no_scheduler_contrasts_every_candidate_from_the_first_step(logits: str,
     torch.manual_seed(0)
     h1, h2 = torch.randn(50, 8), torch.randn(50, 8)
     cfg = TrainConfig(scheduler="none", logits=logits, stratify=stratify, tau=0.5)
-    out = contrast(h1, h2, cfg.tau, cfg.logits, selector_of(cfg), cfg.build_scheduler(), step=1)
+    out = contrast(h1, h2, cfg.contrast.tau, cfg.contrast.logits, selector_of(cfg), cfg.build_scheduler(), step=1)
     assert out.loss.item() == pytest.approx(_grace_loss(h1, h2, 0.5).item(), rel=1e-5)
 
 
@@ -50,7 +50,7 @@ def test_hans_at_its_bootstrap_uses_a_few_negatives_not_all() -> None:
     torch.manual_seed(0)
     h1, h2 = torch.randn(50, 8), torch.randn(50, 8)
     cfg = TrainConfig(tau=0.5)
-    out = contrast(h1, h2, cfg.tau, cfg.logits, selector_of(cfg), cfg.build_scheduler(), step=1)
+    out = contrast(h1, h2, cfg.contrast.tau, cfg.contrast.logits, selector_of(cfg), cfg.build_scheduler(), step=1)
     assert out.loss.item() != pytest.approx(_grace_loss(h1, h2, 0.5).item(), rel=1e-3)
 
 

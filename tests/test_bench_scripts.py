@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import importlib
+import importlib.util
 import io
 import pkgutil
 import sys
@@ -46,7 +47,7 @@ def test_a_bench_script_imports_what_exists(name: str) -> None:
 def test_a_bench_script_answers_help(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     module = importlib.import_module(f"bench.{name}")
     main = getattr(module, "main", None)
-    if main is None:  # a library of the scripts (harness, machine, sweep)
+    if main is None or name == "__main__":  # a library of the scripts; the dispatcher (below)
         return
     monkeypatch.setattr(sys, "argv", [name, "--help"])
     out = io.StringIO()
@@ -59,3 +60,42 @@ def test_sweep_records_keep_the_ratios_as_the_results_files_do() -> None:
     from bench.sweep import ratios_text
 
     assert ratios_text({"hard": 30.0, "inter": 50.0, "easy": 20.0}) == "20,30,50"  # easy first
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_a_bench_script_uses_the_public_api_and_the_harness_writer(name: str) -> None:
+    """What a benchmark imports of the library is public (no leading underscore; in the
+    module's ``__all__`` where it has one), and it writes its results through
+    ``bench.harness`` alone (one way to write: atomically, where results go)."""
+    private = []
+    for module, attr, line in _imported_names(Path(bench.__path__[0]) / f"{name}.py"):
+        if module.split(".")[0] == "bench":
+            continue
+        target = importlib.import_module(module)
+        public = getattr(target, "__all__", None)
+        submodule = importlib.util.find_spec(f"{module}.{attr}") is not None \
+            if hasattr(target, "__path__") else False
+        if attr.startswith("_") or (public is not None and attr not in public
+                                    and not submodule):
+            private.append(f"line {line}: {module}.{attr}")
+        if attr == "write_atomic" and name != "harness":
+            private.append(f"line {line}: writes with {module}.write_atomic, not bench.harness")
+    assert not private, f"bench/{name}.py: {private}"
+
+
+def test_python_m_bench_lists_and_runs_every_benchmark(capsys: pytest.CaptureFixture,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.__main__ import benchmarks, main
+
+    listed = benchmarks()
+    scripts = {m for m in MODULES if hasattr(importlib.import_module(f"bench.{m}"), "main")
+               and m != "__main__"}
+    assert set(listed) == scripts and all(listed.values())
+    assert main([]) == 0
+    shown = capsys.readouterr().out
+    assert all(name in shown for name in listed)
+    monkeypatch.setattr(sys, "argv", sys.argv)  # restored after main sets it
+    with pytest.raises(SystemExit) as stop:
+        main(["threads", "--help"])
+    assert stop.value.code == 0 and "usage: python -m bench threads" in capsys.readouterr().out
+    assert main(["no-such-bench"]) == 2 and "lists them" in capsys.readouterr().err

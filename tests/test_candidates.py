@@ -179,7 +179,7 @@ def test_active_negatives_are_never_intra_view(stratify_, logits, eta):
     hans.eta = {c: eta for c in CATEGORIES}
     assert hans.saturated == (eta == 1.0)
     for step in (1, 2):
-        out = contrast(h1, h2, cfg.tau, cfg.logits, selector, hans, step)
+        out = contrast(h1, h2, cfg.contrast.tau, cfg.contrast.logits, selector, hans, step)
         assert torch.isfinite(out.loss)
         for a in selector._active:
             assert a.num_cand == b - 1
@@ -237,10 +237,10 @@ def test_a_full_budget_and_the_baseline_contrast_every_inter_view_candidate(
                       logits=logits, tau=TAU, pick=pick_for(stratify_), theta_max=1.0)
     hans = cfg.build_scheduler()
     hans.eta = dict.fromkeys(CATEGORIES, 1.0)
-    out = contrast(h1, h2, cfg.tau, cfg.logits, selector_of(cfg), hans, step=1)
+    out = contrast(h1, h2, cfg.contrast.tau, cfg.contrast.logits, selector_of(cfg), hans, step=1)
     assert out.loss.item() == pytest.approx(inter_view_loss(h1, h2, TAU).item(), abs=1e-5)
     both = dataclasses.replace(cfg, candidates="both")
-    other = contrast(h1, h2, both.tau, both.logits, selector_of(both), hans, step=1)
+    other = contrast(h1, h2, both.contrast.tau, both.contrast.logits, selector_of(both), hans, step=1)
     assert abs(other.loss.item() - out.loss.item()) > 0.1
 
 
@@ -269,7 +269,7 @@ def test_hans_contrast_module_takes_the_option():
 # ---- configuration and the command line --------------------------------------------------
 
 def test_config_field_defaults_to_both_validates_and_round_trips(tmp_path):
-    assert TrainConfig().candidates == "both"
+    assert TrainConfig().contrast.candidates == "both"
     validate(TrainConfig(candidates="inter"))
     with pytest.raises(UsageError, match="--candidates must be one of both, inter"):
         validate(TrainConfig(candidates="intra"))

@@ -253,7 +253,7 @@ def test_config_file_with_flag_override(tmp_path: Path, capsys: pytest.CaptureFi
     assert resolved["tau"] == 0.3            # file beats default
     assert resolved["epochs"] == 6           # TINY's --epochs 6 beats the file's 4
     assert resolved["eval_every"] == 3       # TINY's --eval-every 3 beats the file's 2
-    assert resolved["lr"] == TrainConfig().lr
+    assert resolved["lr"] == TrainConfig().run.lr
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["num_nodes"] == 80
     assert [h["epoch"] for h in metrics["seeds"][0]["history"]] == [3, 6]
@@ -449,12 +449,12 @@ def test_a_named_dataset_starts_from_its_tuned_defaults(tmp_path: Path,
     assert code == 0, err
     assert "tuned defaults, CiteSeer.toml" in err
     cfg = build(load_toml(tmp_path / "tuned" / "config.toml"), {})
-    assert (cfg.tau, cfg.hidden_dim, cfg.epochs) == (0.9, 16, 6)  # the file's tau, the flags
+    assert (cfg.contrast.tau, cfg.model.hidden_dim, cfg.run.epochs) == (0.9, 16, 6)  # the file's tau, the flags
     (tmp_path / "plain.toml").write_text("[run]\neval_every = 3\n")
     code, _, err = _run_main(["train", "--dataset", "citeseer", *TINY, "--out", "plain",
                               "--config", "plain.toml"])
     assert code == 0 and "tuned defaults" not in err, err
-    assert load_toml(tmp_path / "plain" / "config.toml")["tau"] == TrainConfig().tau
+    assert load_toml(tmp_path / "plain" / "config.toml")["tau"] == TrainConfig().contrast.tau
 
 
 def test_hardest_pick_with_sampled_strata_is_one_line(tmp_path: Path) -> None:

@@ -82,12 +82,12 @@ def test_round_trip_of_control_characters(tmp_path: Path) -> None:
 def test_file_overrides_defaults_and_flags_override_file(tmp_path: Path) -> None:
     path = _write(tmp_path, 'epochs = 12\ntheta_max = 0.5\nratios = "10,40,50"\nT_int = 3\n')
     cfg = build(load_toml(path), {"theta_max": 0.8, "seeds": 4})
-    assert cfg.epochs == 12            # file beats default (500)
-    assert cfg.theta_max == 0.8        # flag beats file (0.5)
-    assert cfg.ratios == {"easy": 10.0, "hard": 40.0, "inter": 50.0}  # file beats default
-    assert cfg.T_int == 3
-    assert cfg.seeds == 4              # flag beats default
-    assert cfg.tau == TrainConfig().tau  # untouched default
+    assert cfg.run.epochs == 12            # file beats default (500)
+    assert cfg.schedule.theta_max == 0.8        # flag beats file (0.5)
+    assert cfg.schedule.ratios == {"easy": 10.0, "hard": 40.0, "inter": 50.0}  # file beats default
+    assert cfg.schedule.T_int == 3
+    assert cfg.run.seeds == 4              # flag beats default
+    assert cfg.contrast.tau == TrainConfig().contrast.tau  # untouched default
 
 
 def test_build_without_file_is_defaults() -> None:
@@ -96,8 +96,8 @@ def test_build_without_file_is_defaults() -> None:
 
 def test_build_coerces_flag_values() -> None:
     cfg = build({}, {"epochs": "7", "tau": "0.5"})
-    assert cfg.epochs == 7 and isinstance(cfg.epochs, int)
-    assert cfg.tau == 0.5 and isinstance(cfg.tau, float)
+    assert cfg.run.epochs == 7 and isinstance(cfg.run.epochs, int)
+    assert cfg.contrast.tau == 0.5 and isinstance(cfg.contrast.tau, float)
 
 
 def test_build_validates() -> None:
@@ -252,13 +252,13 @@ def test_paper_presets_carry_what_the_paper_states(name: str, ratios: str,
 
     assert name in list_presets()
     cfg = build(load_toml(name), {})
-    assert (cfg.ratios, cfg.theta_max, cfg.epochs) == (TrainConfig(ratios=ratios).ratios,
+    assert (cfg.schedule.ratios, cfg.schedule.theta_max, cfg.run.epochs) == (TrainConfig(ratios=ratios).schedule.ratios,
                                                        theta_max, 2000)
-    assert TrainConfig(ratios=flag_form(cfg.ratios)).ratios == cfg.ratios  # keyed round trip
-    assert (cfg.T_init, cfg.T_int, cfg.e, cfg.gamma, cfg.b) == (60, 20, 10, 0.99, 0.05)
-    assert cfg.protocol == "both" and cfg.scheduler == "hans" and cfg.eval_every == 50
-    assert cfg.dataset == name.split("-")[1]
-    assert build(load_toml(name), {"theta_max": 0.3}).theta_max == 0.3  # flags still win
+    assert TrainConfig(ratios=flag_form(cfg.schedule.ratios)).schedule.ratios == cfg.schedule.ratios  # keyed round trip
+    assert (cfg.schedule.T_init, cfg.schedule.T_int, cfg.hans.e, cfg.hans.gamma, cfg.schedule.b) == (60, 20, 10, 0.99, 0.05)
+    assert cfg.run.protocol == "both" and cfg.schedule.scheduler == "hans" and cfg.run.eval_every == 50
+    assert cfg.data.dataset == name.split("-")[1]
+    assert build(load_toml(name), {"theta_max": 0.3}).schedule.theta_max == 0.3  # flags still win
 
 
 def test_unknown_config_name_lists_the_presets() -> None:
@@ -273,9 +273,9 @@ def test_config_file_in_sections_with_typed_values(tmp_path: Path) -> None:
                             "inter = 50\n[run]\nfanout = [5, 3]\nepochs = 7\n"
                             "[hans.c_cat]\nhard = 0.1\ninter = 0.2\neasy = 0.3\n")
     cfg = build(load_toml(path), {})
-    assert cfg.ratios == {"easy": 10.0, "hard": 40.0, "inter": 50.0}
-    assert cfg.c_cat == {"hard": 0.1, "inter": 0.2, "easy": 0.3}
-    assert (cfg.fanout, cfg.epochs, cfg.theta_max) == ([5, 3], 7, 0.6)
+    assert cfg.schedule.ratios == {"easy": 10.0, "hard": 40.0, "inter": 50.0}
+    assert cfg.schedule.c_cat == {"hard": 0.1, "inter": 0.2, "easy": 0.3}
+    assert (cfg.run.fanout, cfg.run.epochs, cfg.schedule.theta_max) == ([5, 3], 7, 0.6)
 
 
 def test_written_config_has_one_table_per_section(tmp_path: Path) -> None:
@@ -319,12 +319,17 @@ def test_the_config_is_made_of_sections_owned_by_their_layers() -> None:
             "from edgegcl.tomlfile import read_toml"]  # no layer: only these two helpers
 
 
-def test_a_flat_name_reads_its_section() -> None:
+def test_a_flat_name_sets_its_section_and_option_value_reads_it() -> None:
+    from edgegcl.training.config import option_value
+
     cfg = TrainConfig(theta_max=0.6, tau=0.5, epochs=9)
-    assert (cfg.theta_max, cfg.tau, cfg.epochs) == (cfg.schedule.theta_max, cfg.contrast.tau, 9)
+    assert [option_value(cfg, n) for n in ("theta_max", "tau", "epochs")] == [0.6, 0.5, 9] \
+        == [cfg.schedule.theta_max, cfg.contrast.tau, cfg.run.epochs]
     assert dataclasses.replace(cfg, theta_max=0.3).schedule.theta_max == 0.3
-    with pytest.raises(AttributeError):
-        cfg.no_such_option  # noqa: B018
+    with pytest.raises(AttributeError):  # no flat alias: the section says where it lives
+        cfg.theta_max  # noqa: B018
+    with pytest.raises(KeyError):
+        option_value(cfg, "no_such_option")
     with pytest.raises(TypeError, match="no_such_option"):
         TrainConfig(no_such_option=1)
 
@@ -368,7 +373,7 @@ def test_a_flat_config_toml_of_an_earlier_version_still_loads(tmp_path: Path) ->
     old = ('dataset = "Cora"\nfanout = "5,5"\nratios = "10,40,50"\nc_cat = "0.1,0.2,0.3"\n'
            "theta_max = 0.6\nT_int = 20\n")
     cfg = build(load_toml(_write(tmp_path, old)), {})
-    assert (cfg.fanout, cfg.ratio_map()["hard"], cfg.c_cat["easy"]) == ([5, 5], 0.4, 0.3)
+    assert (cfg.run.fanout, cfg.ratio_map()["hard"], cfg.schedule.c_cat["easy"]) == ([5, 5], 0.4, 0.3)
 
 
 def test_tuned_defaults_are_the_preset_named_after_the_dataset() -> None:
@@ -388,12 +393,12 @@ def test_a_file_from_before_pick_keeps_its_readings(tmp_path: Path) -> None:
     path = _write(tmp_path, '[hans]\ntheta_max = 0.5\n[contrast]\nhard_pick = "random"\n'
                             'stratify = "sampled"\n')
     cfg = build(load_toml(path), {})
-    assert (cfg.pick, cfg.stratify, cfg.pace, cfg.category_loss, cfg.gate) == \
+    assert (cfg.contrast.pick, cfg.contrast.stratify, cfg.schedule.pace, cfg.hans.category_loss, cfg.hans.gate) == \
         ("random", "sampled", "fixed", "sum", "any")
     top = build(load_toml(_write(tmp_path, 'hard_pick = "top"\n', "flat.toml")), {})
-    assert top.pick == "hardest" and top.stratify == "exact"
+    assert top.contrast.pick == "hardest" and top.contrast.stratify == "exact"
     newer = build(load_toml(_write(tmp_path, '[contrast]\npick = "random"\n', "new.toml")), {})
-    assert (newer.pace, newer.gate, newer.category_loss) == ("deadline", "total", "mean")
+    assert (newer.schedule.pace, newer.hans.gate, newer.hans.category_loss) == ("deadline", "total", "mean")
     message = _usage_error(load_toml, _write(tmp_path, 'hard_pick = "best"\n', "bad.toml"))
     assert "hard_pick" in message and "pick = hardest" in message
 

@@ -100,7 +100,7 @@ def test_the_random_subset_baseline_draws_uniformly_as_many_as_hans_would() -> N
     h1, h2 = torch.randn(b, 8), torch.randn(b, 8)
     from edgegcl.contrast.loss import similarities
 
-    cand = similarities(h1, h2, cfg.tau).candidates(0)
+    cand = similarities(h1, h2, cfg.contrast.tau).candidates(0)
     rows = torch.arange(b)
     cand[rows, rows] = cand[rows, rows + b] = -torch.inf
     top = torch.zeros_like(cand, dtype=torch.bool).scatter_(
@@ -108,7 +108,7 @@ def test_the_random_subset_baseline_draws_uniformly_as_many_as_hans_would() -> N
     shares = []
     for step in range(1, 9):
         hans.eta = dict.fromkeys(("hard", "inter", "easy"), 1.0)
-        out = engine_contrast(h1, h2, cfg.tau, cfg.logits, selector, hans, step)
+        out = engine_contrast(h1, h2, cfg.contrast.tau, cfg.contrast.logits, selector, hans, step)
         assert torch.isfinite(out.loss)
         active = selector._active[0]
         assert active.cols.size(1) == sum(hans.counts(2 * b - 2).values())

@@ -23,7 +23,7 @@ from edgegcl.training.config import TrainConfig
 from edgegcl.data.sampling import ShardedIndices
 from edgegcl.data.synthetic import SyntheticSpec, synthetic_graph
 from edgegcl.training.engine import Trainer
-from edgegcl.training.step import structure_loader
+from edgegcl.training.placement import structure_loader
 
 B, DIM = 24, 12
 SETTINGS = [(s, c) for c in ("both", "inter") for s in ("none", "hans")]
@@ -77,7 +77,7 @@ def _worker(rank: int, port: int, tmp: str, conn: Connection) -> None:
         out["metrics"] = bool(metrics)
         out["choice"] = metrics["seeds"][0]["encoder_choice"] if metrics else None
         trainer = Trainer(cfg, DIM, mode="minibatch", seed=1, world=world)
-        loader = structure_loader(data, cfg, 1, (rank, 2))
+        loader = structure_loader(data, cfg.run, 1, (rank, 2))
         for _ in range(6):
             trainer.fit_epoch(data.x, loader=loader)
         out["eta"] = dict(trainer.hans.eta)

@@ -34,9 +34,9 @@ def test_trainer_equals_the_loop_written_by_hand(data) -> None:
     trainer = Trainer(CFG, 12, seed=3)
     torch.manual_seed(3)
     model = AdNGCL(12, CFG.model)
-    opt = torch.optim.Adam(model.parameters(), lr=CFG.lr, weight_decay=CFG.weight_decay)
-    contrast = HANSContrast.from_config(CFG.schedule, CFG.contrast, hans=CFG.hans, epochs=CFG.epochs,
-                                        refresh_every=CFG.T_int, seed=3)
+    opt = torch.optim.Adam(model.parameters(), lr=CFG.run.lr, weight_decay=CFG.run.weight_decay)
+    contrast = HANSContrast.from_config(CFG.schedule, CFG.contrast, hans=CFG.hans, epochs=CFG.run.epochs,
+                                        refresh_every=CFG.schedule.T_int, seed=3)
     views = Views(CFG.augment, seed=3)
     for epoch in range(1, 9):
         ours = trainer.fit_epoch(x, data.edge_index)
@@ -50,7 +50,7 @@ def test_trainer_equals_the_loop_written_by_hand(data) -> None:
         contrast.step()
         assert ours.loss == out.loss.item()
     hans = contrast.hans
-    assert trainer.hans.eta == hans.eta and trainer.hans.eta["hard"] > CFG.eta_0
+    assert trainer.hans.eta == hans.eta and trainer.hans.eta["hard"] > CFG.schedule.eta_0
     assert all(torch.equal(a, b) for a, b in zip(trainer.model.state_dict().values(),
                                                   model.state_dict().values()))
 

@@ -45,12 +45,12 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _encoder(cfg: TrainConfig, seed: int = 0) -> GCNEncoder:
     torch.manual_seed(seed)
-    return GCNEncoder(cfg.features, cfg.model_config()).eval()
+    return GCNEncoder(cfg.synthetic.features, cfg.model_config()).eval()
 
 
 def _graph(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """A synthetic graph plus self-loops and a duplicate edge (both need care in GCN)."""
-    data = synthetic_graph(SyntheticSpec(n, 3, CFG.features, avg_degree=6.0, seed=seed))
+    data = synthetic_graph(SyntheticSpec(n, 3, CFG.synthetic.features, avg_degree=6.0, seed=seed))
     extra = torch.tensor([[0, 1, 2, 2], [0, 2, 2, 5]])
     return data.x, torch.cat([data.edge_index, extra, data.edge_index[:, :3]], dim=1)
 
@@ -58,7 +58,7 @@ def _graph(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
 def _make_run(run_dir: Path, cfg: TrainConfig = CFG, seed: int = 0) -> Path:
     run_dir.mkdir(parents=True)
     save_checkpoint(run_dir / "checkpoint.pt", _encoder(cfg, seed).state_dict(), cfg,
-                    cfg.features, seed, 0)
+                    cfg.synthetic.features, seed, 0)
     return run_dir
 
 
@@ -85,21 +85,21 @@ def test_round_trip_on_two_graph_sizes(tmp_path: Path, activation: str,
             encoder.act1.weight.uniform_(-slope, slope)
             encoder.act2.weight.uniform_(-slope, slope)
     path = tmp_path / "m.onnx"
-    export_encoder(Checkpoint(encoder, cfg, cfg.features, 0, 0), path)
+    export_encoder(Checkpoint(encoder, cfg, cfg.synthetic.features, 0, 0), path)
     session = EncoderSession(path)
     for n, seed in ((150, 0), (37, 1)):
         x, edge_index = _graph(n, seed)
         with torch.no_grad():
             expected = encoder(x, edge_index).numpy()
         got = session.embed(x.numpy(), edge_index.numpy(), batch_size=0)
-        assert got.shape == (n, cfg.out_dim)
+        assert got.shape == (n, cfg.model.out_dim)
         np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
 
 
 def test_graph_without_edges(tmp_path: Path) -> None:
     encoder, path = _encoder(CFG), tmp_path / "m.onnx"
-    export_encoder(Checkpoint(encoder, CFG, CFG.features, 0, 0), path)
-    x, edge_index = torch.randn(3, CFG.features), torch.zeros(2, 0, dtype=torch.long)
+    export_encoder(Checkpoint(encoder, CFG, CFG.synthetic.features, 0, 0), path)
+    x, edge_index = torch.randn(3, CFG.synthetic.features), torch.zeros(2, 0, dtype=torch.long)
     with torch.no_grad():
         expected = encoder(x, edge_index).numpy()
     got = EncoderSession(path).embed(x.numpy(), edge_index.numpy())
@@ -108,7 +108,7 @@ def test_graph_without_edges(tmp_path: Path) -> None:
 
 def test_metadata_read_back(tmp_path: Path) -> None:
     path = tmp_path / "m.onnx"
-    export_encoder(Checkpoint(_encoder(CFG), CFG, CFG.features, 0, 0), path, opset=18)
+    export_encoder(Checkpoint(_encoder(CFG), CFG, CFG.synthetic.features, 0, 0), path, opset=18)
     model = onnx.load(str(path))
     props = {p.key: p.value for p in model.metadata_props}
     assert props["edgegcl.version"] == __version__
@@ -143,7 +143,7 @@ def test_stage_model_matches_torch_in_both_orders(tmp_path: Path, features: int)
     export_encoder(Checkpoint(encoder, cfg, features, 0, 0), path)
     session = EncoderSession(path, threads=2)
     # the runtime cut the portable file into the stages: stage 0 (x W1) only when 40 -> 16
-    narrows = features > cfg.hidden_dim
+    narrows = features > cfg.model.hidden_dim
     assert {i.name for i in session.session.get_inputs()} == (
         {"x", "a1", "a2"} if narrows else {"a1", "a2"})
     assert ("w1" in {o.name for o in session.session.get_outputs()}) == narrows
@@ -160,8 +160,8 @@ def test_stage_model_matches_torch_in_both_orders(tmp_path: Path, features: int)
 def test_interface1_files_still_load(tmp_path: Path) -> None:
     """Files written before interface 2 (ScatterND, no edgegcl.interface key) still embed."""
     encoder, old, new = _encoder(CFG), tmp_path / "old.onnx", tmp_path / "new.onnx"
-    export_legacy(Checkpoint(encoder, CFG, CFG.features, 0, 0), old, interface=1)
-    export_encoder(Checkpoint(encoder, CFG, CFG.features, 0, 0), new)
+    export_legacy(Checkpoint(encoder, CFG, CFG.synthetic.features, 0, 0), old, interface=1)
+    export_encoder(Checkpoint(encoder, CFG, CFG.synthetic.features, 0, 0), new)
     model = onnx.load(str(old))
     props = [p for p in model.metadata_props if p.key != "edgegcl.interface"]
     del model.metadata_props[:]
@@ -181,7 +181,7 @@ def test_interface1_files_still_load(tmp_path: Path) -> None:
 
 def test_check_fails_loudly_with_the_number(tmp_path: Path) -> None:
     path = tmp_path / "m.onnx"
-    export_encoder(Checkpoint(_encoder(CFG, seed=0), CFG, CFG.features, 0, 0), path)
+    export_encoder(Checkpoint(_encoder(CFG, seed=0), CFG, CFG.synthetic.features, 0, 0), path)
     x, edge_index = _graph(150, 0)
     assert [c.graph for c in check_against_torch(path, _encoder(CFG, 0), x, edge_index)] == [
         "training graph", "random subgraph", "training graph, portable model alone",
@@ -266,7 +266,7 @@ def test_existing_output_is_never_overwritten_without_force(tmp_path: Path) -> N
     assert "--force" in line and target.read_bytes() == b"precious"
     code, _, err = _run_main(["export", str(target), "--run", str(run), "--force"])
     assert code == 0, err
-    assert EncoderSession(target).metadata.in_dim == CFG.features
+    assert EncoderSession(target).metadata.in_dim == CFG.synthetic.features
 
 
 def test_quantize_int8_writes_model_and_report(tmp_path: Path) -> None:
@@ -401,11 +401,11 @@ def test_an_existing_file_that_is_not_this_export_is_not_reused(
     elif existing == "foreign":
         _foreign_model(target)
     elif existing == "interface3":
-        export_legacy(Checkpoint(_encoder(CFG), CFG, CFG.features, 0, 0), target, interface=3)
+        export_legacy(Checkpoint(_encoder(CFG), CFG, CFG.synthetic.features, 0, 0), target, interface=3)
     else:  # the same configuration with other weights, or other weights of another one
         cfg = CFG if existing == "other_encoder" else TrainConfig(**{**CFG.to_dict(),
                                                                      "tau": 0.3})
-        export_encoder(Checkpoint(_encoder(cfg, seed=5), cfg, CFG.features, 0, 0), target)
+        export_encoder(Checkpoint(_encoder(cfg, seed=5), cfg, CFG.synthetic.features, 0, 0), target)
     before = target.read_bytes()
     line = _usage_error(*_run_main(["export", "m.onnx", "--run", str(run), "--quantize", "int8",
                                     "--graph-out", "g.npz"]))

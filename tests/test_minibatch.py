@@ -9,7 +9,7 @@ from collections import namedtuple
 import pytest
 import torch
 
-import edgegcl.training.step as train_mod
+import edgegcl.training.placement as train_mod
 from edgegcl.cli.main import main
 from edgegcl.training.config import TrainConfig
 from edgegcl.data import SyntheticSpec, synthetic_graph
@@ -17,7 +17,7 @@ from edgegcl.contrast.hans import CATEGORIES
 from edgegcl.data.sampling import make_loader
 from edgegcl.contrast.selection import NegativeSelector
 from edgegcl.training.engine import Trainer
-from edgegcl.training.step import resolve_mode
+from edgegcl.training.placement import resolve_mode
 from helpers import contrast
 
 TINY = ["--nodes", "150", "--features", "16", "--epochs", "4", "--eval-every", "2",
@@ -40,7 +40,7 @@ def test_whole_graph_batch_with_full_fanout_gives_the_full_graph_loss(eta):
     def loss(ei, hops, rows):
         trainer.views.generator.manual_seed(0)
         h1, h2 = trainer.project(data.x, ei, hops, rows)
-        return contrast(h1, h2, cfg.tau, cfg.logits, NegativeSelector(cfg.ratio_map(), 1), hans,
+        return contrast(h1, h2, cfg.contrast.tau, cfg.contrast.logits, NegativeSelector(cfg.ratio_map(), 1), hans,
                         1)
 
     full = loss(data.edge_index, None, None)
@@ -129,9 +129,9 @@ def test_a_step_gathers_its_batch_features_and_frees_them_before_view_2():
 
     g = torch.Generator().manual_seed(7)  # the same draws, in Views' order
     x = data.x[batch.n_id]
-    x_1 = mask_columns(x, cfg.p_feature_1, g)
-    e_1 = remove_edges(batch.edge_index, cfg.p_edge_1, g)
-    x_2 = mask_half_rows_columns(x, cfg.p_feature_2, g)
-    e_2 = remove_edges(batch.edge_index, cfg.p_edge_2, g)
+    x_1 = mask_columns(x, cfg.augment.p_feature_1, g)
+    e_1 = remove_edges(batch.edge_index, cfg.augment.p_edge_1, g)
+    x_2 = mask_half_rows_columns(x, cfg.augment.p_feature_2, g)
+    e_2 = remove_edges(batch.edge_index, cfg.augment.p_edge_2, g)
     torch.testing.assert_close(h1, model.project(model(x_1, e_1, hops)))
     torch.testing.assert_close(h2, model.project(model(x_2, e_2, hops)))

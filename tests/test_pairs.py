@@ -205,13 +205,13 @@ def test_a_plain_run_takes_the_pairs_path_while_few_negatives_are_active(monkeyp
     monkeypatch.setattr(train, "pair_similarities", spy)
     h1, h2 = views(b=600, d=8)
     cfg = TrainConfig(encoder="gcn", pick="random", scheduler="hans", theta_max=1.0)
-    assert cfg.logits == "auto" and cfg.stratify == "auto"  # sampled with random members
+    assert cfg.contrast.logits == "auto" and cfg.contrast.stratify == "auto"  # sampled with random members
     hans = cfg.build_scheduler()  # bootstrap: eta_0 = 0.05
     selector = NegativeSelector(cfg.ratio_map(), 1)
-    contrast(h1, h2, cfg.tau, cfg.logits, selector, hans, 1)
+    contrast(h1, h2, cfg.contrast.tau, cfg.contrast.logits, selector, hans, 1)
     assert taken == ["pairs"]
     hans.eta = dict.fromkeys(CATEGORIES, 1.0)  # theta_max = 1 saturated: every negative
-    out = contrast(h1, h2, cfg.tau, cfg.logits, selector, hans, 2)
+    out = contrast(h1, h2, cfg.contrast.tau, cfg.contrast.logits, selector, hans, 2)
     assert taken == ["pairs"] and out.loss.requires_grad
 
 
@@ -251,9 +251,9 @@ def test_after_saturation_sampled_strata_take_a_uniform_sample_without_ranking(m
     selector = NegativeSelector(cfg.ratio_map(), 1)
     counts, size, labels = selector.plan(500, hans)
     assert size == sum(counts.values()) == 197 and not labels  # 59 + 99 + 39 of 998
-    out = contrast(h1, h2, cfg.tau, cfg.logits, selector, hans, 1)
+    out = contrast(h1, h2, cfg.contrast.tau, cfg.contrast.logits, selector, hans, 1)
     assert out.loss.requires_grad and math.isfinite(out.loss.item())
     assert all(math.isnan(v) for v in out.category.values())
     hans.eta["easy"] = 0.5  # not saturated: ranked again, categories read
     with pytest.raises(AssertionError, match="ranked"):
-        contrast(h1, h2, cfg.tau, cfg.logits, NegativeSelector(cfg.ratio_map(), 1), hans, 1)
+        contrast(h1, h2, cfg.contrast.tau, cfg.contrast.logits, NegativeSelector(cfg.ratio_map(), 1), hans, 1)

@@ -58,8 +58,8 @@ def test_calibrate_halves_the_batch_until_a_theta_fits(graph, monkeypatch):
     seen = []
 
     def fake(data, cfg, device, theta):  # epoch time grows with batch size and theta
-        seen.append((cfg.batch_size, theta))
-        return Cost(cfg.batch_size * theta / 100, 1000)
+        seen.append((cfg.run.batch_size, theta))
+        return Cost(cfg.run.batch_size * theta / 100, 1000)
     monkeypatch.setattr(profiler, "measure_theta", fake)
     cfg = replace(SMALL, mode="minibatch", batch_size=400)
     cal = profiler.calibrate(graph, cfg, _profile(target_epoch_s=1.0), torch.device("cpu"),
@@ -71,7 +71,7 @@ def test_calibrate_halves_the_batch_until_a_theta_fits(graph, monkeypatch):
     assert all(b * t / 100 > 0.9 for b, t in seen if b == cal.batch_size and t > cal.chosen)
 
     monkeypatch.setattr(profiler, "measure_theta",
-                        lambda data, cfg, device, theta: Cost(cfg.batch_size / 10, 1000))
+                        lambda data, cfg, device, theta: Cost(cfg.run.batch_size / 10, 1000))
     cal = profiler.calibrate(graph, cfg, _profile(target_epoch_s=3.0), torch.device("cpu"),
                              log=lambda _: None)
     assert cal.batch_size == 25 and cal.chosen == 1.0  # 400 -> 200 -> 100 -> 50 -> 25 fits
@@ -81,7 +81,7 @@ def test_calibrate_halves_the_batch_until_a_theta_fits(graph, monkeypatch):
 def test_calibrate_measures_both_logits_paths_and_trains_with_the_cheaper(graph, monkeypatch):
     """Pairs cheaper below theta 0.3 (a crossover), dense above: each theta keeps its cheaper."""
     def fake(data, cfg, device, theta):
-        pairs = cfg.logits == "pairs"
+        pairs = cfg.contrast.logits == "pairs"
         return Cost(theta * (1.0 if pairs else 0.5) + (0.0 if pairs else 0.15), 1000)
     monkeypatch.setattr(profiler, "measure_theta", fake)
     cal = profiler.calibrate(graph, SMALL, _profile(target_epoch_s=1.0), torch.device("cpu"),
@@ -100,7 +100,7 @@ def test_calibrate_stops_at_the_profiles_smallest_batch(graph, monkeypatch):
     tried = []
 
     def fake(data, cfg, device, theta):
-        tried.append(cfg.batch_size)
+        tried.append(cfg.run.batch_size)
         return Cost(100.0, 1000)
     monkeypatch.setattr(profiler, "measure_theta", fake)
     cfg = replace(SMALL, mode="minibatch", batch_size=64)
@@ -153,7 +153,7 @@ def test_the_closest_fit_is_the_fastest_over_every_batch_size_tried(graph, monke
     """Epoch time lowest at batch 100 (of 400, 200, 100, 50): that batch is trained."""
     times = {400: 5.0, 200: 3.0, 100: 2.0, 50: 4.0}
     monkeypatch.setattr(profiler, "measure_theta",
-                        lambda data, cfg, device, theta: Cost(times[cfg.batch_size] + theta,
+                        lambda data, cfg, device, theta: Cost(times[cfg.run.batch_size] + theta,
                                                               1000))
     cfg = replace(SMALL, mode="minibatch", batch_size=400)
     cal = profiler.calibrate(graph, cfg, _profile(target_epoch_s=1.0, batch_size_min=50),
@@ -267,11 +267,11 @@ def test_reachable_eta_bounds_every_schedule_and_saturates_when_it_can():
     cfg = TrainConfig(epochs=300, pace="fixed", T_init=60, T_int=20, e=10)  # the paper's
     bound = profiler.reachable_eta(cfg)
     hans = cfg.build_scheduler()
-    assert hans.used() < sum(bound[c] * hans.theta_cat[c] for c in CATEGORIES) < cfg.theta_max
+    assert hans.used() < sum(bound[c] * hans.theta_cat[c] for c in CATEGORIES) < cfg.schedule.theta_max
     rng = random.Random(0)
     for trial in range(20):  # random losses: plateaus, drops, skewed category shares
         run = cfg.build_scheduler()
-        for _ in range(cfg.epochs - 1):
+        for _ in range(cfg.run.epochs - 1):
             run.step({c: rng.uniform(0.1, 5.0) * (1 + trial % 3) for c in CATEGORIES})
         assert all(run.eta[c] <= bound[c] + 1e-9 for c in CATEGORIES), (trial, run.eta, bound)
     fast = TrainConfig(epochs=400, theta_max=0.5, T_init=5, T_int=2, e=1, pace="fixed")

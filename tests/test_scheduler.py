@@ -108,7 +108,7 @@ def test_a_member_registered_from_outside_trains(doubling: type, tmp_path) -> No
     data = synthetic_graph(SyntheticSpec(num_nodes=60, num_features=6))
     trainer = Trainer(cfg, 6)
     assert type(trainer.hans) is _Doubling and trainer.contrast.selector.uniform
-    for _ in range(cfg.epochs):
+    for _ in range(cfg.run.epochs):
         result = trainer.fit_epoch(data.x, data.edge_index)
         assert torch.isfinite(torch.tensor(result.loss))
     assert trainer.hans.saturated

@@ -34,7 +34,7 @@ from edgegcl.contrast.pairs import PATHS
 from edgegcl.errors import UsageError
 from edgegcl.progress import Progress
 from edgegcl.training.config import TrainConfig
-from edgegcl.training.step import resolve_mode
+from edgegcl.training.placement import resolve_mode
 
 THETAS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0)
 """The budgets measured unless others are asked for."""

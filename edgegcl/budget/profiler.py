@@ -72,7 +72,7 @@ from edgegcl.phases import PhaseClock
 from edgegcl.budget.profiles import DeviceProfile, memory_budget_bytes
 from edgegcl.training.engine import Trainer, batch_inputs
 from edgegcl.training.results import SeedResult
-from edgegcl.training.step import resolve_mode, structure_loader
+from edgegcl.training.placement import resolve_mode, structure_loader
 from edgegcl.training.threads import ThreadPicker
 
 WARMUP_STEPS = 2

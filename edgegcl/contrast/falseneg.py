@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-__all__ = ["BetaMixture", "HARDNESS", "true_negative_hardness"]
+__all__ = ["FIT_SAMPLE", "BetaMixture", "HARDNESS", "true_negative_hardness"]
 
 HARDNESS = ("similarity", "progcl")
 """``--hardness``: candidates ranked by similarity (the paper's S_i), or by ProGCL's

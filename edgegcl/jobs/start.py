@@ -211,7 +211,7 @@ def start(request: Request, hold: ExitStack, graph: Data | None = None,
     cfg, tuned, profile = configure(request, hold)
     from edgegcl.memory import reuse_freed_memory
     from edgegcl.training.resume import check_resume
-    from edgegcl.training.step import resolve_device
+    from edgegcl.training.placement import resolve_device
 
     reuse_freed_memory()
     device = resolve_device(cfg.run.device)

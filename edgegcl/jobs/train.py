@@ -110,7 +110,7 @@ def _prepare(request: Request, graph: Data | None, hold: ExitStack) -> _Prepared
     ranks = int(os.environ.get("WORLD_SIZE", "1")) > 1
     s = start(request, hold, graph, load=not ranks)
     from edgegcl.training.distributed import on_main
-    from edgegcl.training.step import check_full_graph_memory, resolve_mode
+    from edgegcl.training.placement import check_full_graph_memory, resolve_mode
 
     world = None
     if ranks:
@@ -145,7 +145,7 @@ def _join_world(s: Start, graph: Data | None) -> tuple[Start, World]:
     from edgegcl.jobs.start import load_data
     from edgegcl.training.distributed import QuietUsageError, require_minibatch, share_graph
     from edgegcl.training.distributed import start as start_world
-    from edgegcl.training.step import resolve_mode
+    from edgegcl.training.placement import resolve_mode
 
     if s.cfg.run.mode != "auto":  # refused before joining the ranks; auto once the graph is known
         require_minibatch(s.cfg.run.mode)
@@ -170,7 +170,7 @@ def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration 
     defaults, HANS's pace, a fanout shorter than the GCN, the graph and the run directory."""
     from edgegcl.budget.profiler import pace_line
     from edgegcl.progress import say
-    from edgegcl.training.step import resolve_mode
+    from edgegcl.training.placement import resolve_mode
 
     cfg, data = s.cfg, s.data
     assert data is not None

@@ -60,7 +60,7 @@ _INPUT_DOCS = {
 }
 _AGGREGATE_DOC = ("float32 [rows, width]: rows of D^-1/2 (A + I) D^-1/2 times the previous "
                   "stage's output (degrees counted on the whole graph)")
-STAGE0_WEIGHT_DOC = ("the matrix W1 that stage 0 multiplies x by (export.contract), for a "
+STAGE0_WEIGHT_DOC = ("the matrix W1 that stage 0 multiplies x by (edgegcl_embed.contract), for a "
                      "sparse x W1 outside the model")
 
 
@@ -107,7 +107,7 @@ def expose_initializer(model: onnx.ModelProto, name: str, output: str) -> None:
     """Add the graph output ``output``: an Identity of ``model``'s initializer ``name``.
 
     onnxruntime serves it without a copy, so every run stays as cheap as before; a runtime
-    fetches it once (the stage-0 weight of interface 3, export.contract).
+    fetches it once (the stage-0 weight of interface 3, edgegcl_embed.contract).
     """
     init = next((t for t in model.graph.initializer if t.name == name), None)
     if init is None:

@@ -3,7 +3,7 @@ can check the runtime still reads them and benchmarks can measure them beside th
 model (interface 4, what ``edgegcl export`` writes).
 
 - interface 3: the dense stages (``StageGCN``) with W1 as the output ``w1`` when layer 1
-  transforms first (export.contract);
+  transforms first (edgegcl_embed.contract);
 - interface 2: the same stages without ``w1``;
 - interface 1, the first files: ``ScatterGCN``, the whole encoder, aggregating with one
   ``ScatterND(reduction="add")`` per layer over [E, d] messages. The generic lowerings are

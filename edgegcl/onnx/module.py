@@ -7,7 +7,7 @@ j - 1's output (stage 0 takes x) and, where the encoder keeps something per node
 aggregation, the tensor stage j - 1 carried to it unaggregated (interface 5).
 ``edgegcl export`` wraps the stages in the portable graph's aggregations
 (``edgegcl.onnx.portable``), which the runtime cuts away again to multiply by A_hat as a CSR
-matrix (export.contract).
+matrix (edgegcl_embed.contract).
 
 - ``StageGCN`` (interfaces 2 to 4): the GCN, Z^(l+1) = sigma(A_hat Z^(l) W^(l) + b^(l)) from the
   trained state dict (keys ``convL.lin.weight``, ``convL.bias``, ``actL.*``), each layer's

@@ -21,7 +21,7 @@ race on rows that several edges add into, microsoft/onnxruntime#18048):
 
 The aggregated tensors keep the names of interface 3 (``a1`` .. ``ak``; the stages' outputs
 ``z0`` .. ``z(k-1)``), so the edgegcl runtime cuts the same file back into its stages
-(``export.portable``) and aggregates with its own CSR kernels.
+(``edgegcl.onnx.portable``) and aggregates with its own CSR kernels.
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def portable_model(stages: onnx.ModelProto, expose_stage0: bool = True) -> onnx.
     ``embeddings``; ``a{j}`` = A_hat z{j-1} (aggregated here), ``s{j}`` = r{j-1} (an Identity:
     carried unchanged), and the stage outputs stay as named tensors. With ``expose_stage0``
     (a stage 0 that is x W1 alone: the GCN's) stage 0's weight is the initializer
-    ``STAGE0_INITIALIZER``: what the runtime cuts the file at, and its W1 (export.contract).
+    ``STAGE0_INITIALIZER``: what the runtime cuts the file at, and its W1 (edgegcl_embed.contract).
     Metadata is the caller's.
     """
     graph = stages.graph

@@ -194,14 +194,6 @@ class TrainConfig:
             object.__setattr__(self, name, section)
         self.contrast.check_with(self.schedule.scheduler, self.run.epochs)
 
-    def __getattr__(self, name: str) -> Any:
-        """An option by its unique name, from its section (``cfg.tau`` is
-        ``cfg.contrast.tau``)."""
-        section = _OWNER.get(name)
-        if section is None or name.startswith("_"):
-            raise AttributeError(f"TrainConfig has no option {name!r}")
-        return getattr(self.__dict__[section], name)
-
     def replace(self, **sections: dict[str, Any]) -> TrainConfig:
         """A copy with options changed section by section, each section checked again.
 

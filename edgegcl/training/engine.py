@@ -220,7 +220,7 @@ class Trainer:
                   loader: NodeLoader | None = None,
                   on_batch: Callable[[int, int, float], None] | None = None) -> EpochResult:
         """One epoch: a full-graph step on ``x`` and ``edge_index``, or, with a ``loader``
-        (``edgegcl.training.step.structure_loader``), a pass over its batches, gathering each
+        (``edgegcl.training.placement.structure_loader``), a pass over its batches, gathering each
         batch's rows of ``x``. ``on_batch(done, total, mean loss)`` reports progress inside a
         mini-batch epoch. Ends with ``step()``."""
         if loader is None:

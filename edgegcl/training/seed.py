@@ -27,7 +27,7 @@ from edgegcl.training.resume import check_seed_file, check_world, state_parts
 from edgegcl.training.results import SeedResult
 from edgegcl.training.state import (STATE_FORMAT, config_hash, load_loader_state, loader_state,
                                     read_state, save_atomic)
-from edgegcl.training.step import resolve_mode, structure_loader
+from edgegcl.training.placement import resolve_mode, structure_loader
 from edgegcl.training.threads import ThreadChoice
 
 
