@@ -58,7 +58,7 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--speed-rounds", type=int, default=3, help="timed blocks of T_int epochs")
     p.add_argument("--extra", default="", help="extra flags for edgegcl train")
-    p.add_argument("--report", default=str(HERE / "results" / "accuracy.md"))
+    p.add_argument("--report", default=str(harness.RESULTS / "accuracy.md"))
     args = p.parse_args()
     res = harness.record("accuracy", sys.argv[1:], root=args.root)
     rows, commands, configs = [], [], []

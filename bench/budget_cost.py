@@ -297,8 +297,8 @@ def main() -> None:
     if args.cells and args.name is None:
         name = f"fn-cost-{args.dataset.lower()}"
     if args.report_only:
-        res = json.loads((HERE / "results" / f"{name}.json").read_text())
-        harness.save(HERE / "results" / f"{name}.md",
+        res = json.loads((harness.RESULTS / f"{name}.json").read_text())
+        harness.save(harness.RESULTS / f"{name}.md",
                      (cells_report if "cells" in res else report)(res))
         return
 
@@ -328,16 +328,16 @@ def main() -> None:
         res.update(cells=cells, whole=whole_cells(
             {"dataset": args.dataset, **tuned_defaults(args.dataset)[1], **flags}, data, x,
             cells), wall_min=(time.perf_counter() - t0) / 60)
-        harness.save(HERE / "results" / f"{name}.json", json.dumps(res, indent=1) + "\n")
-        harness.save(HERE / "results" / f"{name}.md", cells_report(res))
+        harness.save(harness.RESULTS / f"{name}.json", json.dumps(res, indent=1) + "\n")
+        harness.save(harness.RESULTS / f"{name}.md", cells_report(res))
         print(cells_report(res))
         return
     res["profiler"] = profiler_rounds(base, data, device, args.theta, args.rounds)
     res["held"] = held_budgets(base, data, x, args.rounds)
     res["whole"] = whole_runs(base, data, x, args.theta)
     res["wall_min"] = (time.perf_counter() - t0) / 60
-    harness.save(HERE / "results" / f"{name}.json", json.dumps(res, indent=1) + "\n")
-    harness.save(HERE / "results" / f"{name}.md", report(res))
+    harness.save(harness.RESULTS / f"{name}.json", json.dumps(res, indent=1) + "\n")
+    harness.save(harness.RESULTS / f"{name}.md", report(res))
     print(report(res))
 
 

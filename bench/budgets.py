@@ -136,7 +136,7 @@ def main() -> None:
     p.add_argument("--thetas", default=",".join(map(str, THETAS)),
                    help="comma-separated theta_max values (1.0 is always measured)")
     p.add_argument("--graphs", default="Cora,synthetic", help="Cora and/or synthetic")
-    p.add_argument("--out", default=str(HERE / "results"), help="directory for the results")
+    p.add_argument("--out", default=str(harness.RESULTS), help="directory for the results")
     p.add_argument("--name", default="budgets", help="file stem of the results")
     args = p.parse_args()
     reuse_freed_memory()  # as edgegcl train does

@@ -36,7 +36,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=512, help="seeds per rank")
     p.add_argument("--epochs", type=int, default=100)
     p.add_argument("--seeds", type=int, default=3)
-    p.add_argument("--out", default=str(HERE / "results"))
+    p.add_argument("--out", default=str(harness.RESULTS))
     args = p.parse_args()
 
 

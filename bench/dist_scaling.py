@@ -106,7 +106,7 @@ def main() -> None:
     p.add_argument("--theta-max", type=float, default=1.0)
     p.add_argument("--cores", type=int, default=psutil.cpu_count(logical=True) or 1)
     p.add_argument("--no-share", dest="share", action="store_false")
-    p.add_argument("--out", default=str(HERE / "results"))
+    p.add_argument("--out", default=str(harness.RESULTS))
     p.add_argument("--name", default="dist-scaling")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)

@@ -710,7 +710,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=6, help="timed runs per round (Cora; /3 large)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="cuda: torch on CUDA and onnxruntime's CUDA provider, beside the CPU")
-    p.add_argument("--out", default=str(HERE / "results"),
+    p.add_argument("--out", default=str(harness.RESULTS),
                    help="directory for embedding.md / .json (embedding-cuda.* with --device "
                         "cuda); default bench/results")
     p.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)

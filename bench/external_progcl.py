@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
                          "checkout of https://github.com/junxia97/ProGCL")
 
     start = args.epochs // 3 if args.epoch_start is None else args.epoch_start
-    path = HERE / "results" / f"{args.name}.json"
+    path = harness.RESULTS / f"{args.name}.json"
     res = json.loads(path.read_text()) if args.resume and path.exists() else \
         {"invocations": [], "runs": []}
     done = {(r["dataset"], r["mode"], r["seed"]) for r in res["runs"]}
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
                                "wall_min": (time.perf_counter() - t0) / 60,
                                "command": command})
     harness.save(path, json.dumps(res, indent=1) + "\n")
-    harness.save(HERE / "results" / f"{args.name}.md", report(res))
+    harness.save(harness.RESULTS / f"{args.name}.md", report(res))
     print(report(res))
 
 

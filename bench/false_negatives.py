@@ -192,8 +192,8 @@ def main() -> None:
         print(f"false_negatives: {name}", flush=True)
         res["graphs"].append({"name": name, **measure(data, cfg, args.epochs)})
     res["wall_min"] = (time.perf_counter() - t0) / 60
-    harness.save(HERE / "results" / f"{args.name}.json", json.dumps(res, indent=1) + "\n")
-    harness.save(HERE / "results" / f"{args.name}.md", report(res))
+    harness.save(harness.RESULTS / f"{args.name}.json", json.dumps(res, indent=1) + "\n")
+    harness.save(harness.RESULTS / f"{args.name}.md", report(res))
     print(report(res))
 
 

@@ -205,8 +205,8 @@ def main() -> None:
         print(f"hard_recall: {name}", flush=True)
         res["graphs"].append({"name": name, **measure(data, cfg, args.epochs)})
     res["wall_min"] = (time.perf_counter() - t0) / 60
-    harness.save(HERE / "results" / "hard-recall.json", json.dumps(res, indent=1) + "\n")
-    harness.save(HERE / "results" / "hard-recall.md", report(res))
+    harness.save(harness.RESULTS / "hard-recall.json", json.dumps(res, indent=1) + "\n")
+    harness.save(harness.RESULTS / "hard-recall.md", report(res))
     print(report(res))
 
 

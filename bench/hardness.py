@@ -93,7 +93,7 @@ def side_by_side(ds: str, records: list[dict]) -> dict[str, float]:
     suffix = "" if devices <= {"cpu"} else "-cuda" if devices == {"cuda"} else None
     if suffix is None:  # runs on several devices: no one time axis fits them
         return {}
-    path = HERE / "results" / f"budget-cost-{ds.lower()}{suffix}.json"
+    path = harness.RESULTS / f"budget-cost-{ds.lower()}{suffix}.json"
     if not path.exists():
         return {}
     return {name: row["epoch_s"] for name, row in json.loads(path.read_text())["held"].items()}
@@ -250,10 +250,10 @@ def main() -> None:
                    for r in records)]
 
     def render() -> None:
-        harness.save(HERE / "results" / f"{args.name}.md",
+        harness.save(harness.RESULTS / f"{args.name}.md",
                      report(records, results.invocations, args.name, shown_ds, shown,
                             args.seeds))
-        plot(records, shown_ds, HERE / "results" / f"{args.name}.png")
+        plot(records, shown_ds, harness.RESULTS / f"{args.name}.png")
 
     results.run("hardness", tasks, lambda task, threads: (
         one_run, (args.root, *task, threads, args.device, args.epochs)), args.jobs, render)

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(os.environ.get("EDGEGCL_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
+"""Where results go: bench/results/, or ``$EDGEGCL_BENCH_RESULTS`` (a trial run's own folder)."""
 
 
 def stamp() -> str:

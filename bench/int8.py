@@ -196,7 +196,7 @@ def main() -> None:
     p.add_argument("--run", action="append", required=True, metavar="DATASET=RUN_DIR",
                    help="a dataset and the run directory of an encoder trained on it")
     p.add_argument("--repeats", type=int, default=15, help="timed runs per model")
-    p.add_argument("--out", default=str(HERE / "results"), help="directory for the results")
+    p.add_argument("--out", default=str(harness.RESULTS), help="directory for the results")
     args = p.parse_args()
 
     res, tag = harness.record("int8", sys.argv[1:], root=args.root or None), cpu_tag()

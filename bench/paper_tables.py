@@ -293,10 +293,10 @@ def main() -> None:
                 if not done and not args.report_only and (ds, canon, seed) not in tasks:
                     tasks.append((ds, canon, seed))
     def render() -> None:
-        harness.save(HERE / "results" / f"{args.name}.md",
+        harness.save(harness.RESULTS / f"{args.name}.md",
                      report(records, results.invocations, args.name, all_datasets, all_cells,
                             wanted))
-        plot(records, all_datasets, HERE / "results" / f"{args.name}.png")
+        plot(records, all_datasets, harness.RESULTS / f"{args.name}.png")
 
     results.run("paper_tables", tasks, lambda task, threads: (
         one_run, (args.root, *task, threads, args.epochs, args.device)), args.jobs, render)

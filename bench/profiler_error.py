@@ -70,7 +70,7 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=100)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--flags", default="", help="more edgegcl train flags")
-    p.add_argument("--out", default=str(HERE / "results" / "profiler-error.md"))
+    p.add_argument("--out", default=str(harness.RESULTS / "profiler-error.md"))
     args = p.parse_args()
 
     res = harness.record("profiler_error", sys.argv[1:], root=args.root or None)

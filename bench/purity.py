@@ -77,7 +77,7 @@ def purity_rows(name: str, sims: torch.Tensor, ratios: dict[str, float]) -> list
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", required=True, help="directory holding Cora/")
-    ap.add_argument("--out", default=str(HERE / "results" / "purity.md"))
+    ap.add_argument("--out", default=str(harness.RESULTS / "purity.md"))
     args = ap.parse_args()
     res = harness.record("purity", sys.argv[1:], root=args.root)
     ratios = TrainConfig().ratio_map()

@@ -66,7 +66,7 @@ def main() -> None:
              f"which the gate closed {len(closed)}: "
              + "; ".join(f"epoch {e['epoch']} {e['reason']}" for e in closed), ""]
     text = "\n".join(lines)
-    harness.save(HERE / "results" / f"{args.name or 'reach-' + args.dataset.lower()}.md", text)
+    harness.save(harness.RESULTS / f"{args.name or 'reach-' + args.dataset.lower()}.md", text)
     print(text)
 
 

@@ -41,7 +41,7 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=None)
     p.add_argument("--device", default="cpu")
     p.add_argument("--variants", default=",".join(VARIANTS), help="which of " + ", ".join(VARIANTS))
-    p.add_argument("--out", default=str(HERE / "results"))
+    p.add_argument("--out", default=str(harness.RESULTS))
     args = p.parse_args()
     variants = {v: VARIANTS[v] for v in args.variants.split(",")}
 

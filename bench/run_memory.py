@@ -80,7 +80,7 @@ def child(nodes: int) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="10000,100000,1000000")
-    p.add_argument("--out", default=str(HERE / "results" / "run-memory.md"), help="report file")
+    p.add_argument("--out", default=str(harness.RESULTS / "run-memory.md"), help="report file")
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:

@@ -75,7 +75,7 @@ def main() -> None:
     else:
         lines += ["PyG's NeighborLoader was not measured: neither pyg-lib nor torch-sparse is "
                   "installed.", ""]
-    harness.save(HERE / "results" / "sampler.md", "\n".join(lines))
+    harness.save(harness.RESULTS / "sampler.md", "\n".join(lines))
     print("\n".join(lines))
 
 

@@ -124,7 +124,7 @@ def main() -> None:
     p.add_argument("--batches", type=int, default=30)
     p.add_argument("--full-up-to", type=int, default=10000, help="largest size run full-graph")
     p.add_argument("--device", default="cpu", help="cpu, or cuda (allocator peak, not RSS)")
-    p.add_argument("--out", default=str(HERE / "results" / "scaling.md"), help="report file")
+    p.add_argument("--out", default=str(harness.RESULTS / "scaling.md"), help="report file")
     p.add_argument("--child", nargs=2, metavar=("NODES", "MODE"), help=argparse.SUPPRESS)
     args = p.parse_args()
     reuse_freed_memory()  # as edgegcl train does
@@ -139,10 +139,10 @@ def main() -> None:
             cmd = [sys.executable, "-m", "bench.scaling", "--child", str(n), mode,
                    "--batch-size", str(args.batch_size), "--batches", str(args.batches),
                    "--device", args.device]
-            res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True
+            row = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True
                                             ).stdout.strip().splitlines()[-1])
-            print(res, flush=True)
-            rows.append(res)
+            print(row, flush=True)
+            rows.append(row)
     mb = [r for r in rows if r["mode"] == "minibatch"]
     flat = max(r["peak_above_graph_MiB"] for r in mb) / min(r["peak_above_graph_MiB"] for r in mb)
     cuda = args.device.startswith("cuda")

@@ -109,7 +109,7 @@ def main() -> None:
                          f"{f1['default'] - f1['exact']:+.2f} points; epoch time "
                          f"{mean['default'] / mean['exact']:.2f}x")
     lines.append("")
-    out = HERE / "results"
+    out = harness.RESULTS
     harness.save(out / f"{args.name}.json", json.dumps(results, indent=1) + "\n")
     harness.save(out / f"{args.name}.md", "\n".join(lines))
     print("\n".join(lines))

@@ -164,7 +164,7 @@ class Results:
     """
 
     def __init__(self, name: str, resume: bool) -> None:
-        self.name, self.path = name, Path(__file__).resolve().parent / "results" / f"{name}.json"
+        self.name, self.path = name, harness.RESULTS / f"{name}.json"
         self.records: list[dict] = []
         self.invocations: list[dict] = []
         if resume and self.path.exists():

@@ -99,3 +99,33 @@ def test_python_m_bench_lists_and_runs_every_benchmark(capsys: pytest.CaptureFix
         main(["threads", "--help"])
     assert stop.value.code == 0 and "usage: python -m bench threads" in capsys.readouterr().out
     assert main(["no-such-bench"]) == 2 and "lists them" in capsys.readouterr().err
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+TINY_RUNS = {
+    "sampler_speed": (["--nodes", "2000", "--batches", "2", "--rounds", "1"], ["sampler.md"]),
+    "scaling": (["--sizes", "1000,2000", "--batch-size", "64", "--batches", "4",
+                 "--full-up-to", "0", "--out", "{out}/scaling.md"], ["scaling.md"]),
+    "hardness": (["--root", str(SHARED), "--datasets", "Cora", "--cells", "random@0.1,all",
+                  "--seeds", "1", "--epochs", "2", "--name", "tiny"],
+                 ["tiny.json", "tiny.md"]),  # through bench.sweep's runner
+}
+"""Benchmarks that run in seconds at a tiny size, as a user starts them, into a folder of
+their own (``EDGEGCL_BENCH_RESULTS``): a script broken past its --help fails here."""
+
+
+@pytest.mark.parametrize("name", sorted(TINY_RUNS))
+def test_a_bench_script_runs_at_a_tiny_size(name: str, tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    args, written = TINY_RUNS[name]
+    if "--root" in args and not (SHARED / "Cora").is_dir():
+        pytest.skip("needs the shared Planetoid files")
+    env = {**os.environ, "EDGEGCL_BENCH_RESULTS": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "bench", name,
+                           *(a.replace("{out}", str(tmp_path)) for a in args)],
+                          cwd=Path(bench.__path__[0]).parent, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert all((tmp_path / f).is_file() for f in written), sorted(os.listdir(tmp_path))

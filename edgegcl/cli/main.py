@@ -11,6 +11,7 @@ loads is one line and exit code 130 too.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import re
 import signal
@@ -193,8 +194,6 @@ def rank_environment_problem(env: dict[str, str] | os._Environ[str] = os.environ
 def _os_error_line(exc: OSError) -> str | None:
     """One line for an OSError a user's path caused (a name too long, a loop of links), or
     None for one that is a bug."""
-    import errno
-
     if exc.errno in (errno.ENAMETOOLONG, errno.ELOOP, errno.ENOTDIR):
         from edgegcl_embed.errors import shown
 
