@@ -130,31 +130,31 @@ def _one_line_exit_2(result: subprocess.CompletedProcess[str], *needles: str) ->
     assert all(n in lines[0] for n in needles), lines[0]
 
 
-def test_resume_refuses_what_it_cannot_continue(tmp_path: Path) -> None:
-    _one_line_exit_2(_train(tmp_path, "--resume", str(tmp_path)), "not an edgegcl run directory")
+def test_resume_refuses_what_it_cannot_continue(tmp_path: Path, in_process) -> None:
+    _refused(in_process("--resume", str(tmp_path)), "not an edgegcl run directory")
     run_dir = tmp_path / "run"
     small = _with_epochs(6)
-    assert _train(tmp_path, *small, "--out", str(run_dir)).returncode == 0
-    _one_line_exit_2(_train(tmp_path, "--resume", str(run_dir)), "finished run", "--epochs")
-    _one_line_exit_2(_train(tmp_path, "--resume", str(run_dir), "--lr", "0.1"),
-                     "--lr 0.1 contradicts", "--epochs")
+    assert in_process(*small, "--out", str(run_dir))[0] == 0
+    _refused(in_process("--resume", str(run_dir)), "finished run", "--epochs")
+    _refused(in_process("--resume", str(run_dir), "--lr", "0.1"), "--lr 0.1 contradicts",
+             "--epochs")
     state = run_dir / "seed-1" / "state.pt"
     (run_dir / "metrics.json").unlink()
     (run_dir / "seed-1" / "result.pt").unlink()
     state.write_bytes(state.read_bytes()[:100])  # truncated
     before = (run_dir / "seed-0" / "checkpoint.pt").read_bytes()
-    _one_line_exit_2(_train(tmp_path, "--resume", str(run_dir)), "truncated", "state.pt")
+    _refused(in_process("--resume", str(run_dir)), "truncated", "state.pt")
     assert (run_dir / "seed-0" / "checkpoint.pt").read_bytes() == before  # nothing lost
     torch.save({"something": "else"}, state)  # foreign
-    _one_line_exit_2(_train(tmp_path, "--resume", str(run_dir)), "not an edgegcl seed state")
+    _refused(in_process("--resume", str(run_dir)), "not an edgegcl seed state")
 
 
-def test_more_epochs_continue_a_finished_run(tmp_path: Path) -> None:
+def test_more_epochs_continue_a_finished_run(tmp_path: Path, in_process) -> None:
     run_dir = tmp_path / "run"
     small = _with_epochs(6)
-    assert _train(tmp_path, *small, "--out", str(run_dir)).returncode == 0
-    longer = _train(tmp_path, "--resume", str(run_dir), "--epochs", "10")
-    assert longer.returncode == 0, longer.stderr
+    assert in_process(*small, "--out", str(run_dir))[0] == 0
+    code, err = in_process("--resume", str(run_dir), "--epochs", "10")
+    assert code == 0, err
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert [h["epoch"] for h in metrics["seeds"][0]["history"]] == [6, 8, 10]
     assert "epochs = 10" in (run_dir / "config.toml").read_text()
