@@ -88,13 +88,13 @@ def cell_overrides(dataset: str, cell: str) -> dict[str, Any]:
 def canonical(dataset: str, cell: str) -> str:
     """A cell equal to the preset is the preset (theta=0.6 on Cora, ratios=10,30,60 on
     CiteSeer, ...): it is run once and shown in every table it belongs to."""
-    from edgegcl.training.config import build, coerce, load_toml
+    from edgegcl.training.config import build, coerce, load_toml, option_value
 
     if cell == "preset":
         return cell
     preset = build(load_toml(f"paper-{dataset}"), {})
     over = cell_overrides(dataset, cell)
-    if all(getattr(preset, k) == coerce(k, v) for k, v in over.items()):
+    if all(option_value(preset, k) == coerce(k, v) for k, v in over.items()):
         return "preset"
     return cell
 
