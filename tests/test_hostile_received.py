@@ -8,11 +8,11 @@ checks that every class has a test, so the suite's parametrisation is the count 
 
 from __future__ import annotations
 
-import re
 import contextlib
 import json
 import os
 import pickle
+import re
 import shutil
 import signal
 import subprocess
@@ -629,6 +629,36 @@ def test_rank_without_a_process_group_is_refused(tmp_path: Path) -> None:
     assert "RANK=1" in line and "torchrun" in line and not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize("env, says", [
+    ({"WORLD_SIZE": "abc"}, "WORLD_SIZE=abc is not a whole number"),
+    ({"WORLD_SIZE": "2"}, "WORLD_SIZE=2 is set without RANK"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "-1", "MASTER_ADDR": "x",
+      "MASTER_PORT": "1"}, "LOCAL_RANK=-1 is not a whole number"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "5", "MASTER_ADDR": "x",
+      "MASTER_PORT": "1"}, "does not fit WORLD_SIZE=2"),
+    ({"WORLD_SIZE": "1\n2"}, "WORLD_SIZE='1\\n2' is not a whole number"),
+])
+def test_torchrun_variables_are_checked_whole(env: dict[str, str], says: str, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture) -> None:
+    """A stray torchrun variable is one line before anything runs, from the command line and
+    from Python alike (no traceback, no waiting for ranks that never come, nothing written)."""
+    import edgegcl
+    from edgegcl.cli.main import main
+    from edgegcl.errors import UsageError
+
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(UsageError, match=re.escape(says)):
+        edgegcl.train(settings={"epochs": 1}, out=tmp_path / "py")
+    assert main(["train", "--epochs", "1", "--out", str(tmp_path / "cli")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0] and "torchrun" in err[0], err
+    assert not (tmp_path / "cli").exists() and not (tmp_path / "py").exists()
+
+
 def test_probe_list_is_complete() -> None:
     """Every class of PROBES is named by a test section above (its marker comment)."""
     source = Path(__file__).read_text()
@@ -641,3 +671,64 @@ def test_probe_list_is_complete() -> None:
     assert set(tested) == {name for name, _ in PROBES}
     for name, needle in tested.items():
         assert f"def test_{needle}" in source or needle in source, name
+
+
+# --------------------------------------------------------------------------- the Python API
+
+def _api_run(tmp_path: Path, **over: object) -> tuple[object, object]:
+    import edgegcl
+
+    cfg = edgegcl.TrainConfig(nodes=120, features=16, hidden_dim=16, out_dim=8, proj_dim=8,
+                              epochs=4, eval_every=2, encoder="gcn", threads=1, device="cpu",
+                              **over)
+    return cfg, edgegcl.synthetic_graph(cfg.synthetic_spec())
+
+
+def test_train_seeds_keeps_the_commands_promises(tmp_path: Path) -> None:
+    """edgegcl.train_seeds (edgegcl.run) refuses a folder that holds a run or that another
+    process writes, and a graph the command line would refuse, before writing anything."""
+    import edgegcl
+    from edgegcl.errors import UsageError
+
+    cfg, graph = _api_run(tmp_path)
+    cpu = torch.device("cpu")
+    done = tmp_path / "done"
+    done.mkdir()
+    edgegcl.train_seeds(cfg, graph, done, cpu)
+    before = {p: p.read_bytes() for p in done.rglob("*") if p.is_file()}
+    with pytest.raises(UsageError, match="already holds a run"):
+        edgegcl.train_seeds(cfg, graph, done, cpu)
+    assert {p: p.read_bytes() for p in done.rglob("*") if p.is_file()} == before
+    broken = graph.clone()
+    broken.edge_index = broken.edge_index.clone()
+    broken.edge_index[0, 0] = 10 ** 6
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    with pytest.raises(UsageError, match="edge_index holds node"):
+        edgegcl.train_seeds(cfg, broken, fresh, cpu)
+    assert list(fresh.iterdir()) == []
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from edgegcl.training.state import RunLock; "
+         f"lock = RunLock({str(fresh)!r}); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(UsageError, match="being written by another edgegcl process"):
+            edgegcl.train_seeds(cfg, graph, fresh, cpu)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not (fresh / "config.toml").exists()
+
+
+def test_a_loss_that_is_not_a_number_stops_the_seed_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    from edgegcl.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["train", "--nodes", "120", "--features", "16", "--hidden-dim", "16",
+                 "--out-dim", "8", "--proj-dim", "8", "--epochs", "6", "--eval-every", "2",
+                 "--encoder", "gcn", "--threads", "1", "--lr", "1e30", "--out", "r"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "the loss became nan at epoch" in err[-1] and "--lr" in err[-1], err
+    assert "Traceback" not in "\n".join(err) and not (tmp_path / "r" / "metrics.json").exists()

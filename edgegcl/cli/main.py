@@ -21,6 +21,7 @@ from typing import Any, NoReturn
 
 from edgegcl import __version__
 from edgegcl.cli.flags import add_budget_flags, add_config_flags, config_settings
+from edgegcl.jobs.ranks import RANK_VARIABLES, rank_environment_problem
 from edgegcl.jobs.signals import INTERRUPTED, interrupt
 from edgegcl.errors import UsageError
 from edgegcl_embed.interrupt import forget_handled_interrupt
@@ -174,23 +175,6 @@ def _parser() -> _Parser:
     return parser
 
 
-def rank_environment_problem(env: dict[str, str] | os._Environ[str] = os.environ) -> str | None:
-    """Why torchrun's rank variables in ``env`` cannot be used, or None: ``RANK`` without the
-    process group it belongs to (``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``), or out of
-    range. A stray ``RANK=1`` would otherwise make this process a silent follower."""
-    if "RANK" not in env:
-        return None
-    missing = [k for k in ("WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if not env.get(k)]
-    if missing:
-        return (f"RANK={env['RANK']} is set without {', '.join(missing)}: start several "
-                "processes with torchrun, or unset RANK")
-    rank, size = env["RANK"], env["WORLD_SIZE"]
-    if not (rank.isdigit() and size.isdigit() and int(rank) < int(size)):
-        return (f"RANK={rank} does not fit WORLD_SIZE={size}: start the processes with "
-                "torchrun, or unset RANK")
-    return None
-
-
 def _os_error_line(exc: OSError) -> str | None:
     """One line for an OSError a user's path caused (a name too long, a loop of links), or
     None for one that is a bug."""
@@ -211,7 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         problem = rank_environment_problem()
         if problem is not None:
-            os.environ.pop("RANK")  # this process speaks for itself
+            for name in RANK_VARIABLES:  # this process speaks for itself
+                os.environ.pop(name, None)
             raise UsageError(problem)
         args = _parser().parse_args(_negative_values(sys.argv[1:] if argv is None else argv))
         return int(args.func(args))

@@ -10,6 +10,7 @@ import sys
 
 from edgegcl.cli.flags import config_settings
 from edgegcl.errors import RankLost, Stopped
+from edgegcl.jobs.ranks import world_size
 
 
 def train_command(args: argparse.Namespace) -> int:
@@ -17,7 +18,7 @@ def train_command(args: argparse.Namespace) -> int:
     from edgegcl.jobs.train import summary_lines, train
 
     torchrun = "torchrun ... -m edgegcl train"
-    ranks = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    ranks = world_size() > 1
     try:
         run = train(args.config, settings=config_settings(args), resume=args.resume,
                     profile=args.profile, auto_budget=args.auto_budget,

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgegcl.errors import UsageError
+from edgegcl.jobs.ranks import world_size
 
 if TYPE_CHECKING:
     import torch
@@ -222,7 +223,7 @@ def start(request: Request, hold: ExitStack, graph: Data | None = None,
         data = load_data(cfg)
     if request.resume is not None:  # refused here, before the run is announced
         check_resume(Path(request.resume), cfg, None if data is None else data.x.size(1),
-                     int(os.environ.get("WORLD_SIZE", "1")))
+                     world_size())
     return Start(cfg, data, device, profile, tuned, request.remeasure)
 
 

@@ -12,7 +12,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgegcl.errors import RankLost, Stopped, UsageError
+from edgegcl.jobs.ranks import world_size
 from edgegcl.jobs.signals import INTERRUPTED, StopAfterEpoch
 from edgegcl.jobs.start import Request, Start, choose_threads, start
 
@@ -107,7 +107,7 @@ def _prepare(request: Request, graph: Data | None, hold: ExitStack) -> _Prepared
     """Config, graph, ranks, run directory, thread count and (``auto_budget``) the profiler's
     choice, with the lines a run says before it trains."""
     # under torchrun the graph loads once the ranks have joined (_join_world)
-    ranks = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    ranks = world_size() > 1
     s = start(request, hold, graph, load=not ranks)
     from edgegcl.training.distributed import on_main
     from edgegcl.training.placement import check_full_graph_memory, resolve_mode

@@ -12,6 +12,8 @@ hooks and the state saver. What a seed produced and the metrics:
 from __future__ import annotations
 
 import json
+import math
+from contextlib import ExitStack
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -22,6 +24,7 @@ from torch_geometric.data import Data
 
 from edgegcl import __version__
 from edgegcl.errors import Stopped, UsageError
+from edgegcl.data.validation import validate_graph
 from edgegcl.nn.config import AUTO
 from edgegcl.training.checkpoint import save_checkpoint
 from edgegcl.training.choice import choose_encoder
@@ -32,7 +35,8 @@ from edgegcl.training.results import (EncoderChoice, SeedResult, result_to_dict,
                                       summarise)
 from edgegcl.training.resume import check_resume, finished_seed, saved_encoder
 from edgegcl.training.seed import SeedRun, saved_state
-from edgegcl.training.state import config_hash, guard_writes, save_atomic, write_atomic
+from edgegcl.training.state import (RunLock, config_hash, guard_writes, save_atomic,
+                                    write_atomic)
 from edgegcl.training.threads import ThreadChoice
 from edgegcl_embed.files import refuse_link
 
@@ -62,6 +66,8 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
             if run.finished:  # early stopping: the best checkpoint is kept
                 break
             row, events = run.epoch(epoch, partial(_batch_end, every, run, epoch))
+            if not math.isfinite(float(row["loss"])):  # type: ignore[arg-type]
+                raise UsageError(_diverged(row["loss"], epoch, seed, cfg))
             stopping = stop is not None and stop()
             run.stopping = world.any(stopping) if world is not None else stopping
             for hook in every:
@@ -72,6 +78,13 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
         for hook in every:
             hook.seed_end(run)
     return run.result()
+
+
+def _diverged(loss: object, epoch: int, seed: int, cfg: TrainConfig) -> str:
+    """Why a seed stops when its loss is not a number: the epoch, and what usually causes it."""
+    return (f"the loss became {loss} at epoch {epoch} in seed-{seed}: training diverged; a "
+            f"smaller --lr (this run's is {cfg.run.lr:g}) or a larger --tau usually keeps it "
+            "finite (what was saved before this epoch is kept)")
 
 
 def start_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_dir: Path,
@@ -127,9 +140,36 @@ def train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.devic
         >>> metrics["summary"]["test_micro_f1"]  # doctest: +SKIP
     """
     main = world is None or world.is_main
-    if resume:
-        on_main(world, lambda: check_resume(run_dir, cfg, data.x.size(1),
-                                            1 if world is None else world.size))
+    data = validate_graph(data)  # what the command line checks when it loads a graph
+    with ExitStack() as hold:
+        if main and not RunLock.held(run_dir):  # a job that locked it trains in it
+            hold.enter_context(RunLock(run_dir))
+        if resume:
+            on_main(world, lambda: check_resume(run_dir, cfg, data.x.size(1),
+                                                1 if world is None else world.size))
+        elif main:
+            _refuse_used(run_dir)
+        return _train_seeds(cfg, data, run_dir, device, report, stop, resume, world, on_epoch,
+                            hooks, threads)
+
+
+def _refuse_used(run_dir: Path) -> None:
+    """A new run goes into a directory that holds no run (one line otherwise, nothing
+    written): its config.toml, metrics or seeds would be overwritten."""
+    used = [p.name for p in (run_dir / "config.toml", run_dir / "metrics.json")
+            if p.exists() or p.is_symlink()] + sorted(p.name for p in run_dir.glob("seed-*"))
+    if used:
+        raise UsageError(f"{run_dir} already holds a run ({', '.join(used[:3])}); continue it "
+                         "with resume=True (edgegcl train --resume), or train into a new "
+                         "directory (nothing was written)")
+
+
+def _train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
+                 report: Callable[[list[SeedResult]], dict[str, Any]] | None,
+                 stop: Callable[[], bool] | None, resume: bool, world: World | None,
+                 on_epoch: EpochCallback | None, hooks: Sequence[Hook],
+                 threads: ThreadChoice | None) -> dict[str, Any]:
+    main = world is None or world.is_main
     if main:
         write_atomic(run_dir / "config.toml", to_toml(cfg))
     results = []

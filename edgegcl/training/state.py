@@ -69,6 +69,10 @@ def check_config(path: Path, saved: dict[str, Any], cfg: TrainConfig) -> None:
                      "comes from another run; remove it to train that seed afresh")
 
 
+_HELD: set[str] = set()
+"""The run directories this process holds locked (``RunLock.held``)."""
+
+
 class RunLock:
     """This process's hold on a run directory, so that no second process writes it.
 
@@ -82,6 +86,13 @@ class RunLock:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir, self.path = Path(run_dir), Path(run_dir) / LOCK_NAME
         self._fd: int | None = self._acquire()
+        self._key = os.path.realpath(self.run_dir)
+        _HELD.add(self._key)
+
+    @staticmethod
+    def held(run_dir: Path) -> bool:
+        """Whether this process holds ``run_dir``'s lock (a job locked it, then trains)."""
+        return os.path.realpath(run_dir) in _HELD
 
     def _acquire(self) -> int:
         while True:
@@ -137,6 +148,7 @@ class RunLock:
             pass
         os.close(self._fd)
         self._fd = None
+        _HELD.discard(self._key)
 
     def __enter__(self) -> Path:
         return self.run_dir
