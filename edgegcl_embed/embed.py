@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from .errors import InputError, shown
-from .files import npy_writer
+from .files import npy_writer, refuse_inputs_as_outputs
 from .graph import check_graph, load_npz
 from .interrupt import forget_handled_interrupt
 from .kernels import KERNELS, one_shot_kernel
@@ -71,6 +71,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def _embed(args: argparse.Namespace) -> None:
     out = Path(args.out)
+    refuse_inputs_as_outputs([out], [Path(args.model), Path(args.graph)])
     if out.exists() and not args.force:
         raise InputError(f"{out} already exists; pass --force to overwrite it or choose "
                          "another --out")

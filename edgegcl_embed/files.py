@@ -168,6 +168,25 @@ def refuse_link(path: Path, what: str, error: type[Exception] = InputError) -> N
                     "in a run's files: remove the link (or pick another output)")
 
 
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths reach the same file: through links, hard links or ``..``."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): the same name, resolved
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def refuse_inputs_as_outputs(outputs: Sequence[Path], inputs: Sequence[Path],
+                             error: type[Exception] = InputError) -> None:
+    """One line when an output would replace one of the command's inputs (``--force`` or
+    not): a run's checkpoint, the graph being embedded, the model reading it."""
+    for out in outputs:
+        for given in inputs:
+            if same_file(Path(out), Path(given)):
+                raise error(f"{out} is {given}, which this command reads; write the output "
+                            "elsewhere (--force never replaces an input)")
+
+
 def _remove(path: Path) -> None:
     """Remove a temporary file; a failure (a read-only disk) must not hide the first error."""
     try:

@@ -259,6 +259,62 @@ def test_export_graph_out_aliasing_the_model_is_refused(received: Path, tmp_path
     assert not (tmp_path / "m.onnx").exists()
 
 
+def test_no_output_replaces_an_input_even_with_force(received: Path, tmp_path: Path) -> None:
+    """--force replaces an earlier output, never what the command reads: the run's checkpoint
+    (export), its epochs.csv or metrics (plot), the model or graph being embedded."""
+    checkpoint = received / "checkpoint.pt"
+    before = checkpoint.read_bytes()
+    code, _, err = _cli(["export", str(checkpoint), "--run", str(received), "--force"])
+    assert "which this command reads" in one_line(code, err) and checkpoint.read_bytes() == before
+    curve = received / "seed-0" / "epochs.csv"
+    text = curve.read_bytes()
+    for target in (curve, received / "metrics.json"):
+        kept = target.read_bytes()
+        code, _, err = _cli(["plot", str(received), "--out", str(target), "--force"])
+        assert "which this command reads" in one_line(code, err)
+        assert target.read_bytes() == kept
+    assert curve.read_bytes() == text
+
+
+def test_embed_never_writes_over_its_model_or_graph(model_and_graph: tuple[Path, Path],
+                                                     tmp_path: Path) -> None:
+    model, graph = (Path(shutil.copy(p, tmp_path)) for p in model_and_graph)
+    for target in (model, graph):
+        kept = target.read_bytes()
+        code, _, err = capture(embed_main, [str(model), "--graph", str(graph), "--out",
+                                            str(target), "--force"])
+        assert code == 2 and "which this command reads" in err, err
+        assert target.read_bytes() == kept
+
+
+def test_weights_that_are_not_numbers_are_one_line(received: Path, tmp_path: Path) -> None:
+    """A checkpoint whose run diverged is refused where it is read (export, load_run), not
+    exported or embedded as NaN."""
+    import edgegcl
+    from edgegcl.errors import UsageError
+
+    ckpt = received / "checkpoint.pt"
+    raw = torch.load(ckpt, weights_only=True)
+    name = next(k for k, v in raw["encoder"].items() if v.is_floating_point())
+    raw["encoder"][name] = torch.full_like(raw["encoder"][name], float("nan"))
+    torch.save(raw, ckpt)
+    code, _, err = _cli(["export", str(tmp_path / "m.onnx"), "--run", str(received)])
+    assert "not numbers" in one_line(code, err) and name in err
+    with pytest.raises(UsageError, match="the run diverged"):
+        edgegcl.load_run(received)
+    assert not (tmp_path / "m.onnx").exists()
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path) -> None:
+    """``edgegcl profiles | head -0``: exit 141 (SIGPIPE), nothing on stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "edgegcl", "profiles"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=tmp_path)
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader is gone before the command writes
+    err = proc.stderr.read().decode() if proc.stderr is not None else ""
+    assert proc.wait(timeout=60) == 141 and err == "", err
+
+
 def test_a_failed_start_removes_only_what_it_made(tmp_path: Path) -> None:
     from edgegcl.jobs.rundir import new_run_dir
 

@@ -186,6 +186,16 @@ def _os_error_line(exc: OSError) -> str | None:
     return None
 
 
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush at exit does not meet
+    the closed pipe again (Python's documented recipe for SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line (``argv``, else ``sys.argv``); returns the exit code: 2 with one
     line for a usage error, 130 (143) with one line for Ctrl-C (SIGTERM) outside training's
@@ -201,6 +211,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(_negative_values(sys.argv[1:] if argv is None else argv))
         return int(args.func(args))
     except BaseException as exc:
+        if isinstance(exc, BrokenPipeError):  # the reader went away (``| head -1``): quietly
+            _discard_stdout()
+            return 128 + signal.SIGPIPE
         # Ctrl-C while starting up (whatever it broke), or a second one while training
         if isinstance(exc, KeyboardInterrupt) or (INTERRUPTED and isinstance(exc, Exception)):
             signum = INTERRUPTED[0] if INTERRUPTED else signal.SIGINT

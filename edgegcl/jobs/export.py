@@ -64,10 +64,13 @@ def export(out: str | Path, *, run: str | Path | None = None,
     from edgegcl.onnx.export import ExportPlan, export_checkpoint, training_graph
     from edgegcl.training.checkpoint import load_checkpoint
     from edgegcl.trust import allow_encoder
+    from edgegcl_embed.files import refuse_inputs_as_outputs
 
     plan = ExportPlan(Path(out), quantize, Path(graph_out) if graph_out else None, force)
     plan.paths()  # refused before any work
     path = checkpoint_path(run, checkpoint, log)
+    inputs = [path] + ([Path(graph)] if graph is not None and Path(graph).is_file() else [])
+    refuse_inputs_as_outputs(list(plan.paths().values()), inputs, UsageError)
     if encoder:
         allow_encoder(encoder)
     ckpt = load_checkpoint(path)

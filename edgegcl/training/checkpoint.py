@@ -115,6 +115,11 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     if why is not None:
         raise UsageError(f"{p} does not fit the encoder its configuration describes ({why}); "
                          "pass a checkpoint.pt written by edgegcl train")
+    bad = next((k for k, v in weights.items() if isinstance(v, torch.Tensor)
+                and v.is_floating_point() and not bool(torch.isfinite(v).all())), None)
+    if bad is not None:  # a run that diverged: its embeddings would all be NaN
+        raise UsageError(f"{p} holds weights that are not numbers (NaN or inf in {bad}): the "
+                         "run diverged; train again with a smaller --lr")
     encoder.load_state_dict(weights)
     encoder.eval()
     return Checkpoint(encoder, cfg, raw["in_dim"], seed, epoch)

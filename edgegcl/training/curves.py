@@ -16,7 +16,7 @@ from pathlib import Path
 
 from edgegcl.errors import UsageError, first_line
 from edgegcl_embed.errors import shown
-from edgegcl_embed.files import read_regular, refuse_link, replacing
+from edgegcl_embed.files import read_regular, refuse_inputs_as_outputs, refuse_link, replacing
 
 FIELDS = ("epoch", "loss", "loss_hard", "loss_inter", "loss_easy", "eta_hard", "eta_inter",
           "eta_easy", "active_per_anchor", "budget_used", "epoch_s", "peak_memory_bytes",
@@ -95,6 +95,8 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None, force: bool = F
                          "--out")
     refuse_link(target, "output", UsageError)
     files = sorted(run.glob("seed-*/epochs.csv"))
+    inputs = [p for p in run.rglob("*") if p.is_file() and p != run / "curves.png"]
+    refuse_inputs_as_outputs([target], inputs, UsageError)  # the run's files, --force or not
     if not files:
         raise UsageError(f"{run} has no seed-*/epochs.csv; pass the directory of an edgegcl "
                          "train run (--out)")
