@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import ExitStack
 from functools import partial
@@ -628,9 +629,12 @@ def test_a_hostile_pt_graph_is_one_line(tmp_path: Path, kind: str) -> None:
         data = Data(x=torch.rand(20, 4), edge_index=edges)
         del data.__dict__["_store"]
     torch.save(data, tmp_path / "g.pt")
-    code, _, err = _cli(["train", "--dataset", str(tmp_path / "g.pt"), "--epochs", "1",
-                         "--out", str(tmp_path / "r")])
+    with warnings.catch_warnings(record=True) as shown:  # what a terminal would print
+        warnings.simplefilter("always")
+        code, _, err = _cli(["train", "--dataset", str(tmp_path / "g.pt"), "--epochs", "1",
+                             "--out", str(tmp_path / "r")])
     one_line(code, err)
+    assert [str(w.message) for w in shown] == []  # no library's note before the line
     assert not (tmp_path / "r").exists()
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -57,7 +58,11 @@ def _load_pt(path: Path) -> Data:
     """
     try:
         with (torch.serialization.safe_globals(_SAFE_PT_GLOBALS),
-              open_regular(path, "graph file", "check the path", memory_limit(), UsageError) as fh):
+              open_regular(path, "graph file", "check the path", memory_limit(), UsageError) as fh,
+              warnings.catch_warnings()):
+            # torch's own deprecation notes (TypedStorage, for a quantised tensor) are not the
+            # user's to act on: the file is judged below, in one line
+            warnings.simplefilter("ignore", UserWarning)
             obj = torch.load(fh, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         refused = _disallowed_globals(path)
