@@ -137,7 +137,9 @@ def test_every_member_keeps_the_familys_promises(name: str) -> None:
     for epoch, loss in enumerate(losses):
         s.step(loss)
         assert all(s.eta[c] >= before[c] for c in CATEGORIES) and 0 <= s.budget_share() <= 1
-        assert sum(s.counts(1000).values()) <= 1000 * s.theta_max + 3, (name, epoch)
+        # floor(eta theta_cat N) per category: their sum never exceeds theta_max N (float
+        # rounding of the caps is ~1e-16 relative, far below the 1e-6 allowed)
+        assert sum(s.counts(1000).values()) <= math.floor(1000 * s.theta_max + 1e-6), name
         before = dict(s.eta)
         if epoch == 12:
             copy = cfg.build(40, HANSConfig(e=1))
