@@ -792,3 +792,23 @@ def test_a_loss_that_is_not_a_number_stops_the_seed_in_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and "the loss became nan at epoch" in err[-1] and "--lr" in err[-1], err
     assert "Traceback" not in "\n".join(err) and not (tmp_path / "r" / "metrics.json").exists()
+
+
+def test_runs_started_in_the_same_second_get_their_own_directories(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --out the name is runs/NAME-TIMESTAMP; one taken (another run of the same
+    second) gives NAME-TIMESTAMP-2, made exclusively, and the other run is left alone."""
+    from edgegcl.jobs import rundir
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(rundir.time, "strftime", lambda fmt, *a: "20260101-000000")
+    taken = tmp_path / "runs" / "synthetic-20260101-000000"
+    taken.mkdir(parents=True)
+    (taken / "config.toml").write_text("another run's")
+    code, _, err = _cli(["train", *TINY])
+    assert code == 0, err
+    assert (taken / "config.toml").read_text() == "another run's"
+    assert (tmp_path / "runs" / "synthetic-20260101-000000-2" / "metrics.json").is_file()
+    with ExitStack() as hold:  # and the next one, -3, while -2 exists
+        path, _ = rundir.new_run_dir(hold, "", "synthetic")
+        assert path.name == "synthetic-20260101-000000-3"

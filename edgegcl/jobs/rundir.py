@@ -71,13 +71,36 @@ def new_run_dir(hold: ExitStack, out: str, name: str) -> tuple[Path, Callable[[]
     return run_dir, lambda: started.append(True)
 
 
+def _unique(base: Path) -> Path:
+    """``base``, or ``base-2``, ``base-3``...: the first name no other run has taken, made
+    here with an exclusive mkdir, so that runs started in the same second never share one."""
+    try:
+        base.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot create run directory {base.parent} ({exc.strerror}); "
+                         "pass a writable --out") from None
+    for count in range(1, 10_000):
+        path = base if count == 1 else base.with_name(f"{base.name}-{count}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise UsageError(f"cannot create run directory {path} ({exc.strerror}); pass a "
+                             "writable --out") from None
+        return path
+    raise UsageError(f"every name {base}-N is taken; pass --out")
+
+
 def prepare_run_dir(out: str, name: str) -> RunLock:
     """A new, empty run directory, locked for this process (``with prepare_run_dir(...) as
-    run_dir``): ``out``, or ``runs/NAME-TIMESTAMP``; an existing non-empty one is never
-    written, nor one another process holds."""
+    run_dir``): ``out``, or ``runs/NAME-TIMESTAMP`` (``-2``, ``-3``... when a run started in
+    the same second has it); an existing non-empty one is never written, nor one another
+    process holds."""
     from edgegcl.training.state import LOCK_NAME, RunLock
 
-    path = Path(out) if out else Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = Path(out) if out else _unique(Path("runs") / f"{name}-{stamp}")
 
     def refuse_if_used() -> None:
         if path.exists() and (not path.is_dir() or any(p.name != LOCK_NAME
