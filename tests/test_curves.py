@@ -63,3 +63,27 @@ def test_plot_of_a_folder_without_a_run_is_one_line(tmp_path: Path) -> None:
     code, _, err = _run(["plot", str(tmp_path)])
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "epochs.csv" in lines[0]
+
+
+def test_plot_of_extreme_values_is_a_picture_or_one_line(run_dir: Path, tmp_path: Path) -> None:
+    """What a run can write (float32 values, an inf loss of a diverged epoch) is drawn; a value
+    no run writes (beyond float32) is one line, never a traceback from the plotting library."""
+    pytest.importorskip("matplotlib")
+    import csv
+
+    seed = tmp_path / "run" / "seed-0"
+    seed.mkdir(parents=True)
+    rows = list(csv.reader((run_dir / "seed-0" / "epochs.csv").read_text().splitlines()))
+    column = rows[0].index("loss")
+    for values, drawn in ((("3.4e38", "-3.4e38"), True), (("inf", "-inf"), True),
+                          (("1e308", "-1e308"), False)):
+        rows[1][column], rows[2][column] = values
+        with (seed / "epochs.csv").open("w", newline="") as fh:
+            csv.writer(fh).writerows(rows)
+        code, _, err = _run(["plot", str(seed.parent), "--out", str(tmp_path / "c.png"),
+                             "--force"])
+        lines = err.strip().splitlines()
+        if drawn:
+            assert code == 0 and (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG", err
+        else:
+            assert code == 2 and len(lines) == 1 and "beyond what a run writes" in lines[0], err

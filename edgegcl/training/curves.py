@@ -38,6 +38,11 @@ def csv_text(rows: list[dict[str, object]], header: bool = True) -> str:
     return out.getvalue()
 
 
+FLOAT32_MAX = 3.4028234663852886e38
+"""The largest finite value a run's float32 losses and timings can write; beyond it a file
+is not a run's (and no plot can draw its axis)."""
+
+
 def _read(path: Path) -> dict[str, list[float]]:
     """The columns of one epochs.csv; anything but edgegcl's rows is a one-line UsageError.
 
@@ -69,10 +74,16 @@ def _read(path: Path) -> dict[str, list[float]]:
                     raise UsageError(f"{path} line {reader.line_num} has no {f} value (a "
                                      f"damaged row); {fix}")
                 try:
-                    columns[f].append(float(value) if value not in ("", "nan") else math.nan)
+                    number = float(value) if value not in ("", "nan") else math.nan
                 except ValueError:
                     raise UsageError(f"{path} line {reader.line_num}: {f} = {shown(value)} is not "
                                      f"a number; {fix}") from None
+                if math.isinf(number):  # a diverged epoch of an older run: not drawn
+                    number = math.nan
+                elif abs(number) > FLOAT32_MAX:  # a run writes float32 values (and NaN)
+                    raise UsageError(f"{path} line {reader.line_num}: {f} = {shown(value)} is "
+                                     f"beyond what a run writes (float32); {fix}")
+                columns[f].append(number)
     except csv.Error as exc:
         raise UsageError(f"{path} cannot be read as an edgegcl epochs.csv ({first_line(exc)}); "
                          f"{fix}") from None
