@@ -101,8 +101,10 @@ def test_train_takes_a_graph_and_a_config_object(tmp_path: Path) -> None:
         def epoch_end(self, seed: object, row: dict[str, object], events: object) -> None:
             seen.append(int(row["epoch"]))  # type: ignore[call-overload]
 
-    run = edgegcl.train(cfg, graph, out=tmp_path / "run", hooks=[Count()])
+    run = edgegcl.train(cfg.replace(schedule={"theta_max": 0.3}), graph,
+                        out=tmp_path / "run", hooks=[Count()])
     assert run is not None and seen == [1, 2, 3, 4]
+    assert run.config.schedule.theta_max == 0.3  # every section of the config given is kept
     assert run.metrics is not None and run.metrics["num_nodes"] == graph.num_nodes
     with pytest.raises(UsageError, match="edge_index"):
         edgegcl.train(cfg, graph.__class__(x=graph.x, edge_index=torch.zeros(3, 2)),

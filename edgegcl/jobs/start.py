@@ -141,8 +141,8 @@ def configure(request: Request, hold: ExitStack
     read."""
     from edgegcl.budget.profiles import DeviceProfile, check_device_present, load_profile
     from edgegcl.budget.profiles import with_budgets
-    from edgegcl.training.config import (FIELDS, TrainConfig, build, load_toml, tuned_defaults,
-                                         unused_settings)
+    from edgegcl.training.config import (FIELDS, SECTIONS, TrainConfig, build, load_toml,
+                                         tuned_defaults, unused_settings)
     from edgegcl.trust import allow_encoder
 
     if request.profile is None and (request.target_epoch_s, request.memory_gib) != (None, None):
@@ -162,7 +162,7 @@ def configure(request: Request, hold: ExitStack
     if request.resume is not None:
         cfg = build(_resume_values(request, settings, hold), {})
     elif isinstance(request.config, TrainConfig):
-        cfg = TrainConfig(**{name: getattr(request.config, name) for name in _SECTION_NAMES},
+        cfg = TrainConfig(**{name: getattr(request.config, name) for name in SECTIONS},
                           **settings)
     elif request.config is not None:
         cfg = build(load_toml(request.config), settings)
@@ -197,10 +197,6 @@ def configure(request: Request, hold: ExitStack
         if cfg.run.device == "auto":
             cfg = cfg.replace(run={"device": profile.device})
     return cfg, tuned, profile
-
-
-_SECTION_NAMES = ("data", "synthetic", "model", "augment", "hans", "contrast", "run",
-                  "distributed")
 
 
 def start(request: Request, hold: ExitStack, graph: Data | None = None,
