@@ -166,3 +166,14 @@ def test_a_state_of_the_first_layout_loads_into_the_baseline() -> None:
     again = cfg.build(40)
     again.load_state_dict(old)
     assert again.state_dict() == s.state_dict() and not hasattr(again, "history")
+
+
+def test_the_linear_ramp_reads_no_pace() -> None:
+    """--pace is among the settings linear leaves unread, so a file's pace changes nothing."""
+    runs = []
+    for pace in ("deadline", "fixed"):
+        s = ScheduleConfig(scheduler="linear", theta_max=0.2, T_init=2, pace=pace).build(20)
+        for _ in range(20):
+            s.step({})
+        runs.append(s.state_dict())
+    assert runs[0] == runs[1] and runs[0]["saturated_at"] == 8  # ceil(0.4 x 20)

@@ -6,6 +6,8 @@ smooth ramp as good as growing one category per decision?)."""
 
 from __future__ import annotations
 
+import math
+
 from edgegcl.config import Section
 from edgegcl.contrast.scheduler import CATEGORIES, NegativeScheduler, ScheduleConfig, register
 
@@ -38,10 +40,10 @@ class LinearRamp(NegativeScheduler):
     @classmethod
     def from_config(cls, cfg: ScheduleConfig, epochs: int | None = None,
                     hans: Section | None = None) -> LinearRamp:
-        reach = epochs if epochs is None else cfg.reach_epoch(epochs) or epochs
-        return cls(cfg.theta_max, cfg.theta_cat(), T_init=cfg.T_init,
-                   T_reach=reach if reach is not None else cfg.T_init + 1, eta_0=cfg.eta_0,
-                   swap_every=cfg.swap_every or cfg.T_int)
+        # the ramp ends at reach x epochs whatever --pace says (it has no other pace)
+        reach = cfg.T_init + 1 if epochs is None else math.ceil(cfg.reach * epochs - 1e-9)
+        return cls(cfg.theta_max, cfg.theta_cat(), T_init=cfg.T_init, T_reach=reach,
+                   eta_0=cfg.eta_0, swap_every=cfg.swap_every or cfg.T_int)
 
     def _waiting(self, t: int) -> bool:
         return t <= self.T_init
