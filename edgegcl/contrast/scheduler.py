@@ -22,7 +22,7 @@ follow from the class. This module imports no member.
 Example:
     >>> {"hans", "random", "none", "constant"} <= set(scheduler_names())
     True
-    >>> s = build_scheduler(ScheduleConfig(scheduler="random", theta_max=0.3), epochs=100)
+    >>> s = ScheduleConfig(scheduler="random", theta_max=0.3).build(epochs=100)
     >>> s.ranks_candidates, round(s.budget_share(), 3)
     (False, 0.05)
 """
@@ -39,7 +39,7 @@ from edgegcl.config import Section, flag, flag_form, option
 from edgegcl.errors import UsageError
 
 __all__ = ["CATEGORIES", "MEMBERS", "NegativeScheduler", "ScheduleConfig", "ScheduleEvent",
-           "build_scheduler", "register", "scheduler_class", "scheduler_names"]
+           "register", "scheduler_class", "scheduler_names"]
 
 MEMBERS = ("edgegcl.contrast.hans", "edgegcl.contrast.baselines", "edgegcl.contrast.constant",
            "edgegcl.contrast.linear")
@@ -359,8 +359,3 @@ class ScheduleConfig(Section):
         """The settings its scheduler never reads (``NegativeScheduler.unused``)."""
         return scheduler_class(self.scheduler).unused(self, hans)
 
-
-def build_scheduler(cfg: ScheduleConfig, epochs: int | None = None,
-                    hans: Section | None = None) -> NegativeScheduler:
-    """The scheduler of ``cfg`` (``ScheduleConfig.build``)."""
-    return cfg.build(epochs, hans)

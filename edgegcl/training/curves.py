@@ -106,7 +106,9 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None, force: bool = F
                          "--out")
     refuse_link(target, "output", UsageError)
     files = sorted(run.glob("seed-*/epochs.csv"))
-    inputs = [p for p in run.rglob("*") if p.is_file() and p != run / "curves.png"]
+    # the run's own files (its directory and its seeds'; listed, never walked into links)
+    folders = [run, *sorted({f.parent for f in files})]
+    inputs = [p for d in folders for p in d.iterdir() if p != run / "curves.png"]
     refuse_inputs_as_outputs([target], inputs, UsageError)  # the run's files, --force or not
     if not files:
         raise UsageError(f"{run} has no seed-*/epochs.csv; pass the directory of an edgegcl "

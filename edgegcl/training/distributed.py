@@ -27,7 +27,7 @@ from torch import Tensor
 from edgegcl.training.config import DistributedConfig
 from edgegcl.errors import RankLost, UsageError
 
-__all__ = ["DistributedConfig", "QuietUsageError", "RankLost", "World", "launched",
+__all__ = ["DistributedConfig", "QuietUsageError", "RankLost", "World",
            "on_main", "require_minibatch", "share_graph", "start", "stop"]
 
 def require_minibatch(mode: str) -> None:
@@ -38,11 +38,6 @@ def require_minibatch(mode: str) -> None:
                          "every epoch's seed nodes; add --mode minibatch (full-graph mode runs "
                          "in one process)")
 
-
-
-def launched() -> bool:
-    """Whether this process is one of several started by torchrun (``WORLD_SIZE`` > 1)."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
 @dataclass(frozen=True)

@@ -140,9 +140,11 @@ def train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.devic
         >>> metrics["summary"]["test_micro_f1"]  # doctest: +SKIP
     """
     main = world is None or world.is_main
-    data = validate_graph(data)  # what the command line checks when it loads a graph
+    prepared = RunLock.held(run_dir)  # a job locked it, having loaded and checked the graph
+    if not prepared and world is None:
+        data = validate_graph(data)  # what the command line checks when it loads a graph
     with ExitStack() as hold:
-        if main and not RunLock.held(run_dir):  # a job that locked it trains in it
+        if main and not prepared:
             hold.enter_context(RunLock(run_dir))
         if resume:
             on_main(world, lambda: check_resume(run_dir, cfg, data.x.size(1),
