@@ -106,13 +106,13 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None, force: bool = F
                          "--out")
     refuse_link(target, "output", UsageError)
     files = sorted(run.glob("seed-*/epochs.csv"))
+    if not files:
+        raise UsageError(f"{run} has no seed-*/epochs.csv; pass the directory of an edgegcl "
+                         "train run (--out)")
     # the run's own files (its directory and its seeds'; listed, never walked into links)
     folders = [run, *sorted({f.parent for f in files})]
     inputs = [p for d in folders for p in d.iterdir() if p != run / "curves.png"]
     refuse_inputs_as_outputs([target], inputs, UsageError)  # the run's files, --force or not
-    if not files:
-        raise UsageError(f"{run} has no seed-*/epochs.csv; pass the directory of an edgegcl "
-                         "train run (--out)")
     curves = {path: _read(path) for path in files}  # every file checked before drawing any
     try:
         import matplotlib
