@@ -15,7 +15,7 @@ from pathlib import Path
 
 from edgegcl_embed.errors import InputError, first_line
 
-__all__ = ["ExportCheckError", "RankLost", "Stopped", "UsageError", "first_line"]
+__all__ = ["ExportCheckError", "PathNotNamed", "RankLost", "Stopped", "UsageError", "first_line"]
 
 
 class UsageError(InputError, ValueError):
@@ -29,6 +29,11 @@ class UsageError(InputError, ValueError):
         ...     print(exc)
         --theta-max must be in [0, 1], ...
     """
+
+
+class PathNotNamed(UsageError):
+    """A file (config, run, checkpoint) names a path the user has not: it is not used
+    (edgegcl.data.datasets.check_recorded_paths); the message names the flag that would."""
 
 
 class Stopped(Exception):

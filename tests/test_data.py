@@ -475,7 +475,8 @@ def test_big_endian_arrays_load(tmp_path: Path) -> None:
 @pytest.mark.skipif(not (SHARED_DATASETS / "Cora" / "raw").is_dir(), reason="shared Cora copy absent")
 def test_a_checkpoint_or_run_naming_a_hostile_root_runs_no_code(tmp_path: Path) -> None:
     """A weights-only-safe checkpoint and a run directory reach the dataset through their
-    config's root: poisoned after training, ``export`` and ``--resume`` refuse in one line."""
+    config's root (named again by the user: a file's root alone is refused before anything is
+    read): poisoned after training, ``export`` and ``--resume`` refuse in one line."""
     import subprocess
     import sys
 
@@ -494,8 +495,8 @@ def test_a_checkpoint_or_run_naming_a_hostile_root_runs_no_code(tmp_path: Path) 
 
     (root / "Cora" / "raw" / "ind.cora.x").write_bytes(pickle.dumps(_Payload(marker)))
     for proc in (edgegcl("export", "--checkpoint", str(run / "checkpoint.pt"),
-                         str(tmp_path / "model.onnx")),
-                 edgegcl("train", "--resume", str(run), "--epochs", "2")):
+                         str(tmp_path / "model.onnx"), "--root", str(root)),
+                 edgegcl("train", "--resume", str(run), "--epochs", "2", "--root", str(root))):
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert "raw files" in proc.stderr and not marker.exists()
     assert not (tmp_path / "model.onnx").exists()

@@ -57,6 +57,8 @@ PROBES: list[tuple[str, str]] = [
     ("graphs", "labelled graphs of 2 to 9 nodes, a quantized x, a damaged Data in a .pt"),
     ("signals", "SIGTERM between seeds of a 200-seed run, SIGTERM while profiling, RANK "
                 "without a process group"),
+    ("paths", "a checkpoint, run or config naming a dataset root, a graph file or a run "
+              "directory, on export, load_run, --resume and --config"),
 ]
 
 _cli = partial(capture, edgegcl_main)
@@ -142,7 +144,7 @@ def test_a_received_file_naming_code_runs_nothing(received: Path, tmp_path: Path
     assert "names the encoder" in line and "--encoder" in line and "nothing was run" in line
     assert not marker.exists() and not (tmp_path / "m.onnx").exists()
     assert not (tmp_path / "new").exists()
-    assert {p: p.read_bytes() for p in received.rglob("*") if p.is_file()} == before
+    assert _files(received) == before
 
 
 def test_the_encoder_named_on_the_command_line_is_allowed(received: Path, tmp_path: Path
@@ -719,6 +721,75 @@ def test_torchrun_variables_are_checked_whole(env: dict[str, str], says: str, tm
     assert not (tmp_path / "cli").exists() and not (tmp_path / "py").exists()
 
 
+# --------------------------------------------------------------------------- paths
+
+def _plant_paths(run: Path, dataset: str, root: str) -> None:
+    """Name ``dataset`` and ``root`` in the run's config.toml and its checkpoints."""
+    text = (run / "config.toml").read_text()
+    text = text.replace('dataset = "synthetic"', f"dataset = {json.dumps(dataset)}")
+    (run / "config.toml").write_text(text.replace('root = ""', f"root = {json.dumps(root)}"))
+    for ckpt in run.rglob("checkpoint.pt"):
+        raw = torch.load(ckpt, weights_only=True)
+        raw["config"].update(dataset=dataset, root=root)
+        torch.save(raw, ckpt)
+
+
+def _files(run: Path) -> dict[Path, bytes]:
+    """Every file of ``run`` but its lock, by content."""
+    return {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name != ".edgegcl.lock"}
+
+
+@pytest.mark.parametrize("kind", ["root", "graph file"])
+def test_a_received_file_chooses_no_path(received: Path, tmp_path: Path, kind: str,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose files name a dataset root (a folder to create and download into) or a
+    graph file: export, load_run().embed(), --resume and --config each refuse in one line
+    naming the flag that would use it; nothing is created or read there."""
+    import edgegcl
+    from edgegcl.errors import PathNotNamed
+
+    monkeypatch.setenv("EDGEGCL_DATA", str(tmp_path / "cache"))
+    elsewhere = tmp_path / "elsewhere"
+    graph = tmp_path / "g.npz"
+    np.savez(graph, x=np.ones((60, 6), np.float32), edge_index=np.array([[0, 1], [1, 0]]))
+    if kind == "root":
+        _plant_paths(received, "Cora", str(elsewhere))
+        flag = f"--root {elsewhere}"
+    else:
+        _plant_paths(received, str(graph), "")
+        flag = str(graph)
+    before = _files(received)
+    for argv in (["export", str(tmp_path / "m.onnx"), "--run", str(received)],
+                 ["train", "--resume", str(received), "--epochs", "3"],
+                 ["train", "--config", str(received / "config.toml"), "--out",
+                  str(tmp_path / "new")]):
+        code, _, err = _cli(argv)
+        assert "a file cannot choose" in one_line(code, err) and flag in err, argv
+    with pytest.raises(PathNotNamed, match="a file cannot choose"):
+        edgegcl.load_run(received).embed()
+    assert not elsewhere.exists() and not (tmp_path / "m.onnx").exists()
+    assert not (tmp_path / "new").exists() and _files(received) == before
+    if kind == "graph file":  # named by the user, it is used
+        assert edgegcl.load_run(received).embed(graph=str(graph)).shape[0] == 60
+
+
+def test_a_config_file_does_not_choose_the_run_directory(received: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """``--config RUN/config.toml`` names ``out = RUN``: the new run gets its own directory
+    under runs/ (one warning line says so), RUN is untouched; ``--out`` chooses."""
+    monkeypatch.chdir(tmp_path)
+    before = _files(received)
+    text = (received / "config.toml").read_text()
+    (tmp_path / "c.toml").write_text(re.sub(r'\nout = "[^"]*"', f"\nout = {json.dumps(str(received))}",
+                                            text))
+    code, _, err = _cli(["train", "--config", "c.toml", "--epochs", "1"])
+    assert code == 0, err
+    assert "names the run directory" in err and f"--out {received}" in err
+    assert _files(received) == before
+    assert len(list((tmp_path / "runs").glob("synthetic-*/metrics.json"))) == 1
+
+
 def test_probe_list_is_complete() -> None:
     """Every class of PROBES is named by a test section above (its marker comment)."""
     source = Path(__file__).read_text()
@@ -727,7 +798,8 @@ def test_probe_list_is_complete() -> None:
               "blocking": "fifo_or_device", "names": "name_too_long",
               "nesting": "nested_toml", "numbers": "nonsense_numbers",
               "sizes": "huge_in_dim", "planetoid": "forged_planetoid",
-              "graphs": "two_to_nine", "signals": "sigterm_between_seeds"}
+              "graphs": "two_to_nine", "signals": "sigterm_between_seeds",
+              "paths": "chooses_no_path"}
     assert set(tested) == {name for name, _ in PROBES}
     for name, needle in tested.items():
         assert f"def test_{needle}" in source or needle in source, name

@@ -34,7 +34,11 @@ def _options(p: argparse.ArgumentParser) -> None:
     source.add_argument("--checkpoint", metavar="FILE", help="a checkpoint.pt")
     p.add_argument("--graph", metavar="GRAPH",
                    help="the training graph (dataset name, .npz or .pt), when the checkpoint's "
-                        "config cannot rebuild it")
+                        "config cannot rebuild it, or a graph file the checkpoint names")
+    p.add_argument("--root", metavar="DIR",
+                   help="where a named dataset is read (the root the checkpoint records is "
+                        "used only when passed here; default: $EDGEGCL_DATA or "
+                        "~/.cache/edgegcl/datasets)")
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET,
                    help=f"ONNX opset, {MIN_OPSET}..{MAX_OPSET} (default: {DEFAULT_OPSET})")
     p.add_argument("--graph-out", metavar="GRAPH.npz",
@@ -55,8 +59,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
     try:
         lines = export(args.out, run=args.run, checkpoint=args.checkpoint, graph=args.graph,
-                       opset=args.opset, graph_out=args.graph_out, quantize=args.quantize,
-                       encoder=args.encoder, force=args.force,
+                       root=args.root, opset=args.opset, graph_out=args.graph_out,
+                       quantize=args.quantize, encoder=args.encoder, force=args.force,
                        log=lambda text: print(f"edgegcl: {text}", file=sys.stderr, flush=True))
     except ExportCheckError as exc:
         print(f"edgegcl: error: export check failed: {exc}; nothing was written",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import sys
 
@@ -29,11 +30,11 @@ def train_command(args: argparse.Namespace) -> int:
         if os.environ.get("RANK", "0") == "0":  # rank 0 speaks for all
             again = torchrun if ranks else "edgegcl train"
             print(f"edgegcl: {stopped}; state saved; continue with: {again} --resume "
-                  f"{stopped.run_dir}", file=sys.stderr)
+                  f"{stopped.run_dir}{_paths(args)}", file=sys.stderr)
         return 128 + (stopped.signum or signal.SIGTERM)
     except RankLost as lost:
         print(f"edgegcl: error: {lost}; the last saved state is kept: continue with {torchrun} "
-              f"--resume {lost.run_dir}", file=sys.stderr)
+              f"--resume {lost.run_dir}{_paths(args)}", file=sys.stderr)
         return 1
     if run is None:  # a rank other than 0 under torchrun
         return 0
@@ -44,3 +45,10 @@ def train_command(args: argparse.Namespace) -> int:
     if args.save_embeddings:
         print(f"wrote {run.path / 'embeddings.npy'}")
     return 0
+
+
+def _paths(args: argparse.Namespace) -> str:
+    """The flags naming the run's graph and root, which ``--resume`` needs again (a run's
+    files choose no path: edgegcl.data.datasets.check_recorded_paths)."""
+    return "".join(f" --{name} {shlex.quote(str(value))}" for name in ("dataset", "root")
+                   if (value := getattr(args, name, None)))

@@ -13,6 +13,8 @@ from typing import Any
 
 _EXPORTS = {"DATASETS": "edgegcl.data.config", "SyntheticSpec": "edgegcl.data.config",
             "default_data_root": "edgegcl.data.datasets", "load_graph": "edgegcl.data.datasets",
+            "check_recorded_paths": "edgegcl.data.datasets",
+            "load_recorded": "edgegcl.data.datasets",
             "synthetic_graph": "edgegcl.data.synthetic",
             "validate_graph": "edgegcl.data.validation"}
 

@@ -25,7 +25,7 @@ from edgegcl.data.config import DATASETS, GRAPH_FILES, PYG_SOURCES, SyntheticSpe
 from edgegcl.data.files import is_graph_file, load_file
 from edgegcl.data.synthetic import synthetic_graph
 from edgegcl.data.validation import SPLIT_MASKS, validate_graph
-from edgegcl.errors import UsageError, first_line
+from edgegcl.errors import PathNotNamed, UsageError, first_line
 from edgegcl_embed.files import read_regular
 
 
@@ -102,6 +102,49 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
     if canonical == "synthetic":
         return synthetic_graph(synthetic)
     return _load_pyg(canonical, default_data_root() if root is None else Path(root).expanduser())
+
+
+def check_recorded_paths(dataset: str, root: str, source: str | Path, *,
+                         dataset_named: bool = False, root_named: bool = False,
+                         dataset_flag: str = "--dataset", root_flag: str = "--root") -> None:
+    """Refuse, in one line, a path a configuration read from ``source`` (a config file, a run
+    directory, a checkpoint) would choose: a graph file as its ``dataset``, or a ``root`` for a
+    named benchmark other than ``default_data_root()`` (the user's own setting). A file someone
+    else made must not decide what is read or where a download is written; the line names the
+    flag (``--root``) or argument (``root=``) that makes it the user's choice.
+    ``dataset_named`` / ``root_named``: the user named that value, so it is not checked.
+    """
+    from edgegcl_embed.errors import shown
+
+    def passed(flag: str, value: str) -> str:
+        return f"{flag}{'' if flag.endswith('=') else ' '}{shown(value, 200)}"
+
+    if not dataset_named and is_graph_file(dataset):
+        raise PathNotNamed(f"{source} names the graph file {shown(dataset, 120)}, a path a file "
+                         f"cannot choose (nothing was read); if it is yours, pass "
+                         f"{passed(dataset_flag, dataset)}")
+    if root_named or not root or is_graph_file(dataset):
+        return
+    if canonical_name(dataset) in (None, "synthetic"):
+        return
+    if Path(root).expanduser().resolve() != default_data_root().resolve():
+        raise PathNotNamed(f"{source} reads {shown(dataset)} from the dataset root "
+                         f"{shown(root, 120)}, a path a file cannot choose (nothing was read or "
+                         f"written there); if it is yours, pass {passed(root_flag, root)}")
+
+
+def load_recorded(dataset: str, root: str, synthetic: SyntheticSpec, source: str | Path, *,
+                  graph: str | Path | None = None, user_root: str | Path | None = None,
+                  graph_flag: str = "--graph", root_flag: str = "--root") -> Data:
+    """The graph of a configuration read from ``source``: ``graph`` when the user names one
+    (a dataset name or graph file), else the recorded ``dataset``; read under ``user_root``
+    when given, else the recorded ``root``; the recorded paths only after
+    ``check_recorded_paths``."""
+    name = str(graph) if graph is not None else dataset
+    check_recorded_paths(name, root, source, dataset_named=graph is not None,
+                         root_named=user_root is not None, dataset_flag=graph_flag,
+                         root_flag=root_flag)
+    return load_graph(name, user_root if user_root is not None else (root or None), synthetic)
 
 
 def _probe_class(cls: type[InMemoryDataset]) -> type[InMemoryDataset]:

@@ -40,13 +40,15 @@ def checkpoint_path(run: str | Path | None = None, checkpoint: str | Path | None
 
 def export(out: str | Path, *, run: str | Path | None = None,
            checkpoint: str | Path | None = None, graph: str | None = None,
-           opset: int = DEFAULT_OPSET, graph_out: str | Path | None = None,
+           root: str | Path | None = None, opset: int = DEFAULT_OPSET, graph_out: str | Path | None = None,
            quantize: str | None = None, encoder: str | None = None, force: bool = False,
            log: Callable[[str], None] = lambda line: None) -> list[str]:
     """Export a run's encoder to the ONNX model ``out`` as ``edgegcl export`` does, checked
     against torch (an ``ExportCheckError`` when a check fails: nothing written); the lines
     to print. ``run`` / ``checkpoint``: which (default: the most recent run under runs/);
-    ``graph``: the training graph when its config cannot rebuild it; ``graph_out``: also the
+    ``graph``: the training graph when its config cannot rebuild it, ``root``: where a named
+    dataset is read (the checkpoint's own graph file or root is used only when passed here:
+    a received file chooses no path); ``graph_out``: also the
     graph as edgegcl-embed reads it; ``quantize="int8"``: also OUT.int8.onnx and its report;
     ``encoder``: the code the checkpoint names, named by the caller; ``force``: replace
     existing files; ``log``: progress lines.
@@ -74,5 +76,5 @@ def export(out: str | Path, *, run: str | Path | None = None,
     if encoder:
         allow_encoder(encoder)
     ckpt = load_checkpoint(path)
-    data = training_graph(ckpt.config, graph)
+    data = training_graph(ckpt.config, graph, root=root, source=path)
     return export_checkpoint(ckpt, plan, data, opset, str(path), log=log)

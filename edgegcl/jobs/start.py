@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgegcl.errors import UsageError
 from edgegcl.jobs.ranks import world_size
+from edgegcl_embed.errors import shown
 
 if TYPE_CHECKING:
     import torch
@@ -166,6 +167,12 @@ def configure(request: Request, hold: ExitStack
                           **settings)
     elif request.config is not None:
         cfg = build(load_toml(request.config), settings)
+        if cfg.run.out and "out" not in settings:  # a file does not choose where a run writes
+            print(f"edgegcl: warning: {shown(str(request.config), 120)} names the run directory "
+                  f"{shown(cfg.run.out, 120)}, which a file cannot choose: this run gets a new "
+                  f"one under runs/ (pass --out {shown(cfg.run.out, 200)} to write there)",
+                  file=sys.stderr, flush=True)
+            cfg = cfg.replace(run={"out": ""})
     else:
         tuned, values = tuned_defaults(str(settings.get("dataset", "")))
         cfg = build(values, settings)
@@ -212,6 +219,13 @@ def start(request: Request, hold: ExitStack, graph: Data | None = None,
 
     reuse_freed_memory()
     device = resolve_device(cfg.run.device)
+    source = _recorded_source(request)
+    if graph is None and source is not None:  # a file's paths are read only where the user named them
+        from edgegcl.data import check_recorded_paths
+
+        named = {k for k, v in request.settings.items() if v is not None}
+        check_recorded_paths(cfg.data.dataset, cfg.data.root, source,
+                             dataset_named="dataset" in named, root_named="root" in named)
     data = None
     if graph is not None:
         data = checked_graph(cfg, graph)
@@ -221,6 +235,18 @@ def start(request: Request, hold: ExitStack, graph: Data | None = None,
         check_resume(Path(request.resume), cfg, None if data is None else data.x.size(1),
                      world_size())
     return Start(cfg, data, device, profile, tuned, request.remeasure)
+
+
+def _recorded_source(request: Request) -> Path | None:
+    """The file the configuration's paths come from: a resumed run's config.toml or a config
+    file; None when the user's own code or flags made it (a ``TrainConfig``, the defaults)."""
+    if request.resume is not None:
+        return Path(request.resume) / "config.toml"
+    if isinstance(request.config, (str, Path)):
+        from edgegcl.config import resolve_config
+
+        return resolve_config(request.config)
+    return None
 
 
 def load_data(cfg: TrainConfig) -> Data:

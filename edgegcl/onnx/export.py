@@ -371,16 +371,21 @@ def _reuse(path: Path, ckpt: Checkpoint, data: Data) -> str:
     return f"reusing {path} (fp32, this checkpoint's encoder: max abs diff to torch {worst:.2g})"
 
 
-def training_graph(cfg: TrainConfig, graph: str | None = None) -> Data:
-    """The graph an encoder was trained on: ``graph`` (a dataset name or file), else rebuilt
-    from its config; one UsageError line when neither can be loaded."""
-    from edgegcl.data import load_graph
-    from edgegcl.errors import UsageError
+def training_graph(cfg: TrainConfig, graph: str | None = None, *,
+                   root: str | Path | None = None, source: str | Path = "the checkpoint"
+                   ) -> Data:
+    """The graph an encoder was trained on: ``graph`` (a dataset name or file, under ``root``
+    when given), else rebuilt from its config, read from ``source``, whose paths are used only
+    when the user passes them (edgegcl.data.datasets.check_recorded_paths); one UsageError
+    line when neither can be loaded."""
+    from edgegcl.data import load_recorded
+    from edgegcl.errors import PathNotNamed, UsageError
 
     try:
-        return load_graph(graph or cfg.data.dataset, cfg.data.root or None, cfg.synthetic_spec())
+        return load_recorded(cfg.data.dataset, cfg.data.root, cfg.synthetic_spec(), source,
+                             graph=graph or None, user_root=root)
     except UsageError as exc:
-        if graph:
+        if graph or isinstance(exc, PathNotNamed):
             raise
         raise UsageError(f"cannot rebuild the training graph to check the export ({exc}); "
                          "pass it with --graph") from None
