@@ -54,8 +54,8 @@ file exposes no W1 (its stage 0 is more than x W1): its first layer runs dense.
 Interface 1 (the first files, no ``edgegcl.interface`` key): one graph with
 inputs ``x`` float32 [num_nodes, in_dim], ``edge_index`` int64 [2, num_edges] (row 0 source,
 row 1 target) and ``deg`` float32 [num_nodes], output ``embeddings``; it aggregates with
-ScatterND, which onnxruntime's CPU kernel runs correctly on one thread only. The runtime still
-loads such files and runs them that way.
+ScatterND, which onnxruntime's CPU kernel runs correctly on one thread only. The runtime
+refuses such files (their shapes cannot be bounded: edgegcl_embed.bounds); re-export them.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +14,7 @@ import onnxruntime as ort
 from scipy.sparse import csr_matrix, issparse
 
 from .adjacency import NormalisedAdjacency
-from .contract import (INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT, STAGE0_WEIGHT,
+from .contract import (INPUT_X, STAGE0_WEIGHT,
                        STAGE0_WEIGHT_INT8, ModelMetadata, aggregate_input, carry_input,
                        carry_output, is_portable, stage_output)
 from .errors import InputError, first_line, shown
@@ -22,6 +22,7 @@ from .features import dense_rows, density, sparse_product, use_sparse_product
 from .files import read_regular
 from .graph import Features, InNeighbourhoods, check_graph, gcn_degree
 from .kernels import resolve_kernel, warm_up
+from .bounds import check_bounded
 from .stages import ModelFormatError, external_tensors, stage_model
 
 MODEL_LIMIT = 2**31 - 1
@@ -84,16 +85,16 @@ class EncoderSession:
     """An exported encoder, opened for inference, with its ``edgegcl.*`` metadata.
 
     A portable file (interface 4 or 5) is cut into its dense stages (``edgegcl_embed.stages``) and run
-    like an interface-3 file: ``session`` is the stages' onnxruntime session.
+    like an interface-3 file: ``session`` is the stages' onnxruntime session. What onnxruntime
+    loads is checked first to be bounded (``edgegcl_embed.bounds``: no control flow, no shape
+    taken from a value); interface-1 files (a whole-graph scatter) are refused.
 
     ``threads``: worker threads for the row blocks (default: every available core). Each
     onnxruntime run is single-threaded and blocks run concurrently, which scales better than
-    splitting every small product, and keeps interface-1 files correct (their ScatterND loses
-    updates with more than one onnxruntime thread, microsoft/onnxruntime#18048; such files run
-    on one thread). ``device`` "cuda" runs the dense stages with onnxruntime's CUDA provider,
+    splitting every small product. ``device`` "cuda" runs the dense stages with onnxruntime's CUDA provider,
     the whole graph as one block. ``first_layer`` (FIRST_LAYER_MODES): when a model that
     exposes W1 (interface 3) takes stage 0 as a CSR product over x's nonzeros instead of its
-    MatMul; ``stage0_weight`` is that W1, None for models without it (interface 1 and 2 files,
+    MatMul; ``stage0_weight`` is that W1, None for models without it (interface 2 files,
     models whose first layer aggregates first), which always densify a sparse x. ``kernel``
     (edgegcl_embed.kernels.KERNELS): the CSR product for the aggregation and the sparse first layer,
     the faster of numba's and scipy's on this machine ("auto", ``kernels.faster_kernel``);
@@ -131,6 +132,7 @@ class EncoderSession:
                              f"{first_layer!r}")
         self._kernel = resolve_kernel(kernel)
         self._pool: ThreadPoolExecutor | None = None
+        self._run_options = ort.RunOptions()  # its terminate flag ends runs in progress
         providers = ["CPUExecutionProvider"]
         if device == "cuda":
             if "CUDAExecutionProvider" not in ort.get_available_providers():
@@ -143,11 +145,14 @@ class EncoderSession:
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # errors only: a bad model is reported in one line below
-        self.session = self._load(model, options, providers, p)
         self._size = len(model)
-        if device == "cuda" and "CUDAExecutionProvider" not in self.session.get_providers():
-            raise InputError("onnxruntime could not start its CUDA provider (CUDA or cuDNN "
-                             "libraries missing or mismatched); fix the install or use the CPU")
+        # the whole file, loaded to read its inputs and outputs only: no optimisation, so
+        # nothing is folded (run) before the stages are known to be bounded
+        plain = ort.SessionOptions()
+        plain.intra_op_num_threads = plain.inter_op_num_threads = 1
+        plain.log_severity_level = 3
+        plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        self.session = self._load(model, plain, ["CPUExecutionProvider"], p)
         props = self.session.get_modelmeta().custom_metadata_map
         try:
             self.metadata = ModelMetadata.from_props(props)
@@ -155,22 +160,29 @@ class EncoderSession:
             raise InputError(f"model file {p} is not an edgegcl encoder (metadata: {exc}); "
                              "export it with edgegcl export") from None
         self._check_graph(p, self.metadata)
-        if is_portable(self.metadata.interface):  # run its dense stages; aggregate here
-            try:
-                stages = stage_model(model)
-            except (ModelFormatError, OSError) as exc:
-                raise InputError(f"model file {p} cannot be cut into its stages ("
-                                 f"{first_line(exc)}); re-export it with edgegcl export") from None
-            self.session = self._load(stages, options, providers, p)
+        if self.metadata.interface == 1:
+            raise InputError(f"model file {p} is an interface-1 export (edgegcl's first layout: "
+                             "one graph with a scatter inside, whose shapes the runtime cannot "
+                             "bound); re-export it with edgegcl export")
+        try:  # what onnxruntime runs: the dense stages, bounded (edgegcl_embed.bounds)
+            stages = stage_model(model) if is_portable(self.metadata.interface) else model
+            check_bounded(stages)
+        except (ModelFormatError, OSError) as exc:
+            raise InputError(f"model file {p} cannot be cut into its stages ("
+                             f"{first_line(exc)}); re-export it with edgegcl export") from None
+        del model
+        self.session = self._load(stages, options, providers, p)
+        if device == "cuda" and "CUDAExecutionProvider" not in self.session.get_providers():
+            raise InputError("onnxruntime could not start its CUDA provider (CUDA or cuDNN "
+                             "libraries missing or mismatched); fix the install or use the CPU")
+        if is_portable(self.metadata.interface):
             self._check_graph(p, self.metadata, cut=True)
         inputs = {i.name: i.shape for i in self.session.get_inputs()}
-        if self.metadata.interface == 1:
-            self.threads = 1
-        self._has_stage0 = INPUT_X in inputs and self.metadata.interface != 1
+        self._has_stage0 = INPUT_X in inputs
         self._widths = {o.name: o.shape[1] for o in self.session.get_outputs()
                         if len(o.shape) == 2}  # the stages' outputs (and W1)
         # zero-row feeds for the stages a run does not compute
-        self._idle = {} if self.metadata.interface == 1 else {
+        self._idle = {
             name: np.zeros((0, shape[1]), dtype=np.float32) for name, shape in inputs.items()}
         self.first_layer = first_layer
         self.stage0_weight = self._fetch_stage0_weight(p) if self._has_stage0 else None
@@ -178,8 +190,7 @@ class EncoderSession:
             raise InputError(f"model file {p} does not expose W1 (edgegcl interface "
                              f"{self.metadata.interface}, or layer 1 aggregates first), so its "
                              "first layer cannot run sparse; re-export it with edgegcl export")
-        if self.metadata.interface != 1:
-            warm_up(self._kernel)  # numba's one-time load, charged to opening, not to embed
+        warm_up(self._kernel)  # numba's one-time load, charged to opening, not to embed
 
     @staticmethod
     def _load(model: str | bytes, options: ort.SessionOptions, providers: list[str],
@@ -195,7 +206,7 @@ class EncoderSession:
         """``session.run``; an error onnxruntime raises while computing (a model whose ops
         fail on this input or provider) is one InputError line."""
         try:
-            return self.session.run(outputs, feeds)
+            return self.session.run(outputs, feeds, self._run_options)
         except Exception as exc:  # onnxruntime's own exception types
             raise InputError(f"onnxruntime failed while running the model ({first_line(exc)}); "
                              "re-export it with edgegcl export, or check the graph") from None
@@ -218,15 +229,12 @@ class EncoderSession:
     @kernel.setter
     def kernel(self, kernel: str) -> None:
         self._kernel = resolve_kernel(kernel)
-        if self.metadata.interface != 1:
-            warm_up(self._kernel)
+        warm_up(self._kernel)
 
     def sparse_work(self, x: Features, edge_index: np.ndarray) -> int:
         """Multiply-adds of the CSR products of one whole-graph embedding of (x, edge_index):
         A_hat (at most E + N nonzeros) times each aggregated width, and x's nonzeros times W1's
         width when the first layer runs sparse. Dense stages are not counted."""
-        if self.metadata.interface == 1:
-            return 0
         widths = sum(self._idle[aggregate_input(j)].shape[1]
                      for j in range(1, self.metadata.num_layers + 1))
         work = (edge_index.shape[1] + x.shape[0]) * widths
@@ -323,8 +331,13 @@ class EncoderSession:
                 for lo, hi in bounds:
                     block(lo, hi)
             else:
-                for future in [pool.submit(block, lo, hi) for lo, hi in bounds]:
-                    future.result()
+                futures = [pool.submit(block, lo, hi) for lo, hi in bounds]
+                try:
+                    for future in futures:
+                        future.result()
+                except BaseException:  # Ctrl-C, or a block's error: stop the others now
+                    self._stop(futures)
+                    raise
             return dest, carry
 
         carried = None
@@ -333,6 +346,18 @@ class EncoderSession:
         for j in range(1, k + 1):
             h, carried = run_stage(j, h, carried, out if j == k else None)
         return h
+
+    def _stop(self, futures: list[Future]) -> None:
+        """Cancel the blocks not started and end the onnxruntime runs in progress
+        (``RunOptions.terminate``), then wait for the workers: an interrupted embedding stops
+        at once instead of finishing every block."""
+        for future in futures:
+            future.cancel()
+        self._run_options.terminate = True
+        try:
+            wait(futures)
+        finally:
+            self._run_options.terminate = False
 
     def _workers(self) -> ThreadPoolExecutor:
         """The session's worker threads, started on first use and kept until ``close``."""
@@ -351,12 +376,6 @@ class EncoderSession:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def _run_interface1(self, x: np.ndarray, edge_index: np.ndarray,
-                        deg: np.ndarray) -> np.ndarray:
-        """One onnxruntime call of an interface-1 model (ScatterND inside, one thread)."""
-        return self._run([OUTPUT], {INPUT_X: x, INPUT_EDGE_INDEX: edge_index,
-                                           INPUT_DEG: deg})[0]
 
     def embed(self, x: Features, edge_index: np.ndarray, batch_size: int = 0,
               progress: Callable[[int, int], None] | None = None,
@@ -404,12 +423,6 @@ class EncoderSession:
         if issparse(x) and not self._has_stage0:  # A_hat x needs any rows of x: densify it
             x = x.toarray()
         if batch_size == 0 or batch_size >= n:
-            if self.metadata.interface == 1:
-                z = self._run_interface1(x, edge_index, gcn_degree(edge_index, n))
-                if out is None:
-                    return z
-                out[:] = z
-                return out
             adj = NormalisedAdjacency(edge_index, n, kernel=self.kernel)
             del edge_index
             features = [x]
@@ -432,11 +445,8 @@ class EncoderSession:
             nodes, edges = hoods.khop(targets, self.metadata.num_layers)
             relabel[nodes] = np.arange(nodes.size)
             sub_edges = relabel[edge_index[:, edges]]
-            if self.metadata.interface == 1:
-                z = self._run_interface1(x[nodes], sub_edges, deg[nodes])
-            else:
-                z = self._forward([x[nodes]], NormalisedAdjacency(
-                    sub_edges, nodes.size, deg[nodes], self.kernel), None, sparse0)
+            z = self._forward([x[nodes]], NormalisedAdjacency(
+                sub_edges, nodes.size, deg[nodes], self.kernel), None, sparse0)
             out[targets] = z[:targets.size]
             if progress is not None:
                 progress(int(targets[-1]) + 1, n)

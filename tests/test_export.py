@@ -29,6 +29,7 @@ from edgegcl.onnx.export import (
     export_encoder,
 )
 from edgegcl.onnx.legacy import export_legacy
+from edgegcl_embed.errors import InputError
 from edgegcl_embed.runtime import EncoderSession
 
 # Tiny synthetic training graphs; the configs rebuild them, as ``edgegcl export`` does.
@@ -157,8 +158,10 @@ def test_stage_model_matches_torch_in_both_orders(tmp_path: Path, features: int)
     np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
 
 
-def test_interface1_files_still_load(tmp_path: Path) -> None:
-    """Files written before interface 2 (ScatterND, no edgegcl.interface key) still embed."""
+def test_interface1_files_are_refused_with_the_fix(tmp_path: Path) -> None:
+    """Files written before interface 2 (ScatterND, no edgegcl.interface key) run one graph
+    whose shapes the runtime cannot bound: one line says to re-export; the same checkpoint's
+    export embeds."""
     encoder, old, new = _encoder(CFG), tmp_path / "old.onnx", tmp_path / "new.onnx"
     export_legacy(Checkpoint(encoder, CFG, CFG.synthetic.features, 0, 0), old, interface=1)
     export_encoder(Checkpoint(encoder, CFG, CFG.synthetic.features, 0, 0), new)
@@ -167,14 +170,11 @@ def test_interface1_files_still_load(tmp_path: Path) -> None:
     del model.metadata_props[:]
     model.metadata_props.extend(props)  # exactly what an older edgegcl wrote
     onnx.save(model, str(old))
-    session = EncoderSession(old, threads=4)
-    assert session.metadata.interface == 1 and session.threads == 1  # ScatterND: one thread
+    with pytest.raises(InputError, match="interface-1 export.*re-export it with edgegcl export"):
+        EncoderSession(old, threads=4)
     x, edge_index = _graph(150, 0)
     with torch.no_grad():
         expected = encoder(x, edge_index).numpy()
-    for batch_size in (0, 40):
-        got = session.embed(x.numpy(), edge_index.numpy(), batch_size=batch_size)
-        np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
     np.testing.assert_allclose(EncoderSession(new).embed(x.numpy(), edge_index.numpy()),
                                expected, atol=1e-5, rtol=0)
 

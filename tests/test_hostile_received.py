@@ -45,6 +45,10 @@ PROBES: list[tuple[str, str]] = [
     ("onnx-external", "an initializer stored as external data: absolute, ../, beside the "
                       "model, in the current directory"),
     ("onnx-run", "NaN weights, INT8 scales of NaN, an input onnxruntime refuses at run time"),
+    ("onnx-bounds", "an endless Loop, a ConstantOfShape of 2^26, a broadcast of two constants "
+                    "to 2^24, a node of another domain, in a portable and an interface-2 file; "
+                    "an interface-1 file"),
+    ("interrupt", "Ctrl-C while the worker threads embed"),
     ("blocking", "a FIFO or /dev/zero as --config, profile, epochs.csv, state.pt, checkpoint, "
                  "profile cache"),
     ("names", "a 300-character name for --out, --resume, export, plot --out, --config, "
@@ -429,6 +433,128 @@ def test_an_onnxruntime_run_time_error_is_one_line(model_and_graph: tuple[Path, 
         session.stage(1, np.ones((2, 99), np.float32))  # a width the model does not take
 
 
+def _unbounded(model: Path, target: Path, kind: str) -> Path:
+    """``model`` whose embeddings also add a scalar computed by ``kind``'s nodes: an endless
+    Loop, a 2^26-element ConstantOfShape, two small constants broadcast to 2^24 elements, or
+    an Add of a custom domain (whose function the file could define)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    proto = onnx.load(str(model))
+    graph = proto.graph
+    final = graph.output[-1].name
+    producer = next(n for n in graph.node if final in n.output)
+    producer.output[list(producer.output).index(final)] = "pre"
+    nodes, inits = [], []
+    if kind == "loop":
+        body = helper.make_graph(
+            [helper.make_node("Identity", ["cond"], ["cond_out"]),
+             helper.make_node("Identity", ["v"], ["v_out"])], "body",
+            [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+             helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+             helper.make_tensor_value_info("v", TensorProto.FLOAT, [])],
+            [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+             helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [])])
+        inits += [numpy_helper.from_array(np.array(2**62, np.int64), "trips"),
+                  numpy_helper.from_array(np.array(True), "go"),
+                  numpy_helper.from_array(np.array(0, np.float32), "v0")]
+        nodes.append(helper.make_node("Loop", ["trips", "go", "v0"], ["scalar"], body=body))
+    elif kind == "alloc":
+        inits.append(numpy_helper.from_array(np.array([2**26], np.int64), "size"))
+        nodes += [helper.make_node("ConstantOfShape", ["size"], ["big"]),
+                  helper.make_node("ReduceMax", ["big"], ["scalar"], keepdims=0)]
+    elif kind == "broadcast":
+        inits += [numpy_helper.from_array(np.zeros((4096, 1), np.float32), "column"),
+                  numpy_helper.from_array(np.zeros((1, 4096), np.float32), "row")]
+        nodes += [helper.make_node("Add", ["column", "row"], ["big"]),
+                  helper.make_node("ReduceMax", ["big"], ["scalar"], keepdims=0)]
+    else:
+        inits.append(numpy_helper.from_array(np.array(0, np.float32), "zero"))
+        nodes.append(helper.make_node("Add", ["zero", "zero"], ["scalar"], domain="evil"))
+        proto.functions.append(helper.make_function(  # the file defines evil.Add itself
+            "evil", "Add", ["a", "b"], ["c"], [helper.make_node("Add", ["a", "b"], ["c"])],
+            [helper.make_opsetid("", proto.opset_import[0].version)]))
+        proto.opset_import.append(helper.make_opsetid("evil", 1))
+    nodes.append(helper.make_node("Add", ["pre", "scalar"], [final]))
+    graph.initializer.extend(inits)
+    graph.node.extend(nodes)
+    onnx.save(proto, str(target))
+    return target
+
+
+@pytest.mark.parametrize("kind", ["loop", "alloc", "broadcast", "domain"])
+@pytest.mark.parametrize("layout", ["portable", "interface 2"])
+def test_an_unbounded_stage_is_refused_before_it_runs(model_and_graph: tuple[Path, Path],
+                                                      tmp_path: Path, kind: str,
+                                                      layout: str) -> None:
+    """What onnxruntime would loop in or allocate by (at load: its constant folding) is
+    refused from the file's bytes, in one line, within seconds."""
+    from edgegcl.nn.model import GCNEncoder, ModelConfig
+    from edgegcl.onnx.legacy import export_legacy
+    from edgegcl.training.checkpoint import Checkpoint
+    from edgegcl.training.config import TrainConfig
+
+    model, graph = model_and_graph
+    if layout == "interface 2":
+        model = tmp_path / "old.onnx"
+        export_legacy(Checkpoint(GCNEncoder(3, ModelConfig(8, 4, 4)).eval(),
+                                 TrainConfig(hidden_dim=8, out_dim=4, features=3), 3, 0, 0),
+                      model, interface=2)
+    forged = _unbounded(model, tmp_path / f"{kind}.onnx", kind)
+    out = tmp_path / "emb.npy"
+    with deadline(30):
+        code, _, err = capture(embed_main, [str(forged), "--graph", str(graph), "--out",
+                                            str(out)])
+    line = one_line(code, err, "edgegcl-embed: error:")
+    assert re.search("not bounded|computed by a Loop node", line), line
+    assert not out.exists()
+
+
+def test_an_interface1_file_is_refused(model_and_graph: tuple[Path, Path],
+                                       tmp_path: Path) -> None:
+    """The first layout runs one graph with a scatter whose shapes come from its inputs'
+    values: refused in one line, with the fix."""
+    from edgegcl.nn.model import GCNEncoder, ModelConfig
+    from edgegcl.onnx.legacy import export_legacy
+    from edgegcl.training.checkpoint import Checkpoint
+    from edgegcl.training.config import TrainConfig
+
+    old = tmp_path / "old.onnx"
+    export_legacy(Checkpoint(GCNEncoder(3, ModelConfig(8, 4, 4)).eval(),
+                             TrainConfig(hidden_dim=8, out_dim=4, features=3), 3, 0, 0),
+                  old, interface=1)
+    with pytest.raises(InputError, match="interface-1 export.*re-export it"):
+        EncoderSession(old)
+
+
+def test_ctrl_c_stops_a_running_embedding(model_and_graph: tuple[Path, Path]) -> None:
+    """Ctrl-C while the worker threads run a stage's blocks: the blocks not started are
+    cancelled (the embedding ends at once, not after every block), and the session embeds
+    again afterwards (onnxruntime's terminate flag is reset)."""
+    import threading
+
+    session = EncoderSession(model_and_graph[0], threads=2)
+    real, calls = session.stage_outputs, []
+
+    def slow(j: int, h: np.ndarray, carried: np.ndarray | None = None) -> tuple:
+        calls.append(j)
+        time.sleep(0.05)
+        return real(j, h, carried)
+
+    session.stage_outputs = slow  # type: ignore[method-assign]
+    rng = np.random.default_rng(0)
+    x = rng.random((8192, 3), dtype=np.float32)  # 16 blocks a stage, 0.4 s on 2 threads
+    edges = rng.integers(0, 8192, (2, 20000))
+    timer = threading.Timer(0.12, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        session.embed(x, edges)
+    timer.cancel()
+    session.close()  # waits for the workers: what was queued must not run now
+    assert len(calls) < 12, calls
+    session.stage_outputs = real  # type: ignore[method-assign]
+    assert np.isfinite(session.embed(x[:300], edges[:, :50] % 300)).all()
+
+
 # --------------------------------------------------------------------------- blocking readers
 
 def _fifo(path: Path) -> Path:
@@ -795,6 +921,7 @@ def test_probe_list_is_complete() -> None:
     source = Path(__file__).read_text()
     tested = {"code": "naming_code", "links": "planted", "outputs": "plot_out_keeps",
               "onnx-external": "external_data_is_refused", "onnx-run": "nan_weights",
+              "onnx-bounds": "unbounded_stage", "interrupt": "ctrl_c_stops",
               "blocking": "fifo_or_device", "names": "name_too_long",
               "nesting": "nested_toml", "numbers": "nonsense_numbers",
               "sizes": "huge_in_dim", "planetoid": "forged_planetoid",
