@@ -290,10 +290,12 @@ class EncoderSession:
         if self.carries(j):
             names.append(carry_output(j))
         out = self._run(names, feeds)
-        for name, array in zip(names, out):  # a stage is row-wise: as many rows out as in
-            if array.shape[0] != h.shape[0]:
-                raise InputError(f"the model's stage {j} returned {array.shape[0]} rows of "
-                                 f"{name} for {h.shape[0]}; re-export it with edgegcl export")
+        for name, array in zip(names, out):  # row-wise, as wide as declared: never broadcast
+            if array.shape != (h.shape[0], self._widths[name]):
+                raise InputError(f"the model's stage {j} returned {name} of shape "
+                                 f"{list(array.shape)} for {h.shape[0]} rows, not "
+                                 f"[{h.shape[0]}, {self._widths[name]}]; re-export it with "
+                                 "edgegcl export")
         return out[0], (out[1] if len(out) > 1 else None)
 
     def _forward(self, inputs: list[np.ndarray | csr_matrix], adj: NormalisedAdjacency,

@@ -509,6 +509,36 @@ def test_an_unbounded_stage_is_refused_before_it_runs(model_and_graph: tuple[Pat
     assert not out.exists()
 
 
+def test_a_stage_returning_another_shape_is_one_line(model_and_graph: tuple[Path, Path],
+                                                     tmp_path: Path) -> None:
+    """A stage that computes [rows, 1] where its file declares [rows, out_dim]: one line (such
+    an output used to be broadcast into every column), nothing written. Shapes are known from
+    the file (edgegcl_embed.bounds), so the metadata check meets it before any run; the
+    runtime checks every stage's output shape again as it runs."""
+    from onnx import numpy_helper
+
+    model, graph = model_and_graph
+    proto = onnx.load(str(model))
+    final = proto.graph.output[-1].name
+    producer = next(n for n in proto.graph.node if final in n.output)
+    producer.output[list(producer.output).index(final)] = "pre"
+    proto.graph.initializer.append(numpy_helper.from_array(np.ones((4, 1), np.float32), "one"))
+    proto.graph.node.append(onnx.helper.make_node("MatMul", ["pre", "one"], [final]))
+    onnx.save(proto, str(tmp_path / "narrow.onnx"))
+    out = tmp_path / "emb.npy"
+    code, _, err = capture(embed_main, [str(tmp_path / "narrow.onnx"), "--graph", str(graph),
+                                        "--out", str(out)])
+    line = one_line(code, err, "edgegcl-embed: error:")
+    assert "not [rows, width]" in line or "not [5, 4]" in line, line
+    assert not out.exists()
+    session = EncoderSession(model, threads=1)
+    real = session.session.run
+    session.session.run = lambda names, feeds, options=None: [  # type: ignore[method-assign]
+        a[:, :1] for a in real(names, feeds, options)]
+    with pytest.raises(InputError, match=r"returned .* of shape \[5, 1\] for 5 rows"):
+        session.embed(np.ones((5, 3), np.float32), np.array([[0, 1, 2], [1, 2, 3]]))
+
+
 def test_an_interface1_file_is_refused(model_and_graph: tuple[Path, Path],
                                        tmp_path: Path) -> None:
     """The first layout runs one graph with a scatter whose shapes come from its inputs'
@@ -657,7 +687,7 @@ def test_deeply_nested_toml_is_one_line(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- numbers, sizes
 
 @pytest.mark.parametrize("flags", [
-    ["--lr", "inf"], ["--tau", "inf"], ["--tau", "nan"], ["--weight-decay", "inf"],
+    ["--lr", "inf"], ["--lr", "1e38"], ["--tau", "inf"], ["--tau", "nan"], ["--weight-decay", "inf"],
     ["--scheduler", "hans", "--gamma", "inf"], ["--theta-max", "nan"],
     ["--epochs", "1000000000"], ["--mode", "minibatch", "--fanout", ",".join(["2"] * 100_000)],
     ["--nodes", "100000000000"], ["--features", "10000000000"],
@@ -985,9 +1015,12 @@ def test_a_loss_that_is_not_a_number_stops_the_seed_in_one_line(
     from edgegcl.cli.main import main
 
     monkeypatch.chdir(tmp_path)
-    code = main(["train", "--nodes", "120", "--features", "16", "--hidden-dim", "16",
+    rng = np.random.default_rng(0)  # finite features near float32's largest: x W overflows
+    np.savez(tmp_path / "huge.npz", x=(rng.random((120, 16)) * 3e38).astype(np.float32),
+             edge_index=rng.integers(0, 120, (2, 600)), y=rng.integers(0, 3, 120))
+    code = main(["train", "--dataset", "huge.npz", "--hidden-dim", "16",
                  "--out-dim", "8", "--proj-dim", "8", "--epochs", "6", "--eval-every", "2",
-                 "--encoder", "gcn", "--threads", "1", "--lr", "1e30", "--out", "r"])
+                 "--encoder", "gcn", "--threads", "1", "--out", "r"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and "the loss became nan at epoch" in err[-1] and "--lr" in err[-1], err
     assert "Traceback" not in "\n".join(err) and not (tmp_path / "r" / "metrics.json").exists()

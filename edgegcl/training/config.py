@@ -108,7 +108,9 @@ class RunConfig(Section):
     epochs: int = option(300, "training epochs per seed", at_least=1, at_most=MAX_EPOCHS)
     seeds: int = option(1, "independent runs, each with its own split and initialisation",
                         at_least=1)
-    lr: float = option(5e-4, "Adam learning rate", above=0.0)
+    lr: float = option(5e-4, "Adam learning rate", above=0.0, at_most=10.0,
+                       why="Adam moves each weight by about lr a step: beyond it training only "
+                       "diverges (and float32 overflows)")
     weight_decay: float = option(1e-5, "Adam weight decay", at_least=0.0)
     device: str = option("auto", "auto, cpu, cuda or cuda:N (under torchrun each rank's GPU is "
                          "LOCAL_RANK)")

@@ -83,8 +83,8 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
 def _diverged(loss: object, epoch: int, seed: int, cfg: TrainConfig) -> str:
     """Why a seed stops when its loss is not a number: the epoch, and what usually causes it."""
     return (f"the loss became {loss} at epoch {epoch} in seed-{seed}: training diverged; a "
-            f"smaller --lr (this run's is {cfg.run.lr:g}) or a larger --tau usually keeps it "
-            "finite (what was saved before this epoch is kept)")
+            f"smaller --lr (this run's is {cfg.run.lr:g}), a larger --tau or features of a "
+            "smaller scale usually keep it finite (what was saved before this epoch is kept)")
 
 
 def start_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_dir: Path,
