@@ -29,8 +29,19 @@ SAMPLE_INTERVAL_S = 0.002
 
 def memory_limit() -> int:
     """Bytes of memory available now: the most that a size read from the user's input (a
-    file's length, a declared shape, a width) may ask for before it is allocated."""
-    return int(psutil.virtual_memory().available)
+    file's length, a declared shape, a width) may ask for before it is allocated. The
+    machine's available memory, or less under an address-space limit (``ulimit -v``,
+    RLIMIT_AS: what this process may still map)."""
+    free = int(psutil.virtual_memory().available)
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):  # no such limit on this system
+        return free
+    if soft == resource.RLIM_INFINITY:
+        return free
+    return max(0, min(free, soft - psutil.Process().memory_info().vms))
 
 
 def check_allocation(nbytes: float, what: str, fix: str) -> None:

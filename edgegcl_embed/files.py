@@ -108,12 +108,29 @@ def read_regular(path: Path, what: str, fix: str, limit: int,
     that grows while it is read is cut there and refused."""
     with open_regular(path, what, fix, limit, error) as fh:
         try:
-            data = fh.read(limit + 1)
+            data = _read_bounded(fh, limit)
         except OSError as exc:
             raise error(f"{what} {path} cannot be read ({exc.strerror or exc}); {fix}") from None
     if len(data) > limit:
         raise error(f"{what} {path} is more than the {limit} bytes such a file can hold; {fix}")
     return data
+
+
+def _read_bounded(fh: BinaryIO, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``fh``, reserving memory for what the file holds (its
+    size, then 1 MiB at a time if it grows), not for ``limit``: under an address-space limit
+    a 2 GiB reservation fails before a small file is read."""
+    want = min(os.fstat(fh.fileno()).st_size, limit) + 1
+    first = fh.read(want)
+    if len(first) < want:  # the whole file, as its size said
+        return first
+    data = bytearray(first)
+    while len(data) <= limit:
+        chunk = fh.read(min(1 << 20, limit + 1 - len(data)))
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)
 
 
 TEMP_SUFFIX = ".tmp"

@@ -69,6 +69,7 @@ def test_the_command_writes_where_told_from_any_directory(
     (["--thetas", "0,1", "--out", "r"], "--thetas must be"),
     (["--repeats", "0", "--out", "r"], "--repeats must be at least 1"),
     (["--out", "no/such/dir/r"], "does not exist"),
+    (["--out", "/proc/edgegcl-r"], "cannot write into /proc"),  # no file there, root or not
 ])
 def test_bad_requests_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                    capsys: pytest.CaptureFixture, argv: list[str],

@@ -312,6 +312,25 @@ def test_weights_that_are_not_numbers_are_one_line(received: Path, tmp_path: Pat
     assert not (tmp_path / "m.onnx").exists()
 
 
+def test_an_address_space_limit_is_honoured(model_and_graph: tuple[Path, Path]) -> None:
+    """Under ``ulimit -v`` (RLIMIT_AS) 1 GiB above what is mapped: a model is read for its
+    size (it reserved 2 GiB up front: a MemoryError traceback), and the memory checks take
+    the limit as what is available."""
+    script = (
+        "import resource, sys, psutil, numpy as np\n"
+        "from edgegcl_embed.runtime import EncoderSession\n"
+        "from edgegcl.memory import memory_limit\n"
+        "EncoderSession(sys.argv[1], threads=1)\n"
+        "vms = psutil.Process().memory_info().vms\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (vms + (1 << 30), resource.RLIM_INFINITY))\n"
+        "z = EncoderSession(sys.argv[1], threads=1).embed(np.ones((5, 3), np.float32),\n"
+        "                                                 np.array([[0], [1]]))\n"
+        "print(z.shape, memory_limit() <= (1 << 30))\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(model_and_graph[0])],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["(5,", "4)", "True"], proc.stderr
+
+
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path) -> None:
     """``edgegcl profiles | head -0``: exit 141 (SIGPIPE), nothing on stderr."""
     proc = subprocess.Popen([sys.executable, "-m", "edgegcl", "profiles"], stdout=subprocess.PIPE,

@@ -4,6 +4,7 @@ and a plot in a directory the user names (edgegcl.budget.bench), writing nowhere
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
@@ -37,7 +38,22 @@ def check_out_dir(out: str | Path | None, force: bool) -> Path:
     if taken and not force:
         raise UsageError(f"{', '.join(taken)} already exist(s); pass --force to replace them, or "
                          "another --out")
+    _check_writable(path if path.is_dir() else path.parent)
     return path
+
+
+def _check_writable(folder: Path) -> None:
+    """One line, before minutes of measuring, when ``folder`` takes no new file (read-only,
+    full, not ours): a file is created there exclusively and removed."""
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".edgegcl-probe-", dir=folder)
+    except OSError as exc:
+        raise UsageError(f"cannot write into {folder} ({exc.strerror or exc}); choose a "
+                         "writable --out (nothing was measured)") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def bench_budgets(out: str | Path, config: TrainConfig | str | Path | None = None,
@@ -83,5 +99,9 @@ def bench_budgets(out: str | Path, config: TrainConfig | str | Path | None = Non
               file=sys.stderr)
         table = measure_budgets(s.data, s.cfg, s.device, thetas, repeats,
                                 progress_line(total, "budgets"))
-        path.mkdir(exist_ok=True)
-        return [Path(p) for p in write_budgets(table, path)]
+        try:
+            path.mkdir(exist_ok=True)
+            return [Path(p) for p in write_budgets(table, path)]
+        except OSError as exc:  # the folder changed while measuring
+            raise UsageError(f"cannot write the results into {path} ({exc.strerror or exc}); "
+                             "free space or choose a writable --out and measure again") from None
