@@ -49,6 +49,9 @@ PROBES: list[tuple[str, str]] = [
                     "to 2^24, a node of another domain, in a portable and an interface-2 file; "
                     "an interface-1 file"),
     ("interrupt", "Ctrl-C while the worker threads embed"),
+    ("inner-values", "a checkpoint weight that is sparse, quantised, meta or integer; a "
+                     "state.pt whose random state, optimiser moments or entries are wrong, or "
+                     "holding a sparse or NaN tensor"),
     ("blocking", "a FIFO or /dev/zero as --config, profile, epochs.csv, state.pt, checkpoint, "
                  "profile cache"),
     ("names", "a 300-character name for --out, --resume, export, plot --out, --config, "
@@ -604,6 +607,70 @@ def test_ctrl_c_stops_a_running_embedding(model_and_graph: tuple[Path, Path]) ->
     assert np.isfinite(session.embed(x[:300], edges[:, :50] % 300)).all()
 
 
+def _odd(tensor: torch.Tensor, kind: str) -> torch.Tensor:
+    if kind == "sparse":
+        return tensor.to_sparse()
+    if kind == "quantised":
+        with warnings.catch_warnings():  # torch's TypedStorage note
+            warnings.simplefilter("ignore", UserWarning)
+            return torch.quantize_per_tensor(tensor.float(), 0.1, 0, torch.qint8)
+    if kind == "meta":
+        return torch.empty_like(tensor, device="meta")
+    return tensor.to(torch.int64)
+
+
+@pytest.mark.parametrize("kind", ["sparse", "quantised", "meta", "integer"])
+def test_checkpoint_inner_values_are_one_line(received: Path, tmp_path: Path,
+                                              kind: str) -> None:
+    """A weight of the right shape that is not a dense float tensor: export and load_run
+    refuse in one line (load_state_dict's traceback, or an integer encoder, before)."""
+    import edgegcl
+    from edgegcl.errors import UsageError
+
+    ckpt = received / "checkpoint.pt"
+    raw = torch.load(ckpt, weights_only=True)
+    name = next(k for k, v in raw["encoder"].items() if v.dim() == 2)
+    raw["encoder"][name] = _odd(raw["encoder"][name], kind)
+    torch.save(raw, ckpt)
+    code, _, err = _cli(["export", str(tmp_path / "m.onnx"), "--run", str(received)])
+    assert name in one_line(code, err) and "does not fit" in err
+    with pytest.raises(UsageError, match="does not fit"):
+        edgegcl.load_run(received)
+
+
+def _state_with(state: dict, kind: str) -> dict:
+    trainer = state["trainer"]
+    moments = trainer["optimizer"]["state"][0]
+    if kind == "rng size":
+        state["global_rng"] = state["global_rng"][:100]
+    elif kind == "generator dtype":
+        trainer["generator"] = trainer["generator"].float()
+    elif kind == "moments shape":
+        moments["exp_avg"] = torch.zeros(moments["exp_avg"].numel() + 3)
+    elif kind == "missing":
+        del trainer["optimizer"]
+    elif kind == "sparse":
+        moments["exp_avg_sq"] = moments["exp_avg_sq"].to_sparse()
+    else:
+        moments["exp_avg"] = torch.full_like(moments["exp_avg"], float("nan"))
+    return state
+
+
+@pytest.mark.parametrize("kind", ["rng size", "generator dtype", "moments shape", "missing",
+                                  "sparse", "nan"])
+def test_state_inner_values_are_one_line(received: Path, kind: str) -> None:
+    """``--resume`` of a seed state whose values do not fit the seed: one line naming
+    state.pt and the fix, before an epoch trains (torch's traceback, at once or at the
+    first optimiser step, before)."""
+    path = received / "seed-0" / "state.pt"
+    torch.save(_state_with(torch.load(path, weights_only=True), kind), path)
+    code, _, err = _cli(["train", "--resume", str(received), "--epochs", "3"])
+    line = err.strip().splitlines()[-1]  # after the run's start lines
+    assert code == 2 and line.startswith("edgegcl: error:") and "Traceback" not in err, err
+    assert "state.pt" in line and "restart that seed" in line, line
+    assert "3/3" not in err  # no epoch trained
+
+
 # --------------------------------------------------------------------------- blocking readers
 
 def _fifo(path: Path) -> Path:
@@ -799,7 +866,8 @@ def test_a_hostile_pt_graph_is_one_line(tmp_path: Path, kind: str) -> None:
 
     edges = torch.tensor([[0, 1], [1, 0]])
     if kind == "quantized":
-        with pytest.warns(UserWarning):
+        with warnings.catch_warnings():  # torch's TypedStorage note, once per process
+            warnings.simplefilter("ignore", UserWarning)
             x = torch.quantize_per_tensor(torch.rand(20, 4), 0.1, 0, torch.qint8)
         data = Data(x=x, edge_index=edges)
     else:
@@ -971,6 +1039,7 @@ def test_probe_list_is_complete() -> None:
     tested = {"code": "naming_code", "links": "planted", "outputs": "plot_out_keeps",
               "onnx-external": "external_data_is_refused", "onnx-run": "nan_weights",
               "onnx-bounds": "unbounded_stage", "interrupt": "ctrl_c_stops",
+              "inner-values": "inner_values",
               "blocking": "fifo_or_device", "names": "name_too_long",
               "nesting": "nested_toml", "numbers": "nonsense_numbers",
               "sizes": "huge_in_dim", "planetoid": "forged_planetoid",

@@ -18,11 +18,9 @@ from edgegcl import __version__
 from edgegcl.training.config import FIELDS, TrainConfig
 from edgegcl.errors import UsageError, first_line
 from edgegcl.nn.encoders import load_encoder
-from edgegcl.memory import memory_limit
 from edgegcl.nn.config import AUTO
 from edgegcl.nn.family import build_encoder
 from edgegcl.trust import check_named
-from edgegcl_embed.files import open_regular
 
 FORMAT = "edgegcl-checkpoint-1"
 
@@ -50,8 +48,12 @@ def misfit(weights: Any, expected: dict[str, Tensor]) -> str | None:
         got = weights.get(name)
         if not isinstance(got, Tensor):
             return f"{name} is missing"
+        if got.layout != torch.strided or got.is_quantized or got.is_meta:
+            return f"{name} is not a dense tensor of numbers ({got.layout}, {got.dtype})"
         if got.shape != want.shape:
             return f"{name} is {list(got.shape)}, the model's {list(want.shape)}"
+        if want.is_floating_point() and not got.is_floating_point():
+            return f"{name} is {got.dtype}, the model's {want.dtype}"
     extra = sorted(repr(k) for k in set(weights) - set(expected))  # repr: one line whatever
     return f"{extra[0]} is not the model's" if extra else None
 
@@ -72,9 +74,10 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     """Read a checkpoint written by ``save_checkpoint``; anything else is a usage error."""
     p = Path(path)
     fix = "pass a checkpoint.pt written by edgegcl train"
+    from edgegcl.training.state import load_tensors
+
     try:
-        with open_regular(p, "checkpoint", fix, memory_limit(), UsageError) as fh:
-            raw = torch.load(fh, map_location="cpu", weights_only=True)
+        raw = load_tensors(p, "checkpoint", fix)
     except UsageError:
         raise
     except Exception as exc:  # torch raises many types for corrupt or unsafe files

@@ -262,5 +262,13 @@ class Trainer:
         self.epoch = int(state["epoch"])
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        for group in self.optimizer.param_groups:  # the moments must fit their weights
+            for param in group["params"]:
+                for name, value in self.optimizer.state.get(param, {}).items():
+                    if isinstance(value, torch.Tensor) and value.dim() and (
+                            value.shape != param.shape or not value.is_floating_point()):
+                        raise ValueError(f"the optimiser's {name} is {value.dtype} "
+                                         f"{list(value.shape)} for a weight of "
+                                         f"{list(param.shape)}")
         self.contrast.set_extra_state(state)
         self.views.generator.set_state(state["generator"])

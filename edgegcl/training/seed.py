@@ -16,7 +16,7 @@ from torch_geometric.data import Data
 
 from edgegcl.contrast.scheduler import ScheduleEvent
 from edgegcl.contrast.negatives import CATEGORIES
-from edgegcl.errors import UsageError
+from edgegcl.errors import UsageError, first_line
 from edgegcl.memory import PeakMemory, current_bytes
 from edgegcl.nn.augment import as_features
 from edgegcl.training.config import TrainConfig
@@ -29,6 +29,7 @@ from edgegcl.training.state import (STATE_FORMAT, config_hash, load_loader_state
                                     read_state, save_atomic)
 from edgegcl.training.placement import resolve_mode, structure_loader
 from edgegcl.training.threads import ThreadChoice
+from edgegcl_embed.errors import shown
 
 
 class SeedRun:
@@ -91,9 +92,22 @@ class SeedRun:
             self.run_dir / "state.pt")
 
     def restore(self, state: dict[str, Any] | None) -> None:
-        """Continue from a ``saved_state`` (nothing to do for None)."""
+        """Continue from a ``saved_state`` (nothing to do for None); a value that does not fit
+        this seed (a random state of another size, an optimiser's moments of another shape, a
+        missing entry) is one line."""
         if state is None:
             return
+        try:
+            self._restore(state)
+        except UsageError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError,
+                RuntimeError) as exc:
+            raise UsageError(f"{self.run_dir / 'state.pt'} holds a value that does not fit this "
+                             f"seed ({type(exc).__name__}: {shown(first_line(exc), 160)}); remove"
+                             " it to restart that seed from epoch 0") from None
+
+    def _restore(self, state: dict[str, Any]) -> None:
         world = self.world
         self.trainer.load_state_dict(state["trainer"])
         load_loader_state(self.loader, state["loader"])

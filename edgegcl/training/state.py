@@ -19,6 +19,7 @@ import fcntl
 import hashlib
 import os
 import stat
+import warnings
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from pathlib import Path
@@ -28,7 +29,7 @@ import torch
 
 from edgegcl.training.config import FIELDS, RESUMABLE, TrainConfig, hashed_toml
 from edgegcl.errors import UsageError
-from edgegcl_embed.errors import InputError
+from edgegcl_embed.errors import InputError, shown
 from edgegcl_embed.files import open_regular, read_regular, refusals, replacing
 
 if TYPE_CHECKING:
@@ -205,8 +206,34 @@ def load_tensors(path: Path, what: str, fix: str) -> Any:
     errors for a damaged file pass through for the caller to name."""
     from edgegcl.memory import memory_limit
 
-    with open_regular(path, what, fix, memory_limit(), UsageError) as fh:
+    with open_regular(path, what, fix, memory_limit(), UsageError) as fh, \
+            warnings.catch_warnings():
+        # torch's deprecation notes (TypedStorage, for a quantised tensor) are not the user's
+        # to act on: the values are judged by the caller, in one line
+        warnings.simplefilter("ignore", UserWarning)
         return torch.load(fh, map_location="cpu", weights_only=True)
+
+
+def odd_tensor(value: Any, where: str = "", depth: int = 0) -> str | None:
+    """The first tensor in ``value`` (dicts, lists and tuples walked) that no saved state
+    holds: sparse, quantised, on the meta device, or floating with NaN or inf; where it is
+    and what it is, or None. A loaded state is checked before anything uses its values."""
+    if depth > 32:
+        return f"{where or 'the state'} is nested more than 32 deep"
+    if isinstance(value, torch.Tensor):
+        kind = ("a sparse" if value.layout != torch.strided else
+                "a quantised" if value.is_quantized else
+                "a meta" if value.is_meta else None)
+        if kind is None and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            kind = "a non-finite"
+        return None if kind is None else f"{where or 'the state'} is {kind} tensor"
+    items = (value.items() if isinstance(value, dict) else
+             enumerate(value) if isinstance(value, (list, tuple)) else ())
+    for key, inner in items:
+        found = odd_tensor(inner, f"{where}[{key!r}]" if where else repr(key), depth + 1)
+        if found is not None:
+            return found
+    return None
 
 
 def read_state(path: Path) -> dict[str, Any]:
@@ -222,4 +249,7 @@ def read_state(path: Path) -> dict[str, Any]:
     if not isinstance(raw, dict) or raw.get("format") != STATE_FORMAT:
         raise UsageError(f"{path} is not an edgegcl seed state (format {STATE_FORMAT!r}); "
                          "remove it to restart that seed from epoch 0")
+    odd = odd_tensor(raw)
+    if odd is not None:
+        raise UsageError(f"{path} holds what no seed state holds ({shown(odd, 160)}); {fix}")
     return raw
