@@ -21,6 +21,7 @@ def two_gpus(monkeypatch: pytest.MonkeyPatch) -> dict[str, list]:
                         lambda backend, **kw: calls["init"].append((backend, kw)))
     monkeypatch.setenv("RANK", "3")
     monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")  # torchrun's: its agents joined the ranks
     return calls
 
 

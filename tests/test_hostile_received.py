@@ -934,6 +934,46 @@ def test_rank_without_a_process_group_is_refused(tmp_path: Path) -> None:
     assert "RANK=1" in line and "torchrun" in line and not (tmp_path / "r").exists()
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("rank", ["0", "1"])
+def test_a_lone_process_with_stale_rank_variables_stops_soon(tmp_path: Path, rank: str) -> None:
+    """RANK / WORLD_SIZE / MASTER_* left in a shell, no torchrun: the process waits
+    --dist-join-timeout (it waited dist_timeout, 15 minutes, then a traceback), then one
+    line from the rank itself; nothing written."""
+    env = {**os.environ, "RANK": rank, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(_free_port()), "OMP_NUM_THREADS": "1"}
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "edgegcl", "train", *TINY,
+                           "--dist-join-timeout", "2", "--out", str(tmp_path / "r")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    line = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and line.startswith(f"edgegcl: error (rank {rank}")
+    assert "within 2 s" in line and "unset RANK" in line and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) <= 2, proc.stderr  # the waiting line
+    assert time.monotonic() - start < 60 and not (tmp_path / "r").exists()
+
+
+def test_sigterm_stops_a_process_waiting_for_its_ranks(tmp_path: Path) -> None:
+    """While rank 0 waits for ranks that never come, SIGTERM ends it within seconds (the
+    wait was in C++, deaf to signals)."""
+    env = {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(_free_port())}
+    proc = _start(["train", *TINY, "--out", str(tmp_path / "r")], tmp_path, env)
+    _wait_for(proc, "waiting up to 60 s for 2 ranks")
+    proc.send_signal(signal.SIGTERM)
+    start = time.monotonic()
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - start < 10 and proc.returncode == 128 + signal.SIGTERM
+    assert "Traceback" not in err and not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize("env, says", [
     ({"WORLD_SIZE": "abc"}, "WORLD_SIZE=abc is not a whole number"),
     ({"WORLD_SIZE": "2"}, "WORLD_SIZE=2 is set without RANK"),

@@ -234,7 +234,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # QuietUsageError exists only once edgegcl.training.distributed is loaded)
         dist = sys.modules.get("edgegcl.training.distributed")
         quiet = dist is not None and isinstance(exc, dist.QuietUsageError)
-        if not quiet and os.environ.get("RANK", "0") == "0":
+        own = dist is not None and isinstance(exc, dist.JoinError)  # each rank's own reason
+        rank = os.environ.get("RANK", "0")
+        if own:
+            print(f"edgegcl: error (rank {rank}): {exc}", file=sys.stderr, flush=True)
+        elif not quiet and rank == "0":
             size = os.environ.get("WORLD_SIZE", "1")
             ranks = f" (rank 0, for all {size} ranks)" if size not in ("", "1") else ""
             print(f"edgegcl: error{ranks}: {exc}", file=sys.stderr, flush=True)

@@ -34,6 +34,10 @@ def rank_environment_problem(env: Mapping[str, str] = os.environ) -> str | None:
     if missing:
         return (f"RANK={env['RANK']} is set without {', '.join(missing)}: start several "
                 "processes with torchrun, or unset RANK")
+    port = env["MASTER_PORT"]
+    if not (port.isdigit() and 1 <= int(port) <= 65535):
+        return (f"MASTER_PORT={shown(port, 20)} is not a port (1..65535): start the processes "
+                "with torchrun, or unset RANK")
     rank, local = int(env["RANK"]), int(env.get("LOCAL_RANK", "0"))
     if not (rank < size and local < size):
         return (f"RANK={rank} (LOCAL_RANK={local}) does not fit WORLD_SIZE={size}: start the "

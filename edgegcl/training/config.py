@@ -79,6 +79,10 @@ class DistributedConfig(Section):
     dist_backend: Backend = option("auto", "auto (nccl on CUDA, gloo on the CPU), gloo or nccl")
     dist_timeout: float = option(900.0, "seconds a collective waits for the other ranks before "
                                  "the run stops (a rank that died or hangs)", above=0.0)
+    dist_join_timeout: float = option(60.0, "seconds processes started without torchrun (RANK, "
+                                      "WORLD_SIZE, MASTER_* set by hand) wait for each other to "
+                                      "join: a lone process with stale variables stops then",
+                                      above=0.0, omit_default=True)
 
 
 Mode = Literal["auto", "full", "minibatch"]

@@ -14,6 +14,8 @@ directory. Without torchrun (``WORLD_SIZE`` unset or 1) none of this is used.
 from __future__ import annotations
 
 import os
+import socket
+import sys
 import time
 from dataclasses import dataclass
 from datetime import timedelta
@@ -25,7 +27,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from edgegcl.training.config import DistributedConfig
-from edgegcl.errors import RankLost, UsageError
+from edgegcl.errors import RankLost, UsageError, first_line
 
 __all__ = ["DistributedConfig", "QuietUsageError", "RankLost", "World",
            "on_main", "require_minibatch", "share_graph", "start", "stop"]
@@ -123,6 +125,11 @@ class World:
 T = TypeVar("T")
 
 
+class JoinError(UsageError):
+    """Why this rank could not join the others (``rendezvous``): its own reason, which every
+    rank says (the others cannot say it for it)."""
+
+
 class QuietUsageError(UsageError):
     """A usage error rank 0 has already printed: the other ranks exit with code 2 silently."""
 
@@ -170,9 +177,71 @@ def start(config: DistributedConfig, device_name: str) -> World:
     else:
         device = torch.device("cpu")
     chosen = backend if backend != "auto" else ("nccl" if cuda else "gloo")
-    dist.init_process_group(chosen, timeout=timedelta(seconds=config.dist_timeout),
-                            **({"device_id": device} if chosen == "nccl" else {}))
+    timeout = timedelta(seconds=config.dist_timeout)
+    joined = ({} if "TORCHELASTIC_RUN_ID" in os.environ  # torchrun's agents have joined them
+              else {"store": rendezvous(rank, size, config.dist_join_timeout, timeout),
+                    "rank": rank, "world_size": size})
+    dist.init_process_group(chosen, timeout=timeout,
+                            **({"device_id": device} if chosen == "nccl" else {}), **joined)
     return World(rank, size, local_rank, config.negatives, device)
+
+
+def rendezvous(rank: int, size: int, join_s: float, timeout: timedelta) -> dist.Store:
+    """The store at ``MASTER_ADDR:MASTER_PORT`` of processes started without torchrun (rank 0
+    hosts it), once all ``size`` ranks have joined; one UsageError line when they have not
+    within ``join_s`` seconds (a lone process whose shell kept RANK / WORLD_SIZE). The wait
+    polls, so Ctrl-C and SIGTERM stop it at once; the store then waits ``timeout``."""
+    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    where = f"{host}:{port}"
+    fix = ("start them all with torchrun, or unset RANK, WORLD_SIZE, MASTER_ADDR and "
+           "MASTER_PORT to train alone (--dist-join-timeout waits longer)")
+    if rank == 0:
+        print(f"edgegcl: RANK and WORLD_SIZE are set without torchrun: waiting up to "
+              f"{join_s:g} s for {size} ranks at {where}", file=sys.stderr, flush=True)
+    deadline = time.monotonic() + join_s
+    store = None
+    while store is None:
+        if rank > 0 and not _listening(host, port):  # asked in Python: c10d logs each miss
+            if time.monotonic() > deadline:
+                raise JoinError(f"rank {rank} found no rank 0 at {where} within {join_s:g} s: "
+                                 f"{fix}")
+            time.sleep(0.2)
+            continue
+        try:
+            store = dist.TCPStore(host, port, size, rank == 0, timeout=timedelta(seconds=5),
+                                  wait_for_workers=False)
+        except (RuntimeError, OSError) as exc:
+            if rank == 0:  # the host could not listen there
+                raise JoinError(f"rank 0 cannot host the process group at {where} "
+                                 f"({first_line(exc)[:120]}): choose a free MASTER_PORT, or "
+                                 "unset RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT to "
+                                 "train alone") from None
+            if time.monotonic() > deadline:
+                raise JoinError(f"rank {rank} found no rank 0 at {where} within {join_s:g} s: "
+                                 f"{fix}") from None
+            time.sleep(0.2)
+    count = store.add(_JOINED, 1)
+    while count < size:
+        if time.monotonic() > deadline:
+            raise JoinError(f"{count} of {size} ranks joined at {where} within {join_s:g} s: "
+                             f"{fix}")
+        time.sleep(0.1)
+        count = store.add(_JOINED, 0)
+    store.set_timeout(timeout)
+    return store
+
+
+def _listening(host: str, port: int) -> bool:
+    """Whether something accepts connections at ``host:port`` (within a second)."""
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+_JOINED = "edgegcl/joined"
+"""The store's count of the ranks that have joined (``rendezvous``)."""
 
 
 def stop() -> None:
