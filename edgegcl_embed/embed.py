@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from .errors import InputError, shown
+from .errors import InputError, one_line, shown
 from .files import npy_writer, refuse_inputs_as_outputs
 from .graph import check_graph, load_npz
 from .interrupt import forget_handled_interrupt
@@ -33,7 +33,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one line with exit code 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{PROG}: error: {message} (see '{PROG} --help')\n")
+        self.exit(2, f"{PROG}: error: {one_line(message)} (see '{PROG} --help')\n")
 
 def _progress_printer(every_s: float = 5.0) -> Callable[[int, int], None]:
     """A ``progress(done, total)`` callback printing to stderr at most every ``every_s`` s."""
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parse(argv)
         _embed(args)
     except InputError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:  # a path the system refuses (a name too long, a loop of links)
         if exc.errno not in (errno.ENAMETOOLONG, errno.ELOOP, errno.ENOTDIR):

@@ -17,3 +17,19 @@ def shown(name: str, limit: int = 60) -> str:
     split the one-line error), cut at ``limit`` characters."""
     text = name if name.isprintable() else repr(name)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+MESSAGE_LIMIT = 1000
+"""The most characters an error line prints (a name or value from a file may be any length)."""
+
+
+def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """A message as one printed line: control and format characters (a newline, a terminal
+    escape or a right-to-left mark in a file's name) escaped, at most ``limit`` characters
+    with the middle left out, so that its start and its fix both show."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if len(text) > limit:
+        head = limit // 2
+        text = f"{text[:head]}...[{len(text) - 2 * head} characters]...{text[-head:]}"
+    return text

@@ -763,6 +763,22 @@ def test_a_name_too_long_is_one_line(received: Path, tmp_path: Path, what: str,
     one_line(code, err)
 
 
+@pytest.mark.parametrize("argv", [
+    ["train", "--dataset", "x" * 900_000], ["train", "--dataset", "evil\n\x1b[31mred\u202e.npz"],
+    ["train", "--config", "a\nb.toml"], ["train", "--theta-max", "\x1b[2J" + "9" * 5000]])
+def test_every_error_line_is_one_escaped_bounded_line(tmp_path: Path, argv: list[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A value the user or a file gives is shown escaped (no newline splits the line, no
+    terminal escape or right-to-left mark acts) and cut: the line stays under 1100
+    characters (it printed 900 000)."""
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _cli(argv)
+    line = one_line(code, err)
+    assert len(line) < 1100 and "\x1b" not in line and "\u202e" not in line, line[:300]
+    embed = capture(embed_main, ["m" * 900_000 + ".onnx", "--graph", "\x1b.npz", "--out", "o.npy"])
+    assert len(one_line(embed[0], embed[2], "edgegcl-embed: error:")) < 1100
+
+
 def test_deeply_nested_toml_is_one_line(tmp_path: Path) -> None:
     config = tmp_path / "deep.toml"
     config.write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")

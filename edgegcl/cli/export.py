@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from edgegcl.errors import ExportCheckError
+from edgegcl_embed.errors import one_line
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -63,7 +64,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
                        quantize=args.quantize, encoder=args.encoder, force=args.force,
                        log=lambda text: print(f"edgegcl: {text}", file=sys.stderr, flush=True))
     except ExportCheckError as exc:
-        print(f"edgegcl: error: export check failed: {exc}; nothing was written",
+        print(f"edgegcl: error: export check failed: {one_line(str(exc))}; nothing was written",
               file=sys.stderr)
         return 1
     print("\n".join(lines))

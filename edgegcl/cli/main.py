@@ -24,7 +24,9 @@ from edgegcl.cli.flags import add_budget_flags, add_config_flags, config_setting
 from edgegcl.jobs.ranks import RANK_VARIABLES, rank_environment_problem
 from edgegcl.jobs.signals import INTERRUPTED, interrupt
 from edgegcl.errors import UsageError
+from edgegcl_embed.errors import one_line
 from edgegcl_embed.interrupt import forget_handled_interrupt
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse whose errors are one line (no usage dump) with exit code 2.
@@ -49,7 +51,7 @@ class _Parser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"edgegcl: error: {message} (see '{self.prog} --help')\n")
+        self.exit(2, f"edgegcl: error: {one_line(message)} (see '{self.prog} --help')\n")
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
@@ -237,11 +239,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         own = dist is not None and isinstance(exc, dist.JoinError)  # each rank's own reason
         rank = os.environ.get("RANK", "0")
         if own:
-            print(f"edgegcl: error (rank {rank}): {exc}", file=sys.stderr, flush=True)
+            print(f"edgegcl: error (rank {rank}): {one_line(str(exc))}", file=sys.stderr,
+                  flush=True)
         elif not quiet and rank == "0":
             size = os.environ.get("WORLD_SIZE", "1")
             ranks = f" (rank 0, for all {size} ranks)" if size not in ("", "1") else ""
-            print(f"edgegcl: error{ranks}: {exc}", file=sys.stderr, flush=True)
+            print(f"edgegcl: error{ranks}: {one_line(str(exc))}", file=sys.stderr, flush=True)
         return 2
     finally:
         for sig, handler in previous.items():
