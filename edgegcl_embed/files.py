@@ -24,7 +24,7 @@ from typing import BinaryIO
 import numpy as np
 from numpy.lib.format import open_memmap
 
-from .errors import InputError
+from .errors import InputError, shown
 
 REFUSED = (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EDQUOT)
 """The errnos of a disk that refuses a write; torch's RuntimeError names them only in text."""
@@ -183,6 +183,25 @@ def refuse_link(path: Path, what: str, error: type[Exception] = InputError) -> N
     if path.is_symlink():
         raise error(f"{what} {path} is a symbolic link; edgegcl does not write through links "
                     "in a run's files: remove the link (or pick another output)")
+
+
+def refuse_planted_links(run_dir: Path, error: type[Exception] = InputError) -> None:
+    """One line when an entry of ``run_dir`` or of its ``seed-*`` folders is a symbolic link:
+    a run directory's files are never read (nor written) through a link planted in it, so a
+    received run cannot make edgegcl read a file elsewhere. ``run_dir`` itself, which the user
+    named, may be a link; one ``error`` line names the link."""
+    try:
+        entries = list(os.scandir(run_dir))
+        for entry in list(entries):
+            if entry.name.startswith("seed-") and entry.is_dir(follow_symlinks=False):
+                entries.extend(os.scandir(entry.path))
+    except OSError:
+        return  # a missing or unreadable folder is for the reader to name
+    planted = next((e for e in entries if e.is_symlink()), None)
+    if planted is not None:
+        raise error(f"{shown(planted.path, 200)} is a symbolic link; edgegcl does not read "
+                         "through links in a run's files: remove the link (or copy what it "
+                         "points to in its place)")
 
 
 def same_file(a: Path, b: Path) -> bool:

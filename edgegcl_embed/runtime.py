@@ -38,6 +38,8 @@ MIN_BLOCK_ROWS = 64
 BLOCKS_PER_STAGE = 16
 
 DEVICES = ("cpu", "cuda")
+MAX_THREADS = 1024
+"""The most worker threads a session starts (each a stack and an onnxruntime run)."""
 
 # How stage 0 (x W1) runs: "auto" as a CSR product when that is cheaper for x's density and
 # the model's precision (edgegcl_embed.features), "dense" always as the model's MatMul (a sparse x
@@ -122,9 +124,9 @@ class EncoderSession:
             raise InputError(f"model file {p} keeps tensor {shown(external[0])} as external "
                              "data (a path to another file), which edgegcl never writes and "
                              f"the runtime does not follow; {fix}")
-        if threads is not None and threads < 1:
-            raise InputError(f"threads must be >= 1, got {threads}; pass a positive number or "
-                             "leave it out for every core")
+        if threads is not None and not 1 <= threads <= MAX_THREADS:
+            raise InputError(f"threads must be in 1..{MAX_THREADS}, got {threads}; pass a "
+                             "positive number or leave it out for every core")
         if device not in DEVICES:
             raise InputError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
         if first_layer not in FIRST_LAYER_MODES:

@@ -428,7 +428,8 @@ def test_cli_reads_a_sparse_x(sparse_paths: dict[str, Path], sparse_graph_file: 
         np.testing.assert_allclose(np.load(out), dense, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("flag, value, needle", [("--threads", "0", "threads must be >= 1"),
+@pytest.mark.parametrize("flag, value, needle", [("--threads", "0", "threads must be in 1..1024"),
+                                                 ("--threads", "100000", "threads must be in"),
                                                  ("--batch-size", "-1", "--batch-size must be")])
 def test_bad_option_exit_2(model_path: Path, graph_file: Path, tmp_path: Path, flag: str,
                            value: str, needle: str) -> None:

@@ -32,6 +32,9 @@ def checkpoint_path(run: str | Path | None = None, checkpoint: str | Path | None
     run_dir = Path(run) if run is not None else latest_run()
     if run is None:
         log(f"exporting the most recent run, {run_dir} (choose another with --run)")
+    from edgegcl_embed.files import refuse_planted_links
+
+    refuse_planted_links(run_dir, UsageError)
     if not (run_dir / "checkpoint.pt").is_file():
         raise UsageError(f"{run_dir} has no checkpoint.pt; pass a run directory written by "
                          "edgegcl train")

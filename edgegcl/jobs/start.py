@@ -102,6 +102,7 @@ def _resume_values(request: Request, settings: dict[str, object],
     from edgegcl.training.config import (RESUMABLE, TrainConfig, coerce, option_text,
                                          option_value)
     from edgegcl.training.state import RunLock
+    from edgegcl_embed.files import refuse_planted_links
 
     assert request.resume is not None
     run_dir = Path(request.resume)
@@ -117,6 +118,7 @@ def _resume_values(request: Request, settings: dict[str, object],
                          f"{settings['out']} ({may_change}; copy the directory to move it)")
     if os.environ.get("RANK", "0") == "0":  # under torchrun rank 0 alone writes
         hold.enter_context(RunLock(run_dir))
+    refuse_planted_links(run_dir, UsageError)
     saved = _saved_config(run_dir)
     defaults = TrainConfig()
     for name, value in settings.items():

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from edgegcl.errors import UsageError, first_line
 from edgegcl_embed.errors import shown
-from edgegcl_embed.files import read_regular, refuse_inputs_as_outputs, refuse_link, replacing
+from edgegcl_embed.files import (read_regular, refuse_inputs_as_outputs, refuse_link,
+                                 refuse_planted_links, replacing)
 
 FIELDS = ("epoch", "loss", "loss_hard", "loss_inter", "loss_easy", "eta_hard", "eta_inter",
           "eta_easy", "active_per_anchor", "budget_used", "epoch_s", "peak_memory_bytes",
@@ -105,6 +106,7 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None, force: bool = F
         raise UsageError(f"{target} already exists; pass --force to replace it, or another "
                          "--out")
     refuse_link(target, "output", UsageError)
+    refuse_planted_links(run, UsageError)
     files = sorted(run.glob("seed-*/epochs.csv"))
     if not files:
         raise UsageError(f"{run} has no seed-*/epochs.csv; pass the directory of an edgegcl "

@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from edgegcl.errors import UsageError, first_line
+from edgegcl_embed.errors import shown
 from edgegcl.nn.config import AUTO
 from edgegcl.nn.family import build_encoder
 from edgegcl.nn.model import AdNGCL
@@ -20,7 +21,6 @@ from edgegcl.training.checkpoint import misfit
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.results import EncoderChoice, SeedResult, result_from_dict
 from edgegcl.training.state import check_config, load_tensors, read_state
-from edgegcl_embed.errors import shown
 
 __all__ = ["check_resume", "check_seed_file", "check_world", "finished_seed", "saved_encoder",
            "state_parts"]
@@ -128,6 +128,9 @@ def check_seed_file(path: Path, raw: dict[str, Any], seed: int, cfg: TrainConfig
     if owner != seed:
         raise UsageError(f"{path} belongs to seed {owner!r}, not {seed}; remove it to train "
                          "this seed afresh")
+    if not (isinstance(epoch, int) and epoch >= 0):  # past --epochs: check_resume says so
+        raise UsageError(f"{path} records epoch {shown(repr(epoch), 40)}, not a count of "
+                         "epochs; remove it to train that seed afresh")
     for kind, expected in shapes.items():
         why = None if weights.get(kind) is None else misfit(weights[kind], expected)
         if why is not None:

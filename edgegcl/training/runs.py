@@ -31,7 +31,7 @@ from edgegcl.nn.family import encoder_name
 from edgegcl.training.checkpoint import load_checkpoint
 from edgegcl.training.config import TrainConfig
 from edgegcl.trust import allow_encoder
-from edgegcl_embed.files import read_regular
+from edgegcl_embed.files import read_regular, refuse_planted_links
 
 METRICS_LIMIT = 64 << 20
 """The most bytes a metrics.json is read for."""
@@ -105,6 +105,7 @@ def load_run(path: str | Path, encoder: str | None = None) -> Run:
         83.9
     """
     run_dir = Path(path)
+    refuse_planted_links(run_dir, UsageError)
     if not (run_dir / "checkpoint.pt").is_file():
         raise UsageError(f"{run_dir} has no checkpoint.pt; pass the directory of an edgegcl "
                          "train run (--out)")

@@ -117,8 +117,10 @@ class SeedRun:
             load_loader_state(self.loader, mine["loader"])
         torch.set_rng_state(state["global_rng"])
         self.prober.load_state_dict(state)
-        self.times, self.peak = list(state["times"]), int(state["peak"])
+        self.times, self.peak = [float(t) for t in state["times"]], int(state["peak"])
         self.rows = list(state["rows"])
+        if not all(isinstance(row, dict) for row in self.rows):
+            raise TypeError("its epochs.csv rows are not records")
         measured = state.get("threads")
         if self.picker is not None and measured is not None:  # the count the run measured,
             try:  # so that it ends as if uninterrupted
