@@ -21,7 +21,12 @@ from .stages import (GRAPH_INITIALIZER, GRAPH_INPUT, GRAPH_NODE, GRAPH_OUTPUT, L
                      NODE_ATTRIBUTE, NODE_INPUT, NODE_OP_TYPE, NODE_OUTPUT, TENSOR_DIMS, TENSOR_NAME,
                      VARINT, ModelFormatError, _fields, _name, _strings, _varint)
 
-__all__ = ["STAGE_OPS", "stage_problem"]
+__all__ = ["MAX_NODES", "STAGE_OPS", "node_count", "stage_problem"]
+
+MAX_NODES = 10_000
+"""The most nodes a model file may hold, subgraphs and functions included: edgegcl's encoders
+hold under 100 per 2 layers, and onnxruntime takes seconds to load 100 000 (a file of
+millions would hold the runtime for minutes before any check)."""
 
 ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu", "Clip"})
 """Ops whose output is their inputs broadcast together (numpy's rule)."""
@@ -265,6 +270,27 @@ def _propagate(nodes: list[bytes], shapes: dict[str, Shape], widest: int,
                         f"than the file's largest ({largest})")
             shapes[name] = shape
     return None
+
+
+def node_count(model: bytes, limit: int = MAX_NODES) -> int:
+    """How many nodes the model file holds (its graph, the subgraphs of its nodes' attributes
+    and its functions), counted from the bytes; the count stops once it passes ``limit``."""
+    from .stages import ATTR_GRAPH, ATTR_GRAPHS, FUNCTION_NODE, MODEL_FUNCTIONS, MODEL_GRAPH
+
+    count = 0
+    pending = [(f.value, f.number == MODEL_GRAPH) for f in _fields(model)
+               if f.wire == LENGTH and f.number in (MODEL_GRAPH, MODEL_FUNCTIONS)]
+    while pending and count <= limit:
+        buf, is_graph = pending.pop()
+        for f in _fields(buf):
+            if f.wire != LENGTH or f.number != (GRAPH_NODE if is_graph else FUNCTION_NODE):
+                continue
+            count += 1
+            for a in _fields(f.value):
+                if a.number == NODE_ATTRIBUTE and a.wire == LENGTH:
+                    pending.extend((g.value, True) for g in _fields(a.value)
+                                   if g.wire == LENGTH and g.number in (ATTR_GRAPH, ATTR_GRAPHS))
+    return count
 
 
 def check_bounded(model: bytes) -> None:

@@ -22,7 +22,7 @@ from .features import dense_rows, density, sparse_product, use_sparse_product
 from .files import read_regular
 from .graph import Features, InNeighbourhoods, check_graph, gcn_degree
 from .kernels import resolve_kernel, warm_up
-from .bounds import check_bounded
+from .bounds import MAX_NODES, check_bounded, node_count
 from .stages import ModelFormatError, external_tensors, stage_model
 
 MODEL_LIMIT = 2**31 - 1
@@ -148,6 +148,14 @@ class EncoderSession:
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # errors only: a bad model is reported in one line below
         self._size = len(model)
+        try:
+            nodes = node_count(model)
+        except ModelFormatError as exc:
+            raise InputError(f"model file {p} is not an ONNX model ({first_line(exc)}); "
+                             f"{fix}") from None
+        if nodes > MAX_NODES:
+            raise InputError(f"model file {p} holds more than {MAX_NODES} nodes (edgegcl's "
+                             f"encoders hold under 100 per 2 layers); {fix}")
         # the whole file, loaded to read its inputs and outputs only: no optimisation, so
         # nothing is folded (run) before the stages are known to be bounded
         plain = ort.SessionOptions()

@@ -587,6 +587,27 @@ def test_a_stage_returning_another_shape_is_one_line(model_and_graph: tuple[Path
         session.embed(np.ones((5, 3), np.float32), np.array([[0, 1, 2], [1, 2, 3]]))
 
 
+def test_a_model_of_too_many_nodes_is_refused_at_once(model_and_graph: tuple[Path, Path],
+                                                       tmp_path: Path) -> None:
+    """20 000 Identity nodes (onnxruntime alone takes seconds to load such a graph, and a
+    file of millions held the runtime for minutes): one line, counted from the bytes."""
+    from onnx import helper
+
+    model, graph = model_and_graph
+    proto = onnx.load(str(model))
+    final = proto.graph.output[-1].name
+    producer = next(n for n in proto.graph.node if final in n.output)
+    producer.output[list(producer.output).index(final)] = "t0"
+    proto.graph.node.extend(helper.make_node("Identity", [f"t{i}"], [f"t{i + 1}"])
+                            for i in range(20_000))
+    proto.graph.node.append(helper.make_node("Identity", ["t20000"], [final]))
+    onnx.save(proto, str(tmp_path / "many.onnx"))
+    start = time.monotonic()
+    with pytest.raises(InputError, match="holds more than 10000 nodes"):
+        EncoderSession(tmp_path / "many.onnx")
+    assert time.monotonic() - start < 10
+
+
 def test_an_interface1_file_is_refused(model_and_graph: tuple[Path, Path],
                                        tmp_path: Path) -> None:
     """The first layout runs one graph with a scatter whose shapes come from its inputs'
