@@ -49,6 +49,10 @@ PROBES: list[tuple[str, str]] = [
                     "to 2^24, a node of another domain, in a portable and an interface-2 file; "
                     "an interface-1 file"),
     ("interrupt", "Ctrl-C while the worker threads embed"),
+    ("environment", "RANK / WORLD_SIZE / MASTER_* left in a shell without torchrun (rank 0 and "
+                    "1), SIGTERM while waiting for ranks, WORLD_SIZE=abc, a rank out of range"),
+    ("api", "train_seeds on a locked or finished folder, with a label of 10^9, NaN features, "
+            "bad edges; a NaN loss"),
     ("inner-values", "a checkpoint weight that is sparse, quantised, meta or integer; a "
                      "state.pt whose random state, optimiser moments or entries are wrong, or "
                      "holding a sparse or NaN tensor"),
@@ -1148,7 +1152,8 @@ def test_probe_list_is_complete() -> None:
     tested = {"code": "naming_code", "links": "planted", "outputs": "plot_out_keeps",
               "onnx-external": "external_data_is_refused", "onnx-run": "nan_weights",
               "onnx-bounds": "unbounded_stage", "interrupt": "ctrl_c_stops",
-              "inner-values": "inner_values",
+              "inner-values": "inner_values", "environment": "stale_rank_variables",
+              "api": "train_seeds_keeps_the_commands_promises",
               "blocking": "fifo_or_device", "names": "name_too_long",
               "nesting": "nested_toml", "numbers": "nonsense_numbers",
               "sizes": "huge_in_dim", "planetoid": "forged_planetoid",

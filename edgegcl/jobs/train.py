@@ -114,7 +114,7 @@ def _prepare(request: Request, graph: Data | None, hold: ExitStack) -> _Prepared
 
     world = None
     if ranks:
-        s, world = _join_world(s, graph)
+        s, world = _join_world(s, graph, hold)
     cfg, data, main = s.cfg, s.data, world is None or world.is_main
     assert data is not None
     if resolve_mode(cfg.run.mode, data.num_nodes) == "full":
@@ -137,19 +137,22 @@ def _prepare(request: Request, graph: Data | None, hold: ExitStack) -> _Prepared
                      request.resume is not None)
 
 
-def _join_world(s: Start, graph: Data | None) -> tuple[Start, World]:
-    """Under torchrun: join the ranks, load the graph on each machine's local rank 0 and share
-    it, and refuse full-graph mode (one line). The graph loads after the ranks have joined, so
+def _join_world(s: Start, graph: Data | None, hold: ExitStack) -> tuple[Start, World]:
+    """Under torchrun: join the ranks (left in ``hold``'s exit, so that a rank refused before
+    training destroys its process group instead of aborting at exit), load the graph on each
+    machine's local rank 0 and share it, and refuse full-graph mode (one line). The graph loads after the ranks have joined, so
     a graph that cannot load stops every rank at once with rank 0's line (not the others
     waiting for a rank that has gone)."""
     from edgegcl.jobs.start import load_data
     from edgegcl.training.distributed import QuietUsageError, require_minibatch, share_graph
     from edgegcl.training.distributed import start as start_world
+    from edgegcl.training.distributed import stop as stop_world
     from edgegcl.training.placement import resolve_mode
 
     if s.cfg.run.mode != "auto":  # refused before joining the ranks; auto once the graph is known
         require_minibatch(s.cfg.run.mode)
     world = start_world(s.cfg.distributed, s.cfg.run.device)
+    hold.callback(stop_world)  # a rank that stops before training leaves the group cleanly
     problem, data = None, s.data
     if world.local_rank == 0 and data is None:
         try:
