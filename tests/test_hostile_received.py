@@ -1015,22 +1015,26 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("rank", ["0", "1"])
-def test_a_lone_process_with_stale_rank_variables_stops_soon(tmp_path: Path, rank: str) -> None:
-    """RANK / WORLD_SIZE / MASTER_* left in a shell, no torchrun: the process waits
-    --dist-join-timeout (it waited dist_timeout, 15 minutes, then a traceback), then one
-    line from the rank itself; nothing written."""
-    env = {**os.environ, "RANK": rank, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(_free_port()), "OMP_NUM_THREADS": "1"}
+def test_a_lone_process_with_stale_rank_variables_stops_soon(tmp_path: Path) -> None:
+    """RANK / WORLD_SIZE / MASTER_* left in a shell, no torchrun, as rank 0 and as rank 1
+    (each alone, side by side): the process waits --dist-join-timeout (it waited
+    dist_timeout, 15 minutes, then a traceback), then one line from the rank itself;
+    nothing written."""
+    procs = {rank: subprocess.Popen(
+        [sys.executable, "-m", "edgegcl", "train", *TINY, "--dist-join-timeout", "2", "--out",
+         str(tmp_path / f"r{rank}")], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        text=True, env={**os.environ, "RANK": rank, "WORLD_SIZE": "2", "OMP_NUM_THREADS": "1",
+                        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())})
+        for rank in ("0", "1")}
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "edgegcl", "train", *TINY,
-                           "--dist-join-timeout", "2", "--out", str(tmp_path / "r")],
-                          capture_output=True, text=True, env=env, timeout=120)
-    line = proc.stderr.strip().splitlines()[-1]
-    assert proc.returncode == 2 and line.startswith(f"edgegcl: error (rank {rank}")
-    assert "within 2 s" in line and "unset RANK" in line and "Traceback" not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) <= 2, proc.stderr  # the waiting line
-    assert time.monotonic() - start < 60 and not (tmp_path / "r").exists()
+    for rank, proc in procs.items():
+        err = proc.communicate(timeout=120)[1]
+        line = err.strip().splitlines()[-1]
+        assert proc.returncode == 2 and line.startswith(f"edgegcl: error (rank {rank}")
+        assert "within 2 s" in line and "unset RANK" in line and "Traceback" not in err
+        assert len(err.strip().splitlines()) <= 2, err  # the waiting line
+        assert not (tmp_path / f"r{rank}").exists()
+    assert time.monotonic() - start < 60
 
 
 def test_sigterm_stops_a_process_waiting_for_its_ranks(tmp_path: Path) -> None:
