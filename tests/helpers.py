@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import warnings
 from collections.abc import Callable, Sequence
 
 import torch
@@ -15,12 +16,21 @@ def capture(entry: Callable[[Sequence[str]], int], argv: Sequence[str]) -> tuple
     argparse's own errors raise SystemExit; its code is returned like any other.
     """
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+            warnings.catch_warnings(record=True) as shown:
+        # what a terminal shows: Python's default filters (pytest's own would hide them)
+        warnings.resetwarnings()
+        warnings.simplefilter("default")
+        for hidden in (DeprecationWarning, PendingDeprecationWarning, ImportWarning,
+                       ResourceWarning):
+            warnings.simplefilter("ignore", hidden)
         try:
             code = entry(argv)
         except SystemExit as exc:
             code = exc.code
-    return code, out.getvalue(), err.getvalue()
+    lines = "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
+                    for w in shown)
+    return code, out.getvalue(), lines + err.getvalue()
 
 
 def views(b: int = 15, d: int = 8, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
