@@ -204,6 +204,17 @@ def refuse_planted_links(run_dir: Path, error: type[Exception] = InputError) -> 
                          "points to in its place)")
 
 
+def run_files(run_dir: Path) -> list[Path]:
+    """The entries of a run directory and of its ``seed-*`` folders (listed, not walked: a
+    command that reads a run treats them all as its inputs, which no output may replace)."""
+    try:
+        top = list(run_dir.iterdir())
+        return top + [p for d in top if d.name.startswith("seed-") and d.is_dir()
+                      and not d.is_symlink() for p in d.iterdir()]
+    except OSError:
+        return []
+
+
 def same_file(a: Path, b: Path) -> bool:
     """Whether two paths reach the same file: through links, hard links or ``..``."""
     try:

@@ -302,10 +302,16 @@ def test_export_graph_out_aliasing_the_model_is_refused(received: Path, tmp_path
 def test_no_output_replaces_an_input_even_with_force(received: Path, tmp_path: Path) -> None:
     """--force replaces an earlier output, never what the command reads: the run's checkpoint
     (export), its epochs.csv or metrics (plot), the model or graph being embedded."""
-    checkpoint = received / "checkpoint.pt"
-    before = checkpoint.read_bytes()
-    code, _, err = _cli(["export", str(checkpoint), "--run", str(received), "--force"])
-    assert "which this command reads" in one_line(code, err) and checkpoint.read_bytes() == before
+    for name in ("checkpoint.pt", "config.toml", "metrics.json", "seed-0/checkpoint.pt",
+                 "seed-0/state.pt"):  # every file of the run it exports
+        target = received / name
+        before = target.read_bytes()
+        code, _, err = _cli(["export", str(target), "--run", str(received), "--force"])
+        assert "which this command reads" in one_line(code, err) and target.read_bytes() == before
+    code, _, err = _cli(["export", str(received / "m.onnx"), "--run", str(received)])
+    assert code == 0, err  # an earlier export in the run's folder is replaced with --force
+    code, _, err = _cli(["export", str(received / "m.onnx"), "--run", str(received), "--force"])
+    assert code == 0, err
     curve = received / "seed-0" / "epochs.csv"
     text = curve.read_bytes()
     for target in (curve, received / "metrics.json"):

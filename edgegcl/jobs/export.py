@@ -69,12 +69,15 @@ def export(out: str | Path, *, run: str | Path | None = None,
     from edgegcl.onnx.export import ExportPlan, export_checkpoint, training_graph
     from edgegcl.training.checkpoint import load_checkpoint
     from edgegcl.trust import allow_encoder
-    from edgegcl_embed.files import refuse_inputs_as_outputs
+    from edgegcl_embed.files import refuse_inputs_as_outputs, run_files
 
     plan = ExportPlan(Path(out), quantize, Path(graph_out) if graph_out else None, force)
     plan.paths()  # refused before any work
     path = checkpoint_path(run, checkpoint, log)
     inputs = [path] + ([Path(graph)] if graph is not None and Path(graph).is_file() else [])
+    if checkpoint is None:  # a run's: its files are inputs, but for what an export writes
+        inputs += [p for p in run_files(path.parent) if p.suffix not in (".onnx", ".npz")
+                   and not p.name.endswith(".int8.json")]
     refuse_inputs_as_outputs(list(plan.paths().values()), inputs, UsageError)
     if encoder:
         allow_encoder(encoder)

@@ -17,7 +17,7 @@ from pathlib import Path
 from edgegcl.errors import UsageError, first_line
 from edgegcl_embed.errors import shown
 from edgegcl_embed.files import (read_regular, refuse_inputs_as_outputs, refuse_link,
-                                 refuse_planted_links, replacing)
+                                 refuse_planted_links, replacing, run_files)
 
 FIELDS = ("epoch", "loss", "loss_hard", "loss_inter", "loss_easy", "eta_hard", "eta_inter",
           "eta_easy", "active_per_anchor", "budget_used", "epoch_s", "peak_memory_bytes",
@@ -111,9 +111,7 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None, force: bool = F
     if not files:
         raise UsageError(f"{run} has no seed-*/epochs.csv; pass the directory of an edgegcl "
                          "train run (--out)")
-    # the run's own files (its directory and its seeds'; listed, never walked into links)
-    folders = [run, *sorted({f.parent for f in files})]
-    inputs = [p for d in folders for p in d.iterdir() if p != run / "curves.png"]
+    inputs = [p for p in run_files(run) if p != run / "curves.png"]  # its own, redrawn
     refuse_inputs_as_outputs([target], inputs, UsageError)  # the run's files, --force or not
     curves = {path: _read(path) for path in files}  # every file checked before drawing any
     try:
