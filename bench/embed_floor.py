@@ -1,8 +1,9 @@
 """Embedding inference against its floor, at 1 thread and at all cores, per CSR kernel.
 
 The floor of one embedding of the whole graph by ``EncoderSession`` (onnxruntime dense stages,
-CSR aggregation): the two layers' dense products at the rate this machine's BLAS reaches for
-them (numpy, float32, the same shapes), plus the bytes the sparse products must move (each
+CSR aggregation): the two layers' dense products at the fastest rate this machine reaches for
+them (float32, the same shapes; the fastest of numpy's, torch's and onnxruntime's own MatMul,
+each at the same threads), plus the bytes the sparse products must move (each
 stored entry reads its source row of d floats, its index and its value; each output row is
 written once) at the bandwidth a plain copy reaches with the same threads. Each thread count
 runs in its own process (numpy's BLAS and numba read their thread counts at start-up); the
@@ -48,11 +49,14 @@ def child(graph: Path, model: Path, threads: int, repeats: int) -> dict[str, Any
         agg = [int(w) for w in g["aggregated"]]  # widths the two aggregations run at
     n, nnz = x.shape[0], edge_index.shape[1] + x.shape[0]  # A_hat's entries: edges + loops
     rng = np.random.default_rng(0)
-    dense_s = 0.0
+    dense_s, dense_by = 0.0, {name: 0.0 for name in GEMMS}
     for a, b in zip(widths[:-1], widths[1:]):
         left = rng.standard_normal((n, a), dtype=np.float32)
         right = rng.standard_normal((a, b), dtype=np.float32)
-        dense_s += _best(lambda left=left, right=right: left @ right, repeats)
+        times = {name: _best(gemm(name, left, right, threads), repeats) for name in GEMMS}
+        for name, t in times.items():
+            dense_by[name] += t
+        dense_s += min(times.values())  # the fastest GEMM this machine has for the shape
     src = rng.standard_normal(1 << 26, dtype=np.float32)  # 256 MiB: past any cache
     dst = np.empty_like(src)
     parts = np.array_split(np.arange(src.size), threads)
@@ -64,12 +68,47 @@ def child(graph: Path, model: Path, threads: int, repeats: int) -> dict[str, Any
     bandwidth = 2 * src.nbytes / _best(copy, repeats)  # read + write
     sparse_bytes = sum(nnz * (4 * d + 8 + 4) + n * 4 * d for d in agg)
     floor = dense_s + sparse_bytes / bandwidth
-    out: dict[str, Any] = {"threads": threads, "dense_s": dense_s, "copy_GBps": bandwidth / 1e9,
+    out: dict[str, Any] = {"threads": threads, "dense_s": dense_s, "dense_by": dense_by,
+                           "copy_GBps": bandwidth / 1e9,
                            "sparse_bytes": sparse_bytes, "floor_s": floor, "embed_s": {}}
     for kernel in ("numba", "scipy"):
         session = EncoderSession(model, threads=threads, kernel=kernel)
         out["embed_s"][kernel] = _best(lambda: session.embed(x, edge_index), repeats)
     return out
+
+
+GEMMS = ("numpy", "torch", "onnxruntime")
+"""The float32 GEMMs timed for each dense product; the floor takes the fastest."""
+
+
+def gemm(name: str, left: Any, right: Any, threads: int) -> Any:
+    """A call computing ``left @ right`` with ``name``'s GEMM at ``threads`` threads:
+    numpy's BLAS, torch's, or onnxruntime's own MatMul kernel (a one-node model whose weight
+    is ``right``, as the runtime's stages hold it)."""
+    if name == "numpy":
+        return lambda: left @ right
+    if name == "torch":
+        import torch
+
+        torch.set_num_threads(threads)
+        tl, tr = torch.from_numpy(left), torch.from_numpy(right)
+        return lambda: tl @ tr
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["a", "w"], ["z"])], "gemm",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["rows", left.shape[1]])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["rows", right.shape[1]])],
+        [numpy_helper.from_array(right, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    del onnx
+    return lambda: session.run(["z"], {"a": left})
 
 
 def _prepare(nodes: int, work: Path) -> tuple[Path, Path, dict[str, Any]]:
@@ -109,18 +148,24 @@ def report(res: dict[str, Any]) -> str:
              *harness.header(res),
              f"Synthetic graph: {g['nodes']} nodes, {g['edges']} edges, widths "
              f"{' -> '.join(map(str, g['widths']))} (random weights), aggregations at "
-             f"{g['aggregated']} wide. Floor = the two dense products at this machine's numpy "
-             "rate for those shapes + the sparse products' bytes (per stored entry: a source "
-             "row, its index and value; each output row written once) at a plain copy's "
-             "bandwidth with the same threads. Median of the repeats after a warm-up.", "",
-             "| threads | dense ms | copy GB/s | sparse MB | floor ms | numba ms | scipy ms | "
-             "faster | best / floor |", "|---|---|---|---|---|---|---|---|---|"]
+             f"{g['aggregated']} wide. Floor = the two dense products at the fastest GEMM "
+             "this machine has for each shape (numpy's, torch's or onnxruntime's own MatMul, "
+             "same threads; results before that column existed: numpy's alone) + the sparse "
+             "products' bytes (per stored entry: a source row, its index and value; each "
+             "output row written once) at a plain copy's bandwidth with the same threads. "
+             "Median of the repeats after a warm-up.", "",
+             "| threads | dense ms (numpy / torch / onnxruntime) | copy GB/s | sparse MB | "
+             "floor ms | numba ms | scipy ms | faster | best / floor |",
+             "|---|---|---|---|---|---|---|---|---|"]
     verdicts = []
     for r in res["rows"]:
         e = r["embed_s"]
         kernel = min(e, key=e.__getitem__)
         ratio = e[kernel] / r["floor_s"]
-        lines.append(f"| {r['threads']} | {1000 * r['dense_s']:.0f} | {r['copy_GBps']:.1f} | "
+        by = r.get("dense_by")
+        dense = f"{1000 * r['dense_s']:.0f}" + (
+            f" ({' / '.join(f'{1000 * by[k]:.0f}' for k in GEMMS)})" if by else " (numpy)")
+        lines.append(f"| {r['threads']} | {dense} | {r['copy_GBps']:.1f} | "
                      f"{r['sparse_bytes'] / 1e6:.0f} | {1000 * r['floor_s']:.0f} | "
                      f"{1000 * e['numba']:.0f} | {1000 * e['scipy']:.0f} | {kernel} | "
                      f"{ratio:.2f} |")
