@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from math import prod
 
-from .stages import (GRAPH_INITIALIZER, GRAPH_INPUT, GRAPH_NODE, GRAPH_OUTPUT, LENGTH,
-                     NODE_ATTRIBUTE, NODE_INPUT, NODE_OP_TYPE, NODE_OUTPUT, TENSOR_DIMS, TENSOR_NAME,
-                     VARINT, ModelFormatError, _fields, _name, _strings, _varint)
+from .stages import (ATTR_GRAPH, ATTR_GRAPHS, FUNCTION_NODE, GRAPH_INITIALIZER, GRAPH_INPUT,
+                     GRAPH_NODE, GRAPH_OUTPUT, LENGTH, MODEL_FUNCTIONS, MODEL_GRAPH,
+                     NODE_ATTRIBUTE, NODE_INPUT, NODE_OP_TYPE, NODE_OUTPUT, TENSOR_NAME,
+                     ModelFormatError, _fields, _name, _strings, _tensor_dims, _varint)
 
 __all__ = ["MAX_NODES", "STAGE_OPS", "node_count", "stage_problem"]
 
@@ -50,19 +51,6 @@ Shape = tuple[Dim, ...]
 
 def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _tensor_dims(tensor: bytes) -> Shape:
-    dims: list[Dim] = []
-    for f in _fields(tensor):
-        if f.number == TENSOR_DIMS and f.wire == VARINT:
-            dims.append(int(f.value))
-        elif f.number == TENSOR_DIMS and f.wire == LENGTH:  # packed
-            pos = 0
-            while pos < len(f.value):
-                dim, pos = _varint(f.value, pos)
-                dims.append(dim)
-    return tuple(dims)
 
 
 def _info_shape(info: bytes) -> Shape | None:
@@ -180,8 +168,6 @@ def stage_problem(model: bytes) -> str | None:
     that largest constant. A stage's memory is then at most its rows times what the file
     stores, per node.
     """
-    from .stages import MODEL_GRAPH
-
     graphs = [f.value for f in _fields(model) if f.number == MODEL_GRAPH and f.wire == LENGTH]
     if len(graphs) != 1:
         return "the file holds no model graph"
@@ -275,8 +261,6 @@ def _propagate(nodes: list[bytes], shapes: dict[str, Shape], widest: int,
 def node_count(model: bytes, limit: int = MAX_NODES) -> int:
     """How many nodes the model file holds (its graph, the subgraphs of its nodes' attributes
     and its functions), counted from the bytes; the count stops once it passes ``limit``."""
-    from .stages import ATTR_GRAPH, ATTR_GRAPHS, FUNCTION_NODE, MODEL_FUNCTIONS, MODEL_GRAPH
-
     count = 0
     pending = [(f.value, f.number == MODEL_GRAPH) for f in _fields(model)
                if f.wire == LENGTH and f.number in (MODEL_GRAPH, MODEL_FUNCTIONS)]

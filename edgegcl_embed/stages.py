@@ -212,19 +212,25 @@ def _parse_graph(buf: bytes) -> _Graph:
     return graph
 
 
-def _tensor_info(name: str, tensor: bytes) -> bytes:
-    """A ValueInfoProto for an output that carries the initializer ``tensor`` (type, dims)."""
-    dims, elem_type = [], 0
+def _tensor_dims(tensor: bytes) -> tuple[int, ...]:
+    """A TensorProto's dims (plain or packed)."""
+    dims: list[int] = []
     for f in _fields(tensor):
-        if f.number == TENSOR_DATA_TYPE and f.wire == VARINT:
-            elem_type = int(f.value)
-        elif f.number == TENSOR_DIMS and f.wire == VARINT:
+        if f.number == TENSOR_DIMS and f.wire == VARINT:
             dims.append(int(f.value))
         elif f.number == TENSOR_DIMS and f.wire == LENGTH:  # packed
             pos = 0
             while pos < len(f.value):
                 dim, pos = _varint(f.value, pos)
                 dims.append(dim)
+    return tuple(dims)
+
+
+def _tensor_info(name: str, tensor: bytes) -> bytes:
+    """A ValueInfoProto for an output that carries the initializer ``tensor`` (type, dims)."""
+    dims = _tensor_dims(tensor)
+    elem_type = next((int(f.value) for f in _fields(tensor)
+                      if f.number == TENSOR_DATA_TYPE and f.wire == VARINT), 0)
     shape = b"".join(_message(SHAPE_DIM, _encode_varint(DIM_VALUE << 3 | VARINT)
                               + _encode_varint(d)) for d in dims)
     tensor_type = (_encode_varint(TENSOR_ELEM_TYPE << 3 | VARINT) + _encode_varint(elem_type)
