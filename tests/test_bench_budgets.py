@@ -16,8 +16,10 @@ TINY = ["--dataset", "synthetic", "--nodes", "300", "--features", "8", "--hidden
         "--out-dim", "4", "--proj-dim", "4", "--threads", "1", "--encoder", "gcn"]
 
 
-def _table(cells: list[Cell]) -> BudgetTable:
-    return BudgetTable("g", 10, 20, "full", 64, "cpu", 1, 3, cells, (0.1, 0.2), "now", 1.0)
+def _table(cells: list[Cell], auto: dict[float, str] | None = None) -> BudgetTable:
+    auto = auto if auto is not None else {c.theta: "dense" for c in cells}
+    return BudgetTable("g", 10, 20, "full", 64, "cpu", 1, 3, cells, (0.1, 0.2), "now", 1.0,
+                       auto)
 
 
 def test_cells_report_median_spread_and_busy_marks() -> None:
@@ -28,9 +30,24 @@ def test_cells_report_median_spread_and_busy_marks() -> None:
     text = table_markdown(_table([quiet, busy]))
     assert "| 0.50 | dense | 0.2000 | 0.1000 - 0.3000 |" in text
     assert "yes *" in text and "1 cell(s) ran while other processes" in text
-    assert "| 0.50 | dense | 0.40 | 0.50 |" in text  # 0.2 / 0.5 s, 20 / 40 bytes
+    # 0.2 / 0.5 s, 20 / 40 bytes; 0.2 s within 1.0's slowest 0.6 s, 20 within its 40 bytes
+    assert "| 0.50 | dense | 0.40 | 0.50 | yes, yes | dense | 0.40 | 0.50 |" in text
+    assert "time grows with theta_max" in text
     rows = list(csv.DictReader(table_csv(_table([quiet, busy])).splitlines()))
     assert len(rows) == 6 and [r["busy"] for r in rows] == ["0", "0", "0", "0", "1", "0"]
+
+
+def test_the_auto_path_is_judged_against_the_largest_budget() -> None:
+    """Auto takes pairs at 0.5, slower and larger than theta_max = 1 on dense, and slower than
+    at 0.75: each said; the cheaper path is reported beside it."""
+    cells = [Cell(0.5, "pairs", [0.9, 0.9, 0.9], [80] * 3, [0.0] * 3),
+             Cell(0.5, "dense", [0.55] * 3, [30] * 3, [0.0] * 3),
+             Cell(0.75, "dense", [0.5] * 3, [30] * 3, [0.0] * 3),
+             Cell(1.0, "dense", [0.4, 0.5, 0.6], [40] * 3, [0.0] * 3)]
+    text = table_markdown(_table(cells, {0.5: "pairs", 0.75: "dense", 1.0: "dense"}))
+    assert "| 0.50 | pairs | 1.80 | 2.00 | no, no | dense | 1.10 | 0.75 |" in text
+    assert "| 0.75 | dense | 1.00 | 0.75 | yes, yes | dense |" in text
+    assert "does not grow with theta_max" in text
 
 
 def test_out_of_memory_cells_are_said_and_left_out_of_the_ratios() -> None:

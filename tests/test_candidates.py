@@ -183,8 +183,8 @@ def test_active_negatives_are_never_intra_view(stratify_, logits, eta):
         assert torch.isfinite(out.loss)
         for a in selector._active:
             assert a.num_cand == b - 1
-            assert a.cols.size(1) == sum(hans.counts(b - 1).values())  # theta of B - 1
-            assert_inter_only(a.cols, b)
+            assert a.columns().size(1) == sum(hans.counts(b - 1).values())  # theta of B - 1
+            assert_inter_only(a.columns(), b)
             if a.sample is not None:
                 assert int(a.sample.cols.max()) < b
 
@@ -196,7 +196,7 @@ def test_partial_selection_equals_a_per_anchor_inter_view_loop(stratify_, logits
     hans = HANS(0.5, {c: r * 0.5 for c, r in RATIOS.items()}, eta_0=0.3)
     out = contrast(h1, h2, TAU, logits, selector, hans, 1)
     active = selector._active
-    ref = loop_loss(h1, h2, TAU, [a.cols.tolist() for a in active])
+    ref = loop_loss(h1, h2, TAU, [a.columns().tolist() for a in active])
     assert out.loss.item() == pytest.approx(ref.item(), rel=1e-10)
     for a, b in zip(torch.autograd.grad(out.loss, (h1, h2)),
                     torch.autograd.grad(ref, (h1, h2))):

@@ -110,11 +110,11 @@ def test_the_random_subset_baseline_draws_uniformly_as_many_as_hans_would() -> N
         hans.eta = dict.fromkeys(("hard", "inter", "easy"), 1.0)
         out = engine_contrast(h1, h2, cfg.contrast.tau, cfg.contrast.logits, selector, hans, step)
         assert torch.isfinite(out.loss)
-        active = selector._active[0]
-        assert active.cols.size(1) == sum(hans.counts(2 * b - 2).values())
+        cols = selector._active[0].columns()
+        assert cols.size(1) == sum(hans.counts(2 * b - 2).values())
         own = torch.stack([rows, rows + b], 1)
-        assert not (active.cols.unsqueeze(2) == own.unsqueeze(1)).any()
-        shares.append(float(top.gather(1, active.cols).float().mean()))
+        assert not (cols.unsqueeze(2) == own.unsqueeze(1)).any()
+        shares.append(float(top.gather(1, cols).float().mean()))
         selector.reset()
         hans.draw += 1
     # uniform over the candidates: as many in the hardest 30 % as anywhere (HANS's hardest

@@ -96,6 +96,22 @@ def test_calibrate_measures_both_logits_paths_and_trains_with_the_cheaper(graph,
     assert table["logits"] == "dense" and len(table["paths"]) == 2 * len(measured)
 
 
+@pytest.mark.parametrize("path", ["dense", "pairs"])
+def test_calibrate_keeps_a_logits_path_the_user_named(graph, monkeypatch, path):
+    """--logits dense / pairs with --auto-budget: only that path is measured and trained."""
+    seen = set()
+
+    def fake(data, cfg, device, theta):
+        seen.add(cfg.contrast.logits)
+        return Cost(theta * (0.1 if cfg.contrast.logits == "pairs" else 1.0), 1000)
+    monkeypatch.setattr(profiler, "measure_theta", fake)
+    cal = profiler.calibrate(graph, SMALL.replace(contrast={"logits": path}),
+                             _profile(target_epoch_s=1.0), torch.device("cpu"),
+                             log=lambda _: None)
+    assert seen == {path} and cal.logits == path
+    assert {c.label for _, c in cal.paths} == {path}
+
+
 def test_calibrate_stops_at_the_profiles_smallest_batch(graph, monkeypatch):
     tried = []
 

@@ -29,7 +29,7 @@ import psutil
 import torch
 from torch_geometric.data import Data
 
-from edgegcl.budget.profiler import measure_theta
+from edgegcl.budget.profiler import auto_logits, measure_theta
 from edgegcl.contrast.pairs import PATHS
 from edgegcl.errors import UsageError
 from edgegcl.progress import Progress
@@ -124,6 +124,8 @@ class BudgetTable:
     """The 1-minute load average at the start and at the end."""
     started: str = ""
     wall_s: float = 0.0
+    auto: dict[float, str] = field(default_factory=dict)
+    """The path ``--logits auto`` takes at each theta_max (``auto_logits``)."""
 
     def fastest(self, theta: float) -> Cell | None:
         """The cheaper path at ``theta`` (by median time), None when both ran out of memory."""
@@ -161,7 +163,9 @@ def measure_budgets(data: Data, cfg: TrainConfig, device: torch.device,
     return BudgetTable(getattr(data, "name", cfg.data.dataset), data.num_nodes,
                        int(data.edge_index.size(1)), mode, cfg.run.batch_size, str(device),
                        torch.get_num_threads(), repeats, list(cells.values()),
-                       (load0, os.getloadavg()[0]), started, time.perf_counter() - t0)
+                       (load0, os.getloadavg()[0]), started, time.perf_counter() - t0,
+                       {t: auto_logits(data, cfg.replace(contrast={"logits": "auto"}), t)
+                        for t in sorted(set(thetas))})
 
 
 def _mib(b: float) -> str:
@@ -189,21 +193,48 @@ def table_markdown(table: BudgetTable) -> str:
         lo, hi = c.spread_s()
         lines.append(f"| {c.theta:.2f} | {c.logits} | {c.median_s():.4f} | {lo:.4f} - {hi:.4f} "
                      f"| {_mib(c.median_peak())} | {'yes *' if c.busy else ''} |")
-    top = table.fastest(max(c.theta for c in table.cells))
-    if top is not None:
-        lines += ["", f"Against theta_max = {top.theta:g} (each on its cheaper path):", "",
-                  "| theta_max | path | time ratio | peak memory ratio |", "|---|---|---|---|"]
-        for theta in sorted({c.theta for c in table.cells}):
-            cell = table.fastest(theta)
-            if cell is not None:
-                lines.append(f"| {theta:.2f} | {cell.logits} | "
-                             f"{cell.median_s() / top.median_s():.2f} | "
-                             f"{cell.median_peak() / top.median_peak():.2f} |")
+    lines += _against_the_largest(table)
     if busy:
         lines += ["", f"\\* {len(busy)} cell(s) ran while other processes used more than "
                   f"{BUSY_CORES} of a core on average: those figures are a loaded machine's; "
                   "measure again on a quiet one to compare budgets."]
     return "\n".join(lines) + "\n"
+
+
+def _against_the_largest(table: BudgetTable) -> list[str]:
+    """Each theta_max against the largest measured, on the path ``--logits auto`` takes and on
+    the cheaper one: time and memory ratios of the medians, whether the median is within the
+    largest budget's slowest repeat and largest peak, and whether time grows with theta_max
+    along the auto path (each median at least the previous one's fastest repeat)."""
+    cell = {(c.theta, c.logits): c for c in table.cells if not c.oom}
+    thetas = sorted({c.theta for c in table.cells})
+    top = cell.get((thetas[-1], table.auto.get(thetas[-1], "")))
+    if top is None:
+        return []
+    lines = ["", f"Against theta_max = {top.theta:g} on the path `--logits auto` takes "
+             f"({top.logits} there), and on the cheaper path:", "",
+             "| theta_max | auto path | time ratio | peak memory ratio | within theta_max = "
+             f"{top.theta:g} (time, memory) | cheaper path | its time ratio | its memory ratio |",
+             "|---|---|---|---|---|---|---|---|"]
+    previous, rising = None, True
+    for theta in thetas:
+        auto, best = cell.get((theta, table.auto.get(theta, ""))), table.fastest(theta)
+        if auto is None or best is None:
+            continue
+        within = (auto.median_s() <= top.spread_s()[1],
+                  auto.median_peak() <= max(b for b in top.peak_bytes if b is not None))
+        if previous is not None and auto.median_s() < previous.spread_s()[0]:
+            rising = False
+        previous = auto
+        lines.append(f"| {theta:.2f} | {auto.logits} | {auto.median_s() / top.median_s():.2f} | "
+                     f"{auto.median_peak() / top.median_peak():.2f} | "
+                     f"{', '.join('yes' if w else 'no' for w in within)} | {best.logits} | "
+                     f"{best.median_s() / top.median_s():.2f} | "
+                     f"{best.median_peak() / top.median_peak():.2f} |")
+    lines += ["", "On the auto path, time " + ("grows with theta_max (within the spread)."
+                                              if rising else "does not grow with theta_max: "
+                                              "a smaller budget took longer than a larger one.")]
+    return lines
 
 
 def table_csv(table: BudgetTable) -> str:

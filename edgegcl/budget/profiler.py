@@ -256,6 +256,27 @@ def _flush(device: torch.device) -> None:
         release_cpu_memory()
 
 
+def auto_logits(data: Data, cfg: TrainConfig, theta: float) -> str:
+    """The logits path ``--logits auto`` takes at ``theta_max = theta`` in the state
+    ``measure_theta`` holds (``reachable_eta``), for a step of the run's anchors (the graph,
+    or a batch): what a run without ``--auto-budget`` trains on there
+    (edgegcl.contrast.pairs.choose_logits)."""
+    from edgegcl.contrast.module import ScheduledContrast
+    from edgegcl.contrast.negatives import num_candidates
+    from edgegcl.contrast.pairs import choose_logits
+
+    cfg = cfg.replace(schedule={"theta_max": theta})
+    mode = resolve_mode(cfg.run.mode, data.num_nodes)
+    anchors = data.num_nodes if mode == "full" else min(cfg.run.batch_size, data.num_nodes)
+    scheduler = cfg.build_scheduler()
+    scheduler.eta = reachable_eta(cfg)
+    selector = ScheduledContrast.from_config(cfg.schedule, cfg.contrast, hans=cfg.hans,
+                                             epochs=cfg.run.epochs).selector
+    return choose_logits(cfg.contrast.logits, selector.stratify,
+                         selector.touched(anchors, scheduler),
+                         num_candidates(anchors, cfg.contrast.candidates))
+
+
 def measure_theta(data: Data, cfg: TrainConfig, device: torch.device, theta: float,
                   eta: dict[str, float] | None = None) -> Cost:
     """Epoch latency and peak memory at ``theta_max = theta``, or OUT_OF_MEMORY.
@@ -344,13 +365,15 @@ def calibrate(data: Data, cfg: TrainConfig, profile: DeviceProfile, device: torc
                          f"[{profile.batch_size_min}, {profile.batch_size_max}]; using {clipped}")
             batch = clipped
     tried: list[Calibration] = []
+    # --logits auto: both paths, the cheaper kept at each theta; a path the user named: that one
+    paths_to_measure = PATHS if cfg.contrast.logits == "auto" else (cfg.contrast.logits,)
     while True:
         run_cfg = cfg.replace(run={"batch_size": batch})
         paths: list[tuple[float, Cost]] = []
 
         def measure(theta: float) -> Cost:
             costs = []
-            for logits in PATHS:
+            for logits in paths_to_measure:
                 cost = None if cache is None else cache.get(batch, theta, logits)
                 if cost is None:
                     log(f"profiling theta_max = {theta:.2f} ({mode}"

@@ -23,6 +23,11 @@ definition. Active negatives drawn
 without categories (sampled strata once HANS is saturated, when nothing reads these losses)
 give NaN.
 
+On the dense blocks the denominators are sums of exp weighted 0 / 1 by the schedule, a chunk
+of rows at a time (``DenseTerms``, weights from edgegcl.contrast.masks), so that path costs
+the same at every theta_max; the scheduled-pairs path (edgegcl.contrast.pairs) computes the
+active logits only.
+
 Cosine similarities are bounded by 1, so |s / tau| <= 1 / tau <= 20 for the tau >= 0.05 the
 configuration allows: exp never overflows float32 (e^20 ~ 5e8, even summed over millions of
 candidates), so no max-subtraction pass is needed.
@@ -33,12 +38,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.autograd.function import FunctionCtx
 
+from edgegcl.contrast.masks import ChunkMasks, chunk_masks, masked
 from edgegcl.contrast.negatives import (
     CATEGORIES,
     ActiveNegatives,
@@ -196,18 +203,94 @@ def _anchor_loss(pos: Tensor, neg_exp_sum: Tensor) -> Tensor:
     return torch.log(torch.exp(pos) + neg_exp_sum) - pos
 
 
-def _dense_sums(sims: Similarities) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
-    """Every negative active: per-anchor sums of exp over all candidates, both directions
-    (row and column sums of exp(s12) serve the two directions), plus exp(s12), exp(s11)
-    (None without the intra-view candidates)."""
-    e12 = torch.exp(sims.s12)
-    d12 = e12.diagonal()
-    if not sims.intra:
-        return e12.sum(1) - d12, e12.sum(0) - d12, e12, None
-    e11, e22 = torch.exp(sims.s11), torch.exp(sims.s22)  # type: ignore[arg-type]
-    neg_1 = e12.sum(1) - d12 + e11.sum(1) - e11.diagonal()
-    neg_2 = e12.sum(0) - d12 + e22.sum(1) - e22.diagonal()
-    return neg_1, neg_2, e12, e11
+DENSE_CHUNK_ELEMENTS = 1 << 19
+"""Similarities per chunk of rows in ``DenseTerms``: 2 MiB of floats, so a chunk's exp and
+its masked products stay in cache (docs/performance.md, "The dense path's terms")."""
+
+
+def _chunks(rows: int, width: int, align: int = 1) -> list[tuple[int, int]]:
+    """Row ranges of about DENSE_CHUNK_ELEMENTS, each inside one span of ``align`` rows."""
+    step = max(1, DENSE_CHUNK_ELEMENTS // max(width, 1))
+    if align > 1:  # a divisor of align: every chunk inside one span
+        step = min(step, align)
+        while align % step:
+            step -= 1
+    return [(r, min(r + step, rows)) for r in range(0, rows, step)]
+
+
+class DenseTerms(torch.autograd.Function):
+    """Eq. 6's per-anchor terms from the dense blocks: the positive s_ii and, per direction, the
+    denominator's sum_{j in A_i} exp(s_ij) over the active candidates (every candidate with
+    ``masks`` None, else those ``masks`` mark: edgegcl.contrast.masks).
+
+    A chunk of rows at a time: exp is taken in cache and never kept, and recomputed in the
+    backward (one exp pass against three B x B tensors held from forward to backward), so the
+    path costs the same at every theta_max: the budget only changes the 0 / 1 weights a chunk
+    is multiplied by, not what is computed or stored. ``forward(s12, s11, s22, masks)`` ->
+    (pos, n1, n2).
+    """
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, s12: Tensor, s11: Tensor | None, s22: Tensor | None,
+                masks: ChunkMasks | None) -> tuple[Tensor, Tensor, Tensor]:
+        b = s12.size(0)
+        n1, n2 = s12.new_zeros(b), s12.new_zeros(b)
+        with torch.no_grad():
+            for r0, r1 in _chunks(b, b, 1 if masks is None else masks.align):
+                w = None if masks is None else masks.chunk(r0, r1)
+                e = torch.exp(s12[r0:r1])
+                if w is None:
+                    e.diagonal(r0).zero_()  # the positive is no negative
+                    n1[r0:r1] = e.sum(1)
+                    n2 += e.sum(0)
+                else:
+                    n1[r0:r1] = masked(e.clone(), w[0]).sum(1)
+                    n2 += masked(e, w[2]).sum(0)
+                for s, n, part in ((s11, n1, None if w is None else w[1]),
+                                   (s22, n2, None if w is None else w[3])):
+                    if s is None:
+                        continue
+                    e = torch.exp(s[r0:r1])
+                    if part is None:
+                        e.diagonal(r0).zero_()  # the anchor itself is no negative
+                    else:
+                        masked(e, part)
+                    n[r0:r1] += e.sum(1)
+        ctx.save_for_backward(s12, s11, s22)
+        ctx.masks = masks
+        return s12.diagonal().clone(), n1, n2
+
+    @staticmethod
+    def backward(ctx: Any, g_pos: Tensor, g1: Tensor, g2: Tensor
+                 ) -> tuple[Tensor | None, ...]:
+        s12, s11, s22 = ctx.saved_tensors
+        masks: ChunkMasks | None = ctx.masks
+        b = s12.size(0)
+        grads: list[Tensor | None] = [torch.empty_like(s12),
+                                      None if s11 is None else torch.empty_like(s11),
+                                      None if s22 is None else torch.empty_like(s22)]
+        col_1, row_2, col_2 = g1.unsqueeze(1), g2.unsqueeze(0), g2.unsqueeze(1)
+        for r0, r1 in _chunks(b, b, 1 if masks is None else masks.align):
+            w = None if masks is None else masks.chunk(r0, r1)
+            e, out = torch.exp(s12[r0:r1]), grads[0][r0:r1]  # type: ignore[index]
+            if w is None:
+                torch.mul(e, col_1[r0:r1] + row_2, out=out)
+                out.diagonal(r0).copy_(g_pos[r0:r1])
+            else:
+                first = masked(e.clone(), w[0]).mul_(col_1[r0:r1])
+                torch.addcmul(first, masked(e, w[2]), row_2, out=out)
+                out.diagonal(r0).add_(g_pos[r0:r1])
+            for k, (s, g) in enumerate(((s11, col_1), (s22, col_2)), start=1):
+                if s is None:
+                    continue
+                e, out = torch.exp(s[r0:r1]), grads[k][r0:r1]  # type: ignore[index]
+                part = None if w is None else w[2 * k - 1]
+                if part is None:
+                    torch.mul(e, g[r0:r1], out=out)
+                    out.diagonal(r0).zero_()
+                else:
+                    torch.mul(masked(e, part), g[r0:r1], out=out)
+        return grads[0], grads[1], grads[2], None
 
 
 NegativeWeights = Callable[[Tensor], Tensor]
@@ -263,15 +346,30 @@ def mixed_negatives(logits: Tensor, weigh: NegativeWeights, count: int,
     return torch.where(ok, torch.exp(mixed), 0.0).sum(1)
 
 
+@torch.no_grad()
+def _category_sums(sims: Similarities, active: ActiveNegatives, every: Tensor | None
+                   ) -> dict[str, Tensor]:
+    """Direction 1's sums of exp over each category's active negatives: gathered for hard and
+    easy, the intermediate (the largest) by difference from ``every`` candidate's sum when all
+    are active, gathered too otherwise."""
+    seg = active.segments()
+    out = {c: torch.exp(sims.gather(0, seg[c])).sum(1) for c in CATEGORIES
+           if every is None or c != "inter"}
+    if every is not None:
+        out["inter"] = (every - out["hard"] - out["easy"]).clamp_min(0.0)
+    return out
+
+
 def scheduled_info_nce(sims: AnchorSimilarities,
                        active: tuple[ActiveNegatives, ActiveNegatives],
                        category_loss: str = "sum",
                        weigh: NegativeWeights | None = None, mix: int = 0) -> LossOutput:
     """Eq. 6, symmetrised, over the active negatives of each direction.
 
-    With the dense blocks and every candidate active (theta_max = 1 at saturation) the
-    denominators are plain row and column sums of exp(similarity) (the GRACE computation, no
-    gather); otherwise they sum the active logits, ``sims.logits``. The per-category losses
+    On the dense blocks the denominators are row and column sums of exp(similarity) (the GRACE
+    computation), weighted by the schedule when not every candidate is active (``DenseTerms``);
+    with ProGCL's weights below theta_max = 1, and on the pairs path, they sum the active
+    logits, ``sims.logits``. The per-category losses
     are taken over the view-1 anchors h_i^1, the anchors of the paper's Eq. 6 and of its
     stratification, as ``category_loss`` says (``"sum"`` or ``"mean"``, see the module); NaN
     when those were drawn without categories (``ActiveNegatives.grouped``). ``weigh``: each
@@ -283,24 +381,24 @@ def scheduled_info_nce(sims: AnchorSimilarities,
     """
     if mix and weigh is None:
         raise ValueError("ProGCL-mix needs the weights it mixes by (weigh)")
-    pos = sims.positives()
+    pos = None
     sums: dict[str, Tensor] | None = None
-    if isinstance(sims, Similarities) and active[0].complete and active[1].complete:
-        neg_1, neg_2, e12, e11 = _dense_sums(sims)
-        plain_1 = neg_1
-        if mix:  # ProGCL mixes the other view's candidates, as its between-view similarities
-            extra = (mixed_negatives(sims.s12, weigh, mix, exclude_diagonal=True),  # type: ignore[arg-type]
-                     mixed_negatives(sims.s12.t(), weigh, mix, exclude_diagonal=True))  # type: ignore[arg-type]
-        elif weigh is not None:  # the categories below stay the unweighted sums HANS reads
+    complete = active[0].complete and active[1].complete
+    if isinstance(sims, Similarities) and (weigh is None or complete):
+        masks = None if complete else chunk_masks(active, sims.num_anchors, sims.intra)
+        blocks = (sims.s12, sims.s11, sims.s22)
+        if weigh is None or mix:
+            pos, neg_1, neg_2 = DenseTerms.apply(*blocks, masks)
+            plain_1 = neg_1.detach()
+            if mix:  # ProGCL mixes the other view's candidates, as its between-view similarities
+                extra = (mixed_negatives(sims.s12, weigh, mix, exclude_diagonal=True),  # type: ignore[arg-type]
+                         mixed_negatives(sims.s12.t(), weigh, mix, exclude_diagonal=True))  # type: ignore[arg-type]
+        else:  # the categories below stay the unweighted sums HANS reads
             neg_1, neg_2 = _weighted_dense_sums(sims, weigh)
-        if active[0].grouped:  # hard and easy gathered, intermediate (the largest) by difference
             with torch.no_grad():
-                seg = active[0].segments()
-                cand = e12 if e11 is None else torch.cat([e12, e11], dim=1)
-                hard = cand.gather(1, seg["hard"]).sum(1)
-                easy = cand.gather(1, seg["easy"]).sum(1)
-                sums = {"hard": hard, "inter": (plain_1 - hard - easy).clamp_min(0.0),
-                        "easy": easy}
+                plain_1 = DenseTerms.apply(*blocks, None)[1] if active[0].grouped else neg_1
+        if active[0].grouped:
+            sums = _category_sums(sims, active[0], plain_1 if complete else None)
     else:
         logits = [sims.logits(d, a) for d, a in enumerate(active)]
         exp_1, exp_2 = (torch.exp(x) for x in logits)
@@ -316,6 +414,8 @@ def scheduled_info_nce(sims: AnchorSimilarities,
             with torch.no_grad():
                 blocks = torch.split(exp_1, list(active[0].sizes), dim=1)
                 sums = {c: blk.sum(1) for c, blk in zip(CATEGORIES, blocks)}
+    if pos is None:
+        pos = sims.positives()
     if mix:  # the categories HANS reads stay the sums without the synthesised negatives
         neg_1, neg_2 = neg_1 + extra[0], neg_2 + extra[1]
     loss = 0.5 * (_anchor_loss(pos, neg_1).mean() + _anchor_loss(pos, neg_2).mean())

@@ -183,7 +183,7 @@ class ScheduledContrast(nn.Module):
             clock.mark("similarities")
         estimate = self.scheduler.epoch >= self.false_negatives_from
         active = self.selector.get(sims, self.scheduler, self.calls if step is None else step,
-                                   estimate=estimate)
+                                   estimate=estimate, compact=self.negative_weight == "none")
         if clock is not None:
             clock.mark("strata")
         weigh = self._weights(sims) if estimate else None

@@ -266,11 +266,30 @@ class ActiveNegatives:
     """False when the columns are not ordered by category (``schedule_sampled`` with
     ``grouped=False``: whole pools, never ranked; or every candidate, with ``cols`` empty
     since the dense path needs none); ``sizes`` then only sum to K."""
+    left_out: Tensor | None = None
+    """Uncategorised sampled draws kept compactly (``schedule_sampled(..., compact=True)``):
+    [B, own] candidate columns each anchor leaves out of its block's ``sample``, whose other
+    columns are its active set; ``cols`` is then [B, 0], and no B x K index tensor exists. The
+    dense path weighs its blocks by the samples (edgegcl.contrast.masks.BlockMasks); the pairs
+    path keeps ``values`` for every sampled column, [B, M + own], and sets the left-out ones to
+    -inf."""
+    left_out_at: Tensor | None = None
+    """[B, own] positions of ``left_out`` in the anchor's block sample."""
 
     @property
     def complete(self) -> bool:
         """True when every candidate is active, so the loss may use the dense fast path."""
         return sum(self.sizes) == self.num_cand
+
+    def columns(self) -> Tensor:
+        """[B, K] active columns: ``cols``, or (``left_out``) each anchor's block sample
+        without its left-out columns, in the sample's order."""
+        if self.left_out is None or self.sample is None:
+            return self.cols
+        b = self.left_out.size(0)
+        cols = self.sample.row_cols(0, b)
+        keep = (cols.unsqueeze(2) != self.left_out.unsqueeze(1)).all(2)
+        return cols[keep].view(b, -1)
 
     def segments(self) -> dict[str, Tensor]:
         """The column block of each category."""
@@ -454,6 +473,14 @@ def _sample_exclusions(sample: CandidateSample, start: int, stop: int, num_ancho
     return options[ok & (ok.cumsum(1) <= k)].view(-1, k)
 
 
+def _left_out_columns(sample: CandidateSample, start: int, stop: int, positions: Tensor
+                      ) -> Tensor:
+    """[stop - start, own] candidate columns at ``positions`` of the anchors' block samples."""
+    cols = sample.blocks(start, stop)
+    block = torch.arange(stop - start, device=cols.device) // sample.block
+    return cols[block.unsqueeze(1), positions]
+
+
 def _all_but_excluded(num_cols: int, excluded: Tensor) -> Tensor:
     """[b, num_cols - k] positions 0..num_cols-1 of each row without its k ``excluded``
     ([b, k], distinct in a row)."""
@@ -467,7 +494,8 @@ def _all_but_excluded(num_cols: int, excluded: Tensor) -> Tensor:
 def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.device,
                      ratios: Mapping[str, float], counts: Mapping[str, int], draw: int,
                      sample: CandidateSample, *, keep_values: bool = False,
-                     grouped: bool = True, key: HardnessKey | None = None) -> ActiveNegatives:
+                     grouped: bool = True, key: HardnessKey | None = None,
+                     compact: bool = False) -> ActiveNegatives:
     """Sampled strata: each anchor's pools cut from its block's sample, then drawn from.
 
     Anchor i ranks the M = ``sample.size`` candidates of its sample (a uniform random subset
@@ -482,7 +510,9 @@ def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.de
     When the counts are the whole sampled pools (HANS saturated with a sample of exactly the
     active set) nothing is drawn: the pools are concatenated, and with ``grouped=False`` (a
     caller that does not read the categories: the loss's second direction) not even ranked,
-    since their union is the sample (``ActiveNegatives.grouped``).
+    since their union is the sample (``ActiveNegatives.grouped``). With ``compact`` too that
+    union is handed out as the sample and each anchor's left-out columns
+    (``ActiveNegatives.left_out``), with every sampled column's value when ``keep_values``.
     """
     c = sample.own * (num_anchors - 1)  # |N_i| of the sample's layout (num_candidates)
     sizes = pool_sizes(sample.size, ratios)
@@ -490,6 +520,17 @@ def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.de
     plan = [] if whole else [(positions.to(device), offsets.to(device)) for positions, offsets
                              in _draw_positions(tuple(sizes.values()), counts, draw, num_anchors)]
     active_sizes = tuple(sizes.values()) if whole else _active_sizes(plan)
+    if whole and not grouped and compact:
+        left_at, left_out, every = [], [], []
+        for start, stop in sample.chunks(num_anchors):
+            left_at.append(_sample_exclusions(sample, start, stop, num_anchors))
+            left_out.append(_left_out_columns(sample, start, stop, left_at[-1]))
+            if keep_values:
+                every.append(values(start, stop, sample))
+        return ActiveNegatives(torch.empty(num_anchors, 0, dtype=torch.long, device=device),
+                               active_sizes, c,  # type: ignore[arg-type]
+                               _join(every) if keep_values else None, sample, grouped=False,
+                               left_out=_join(left_out), left_out_at=_join(left_at))
     positions, cols, kept = [], [], []
     for start, stop in sample.chunks(num_anchors):
         excluded = _sample_exclusions(sample, start, stop, num_anchors)

@@ -1,8 +1,8 @@
 """The scheduled-pairs path: the loss's similarities for the active pairs only.
 
-The dense path (``edgegcl.contrast.loss.Similarities``) keeps three B x B similarity blocks with their
-gradients and gathers the scheduled logits from them, so a step costs about the same at every
-theta_max. Eq. 6's gradient only reaches the B x K active pairs, so here:
+The dense path (``edgegcl.contrast.loss.Similarities``) computes three B x B similarity blocks
+and their gradients and weighs their entries by the schedule (``DenseTerms``), so a step costs
+about the same at every theta_max. Eq. 6's gradient only reaches the B x K active pairs, so here:
 
 - with sampled strata (the default) each block of anchors shares a sample of M candidates:
   its similarities are one product with the sampled rows (``block_values``, batched over the
@@ -22,6 +22,7 @@ both at each theta_max (docs/performance.md).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -99,7 +100,8 @@ class BlockSampledLogits(torch.autograd.Function):
     that sample: with G the [block, M + own] incoming gradient at the block's active positions,
     dL/du_block = G z_sample and dL/dz_sample = G^T u_block: two matrix products per block
     (O(B M d), at matrix-product speed) instead of per-pair gathers. ``forward(u, z, sample,
-    positions, values)`` returns ``values``, which must equal those products.
+    positions, values)`` returns ``values``, which must equal those products; ``positions``
+    None: ``values`` holds every sampled column ([B, M + own]).
     """
 
     @staticmethod
@@ -116,8 +118,8 @@ class BlockSampledLogits(torch.autograd.Function):
         grad_u, grad_z = torch.empty_like(u), torch.zeros_like(z)
         width = sample.cols.size(1)
         for start, stop in sample.chunks(u.size(0)):
-            g = grad.new_zeros(stop - start, width).scatter_add_(
-                1, positions[start:stop], grad[start:stop])
+            g = grad[start:stop] if positions is None else grad.new_zeros(
+                stop - start, width).scatter_add_(1, positions[start:stop], grad[start:stop])
             g = sample.by_block(g)  # [blocks, block, width]
             cols = sample.blocks(start, stop).reshape(-1)
             zs = z.index_select(0, cols).view(g.size(0), width, -1)
@@ -191,6 +193,8 @@ class PairSimilarities:
         """
         u, z = self._sides(direction)
         values = active.values
+        if active.left_out is not None:  # every sampled column, the left-out ones at -inf
+            return self._sampled_all(u, z, direction, active)
         if active.sample is not None:  # sampled strata: a block's pairs in one product
             if values is None:
                 rows, pos = self.candidate_values(direction), active.positions
@@ -206,6 +210,23 @@ class PairSimilarities:
                 values = torch.cat([rows(r, r + step).gather(1, active.cols[r:r + step])
                                     for r in range(0, self.num_anchors, step)])
         return ScheduledLogits.apply(u, z, active.cols, values)
+
+    def _sampled_all(self, u: Tensor, z: Tensor, direction: int, active: ActiveNegatives
+                     ) -> Tensor:
+        """[B, M + own] logits of every column of each anchor's block sample, its left-out
+        columns -inf (exp 0, no gradient): a compact uniform draw (``ActiveNegatives.left_out``),
+        with no index or position per pair."""
+        sample, values = active.sample, active.values
+        assert sample is not None and active.left_out_at is not None
+        if values is None:  # kept from an earlier step: recomputed from this step's rows
+            rows = self.candidate_values(direction)
+            with torch.no_grad():
+                values = torch.cat([rows(start, stop, sample)
+                                    for start, stop in sample.chunks(self.num_anchors)])
+        out = BlockSampledLogits.apply(u, z, sample, None, values)
+        at = active.left_out_at
+        anchors = torch.arange(at.size(0), device=at.device).repeat_interleave(at.size(1))
+        return out.index_put((anchors, at.reshape(-1)), out.new_tensor(-math.inf))
 
     def positives(self) -> Tensor:
         return (self.a * self.b).sum(1)

@@ -127,8 +127,13 @@ class NegativeSelector:
         counts, size, _ = self.plan(num_anchors, hans)
         return size if self.stratify == "sampled" else sum(counts.values())
 
-    def get(self, sims: AnchorSimilarities, hans: NegativeScheduler, epoch: int, *, estimate: bool = True
+    def get(self, sims: AnchorSimilarities, hans: NegativeScheduler, epoch: int, *,
+            estimate: bool = True, compact: bool = False
             ) -> tuple[ActiveNegatives, ActiveNegatives]:
+        """The two directions' active negatives of this step: kept from an earlier step, or
+        scheduled afresh (see the class). ``estimate``: ProGCL's hardness may rank them (from
+        its epoch on); ``compact``: an uncategorised uniform draw comes as its samples and
+        left-out columns (``ActiveNegatives.left_out``) instead of index columns."""
         if sims.intra != (self.candidates == "both"):
             raise ValueError(f"similarities {'with' if sims.intra else 'without'} intra-view "
                              f"candidates for a selector of candidates={self.candidates!r}")
@@ -140,14 +145,14 @@ class NegativeSelector:
                                     tuple(counts.values()), c, grouped=False)  # type: ignore[arg-type]
             return every, every
         keyed = estimate and self.hardness == "progcl"  # strata by ProGCL's B from now on
-        key = (tuple(counts.values()), hans.draw, sims.num_anchors, labels, keyed)
+        key = (tuple(counts.values()), hans.draw, sims.num_anchors, labels, compact, keyed)
         if (self._active is not None and self._active[0].complete and key[0] == self._key[0]
                 and key[-1] == self._key[-1]):
             return self._active  # type: ignore[return-value]
         stale = (epoch - 1) % self.refresh_every == 0
         if self._active is None or key != self._key or stale:
-            fresh = tuple(self._schedule(sims, d, counts, size, labels, hans.draw, keyed)
-                          for d in (0, 1))
+            fresh = tuple(self._schedule(sims, d, counts, size, labels, hans.draw, keyed,
+                                         compact) for d in (0, 1))
             # similarities of this step only: a later step recomputes its own
             self._active = tuple(replace(a, values=None) for a in fresh)  # type: ignore[assignment]
             self._key = key
@@ -155,7 +160,8 @@ class NegativeSelector:
         return self._active  # type: ignore[return-value]
 
     def _schedule(self, sims: AnchorSimilarities, direction: int, counts: dict[str, int],
-                  size: int, labels: bool, draw: int, keyed: bool) -> ActiveNegatives:
+                  size: int, labels: bool, draw: int, keyed: bool, compact: bool
+                  ) -> ActiveNegatives:
         b, c = sims.num_anchors, num_candidates(sims.num_anchors, self.candidates)
         if self.stratify == "sampled" and size < c:
             sample = draw_sample(b, size, self.generator, sims.device,
@@ -168,7 +174,7 @@ class NegativeSelector:
             return schedule_sampled(values, b, sims.device, self.ratios,
                                     counts, draw, sample, keep_values=sims.keeps_values,
                                     grouped=labels and direction == 0,  # the loss reads d 0's
-                                    key=key)
+                                    key=key, compact=compact)
         rows = sims.candidate_rows(direction)
         key = None
         if keyed:  # fitted on a few anchors' rows, a sample of columns
