@@ -87,9 +87,9 @@ def test_column_masks_equal_block_masks():
     active = uniform_draw(sims, 20, 8, "both", compact=True)
     listed = tuple(ActiveNegatives(a.columns(), a.sizes, a.num_cand, grouped=False)
                    for a in active)
-    assert isinstance(chunk_masks(listed, 33, True), ColumnMasks)
-    block = DenseTerms.apply(sims.s12, sims.s11, sims.s22, chunk_masks(active, 33, True))
-    column = DenseTerms.apply(sims.s12, sims.s11, sims.s22, chunk_masks(listed, 33, True))
+    assert isinstance(chunk_masks(listed, 33, True, torch.float64), ColumnMasks)
+    block = DenseTerms.apply(sims.s12, sims.s11, sims.s22, chunk_masks(active, 33, True, torch.float64))
+    column = DenseTerms.apply(sims.s12, sims.s11, sims.s22, chunk_masks(listed, 33, True, torch.float64))
     for a, b in zip(block, column):
         assert torch.allclose(a, b, rtol=1e-12)
 

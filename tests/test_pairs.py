@@ -187,7 +187,7 @@ def test_auto_logits_switch_at_the_measured_crossover():
     assert choose_logits("dense", "sampled", 10, 1000) == "dense"
     assert choose_logits("pairs", "exact", 1000, 1000) == "pairs"
     assert choose_logits("auto", "sampled", 300, 1000) == "pairs"
-    assert choose_logits("auto", "sampled", 900, 1000) == "dense"
+    assert choose_logits("auto", "sampled", 400, 1000) == "dense"
     assert choose_logits("auto", "exact", 50, 1000) == "pairs"
     assert choose_logits("auto", "exact", 300, 1000) == "dense"
 

@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import FunctionCtx
 
-from edgegcl.contrast.masks import ChunkMasks, chunk_masks, masked
+from edgegcl.contrast.masks import ChunkMasks, chunk_masks
 from edgegcl.contrast.negatives import (
     CATEGORIES,
     ActiveNegatives,
@@ -203,7 +203,7 @@ def _anchor_loss(pos: Tensor, neg_exp_sum: Tensor) -> Tensor:
     return torch.log(torch.exp(pos) + neg_exp_sum) - pos
 
 
-DENSE_CHUNK_ELEMENTS = 1 << 19
+DENSE_CHUNK_ELEMENTS = 1 << 20
 """Similarities per chunk of rows in ``DenseTerms``: 2 MiB of floats, so a chunk's exp and
 its masked products stay in cache (docs/performance.md, "The dense path's terms")."""
 
@@ -225,8 +225,8 @@ class DenseTerms(torch.autograd.Function):
 
     A chunk of rows at a time: exp is taken in cache and never kept, and recomputed in the
     backward (one exp pass against three B x B tensors held from forward to backward), so the
-    path costs the same at every theta_max: the budget only changes the 0 / 1 weights a chunk
-    is multiplied by, not what is computed or stored. ``forward(s12, s11, s22, masks)`` ->
+    path costs the same at every theta_max: the budget only changes the 0 / 1 weights of the
+    chunk's sums, not what is computed or stored. ``forward(s12, s11, s22, masks)`` ->
     (pos, n1, n2).
     """
 
@@ -237,25 +237,22 @@ class DenseTerms(torch.autograd.Function):
         n1, n2 = s12.new_zeros(b), s12.new_zeros(b)
         with torch.no_grad():
             for r0, r1 in _chunks(b, b, 1 if masks is None else masks.align):
-                w = None if masks is None else masks.chunk(r0, r1)
-                e = torch.exp(s12[r0:r1])
-                if w is None:
-                    e.diagonal(r0).zero_()  # the positive is no negative
-                    n1[r0:r1] = e.sum(1)
-                    n2 += e.sum(0)
-                else:
-                    n1[r0:r1] = masked(e.clone(), w[0]).sum(1)
-                    n2 += masked(e, w[2]).sum(0)
-                for s, n, part in ((s11, n1, None if w is None else w[1]),
-                                   (s22, n2, None if w is None else w[3])):
-                    if s is None:
-                        continue
-                    e = torch.exp(s[r0:r1])
-                    if part is None:
-                        e.diagonal(r0).zero_()  # the anchor itself is no negative
-                    else:
-                        masked(e, part)
-                    n[r0:r1] += e.sum(1)
+                e12, e11, e22 = (None if s is None else torch.exp(s[r0:r1])
+                                 for s in (s12, s11, s22))
+                if masks is not None:
+                    rows_1, cols_2, rows_2 = masks.sums(r0, r1, e12, e11, e22)  # type: ignore[arg-type]
+                    n1[r0:r1] = rows_1
+                    n2 += cols_2
+                    n2[r0:r1] += rows_2
+                    continue
+                for e in (e12, e11, e22):  # the positive, and the anchor itself: no negatives
+                    if e is not None:
+                        e.diagonal(r0).zero_()
+                n1[r0:r1] = e12.sum(1)  # type: ignore[union-attr]
+                n2 += e12.sum(0)  # type: ignore[union-attr]
+                if e11 is not None and e22 is not None:
+                    n1[r0:r1] += e11.sum(1)
+                    n2[r0:r1] += e22.sum(1)
         ctx.save_for_backward(s12, s11, s22)
         ctx.masks = masks
         return s12.diagonal().clone(), n1, n2
@@ -266,30 +263,21 @@ class DenseTerms(torch.autograd.Function):
         s12, s11, s22 = ctx.saved_tensors
         masks: ChunkMasks | None = ctx.masks
         b = s12.size(0)
-        grads: list[Tensor | None] = [torch.empty_like(s12),
-                                      None if s11 is None else torch.empty_like(s11),
-                                      None if s22 is None else torch.empty_like(s22)]
+        grads = tuple(None if s is None else torch.empty_like(s) for s in (s12, s11, s22))
         col_1, row_2, col_2 = g1.unsqueeze(1), g2.unsqueeze(0), g2.unsqueeze(1)
         for r0, r1 in _chunks(b, b, 1 if masks is None else masks.align):
-            w = None if masks is None else masks.chunk(r0, r1)
-            e, out = torch.exp(s12[r0:r1]), grads[0][r0:r1]  # type: ignore[index]
-            if w is None:
-                torch.mul(e, col_1[r0:r1] + row_2, out=out)
-                out.diagonal(r0).copy_(g_pos[r0:r1])
-            else:
-                first = masked(e.clone(), w[0]).mul_(col_1[r0:r1])
-                torch.addcmul(first, masked(e, w[2]), row_2, out=out)
-                out.diagonal(r0).add_(g_pos[r0:r1])
-            for k, (s, g) in enumerate(((s11, col_1), (s22, col_2)), start=1):
-                if s is None:
-                    continue
-                e, out = torch.exp(s[r0:r1]), grads[k][r0:r1]  # type: ignore[index]
-                part = None if w is None else w[2 * k - 1]
-                if part is None:
-                    torch.mul(e, g[r0:r1], out=out)
-                    out.diagonal(r0).zero_()
-                else:
-                    torch.mul(masked(e, part), g[r0:r1], out=out)
+            e = tuple(None if s is None else torch.exp(s[r0:r1]) for s in (s12, s11, s22))
+            out = tuple(None if g is None else g[r0:r1] for g in grads)
+            if masks is not None:
+                masks.grads(r0, r1, e, g1, g2, out)  # type: ignore[arg-type]
+                out[0].diagonal(r0).add_(g_pos[r0:r1])  # type: ignore[union-attr]
+                continue
+            torch.mul(e[0], col_1[r0:r1] + row_2, out=out[0])  # type: ignore[arg-type]
+            out[0].diagonal(r0).copy_(g_pos[r0:r1])  # type: ignore[union-attr]
+            for k, g in ((1, col_1), (2, col_2)):
+                if e[k] is not None:
+                    torch.mul(e[k], g[r0:r1], out=out[k])  # type: ignore[arg-type]
+                    out[k].diagonal(r0).zero_()  # type: ignore[union-attr]
         return grads[0], grads[1], grads[2], None
 
 
@@ -385,7 +373,8 @@ def scheduled_info_nce(sims: AnchorSimilarities,
     sums: dict[str, Tensor] | None = None
     complete = active[0].complete and active[1].complete
     if isinstance(sims, Similarities) and (weigh is None or complete):
-        masks = None if complete else chunk_masks(active, sims.num_anchors, sims.intra)
+        masks = None if complete else chunk_masks(active, sims.num_anchors, sims.intra,
+                                                  sims.s12.dtype)
         blocks = (sims.s12, sims.s11, sims.s22)
         if weigh is None or mix:
             pos, neg_1, neg_2 = DenseTerms.apply(*blocks, masks)

@@ -43,12 +43,13 @@ from edgegcl.contrast.negatives import (
 
 PATHS = ("dense", "pairs")
 """The two ways of computing the loss's logits; the profiler measures both."""
-PAIRS_UP_TO = {"sampled": 0.5, "exact": 0.1}
+PAIRS_UP_TO = {"sampled": 0.3, "exact": 0.1}
 """``--logits auto`` takes the pairs path while the candidates it touches per anchor are at
 most this fraction of |N_i| (2B - 2; B - 1 with inter-view candidates): the sample (sampled
-strata; its products cost per element what the dense blocks do, docs/performance.md) or the
-active set (exact strata, whose per-pair backward is slower per element). Measured
-crossovers: docs/performance.md, with both views' candidates."""
+strata) or the active set (exact strata, whose per-pair backward is slower per element).
+With sampled strata the pairs path is faster up to about half the candidates, but from about
+a third its memory passes the dense path's, which costs the same at every theta_max
+(docs/performance.md, "The dense path's terms")."""
 
 
 def choose_logits(logits: str, stratify: str, touched: int, num_cand: int) -> str:
