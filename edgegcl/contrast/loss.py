@@ -204,8 +204,10 @@ def _anchor_loss(pos: Tensor, neg_exp_sum: Tensor) -> Tensor:
 
 
 DENSE_CHUNK_ELEMENTS = 1 << 20
-"""Similarities per chunk of rows in ``DenseTerms``: 2 MiB of floats, so a chunk's exp and
-its masked products stay in cache (docs/performance.md, "The dense path's terms")."""
+"""Similarities per chunk of rows in ``DenseTerms`` (4 MiB of floats; at most one block of
+anchors with a sampled draw): few enough chunks that their per-chunk overhead stays small,
+small enough that the chunk's three exps stay near the cache (docs/performance.md, "The dense
+path's terms")."""
 
 
 def _chunks(rows: int, width: int, align: int = 1) -> list[tuple[int, int]]:
