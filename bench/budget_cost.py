@@ -311,6 +311,9 @@ def main() -> None:
     if args.epochs:
         flags["epochs"] = args.epochs
     base = build({"dataset": args.dataset, **tuned_defaults(args.dataset)[1]}, flags)
+    if base.model.encoder == "auto":  # held budgets and whole runs time one encoder
+        raise SystemExit("bench.budget_cost times one encoder, and this configuration chooses "
+                         "one per seed (encoder = auto): add --flags encoder=gcn (or ego, poly)")
     device = torch.device(args.device)
     data = load_graph(args.dataset, args.root).to(device)
     x = as_features(data.x).to(device)
