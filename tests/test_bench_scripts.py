@@ -155,3 +155,16 @@ def test_a_bench_script_runs_at_a_tiny_size(name: str, tmp_path: Path,
     else:
         assert all((tmp_path / f).is_file() for f in written), sorted(p.name for p in
                                                                       tmp_path.iterdir())
+
+
+def test_budget_cost_refuses_a_per_seed_encoder_before_measuring(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its held budgets and whole runs time one encoder: with ``encoder = auto`` (the tuned
+    defaults') it says which flag names one, before loading or measuring anything."""
+    from bench import budget_cost
+
+    monkeypatch.setattr(sys, "argv", ["budget_cost", "--root", str(tmp_path / "none"),
+                                      "--dataset", "Cora", "--name", "t"])
+    with pytest.raises(SystemExit, match="--flags encoder=gcn"):
+        budget_cost.main()
+    assert list(tmp_path.iterdir()) == []
