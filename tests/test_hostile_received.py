@@ -712,13 +712,22 @@ def _state_with(state: dict, kind: str) -> dict:
         state["epoch"] = -5
     elif kind == "times text":
         state["times"] = "abc"
+    elif kind in ("kept columns", "kept sample"):  # the selector's kept draw, out of range
+        active = trainer["selector"]["active"][0]
+        name = "left_out" if active.get("left_out") is not None else "cols"
+        if kind == "kept columns":
+            active[name] = torch.full_like(active[name], 10**9)
+        else:
+            active["sample"] = {"cols": torch.zeros(1, 3, dtype=torch.long), "block": 0,
+                                "size": 1}
     else:
         moments["exp_avg"] = torch.full_like(moments["exp_avg"], float("nan"))
     return state
 
 
 @pytest.mark.parametrize("kind", ["rng size", "generator dtype", "moments shape", "missing",
-                                  "sparse", "nan", "epoch negative", "times text"])
+                                  "sparse", "nan", "epoch negative", "times text",
+                                  "kept columns", "kept sample"])
 def test_state_inner_values_are_one_line(received: Path, kind: str) -> None:
     """``--resume`` of a seed state whose values do not fit the seed: one line naming
     state.pt and the fix, before an epoch trains (torch's traceback, at once or at the

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from edgegcl.contrast.scheduler import NegativeScheduler
 from edgegcl.contrast.loss import AnchorSimilarities
@@ -201,4 +202,33 @@ def _active_from_dict(raw: dict[str, Any], device: torch.device) -> ActiveNegati
         sample = dict(raw["sample"])
         raw["sample"] = CandidateSample(**{**sample, "cols": sample["cols"].to(device)})
     raw["sizes"] = tuple(raw["sizes"])
-    return ActiveNegatives(**raw)
+    raw["values"] = None  # never saved (a later step recomputes its own)
+    active = ActiveNegatives(**raw)
+    _check_active(active)
+    return active
+
+
+def _check_active(a: ActiveNegatives) -> None:
+    """ValueError unless a restored active set indexes only within its own layout: every
+    candidate column below the candidates' width, every sample position below the sample's,
+    one sample row per block and one left-out row per anchor (a saved state is a file others
+    may have written; an index out of range would fail deep inside a step)."""
+    b = a.cols.size(0) if a.cols.dim() == 2 else -1
+    if b < 2 or a.num_cand % (b - 1) or a.num_cand // (b - 1) not in (1, 2):
+        raise ValueError("kept active negatives of an unknown layout")
+    width = a.num_cand // (b - 1) * b
+
+    def inside(t: Tensor | None, limit: int, rows: int) -> bool:
+        return t is None or (t.dim() == 2 and t.size(0) == rows and not t.is_floating_point()
+                             and not t.is_complex() and t.dtype != torch.bool
+                             and (t.numel() == 0 or (int(t.min()) >= 0 and int(t.max()) < limit)))
+
+    sample = a.sample
+    sample_width = 0 if sample is None else sample.cols.size(-1)
+    ok = inside(a.cols, width, b) and inside(a.left_out, width, b) and (
+        sample is None or (sample.block >= 1 and inside(sample.cols, width,
+                                                         -(-b // sample.block))))
+    ok = ok and inside(a.positions, sample_width, b) and inside(a.left_out_at, sample_width, b)
+    ok = ok and (sample is None or sample_width - sample.size == width // b)
+    if not ok or ((a.left_out is not None or a.positions is not None) and sample is None):
+        raise ValueError("kept active negatives index outside their candidates")
