@@ -29,27 +29,15 @@ from bench import harness
 from edgegcl.memory import reuse_freed_memory
 from edgegcl.training.config import TrainConfig
 from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
-from edgegcl.contrast.negatives import num_candidates
-from edgegcl.contrast.pairs import PATHS, choose_logits
+from edgegcl.contrast.pairs import PATHS
 from edgegcl.phases import CONTRAST_PHASES, PHASES
-from edgegcl.budget.profiler import SATURATED, measure_theta
-from edgegcl.contrast.module import HANSContrast
+from edgegcl.budget.profiler import SATURATED, auto_logits, measure_theta
 from edgegcl.training.placement import full_graph_bytes
 
 HERE = Path(__file__).resolve().parent
 THETAS = [round(0.1 * k, 1) for k in range(1, 11)]
 FIELDS = ["graph", "nodes", "mode", "batch_size", "theta_max", "logits", "auto", "epoch_s",
           "peak_MiB", "oom", *(f"{p}_ms" for p in PHASES)]
-
-
-def auto_path(cfg: TrainConfig, batch: int, theta: float) -> str:
-    """The path ``--logits auto`` takes with HANS saturated at ``theta``."""
-    cfg = replace(cfg, theta_max=theta)
-    hans = cfg.build_scheduler()
-    hans.eta = dict(SATURATED)
-    selector = HANSContrast.from_config(cfg.schedule, cfg.contrast, hans=cfg.hans, epochs=cfg.run.epochs).selector
-    return choose_logits("auto", cfg.contrast.stratify, selector.touched(batch, hans),
-                         num_candidates(batch, cfg.contrast.candidates))
 
 
 def sweep(name: str, data, modes: list[str], cfg: TrainConfig, device: torch.device,
@@ -59,7 +47,7 @@ def sweep(name: str, data, modes: list[str], cfg: TrainConfig, device: torch.dev
     for mode in modes:
         batch = cfg.run.batch_size if mode == "minibatch" else data.num_nodes
         for theta in thetas:
-            auto = auto_path(cfg, min(batch, data.num_nodes), theta)
+            auto = auto_logits(data, replace(cfg, mode=mode, logits="auto"), theta, SATURATED)
             for logits in PATHS:
                 cost = measure_theta(data, replace(cfg, mode=mode, logits=logits), device, theta,
                                      SATURATED)

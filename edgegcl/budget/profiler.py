@@ -256,10 +256,11 @@ def _flush(device: torch.device) -> None:
         release_cpu_memory()
 
 
-def auto_logits(data: Data, cfg: TrainConfig, theta: float) -> str:
+def auto_logits(data: Data, cfg: TrainConfig, theta: float,
+                eta: dict[str, float] | None = None) -> str:
     """The logits path ``--logits auto`` takes at ``theta_max = theta`` in the state
-    ``measure_theta`` holds (``reachable_eta``), for a step of the run's anchors (the graph,
-    or a batch): what a run without ``--auto-budget`` trains on there
+    ``measure_theta`` holds (``eta``, default ``reachable_eta``), for a step of the run's
+    anchors (the graph, or a batch): what a run without ``--auto-budget`` trains on there
     (edgegcl.contrast.pairs.choose_logits)."""
     from edgegcl.contrast.module import ScheduledContrast
     from edgegcl.contrast.negatives import num_candidates
@@ -269,7 +270,7 @@ def auto_logits(data: Data, cfg: TrainConfig, theta: float) -> str:
     mode = resolve_mode(cfg.run.mode, data.num_nodes)
     anchors = data.num_nodes if mode == "full" else min(cfg.run.batch_size, data.num_nodes)
     scheduler = cfg.build_scheduler()
-    scheduler.eta = reachable_eta(cfg)
+    scheduler.eta = reachable_eta(cfg) if eta is None else dict(eta)
     selector = ScheduledContrast.from_config(cfg.schedule, cfg.contrast, hans=cfg.hans,
                                              epochs=cfg.run.epochs).selector
     return choose_logits(cfg.contrast.logits, selector.stratify,
