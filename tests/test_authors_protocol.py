@@ -109,3 +109,23 @@ def test_bad_input_is_a_value_error() -> None:
         authors_probe(torch.randn(5, 2), torch.zeros(4, dtype=torch.long), torch.Generator())
     with pytest.raises(ValueError, match="too few nodes"):  # three sets need three nodes
         authors_probe(torch.randn(2, 2), torch.zeros(2, dtype=torch.long), torch.Generator())
+
+
+def test_its_adam_is_torch_adam() -> None:
+    """The probe's one-tensor Adam against torch.optim.Adam on the same gradients: the same
+    element-wise arithmetic, so equal within float32 rounding (a few ulps per step)."""
+    from edgegcl.evaluation.authors import _Adam
+
+    torch.manual_seed(0)
+    start = torch.randn(9, 4)
+    ours, ref = start.clone(), start.clone().requires_grad_()
+    adam, opt = _Adam(ours, lr=0.01), torch.optim.Adam([ref], lr=0.01)
+    steps = 60
+    for _ in range(steps):
+        grad = torch.randn(9, 4)
+        adam.step(grad)
+        ref.grad = grad.clone()
+        opt.step()
+    assert not torch.equal(ours, start)
+    ulp = torch.finfo(torch.float32).eps * ref.detach().abs().clamp_min(1.0)
+    assert (ours - ref.detach()).abs().le(8 * steps * ulp).all()

@@ -192,7 +192,8 @@ def test_a_hostile_root_runs_no_code_through_the_command(tmp_path: Path, where: 
     _hostile_cora(tmp_path / "root", marker, where)
     proc = subprocess.run([sys.executable, "-m", "edgegcl", "train", "--dataset", "Cora",
                            "--root", str(tmp_path / "root"), "--epochs", "1", "--eval-every",
-                           "1", "--out", str(tmp_path / "run")],
+                           "1", "--hidden-dim", "16", "--out-dim", "8", "--proj-dim", "8",
+                           "--out", str(tmp_path / "run")],
                           capture_output=True, text=True, env={**os.environ,
                                                                "EDGEGCL_DATA": str(tmp_path / "c")})
     assert not marker.exists()
@@ -473,32 +474,36 @@ def test_big_endian_arrays_load(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not (SHARED_DATASETS / "Cora" / "raw").is_dir(), reason="shared Cora copy absent")
-def test_a_checkpoint_or_run_naming_a_hostile_root_runs_no_code(tmp_path: Path) -> None:
+def test_a_checkpoint_or_run_naming_a_hostile_root_runs_no_code(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A weights-only-safe checkpoint and a run directory reach the dataset through their
     config's root (named again by the user: a file's root alone is refused before anything is
-    read): poisoned after training, ``export`` and ``--resume`` refuse in one line."""
-    import subprocess
-    import sys
+    read): poisoned after training, ``export`` and ``--resume`` refuse in one line. In this
+    process: a payload that ran would leave its marker all the same."""
+    from edgegcl.cli.main import main
 
     root, marker, run = tmp_path / "root", tmp_path / "owned", tmp_path / "run"
     shutil.copytree(SHARED_DATASETS / "Cora" / "raw", root / "Cora" / "raw")
-    env = {**os.environ, "EDGEGCL_DATA": str(tmp_path / "c")}
+    monkeypatch.setenv("EDGEGCL_DATA", str(tmp_path / "c"))
 
-    def edgegcl(*argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "edgegcl", *argv], capture_output=True,
-                              text=True, env=env)
-    trained = edgegcl("train", "--dataset", "Cora", "--root", str(root), "--epochs", "1",
-                      "--eval-every", "1", "--hidden-dim", "16", "--out-dim", "8",
-                      "--proj-dim", "8", "--out", str(run))
-    assert trained.returncode == 0, trained.stderr
+    def edgegcl(*argv: str) -> tuple[int, str]:
+        capsys.readouterr()
+        code = main(list(argv))
+        return code, capsys.readouterr().err
+    code, err = edgegcl("train", "--dataset", "Cora", "--root", str(root), "--epochs", "1",
+                        "--eval-every", "1", "--hidden-dim", "16", "--out-dim", "8",
+                        "--proj-dim", "8", "--out", str(run))
+    assert code == 0, err
     import pickle
 
     (root / "Cora" / "raw" / "ind.cora.x").write_bytes(pickle.dumps(_Payload(marker)))
-    for proc in (edgegcl("export", "--checkpoint", str(run / "checkpoint.pt"),
-                         str(tmp_path / "model.onnx"), "--root", str(root)),
-                 edgegcl("train", "--resume", str(run), "--epochs", "2", "--root", str(root))):
-        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-        assert "raw files" in proc.stderr and not marker.exists()
+    for code, err in (edgegcl("export", "--checkpoint", str(run / "checkpoint.pt"),
+                              str(tmp_path / "model.onnx"), "--root", str(root)),
+                      edgegcl("train", "--resume", str(run), "--epochs", "2", "--root",
+                              str(root))):
+        assert code == 2 and err.count("\n") == 1, err
+        assert "raw files" in err and not marker.exists()
     assert not (tmp_path / "model.onnx").exists()
 
 
