@@ -73,7 +73,7 @@ class ScheduledLogits(torch.autograd.Function):
     def forward(ctx: FunctionCtx, u: Tensor, z: Tensor, cols: Tensor, values: Tensor
                 ) -> Tensor:
         ctx.save_for_backward(u, z, cols)
-        return values.clone()
+        return values  # no copy: autograd gives the output its own graph node
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
@@ -110,7 +110,7 @@ class BlockSampledLogits(torch.autograd.Function):
                 positions: Tensor, values: Tensor) -> Tensor:
         ctx.save_for_backward(u, z, positions)
         ctx.sample = sample
-        return values.clone()
+        return values  # no copy: autograd gives the output its own graph node
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:

@@ -20,6 +20,7 @@ from torch_geometric.nn.inits import glorot
 from edgegcl.nn.config import ACTIVATIONS, ModelConfig
 from edgegcl.nn.adjacency import (ChunkedAdjacency, LayerAdjacency, chunked_adjacency,
                                    gcn_adjacency)
+from edgegcl.nn.prelu import PReLU
 from edgegcl.nn.sparse import TransposeCache, row_sums
 
 EMBED_CHUNK_FLOATS = 1 << 23
@@ -36,7 +37,7 @@ def make_activation(name: str, channels: int) -> nn.Module:
     if name == "relu":
         return nn.ReLU()
     if name == "prelu":
-        return nn.PReLU(channels)
+        return PReLU(channels)
     if name == "elu":
         return nn.ELU()
     if name == "rrelu":
