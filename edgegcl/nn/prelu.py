@@ -1,9 +1,10 @@
 """PReLU whose CPU backward is a few streaming passes (the encoder's default sigma, Eq. 4).
 
-torch's fused ``_prelu_kernel_backward`` takes 6-7 ms for one [2708, 512] layer of Cora on a
-2-core CPU (about 10 % of a training step with two views); the same gradients as a handful of
-vectorised element-wise passes and a column sum take half that (docs/performance.md). The
-forward is torch's own, so outputs, parameter names and ONNX export are unchanged.
+torch's fused ``_prelu_kernel_backward`` runs far below the speed of a plain element-wise
+pass on the CPUs measured, and comparisons that write bool tensors are slow there too; the
+same gradients as a handful of float passes and a column sum take about half its time on
+Cora's layers (docs/performance.md, "The encoder's PReLU"). The forward is torch's own, so
+outputs, parameter names and ONNX export are unchanged.
 """
 
 from __future__ import annotations
@@ -19,8 +20,7 @@ __all__ = ["PReLU"]
 
 _UP = 2.0 ** 127, 2.0 ** 22
 """Two factors taking the smallest positive float32 (2^-149) to 1: x * 2^127 * 2^22, clamped
-to [0, 1], is 1 exactly where x > 0 and 0 elsewhere, without a comparison (whose bool output
-CPU kernels write at a fraction of the speed of float arithmetic)."""
+to [0, 1], is 1 exactly where x > 0 and 0 elsewhere, without a comparison."""
 
 
 class _PReLU(torch.autograd.Function):
