@@ -45,3 +45,7 @@ def test_it_is_the_encoders_prelu_and_keeps_torchs_forward() -> None:
     assert type(enc.act2(x).grad_fn).__name__ == "_PReLUBackward"  # training, on CPU
     with torch.no_grad():
         assert enc.act2(x).grad_fn is None
+    tiny = torch.tensor([[1e-300, -1e-300, 2.0, -3.0]], dtype=torch.float64, requires_grad=True)
+    act = PReLU(4).double()
+    act(tiny).sum().backward()  # float64: torch's own (2^149 does not reach its denormals)
+    assert tiny.grad.tolist() == [[1.0, 0.25, 1.0, 0.25]]

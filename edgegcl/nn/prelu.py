@@ -51,11 +51,13 @@ class _PReLU(torch.autograd.Function):
 
 
 class PReLU(nn.PReLU):
-    """``torch.nn.PReLU`` (same parameter, same forward) with ``_PReLU``'s backward on CPU while
-    training; elsewhere (CUDA, no gradient, tracing or export) torch's own."""
+    """``torch.nn.PReLU`` (same parameter, same forward) with ``_PReLU``'s backward for float32
+    on CPU while training (``_UP`` is float32's); elsewhere (other dtypes, CUDA, no gradient,
+    tracing or export) torch's own."""
 
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002 (torch's argument name)
-        if (input.dim() == 0 or input.device.type != "cpu" or not torch.is_grad_enabled()
+        if (input.dim() == 0 or input.device.type != "cpu" or input.dtype != torch.float32
+                or not torch.is_grad_enabled()
                 or not (input.requires_grad or self.weight.requires_grad)
                 or torch.jit.is_tracing() or torch.onnx.is_in_onnx_export()
                 or torch.compiler.is_compiling()):
