@@ -475,22 +475,22 @@ def test_big_endian_arrays_load(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not (SHARED_DATASETS / "Cora" / "raw").is_dir(), reason="shared Cora copy absent")
 def test_a_checkpoint_or_run_naming_a_hostile_root_runs_no_code(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A weights-only-safe checkpoint and a run directory reach the dataset through their
     config's root (named again by the user: a file's root alone is refused before anything is
     read): poisoned after training, ``export`` and ``--resume`` refuse in one line. In this
     process: a payload that ran would leave its marker all the same."""
+    from helpers import capture
+
     from edgegcl.cli.main import main
 
     root, marker, run = tmp_path / "root", tmp_path / "owned", tmp_path / "run"
     shutil.copytree(SHARED_DATASETS / "Cora" / "raw", root / "Cora" / "raw")
     monkeypatch.setenv("EDGEGCL_DATA", str(tmp_path / "c"))
 
-    def edgegcl(*argv: str) -> tuple[int, str]:
-        capsys.readouterr()
-        code = main(list(argv))
-        return code, capsys.readouterr().err
+    def edgegcl(*argv: str) -> tuple[int, str]:  # what a terminal shows, warnings included
+        code, _, err = capture(main, list(argv))
+        return code, err
     code, err = edgegcl("train", "--dataset", "Cora", "--root", str(root), "--epochs", "1",
                         "--eval-every", "1", "--hidden-dim", "16", "--out-dim", "8",
                         "--proj-dim", "8", "--out", str(run))
