@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from edgegcl.budget.bench import BUSY_CORES, BudgetTable, Cell, table_csv, table_markdown
+from edgegcl.budget.cache import cpu_model
 from edgegcl.cli.main import main
 
 TINY = ["--dataset", "synthetic", "--nodes", "300", "--features", "8", "--hidden-dim", "8",
@@ -79,6 +80,24 @@ def test_the_command_writes_where_told_from_any_directory(
     assert main(["bench", "budgets", *TINY, "--thetas", "1", "--repeats", "1",
                  "--out", "res"]) == 2
     assert "--force" in capsys.readouterr().err
+
+
+def test_a_named_logits_path_is_the_only_one_measured(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``--logits dense`` sets the run measured, as every config flag does: its cells only,
+    and the table judges that path (before, both paths were measured whatever it said)."""
+    pytest.importorskip("matplotlib")
+    assert main(["bench", "budgets", *TINY, "--thetas", "0.5,1", "--repeats", "1",
+                 "--logits", "dense", "--out", str(tmp_path / "res")]) == 0
+    captured = capsys.readouterr()
+    rows = list(csv.DictReader((tmp_path / "res" / "budgets.csv").open()))
+    assert [(r["theta_max"], r["logits"]) for r in rows] == [("0.5", "dense"), ("1.0", "dense")]
+    assert "x 1 logits path x 1 repeats" in captured.err
+    assert "on the path `--logits dense` takes (dense there)" in captured.out
+    assert "| 0.50 | dense |" in captured.out and "| 0.50 | pairs |" not in captured.out
+    # whose figures they are: the command and the machine
+    assert "    edgegcl bench budgets --dataset synthetic" in captured.out
+    assert f"{cpu_model()}, {os.cpu_count()} cores" in captured.out
 
 
 @pytest.mark.parametrize("argv, says", [

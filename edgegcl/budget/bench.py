@@ -1,6 +1,6 @@
 """What each budget costs on this device: epoch time and peak memory per theta_max, measured as
 the profiler measures them (``measure_theta``: HANS held at the state a run reaches at that
-theta_max), on both logits paths, each cell repeated and reported as its median and spread, with
+theta_max), on both logits paths (one where ``--logits`` names it), each cell repeated and reported as its median and spread, with
 how busy the machine was beside every figure. ``edgegcl bench budgets`` writes it as a table,
 a CSV file and a plot.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import platform
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +30,7 @@ import psutil
 import torch
 from torch_geometric.data import Data
 
+from edgegcl.budget.cache import cpu_model
 from edgegcl.budget.profiler import auto_logits, measure_theta
 from edgegcl.contrast.pairs import PATHS
 from edgegcl.errors import UsageError
@@ -125,7 +127,13 @@ class BudgetTable:
     started: str = ""
     wall_s: float = 0.0
     auto: dict[float, str] = field(default_factory=dict)
-    """The path ``--logits auto`` takes at each theta_max (``auto_logits``)."""
+    """The path the run's ``--logits`` takes at each theta_max (``auto_logits``)."""
+    logits: str = "auto"
+    """The run's ``--logits``: ``auto`` measures both paths, a named one only itself."""
+    machine: str = ""
+    """The machine measured (``machine_line``)."""
+    command: str = ""
+    """The command line that measured it, when it came from one."""
 
     def fastest(self, theta: float) -> Cell | None:
         """The cheaper path at ``theta`` (by median time), None when both ran out of memory."""
@@ -136,13 +144,15 @@ class BudgetTable:
 def measure_budgets(data: Data, cfg: TrainConfig, device: torch.device,
                     thetas: Sequence[float] = THETAS, repeats: int = 3,
                     progress: Callable[[float, str], None] | None = None) -> BudgetTable:
-    """Measure every theta in ``thetas`` on both logits paths ``repeats`` times, interleaved
-    (edgegcl.budget.profiler.measure_theta at ``cfg``'s settings); ``progress(done, text)``
-    is told after each measurement."""
+    """Measure every theta in ``thetas`` ``repeats`` times, interleaved
+    (edgegcl.budget.profiler.measure_theta at ``cfg``'s settings), on both logits paths when
+    ``cfg``'s is ``auto``, else on the path it names only; ``progress(done, text)`` is told
+    after each measurement."""
     if repeats < 1 or not thetas:
         raise UsageError("--repeats must be at least 1 and --thetas name one budget or more")
     mode = resolve_mode(cfg.run.mode, data.num_nodes)
-    cells = {(t, p): Cell(t, p) for t in sorted(set(thetas)) for p in PATHS}
+    paths = PATHS if cfg.contrast.logits == "auto" else (cfg.contrast.logits,)
+    cells = {(t, p): Cell(t, p) for t in sorted(set(thetas)) for p in paths}
     order = list(cells)
     t0, load0, started = time.perf_counter(), os.getloadavg()[0], time.strftime(
         "%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -164,8 +174,17 @@ def measure_budgets(data: Data, cfg: TrainConfig, device: torch.device,
                        int(data.edge_index.size(1)), mode, cfg.run.batch_size, str(device),
                        torch.get_num_threads(), repeats, list(cells.values()),
                        (load0, os.getloadavg()[0]), started, time.perf_counter() - t0,
-                       {t: auto_logits(data, cfg.replace(contrast={"logits": "auto"}), t)
-                        for t in sorted(set(thetas))})
+                       {t: auto_logits(data, cfg, t) for t in sorted(set(thetas))},
+                       cfg.contrast.logits, machine_line(device))
+
+
+def machine_line(device: torch.device) -> str:
+    """One line naming the machine behind a measurement on ``device``: its CPU (and GPU), cores,
+    memory, torch and its threads, and Python, so a reader can tell whose figures they are."""
+    gpu = f", GPU {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""
+    return (f"{cpu_model()}, {psutil.cpu_count(logical=True)} cores, "
+            f"{psutil.virtual_memory().total / 2**30:.0f} GiB RAM{gpu}; torch {torch.__version__} "
+            f"({torch.get_num_threads()} threads), Python {platform.python_version()}")
 
 
 def _mib(b: float) -> str:
@@ -180,7 +199,10 @@ def table_markdown(table: BudgetTable) -> str:
              + f", on {table.device} with {table.threads} threads")
     busy = [c for c in table.cells if c.busy]
     lines = [f"# What each theta_max costs: {table.graph}", "",
-             f"Measured {table.started}, {table.wall_s / 60:.1f} min: {where}. Each cell is the "
+             *([f"    {table.command}", ""] if table.command else []),
+             f"Measured {table.started}, {table.wall_s / 60:.1f} min"
+             + (f", on {table.machine}" if table.machine else "")
+             + f": {where}. Each cell is the "
              f"median of {table.repeats} interleaved repeats (spread: fastest to slowest), HANS "
              "held at the state a run reaches at that theta_max (as `--auto-budget` measures). "
              f"Load average {table.load[0]:.2f} at the start, {table.load[1]:.2f} at the end.",
@@ -205,15 +227,15 @@ def _against_the_largest(table: BudgetTable) -> list[str]:
     """Each theta_max against the largest measured, on the path ``--logits auto`` takes and on
     the cheaper one: time and memory ratios of the medians, whether the median is within the
     largest budget's slowest repeat and largest peak, and whether time grows with theta_max
-    along the auto path (each median at least the previous one's fastest repeat)."""
+    along the path taken (each median at least the previous one's fastest repeat)."""
     cell = {(c.theta, c.logits): c for c in table.cells if not c.oom}
     thetas = sorted({c.theta for c in table.cells})
     top = cell.get((thetas[-1], table.auto.get(thetas[-1], "")))
     if top is None:
         return []
-    lines = ["", f"Against theta_max = {top.theta:g} on the path `--logits auto` takes "
-             f"({top.logits} there), and on the cheaper path:", "",
-             "| theta_max | auto path | time ratio | peak memory ratio | within theta_max = "
+    lines = ["", f"Against theta_max = {top.theta:g} on the path `--logits {table.logits}` "
+             f"takes ({top.logits} there), and on the cheaper path:", "",
+             "| theta_max | path taken | time ratio | peak memory ratio | within theta_max = "
              f"{top.theta:g} (time, memory) | cheaper path | its time ratio | its memory ratio |",
              "|---|---|---|---|---|---|---|---|"]
     previous, rising = None, True
@@ -231,7 +253,7 @@ def _against_the_largest(table: BudgetTable) -> list[str]:
                      f"{', '.join('yes' if w else 'no' for w in within)} | {best.logits} | "
                      f"{best.median_s() / top.median_s():.2f} | "
                      f"{best.median_peak() / top.median_peak():.2f} |")
-    lines += ["", "On the auto path, time " + ("grows with theta_max (within the spread)."
+    lines += ["", f"On the path `--logits {table.logits}` takes, time " + ("grows with theta_max (within the spread)."
                                               if rising else "does not grow with theta_max: "
                                               "a smaller budget took longer than a larger one.")]
     return lines

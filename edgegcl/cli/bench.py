@@ -20,7 +20,8 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type[argparse.Argu
     p = kinds.add_parser(
         "budgets", help="epoch time and peak memory per theta_max: table, CSV and plot",
         description="Measure the epoch time and peak training memory of every theta_max in "
-                    "--thetas on both logits paths, as the profiler does (HANS held at the "
+                    "--thetas on both logits paths (on one with --logits dense or pairs), as "
+                    "the profiler does (HANS held at the "
                     "state a run reaches there), each repeated --repeats times interleaved; "
                     "write DIR/budgets.md (median and spread), DIR/budgets.csv (every repeat) "
                     "and DIR/budgets.png. A figure measured while other processes used the "
@@ -61,7 +62,8 @@ def _cmd_budgets(args: argparse.Namespace) -> int:
     from edgegcl.jobs.budgets import bench_budgets
 
     paths = bench_budgets(args.out, args.config, settings=config_settings(args),
-                          thetas=_thetas(args.thetas), repeats=args.repeats, force=args.force)
+                          thetas=_thetas(args.thetas), repeats=args.repeats, force=args.force,
+                          command=args.command_line)
     print(paths[0].read_text(), end="")
     print(f"wrote {', '.join(str(p) for p in paths)}")
     return 0

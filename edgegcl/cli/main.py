@@ -14,6 +14,7 @@ import argparse
 import errno
 import os
 import re
+import shlex
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -210,7 +211,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name in RANK_VARIABLES:  # this process speaks for itself
                 os.environ.pop(name, None)
             raise UsageError(problem)
-        args = _parser().parse_args(_negative_values(sys.argv[1:] if argv is None else argv))
+        argv = list(sys.argv[1:] if argv is None else argv)
+        args = _parser().parse_args(_negative_values(argv))
+        args.command_line = shlex.join(["edgegcl", *argv])  # what results files record
         return int(args.func(args))
     except BaseException as exc:
         if isinstance(exc, BrokenPipeError):  # the reader went away (``| head -1``): quietly

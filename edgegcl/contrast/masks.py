@@ -168,10 +168,11 @@ class BlockMasks:
               ) -> None:
         b, k = self.num_anchors, start // self.align
         e12, rows = e[0], slice(start, stop)
-        # weights: g1_i on its block's row, plus g2_j on each column's block (one product)
-        w = torch.outer(g1[rows], self.rows_1[k, :b])
-        w.addmm_(self.inter_2t[rows], self._by_block(g2))
-        torch.mul(e12, w, out=out[0])
+        # weights: g1_i on its block's row, plus g2_j on each column's block, as one product
+        # [g1 | blocks] x [row; g2 by block] written into the gradient, then times exp
+        torch.mm(torch.cat([g1[rows].unsqueeze(1), self.inter_2t[rows]], 1),
+                 torch.cat([self.rows_1[k, :b].unsqueeze(0), self._by_block(g2)]), out=out[0])
+        out[0].mul_(e12)
         r, c = self._left(0, start, stop)  # left out of direction 1: no g1 there
         out[0].index_put_((r, c), -(e12[r, c] * g1[rows][r]), accumulate=True)
         r, c = self._left(2, start, stop)  # left out of direction 2: no g2 there
@@ -180,7 +181,8 @@ class BlockMasks:
                                              start=1):
             if e[blk] is None:
                 continue
-            torch.mul(e[blk], torch.outer(g[rows], row[k, b:]), out=out[blk])  # type: ignore[arg-type]
+            torch.mul(e[blk], row[k, b:], out=out[blk])  # type: ignore[arg-type]
+            out[blk].mul_(g[rows].unsqueeze(1))  # type: ignore[union-attr]
             r, c = self._left(2 * part - 1, start, stop)
             out[blk].index_put_((r, c), e12.new_zeros(()))  # type: ignore[union-attr]
 

@@ -59,11 +59,12 @@ def _check_writable(folder: Path) -> None:
 def bench_budgets(out: str | Path, config: TrainConfig | str | Path | None = None,
                   graph: Data | None = None, *, settings: Mapping[str, object] | None = None,
                   thetas: Sequence[float] | None = None, repeats: int = 3,
-                  force: bool = False) -> list[Path]:
+                  force: bool = False, command: str = "") -> list[Path]:
     """Measure the epoch time and peak training memory of every theta_max in ``thetas`` on
-    both logits paths, ``repeats`` times interleaved, for the run ``config`` and ``settings``
-    describe (as ``edgegcl.train``'s), and write DIR/budgets.md, .csv and .png into ``out``;
-    the paths written.
+    both logits paths (on one where the run's ``logits`` names it), ``repeats`` times
+    interleaved, for the run ``config`` and ``settings`` describe (as ``edgegcl.train``'s),
+    and write DIR/budgets.md, .csv and .png into ``out``; the paths written. ``command``: the
+    command line to record above the table (the CLI's own).
 
     Example:
         >>> import edgegcl
@@ -93,12 +94,14 @@ def bench_budgets(out: str | Path, config: TrainConfig | str | Path | None = Non
         if threads.picker is not None and not threads.picker.done:
             pick_threads(s.data, s.cfg, s.device, threads.picker)
             print(f"edgegcl: {threads.line()}", file=sys.stderr)
-        total = repeats * len(set(thetas)) * 2
-        print(f"edgegcl: measuring {len(set(thetas))} theta_max values x 2 logits paths x "
-              f"{repeats} repeats on {s.data.name} ({s.data.num_nodes} nodes) on {s.device}",
-              file=sys.stderr)
+        paths = 2 if s.cfg.contrast.logits == "auto" else 1
+        total = repeats * len(set(thetas)) * paths
+        print(f"edgegcl: measuring {len(set(thetas))} theta_max values x {paths} logits "
+              f"path{'s' if paths > 1 else ''} x {repeats} repeats on {s.data.name} "
+              f"({s.data.num_nodes} nodes) on {s.device}", file=sys.stderr)
         table = measure_budgets(s.data, s.cfg, s.device, thetas, repeats,
                                 progress_line(total, "budgets"))
+        table.command = command
         try:
             path.mkdir(exist_ok=True)
             return [Path(p) for p in write_budgets(table, path)]
