@@ -140,7 +140,7 @@ def test_train_on_the_pairs_path_end_to_end(tmp_path):
 # ---- sampled strata on both paths --------------------------------------------------------
 
 from edgegcl.contrast.negatives import draw_sample, schedule_sampled  # noqa: E402
-from edgegcl.contrast.pairs import BlockSampledLogits, choose_logits  # noqa: E402
+from edgegcl.contrast.pairs import BlockSampledLogits, block_values, choose_logits  # noqa: E402
 
 
 def sampled(sims, counts, size, seed=0, block=32):
@@ -166,21 +166,42 @@ def test_sampled_strata_give_the_same_loss_and_gradients_on_both_paths(keep_valu
                 (h1, h2))
 
 
-def test_block_sampled_logits_pass_gradcheck():
-    """Several blocks, columns repeated across blocks and anchors, the last block short."""
+@pytest.mark.parametrize("anchors", [7, 6, 2])
+@pytest.mark.parametrize("every_column", [False, True])
+def test_block_sampled_logits_pass_gradcheck(anchors, every_column):
+    """Several blocks, columns repeated across blocks and anchors; the last block short (7),
+    every block whole (6), no whole block (2); a position per pair, or every sampled column."""
     g = torch.Generator().manual_seed(3)
-    u = torch.randn(7, 3, generator=g, dtype=torch.float64, requires_grad=True)
-    z = torch.randn(14, 3, generator=g, dtype=torch.float64, requires_grad=True)
-    sample = draw_sample(7, 6, g, torch.device("cpu"), block=3)
-    positions = torch.randint(8, (7, 4), generator=g)
+    u = torch.randn(anchors, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    z = torch.randn(2 * anchors, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    sample = draw_sample(anchors, 2 * anchors - 2, g, torch.device("cpu"), block=3)
+    width = sample.cols.size(1)
+    positions = None if every_column else torch.randint(width, (anchors, 4), generator=g)
 
     def logits(u, z):
-        cols = sample.row_cols(0, 7).gather(1, positions)
+        cols = sample.row_cols(0, anchors)
+        if positions is not None:
+            cols = cols.gather(1, positions)
         with torch.no_grad():
             values = (u @ z.t()).gather(1, cols)
         return BlockSampledLogits.apply(u, z, sample, positions, values)
 
     assert torch.autograd.gradcheck(logits, (u, z))
+
+
+@pytest.mark.parametrize("anchors", [7, 6, 2])
+def test_block_values_are_each_anchors_sampled_similarities(anchors):
+    """The blockwise products (a partial last block, or none whole) equal u z^T at each
+    anchor's sampled columns, within twice the rounding bound of a 3-term dot product
+    (3 eps sum |u_k z_k|), as both are computed in some order."""
+    g = torch.Generator().manual_seed(4)
+    u, z = (torch.randn(n, 3, generator=g, dtype=torch.float64) for n in (anchors, 2 * anchors))
+    sample = draw_sample(anchors, 2 * anchors - 2, g, torch.device("cpu"), block=3)
+    got = block_values(u, z)(0, anchors, sample)
+    want = (u @ z.t()).gather(1, sample.row_cols(0, anchors))
+    assert got.shape == want.shape
+    bound = 2 * 3 * torch.finfo(torch.float64).eps * (u.abs() @ z.abs().t()).max()
+    torch.testing.assert_close(got, want, rtol=0, atol=float(bound))
 
 
 def test_auto_logits_switch_at_the_measured_crossover():

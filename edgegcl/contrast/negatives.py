@@ -233,12 +233,12 @@ class CandidateSample:
         """[stop - start, size + own]: each anchor's block sample (a copy, one row per anchor)."""
         return self.blocks(start, stop).repeat_interleave(self.block, dim=0)[: stop - start]
 
-    def by_block(self, rows: Tensor) -> Tensor:
-        """Rows of whole blocks (the last one zero-padded) as [blocks, block, ...]."""
-        pad = -rows.size(0) % self.block
-        if pad:
-            rows = torch.cat([rows, rows.new_zeros(pad, *rows.shape[1:])])
-        return rows.view(-1, self.block, *rows.shape[1:])
+    def split(self, rows: Tensor) -> tuple[Tensor, Tensor | None]:
+        """Rows of a chunk (whole blocks, the last maybe partial) as [whole blocks, block, ...]
+        (a view, no copy) and the rows of a last, partial block (None when there is none)."""
+        whole = rows.size(0) - rows.size(0) % self.block
+        head = rows[:whole].view(whole // self.block, self.block, *rows.shape[1:])
+        return head, (rows[whole:] if whole < rows.size(0) else None)
 
 
 @dataclass(frozen=True)

@@ -121,12 +121,17 @@ class BlockSampledLogits(torch.autograd.Function):
         for start, stop in sample.chunks(u.size(0)):
             g = grad[start:stop] if positions is None else grad.new_zeros(
                 stop - start, width).scatter_add_(1, positions[start:stop], grad[start:stop])
-            g = sample.by_block(g)  # [blocks, block, width]
-            cols = sample.blocks(start, stop).reshape(-1)
-            zs = z.index_select(0, cols).view(g.size(0), width, -1)
-            grad_u[start:stop] = torch.bmm(g, zs).flatten(0, 1)[: stop - start]
-            grad_z.index_add_(0, cols, torch.bmm(g.transpose(1, 2),
-                                                 sample.by_block(u[start:stop])).flatten(0, 1))
+            cols = sample.blocks(start, stop)
+            zs = z.index_select(0, cols.reshape(-1)).view(*cols.shape, -1)
+            (g_whole, g_last), (u_whole, u_last) = sample.split(g), sample.split(u[start:stop])
+            n = g_whole.size(0)  # whole blocks: one batched product each, written in place
+            torch.bmm(g_whole, zs[:n], out=grad_u[start:start + n * sample.block].view(
+                n, sample.block, u.size(1)))
+            grad_z.index_add_(0, cols[:n].reshape(-1),
+                              torch.bmm(g_whole.transpose(1, 2), u_whole).flatten(0, 1))
+            if g_last is not None and u_last is not None:  # a last, partial block
+                torch.mm(g_last, zs[n], out=grad_u[start + n * sample.block:stop])
+                grad_z.index_add_(0, cols[n], g_last.t() @ u_last)
         return grad_u, grad_z, None, None, None
 
 
@@ -136,8 +141,14 @@ def block_values(u: Tensor, z: Tensor) -> CandidateValues:
     def values(start: int, stop: int, sample: CandidateSample) -> Tensor:
         cols = sample.blocks(start, stop)
         zs = z.index_select(0, cols.reshape(-1)).view(*cols.shape, -1)
-        out = torch.bmm(sample.by_block(u[start:stop]), zs.transpose(1, 2))
-        return out.flatten(0, 1)[: stop - start]
+        out = u.new_empty(stop - start, cols.size(1))
+        whole, last = sample.split(u[start:stop])
+        n = whole.size(0)  # whole blocks in one batched product, a partial last one after
+        torch.bmm(whole, zs[:n].transpose(1, 2), out=out[:n * sample.block].view(
+            n, sample.block, cols.size(1)))
+        if last is not None:
+            torch.mm(last, zs[n].t(), out=out[n * sample.block:])
+        return out
     return values
 
 
@@ -224,10 +235,12 @@ class PairSimilarities:
             with torch.no_grad():
                 values = torch.cat([rows(start, stop, sample)
                                     for start, stop in sample.chunks(self.num_anchors)])
-        out = BlockSampledLogits.apply(u, z, sample, None, values)
         at = active.left_out_at
         anchors = torch.arange(at.size(0), device=at.device).repeat_interleave(at.size(1))
-        return out.index_put((anchors, at.reshape(-1)), out.new_tensor(-math.inf))
+        # in place, no copy (``values`` are this step's, read by nothing after this); their
+        # gradient there is exp(-inf) = 0, so the products' backward needs no mask
+        values.index_put_((anchors, at.reshape(-1)), values.new_tensor(-math.inf))
+        return BlockSampledLogits.apply(u, z, sample, None, values)
 
     def positives(self) -> Tensor:
         return (self.a * self.b).sum(1)
