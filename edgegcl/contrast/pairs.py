@@ -101,8 +101,9 @@ class BlockSampledLogits(torch.autograd.Function):
     that sample: with G the [block, M + own] incoming gradient at the block's active positions,
     dL/du_block = G z_sample and dL/dz_sample = G^T u_block: two matrix products per block
     (O(B M d), at matrix-product speed) instead of per-pair gathers. ``forward(u, z, sample,
-    positions, values)`` returns ``values``, which must equal those products; ``positions``
-    None: ``values`` holds every sampled column ([B, M + own]).
+    positions, values)`` returns ``values``, which must equal those products (or -inf at a
+    pair left out, whose gradient is then exp(-inf) = 0); ``positions`` None: ``values`` holds
+    every sampled column ([B, M + own]).
     """
 
     @staticmethod
