@@ -643,9 +643,13 @@ def test_ctrl_c_stops_a_running_embedding(model_and_graph: tuple[Path, Path]) ->
 
     session = EncoderSession(model_and_graph[0], threads=2)
     real, calls = session.stage_outputs, []
+    main = threading.main_thread().ident
+    assert threading.get_ident() == main  # where Python runs a Ctrl-C's handler
 
     def slow(j: int, h: np.ndarray, carried: np.ndarray | None = None) -> tuple:
         calls.append(j)
+        if len(calls) == 2:  # while the blocks run, whatever setup took: Ctrl-C
+            signal.pthread_kill(main, signal.SIGINT)  # type: ignore[arg-type]
         time.sleep(0.05)
         return real(j, h, carried)
 
@@ -653,11 +657,8 @@ def test_ctrl_c_stops_a_running_embedding(model_and_graph: tuple[Path, Path]) ->
     rng = np.random.default_rng(0)
     x = rng.random((8192, 3), dtype=np.float32)  # 16 blocks a stage, 0.4 s on 2 threads
     edges = rng.integers(0, 8192, (2, 20000))
-    timer = threading.Timer(0.12, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
     with pytest.raises(KeyboardInterrupt):
         session.embed(x, edges)
-    timer.cancel()
     session.close()  # waits for the workers: what was queued must not run now
     assert len(calls) < 12, calls
     session.stage_outputs = real  # type: ignore[method-assign]
