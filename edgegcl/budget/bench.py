@@ -1,7 +1,8 @@
 """What each budget costs on this device: epoch time and peak memory per theta_max, measured as
 the profiler measures them (``measure_theta``: HANS held at the state a run reaches at that
-theta_max), on both logits paths (one where ``--logits`` names it), each cell repeated and reported as its median and spread, with
-how busy the machine was beside every figure. ``edgegcl bench budgets`` writes it as a table,
+theta_max), on both logits paths (on one where ``--logits`` names it), each cell repeated and
+reported as its median and spread, with how busy the machine was beside every figure, under
+the command and the machine that measured it. ``edgegcl bench budgets`` writes it as a table,
 a CSV file and a plot.
 
 The repeats run interleaved (every cell once, then again in the opposite order), so that a
@@ -224,8 +225,8 @@ def table_markdown(table: BudgetTable) -> str:
 
 
 def _against_the_largest(table: BudgetTable) -> list[str]:
-    """Each theta_max against the largest measured, on the path ``--logits auto`` takes and on
-    the cheaper one: time and memory ratios of the medians, whether the median is within the
+    """Each theta_max against the largest measured, on the path the run's ``--logits`` takes
+    and on the cheaper one: time and memory ratios of the medians, whether the median is within the
     largest budget's slowest repeat and largest peak, and whether time grows with theta_max
     along the path taken (each median at least the previous one's fastest repeat)."""
     cell = {(c.theta, c.logits): c for c in table.cells if not c.oom}
@@ -253,9 +254,9 @@ def _against_the_largest(table: BudgetTable) -> list[str]:
                      f"{', '.join('yes' if w else 'no' for w in within)} | {best.logits} | "
                      f"{best.median_s() / top.median_s():.2f} | "
                      f"{best.median_peak() / top.median_peak():.2f} |")
-    lines += ["", f"On the path `--logits {table.logits}` takes, time " + ("grows with theta_max (within the spread)."
-                                              if rising else "does not grow with theta_max: "
-                                              "a smaller budget took longer than a larger one.")]
+    lines += ["", f"On the path `--logits {table.logits}` takes, time "
+              + ("grows with theta_max (within the spread)." if rising else
+                 "does not grow with theta_max: a smaller budget took longer than a larger one.")]
     return lines
 
 

@@ -21,8 +21,8 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type[argparse.Argu
         "budgets", help="epoch time and peak memory per theta_max: table, CSV and plot",
         description="Measure the epoch time and peak training memory of every theta_max in "
                     "--thetas on both logits paths (on one with --logits dense or pairs), as "
-                    "the profiler does (HANS held at the "
-                    "state a run reaches there), each repeated --repeats times interleaved; "
+                    "the profiler does (HANS held at the state a run reaches there), each "
+                    "repeated --repeats times interleaved; "
                     "write DIR/budgets.md (median and spread), DIR/budgets.csv (every repeat) "
                     "and DIR/budgets.png. A figure measured while other processes used the "
                     "CPU is marked busy.",
