@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import shutil
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
 
@@ -58,3 +60,23 @@ def selector_of(cfg, mode: str = "full", seed: int = 0):
     return HANSContrast.from_config(cfg.schedule, cfg.contrast, hans=cfg.hans, epochs=cfg.run.epochs,
                                     refresh_every=cfg.schedule.T_int if mode == "full" else 1,
                                     seed=seed).selector
+
+
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "edgegcl", "edgegcl_embed", "profiles",
+           "presets")
+"""What a clone of the repository holds that an install reads."""
+
+
+def copy_sources(dest: Path) -> Path:
+    """A copy of the repository's installable sources in ``dest`` (made): a build or an
+    editable install writes into the folder it installs, never into the repository."""
+    root = Path(__file__).resolve().parents[1]
+    dest.mkdir(parents=True)
+    for name in SOURCES:
+        src = root / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns(
+                "__pycache__", "build", "*.egg-info"))
+        else:
+            shutil.copy2(src, dest / name)
+    return dest

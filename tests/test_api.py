@@ -28,7 +28,7 @@ def test_import_is_light() -> None:
 
 def test_readme_example_runs_as_written() -> None:
     text = README.read_text()
-    block = re.search(r"<!-- api-example -->\n```python\n(.*?)```", text, re.S)
+    block = re.search(r"<!-- block: api-example -->\n```python\n(.*?)```", text, re.S)
     assert block is not None, "README lost its API example"
     code = block.group(1)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

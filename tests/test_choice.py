@@ -6,7 +6,6 @@ is one line, recorded, kept on resume, and never taken from a file as code."""
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ import torch
 from helpers import capture
 
 from edgegcl.cli.main import main
-from edgegcl.data import SyntheticSpec, synthetic_graph
+from edgegcl.data import synthetic_graph
 from edgegcl.data.homophily import feature_agreement
 from edgegcl.errors import UsageError
 from edgegcl.training.choice import pick, search_epochs, standard_error

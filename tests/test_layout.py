@@ -23,7 +23,7 @@ def _modules(package: str) -> list[Path]:
 
 def _layout_block() -> str:
     text = (ROOT / "README.md").read_text()
-    block = re.search(r"## Layout\n```\n(.*?)```", text, re.S)
+    block = re.search(r"## Layout\n(?:<!-- block: layout -->\n)?```\n(.*?)```", text, re.S)
     assert block is not None, "the README lost its layout"
     return block.group(1)
 

@@ -6,7 +6,6 @@ is not the repository."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -16,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers import copy_sources
+
 REPO = Path(__file__).resolve().parents[1]
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "edgegcl", "edgegcl_embed", "profiles",
-           "presets")
 
 
 def _build(source: Path, out: Path) -> tuple[Path, Path]:
@@ -36,15 +35,7 @@ def _build(source: Path, out: Path) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
     root = tmp_path_factory.mktemp("build")
-    source = root / "edgegcl-src"  # a copy: a build writes into the folder it builds
-    source.mkdir()
-    for name in SOURCES:
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, source / name, ignore=shutil.ignore_patterns(
-                "__pycache__", "build", "*.egg-info"))
-        else:
-            shutil.copy2(src, source / name)
+    source = copy_sources(root / "edgegcl-src")  # a copy: a build writes into its folder
     return {"edgegcl": _build(source, root / "dist"),
             "edgegcl-embed": _build(source / "edgegcl_embed", root / "dist-embed")}
 

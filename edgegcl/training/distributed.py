@@ -16,16 +16,20 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
+from torch_geometric.data import Data
 
+from edgegcl_embed.files import temp_name
 from edgegcl.training.config import DistributedConfig
 from edgegcl.errors import RankLost, UsageError, first_line
 
@@ -293,16 +297,10 @@ def share_graph(data: Any, world: World) -> Any:
     instead of holding its own copy, and the file is unlinked once all have mapped it (the
     mappings stay valid). Only local rank 0's ``data`` is read (others may pass None). CUDA
     training copies what it needs to its GPU anyway."""
-    import tempfile
-    
-    from torch_geometric.data import Data
-
     folder = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
     tag = f"{os.environ.get('TORCHELASTIC_RUN_ID', 'run')}-{os.environ.get('MASTER_PORT', '0')}"
     path = folder / f"edgegcl-graph-{tag}-{os.environ.get('GROUP_RANK', '0')}.pt"
     if world.local_rank == 0:  # a shared folder: the temporary is created exclusively
-        from edgegcl_embed.files import temp_name
-
         tmp = temp_name(path)
         try:
             torch.save(data.to_dict(), tmp)
