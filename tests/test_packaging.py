@@ -17,7 +17,6 @@ import pytest
 
 from helpers import copy_sources
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _build(source: Path, out: Path) -> tuple[Path, Path]:
