@@ -253,4 +253,4 @@ def test_run_without_sampling_records_the_full_split(tmp_path):
     chosen = next(h for h in seed["history"] if h["epoch"] == seed["selected_epoch"])
     assert seed["val_micro_f1"] == chosen["val_micro"]
     assert set(chosen) == {"epoch", "val_micro", "val_macro", "test_micro", "test_macro",
-                           "weight_decay"}
+                           "weight_decay", "majority"}

@@ -16,7 +16,8 @@ from edgegcl.cli.main import main
 from edgegcl.data import synthetic_graph
 from edgegcl.data.homophily import feature_agreement
 from edgegcl.errors import UsageError
-from edgegcl.training.choice import pick, search_epochs, standard_error
+from edgegcl.evaluation.metrics import standard_error
+from edgegcl.training.choice import pick, search_epochs
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.run import Stopped, train_seeds
 

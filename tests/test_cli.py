@@ -36,11 +36,11 @@ SEED_KEYS = {"seed", "epoch_time_s", "train_time_s", "epochs_trained", "final_et
              "final_epoch_time_s", "peak_memory_bytes",
              "selected_epoch", "val_micro_f1", "val_macro_f1", "test_micro_f1", "test_macro_f1",
              "probe_weight_decay", "authors_protocol", "checkpoint_probe", "history",
-             "encoder", "encoder_choice", "raw_features"}
+             "encoder", "encoder_choice", "raw_features", "metric", "majority_rate"}
 F1_KEYS = ("val_micro_f1", "val_macro_f1", "test_micro_f1", "test_macro_f1")
 SUMMARY_KEYS = {"epoch_time_s", "train_time_s", "peak_memory_bytes", *F1_KEYS,
                 "authors_protocol_test_micro_f1", "authors_protocol_test_macro_f1",
-                "raw_features_test_micro_f1"}
+                "majority_rate", *(f"raw_features_{k}" for k in F1_KEYS)}
 TOP_KEYS = {"edgegcl_version", "dataset", "num_nodes", "num_edges", "mode", "device", "threads",
             "labelled",
             "checkpoint_seed", "seeds", "summary"}
@@ -119,7 +119,8 @@ def test_metrics_keys(metrics: dict) -> None:
         assert s["train_time_s"] == pytest.approx(6 * s["epoch_time_s"]["mean"])
         for key in F1_KEYS:
             assert 0.0 <= s[key] <= 100.0
-    assert set(metrics["summary"]) == SUMMARY_KEYS
+    assert set(metrics["summary"]) == SUMMARY_KEYS | {"metric"}
+    assert metrics["summary"]["metric"] == "micro_f1"
     for key in SUMMARY_KEYS - {"peak_memory_bytes"}:
         assert set(metrics["summary"][key]) == {"mean", "std"}
     peak = metrics["summary"]["peak_memory_bytes"]

@@ -50,6 +50,7 @@ COVERED: dict[str, str] = {
     "profiler-commands": "test_docs.py::test_pick_budget",
     "profiler-target": "test_docs.py::test_pick_budget",
     "run-directory-files": "test_docs.py::test_run_directory_files",
+    "tasks-labels-line": "test_docs.py::test_tasks_labels_line",
     "embed-install": "test_docs.py::test_install_blocks",
     "embed-python": "test_docs.py::test_python_blocks",
 }
@@ -498,3 +499,17 @@ def test_run_directory_files(run_dir: Path) -> None:
     optional = {"embeddings.npy", "seed-K/events.out.tfevents.*", "profile.json",
                 ".edgegcl.lock"}
     assert listed - written == optional
+
+
+def test_tasks_labels_line(tmp_path: Path) -> None:
+    """docs/tasks.md's line, as a run on binary labels prints it (its share is the graph's)."""
+    from edgegcl.data.synthetic import SyntheticSpec, synthetic_graph
+
+    data = synthetic_graph(SyntheticSpec(num_nodes=200, num_features=16))
+    np.savez(tmp_path / "binary.npz", x=data.x.numpy(), edge_index=data.edge_index.numpy(),
+             y=(data.y == 0).long().numpy())
+    shell = _shell(tmp_path)
+    shell.run(_shortened("edgegcl train --dataset binary.npz --encoder gcn", SMALL))
+    (shown,) = block("tasks-labels-line").text.splitlines()
+    pattern = re.sub(r"\d+\\.\d+", r"[\\d.]+", re.escape(shown))
+    assert any(re.fullmatch(pattern, line) for line in shell.ran[-1].err.splitlines()), shown

@@ -72,11 +72,14 @@ def validate_graph(data: Data) -> Data:
             )
 
     y = _tensor_attr(data, "y", name)
-    if y is not None:
+    if y is not None and y.dim() == 2 and y.size(0) == n:
+        y = _multilabel(y, name)
+    elif y is not None:
         if y.dim() != 1 or y.size(0) != n:
             raise UsageError(
-                f"{name}: y must be 1-D with one label per node ({n}) but has shape {tuple(y.shape)}; "
-                "store one integer class per node"
+                f"{name}: y must be 1-D with one label per node ({n}), or [{n}, labels] 0 / 1 for "
+                f"multi-label targets, but has shape {tuple(y.shape)}; store one integer class "
+                "per node"
             )
         if not _is_integer(y.dtype):
             raise UsageError(f"{name}: y must hold integer class ids but has dtype {y.dtype}; store y as int64")
@@ -97,6 +100,22 @@ def validate_graph(data: Data) -> Data:
 SPLIT_MASKS = ("train_mask", "val_mask", "test_mask")
 """A graph's published splits: one boolean mask per set, ``[N]`` for one split, ``[N, S]``
 (PyG's layout) or ``[S, N]`` for S of them."""
+
+
+MAX_LABELS = 10_000
+"""The most labels a multi-label target may have (its probe holds [N, labels] floats)."""
+
+
+def _multilabel(y: torch.Tensor, name: str) -> torch.Tensor:
+    """A multi-label target [N, C]: 0 / 1 values of any integer, bool or float type, as int64
+    (the probe's one-vs-rest classifiers read it; edgegcl.evaluation.metrics.label_kind)."""
+    if y.size(1) < 1 or y.size(1) > MAX_LABELS:
+        raise UsageError(f"{name}: a multi-label y needs 1 to {MAX_LABELS} label columns but has "
+                         f"{y.size(1)}; store y as [nodes, labels] of 0 / 1")
+    if y.dtype.is_complex or not bool(((y == 0) | (y == 1)).all()):
+        raise UsageError(f"{name}: a 2-D y is a multi-label target and must hold only 0 and 1; "
+                         "store class ids as a 1-D y instead")
+    return y.to(torch.int64)
 
 
 def _split_masks(data: Data, n: int, labelled: bool, name: str) -> dict[str, torch.Tensor]:

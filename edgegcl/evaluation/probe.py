@@ -19,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from edgegcl.evaluation.metrics import label_kind, majority_rate, resolve_metric, roc_auc
+
 __all__ = [
     "CHECKPOINT_PROBE_MAX_LABELLED",
     "ProbeScores",
@@ -167,8 +169,11 @@ def f1_scores(pred: Tensor, target: Tensor, num_classes: int) -> tuple[float, fl
 
 @dataclass(frozen=True)
 class ProbeScores:
-    """F1 scores (percent) of the linear probe chosen on validation, its weight decay, and the
-    number of labelled nodes it was fitted, chosen and tested on."""
+    """Scores (percent) of the linear probe chosen on validation by ``metric``, its weight
+    decay, and the number of labelled nodes it was fitted, chosen and tested on. Micro- and
+    macro-F1 always (over the labels of a multi-label target); ROC-AUC for binary labels (NaN
+    otherwise); ``majority``: the test nodes' majority-class rate, what micro-F1 must beat
+    (NaN for multi-label targets)."""
 
     val_micro: float
     val_macro: float
@@ -178,6 +183,40 @@ class ProbeScores:
     num_train: int
     num_val: int
     num_test: int
+    metric: str = "micro_f1"
+    val_roc_auc: float = math.nan
+    test_roc_auc: float = math.nan
+    majority: float = math.nan
+
+    @property
+    def val_score(self) -> float:
+        """The validation figure that chose: ``metric``'s."""
+        return self.score("val")
+
+    @property
+    def test_score(self) -> float:
+        """The test figure of ``metric``."""
+        return self.score("test")
+
+    def figures(self) -> dict[str, float]:
+        """The figures metrics.json holds for the probe: ``val_`` / ``test_`` micro- and
+        macro-F1, ROC-AUC where the labels are binary, the majority-class rate where they are
+        single-label (JSON has no NaN: an absent figure is an absent key)."""
+        out = {"val_micro_f1": self.val_micro, "val_macro_f1": self.val_macro,
+               "test_micro_f1": self.test_micro, "test_macro_f1": self.test_macro,
+               "val_roc_auc": self.val_roc_auc, "test_roc_auc": self.test_roc_auc,
+               "majority_rate": self.majority}
+        return {k: v for k, v in out.items() if not math.isnan(v)}
+
+    def extras(self) -> dict[str, float]:
+        """What else a seed records of its chosen probe."""
+        return {"probe_weight_decay": self.weight_decay}
+
+    def score(self, part: str, metric: str | None = None) -> float:
+        """``part`` (val / test)'s figure of ``metric`` (default: the one that chose)."""
+        field = {"micro_f1": "micro", "macro_f1": "macro", "roc_auc": "roc_auc"}[
+            metric or self.metric]
+        return float(getattr(self, f"{part}_{field}"))
 
 
 def _fit_logreg(
@@ -189,8 +228,12 @@ def _fit_logreg(
     lr: float,
     weight: Tensor,
     bias: Tensor,
+    *,
+    multilabel: bool = False,
 ) -> tuple[Tensor, Tensor]:
-    """Train one softmax regression per weight decay, all at once, from a shared initialisation.
+    """Train one softmax regression per weight decay, all at once, from a shared initialisation
+    (``multilabel``: one logistic regression per label, y [n, C] 0/1, with mean binary
+    cross-entropy over nodes, summed over labels: the residual is ``sigmoid - y``).
 
     Equivalent to training ``nn.Linear(D, C)`` (initial ``weight`` [C, D] and ``bias`` [C]) with
     mean cross-entropy and ``torch.optim.Adam(lr=lr, weight_decay=wd)`` for each ``wd``, full
@@ -207,12 +250,14 @@ def _fit_logreg(
     decay = torch.tensor(weight_decays, dtype=x.dtype, device=x.device).repeat_interleave(
         num_classes
     )
-    onehot = F.one_hot(y, num_classes).to(x.dtype).repeat(1, groups)
+    target = (y if multilabel else F.one_hot(y, num_classes)).to(x.dtype).repeat(1, groups)
     x_t = x.t().contiguous()
     optimizer = torch.optim.Adam([packed_w, packed_b], lr=lr)
     for _ in range(epochs):
-        logits = torch.addmm(packed_b, x, packed_w).view(n, groups, num_classes)
-        residual = (logits.softmax(dim=-1).view(n, -1) - onehot) / n
+        logits = torch.addmm(packed_b, x, packed_w)
+        prob = logits.sigmoid() if multilabel else \
+            logits.view(n, groups, num_classes).softmax(dim=-1).view(n, -1)
+        residual = (prob - target) / n
         packed_w.grad = torch.addmm(decay * packed_w, x_t, residual)
         packed_b.grad = residual.sum(dim=0) + decay * packed_b
         optimizer.step()
@@ -256,6 +301,62 @@ class _GroupCounts:
                                int(self.correct[group]), self.total)
 
 
+class _LabelCounts:
+    """Per-label true positives, predicted and true counts of G multi-label classifiers
+    (each label decided at logit > 0), accumulated over chunks of nodes."""
+
+    def __init__(self, groups: int, num_labels: int, device: torch.device) -> None:
+        self.true_positives = torch.zeros(groups, num_labels, dtype=torch.long, device=device)
+        self.predicted = torch.zeros_like(self.true_positives)
+        self.targets = torch.zeros(num_labels, dtype=torch.long, device=device)
+
+    def add(self, logits: Tensor, target: Tensor) -> None:
+        """``logits`` [n, G, C], ``target`` [n, C] 0/1."""
+        pred = logits > 0
+        truth = target.bool().unsqueeze(1)
+        self.true_positives += (pred & truth).sum(dim=0)
+        self.predicted += pred.sum(dim=0)
+        self.targets += target.long().sum(dim=0)
+
+    def scores(self, group: int) -> tuple[float, float]:
+        """(micro-F1, macro-F1) over the labels: 2 TP / (predicted + true), pooled over every
+        (node, label) decision or averaged over the labels present in either."""
+        tp, support = self.true_positives[group], self.predicted[group] + self.targets
+        micro = 100.0 * 2.0 * int(tp.sum()) / max(1, int(support.sum()))
+        present = support > 0
+        macro = 100.0 * (2.0 * tp[present].double() / support[present].double()).mean().item()
+        return micro, macro if bool(present.any()) else math.nan
+
+
+class _Evaluated:
+    """What the probe's G classifiers scored on a set of nodes, added chunk by chunk: F1
+    counts, and for binary labels each node's score (logit of class 1 minus class 0) for
+    ROC-AUC, [n, G] floats."""
+
+    def __init__(self, groups: int, num_classes: int, device: torch.device,
+                 multilabel: bool) -> None:
+        self.counts = (_LabelCounts(groups, num_classes, device) if multilabel
+                       else _GroupCounts(groups, num_classes, device))
+        self.multilabel, self.binary = multilabel, num_classes == 2 and not multilabel
+        self.margins: list[Tensor] = []
+        self.labels: list[Tensor] = []
+
+    def add(self, logits: Tensor, target: Tensor) -> None:
+        """``logits`` [n, G, C]; ``target`` [n] class ids or [n, C] 0/1."""
+        self.counts.add(logits if self.multilabel else logits.argmax(-1), target)
+        if self.binary:
+            self.margins.append(logits[..., 1] - logits[..., 0])
+            self.labels.append(target)
+
+    def scores(self, group: int) -> tuple[float, float, float]:
+        """(micro-F1, macro-F1, ROC-AUC) of one classifier; ROC-AUC NaN unless binary."""
+        micro, macro = self.counts.scores(group)
+        if not self.binary:
+            return micro, macro, math.nan
+        margins = torch.cat(self.margins)[:, group]
+        return micro, macro, roc_auc(margins, torch.cat(self.labels))
+
+
 def linear_probe(
     embeddings: Tensor,
     y: Tensor,
@@ -265,13 +366,19 @@ def linear_probe(
     epochs: int = 300,
     lr: float = 0.01,
     seed: int = 0,
+    metric: str = "auto",
 ) -> ProbeScores:
     """Score frozen embeddings by logistic regression, with weight decay chosen on validation.
 
+    ``y`` is [N] class ids (multi-class, or binary: two classes) or an [N, C] 0/1 multi-label
+    target (then one logistic regression per label, one-vs-rest, each label decided at
+    probability 0.5). ``metric`` (``edgegcl.evaluation.metrics.NODE_METRICS``, or ``auto``:
+    ROC-AUC for binary labels, micro-F1 otherwise) is what chooses the weight decay.
+
     Rows are L2-normalised (so the scale of the encoder output does not interact with the
     weight-decay grid), then one classifier per weight decay is trained with Adam on
-    ``split.train`` only. The classifier with the best validation micro-F1 (ties: the first in
-    the grid) is kept and its validation and test F1 are reported; test labels influence
+    ``split.train`` only. The classifier with the best validation ``metric`` (ties: the first
+    in the grid) is kept and its validation and test scores are reported; test labels influence
     nothing but the reported test numbers. Initialisation is ``nn.Linear``'s uniform
     ``U(-1/sqrt(D), 1/sqrt(D))`` drawn from a local generator seeded with ``seed``, so the
     result is deterministic and the global RNG is left alone. Runs on ``embeddings.device``.
@@ -282,12 +389,13 @@ def linear_probe(
 
     Args:
         embeddings: [N, D] frozen embeddings.
-        y: [N] class labels.
+        y: [N] class labels, or [N, C] 0/1 labels.
         split: train / validation / test node indices.
         weight_decays: the grid chosen from on validation.
         epochs: Adam steps per classifier.
         lr: Adam learning rate.
         seed: seed of the classifiers' initialisation.
+        metric: what chooses the weight decay (auto, micro_f1, macro_f1, roc_auc).
 
     Example:
         >>> y = torch.arange(200) % 4
@@ -296,11 +404,14 @@ def linear_probe(
         True
     """
     _check_probe(embeddings, y, split, weight_decays, epochs, lr)
+    kind = label_kind(y)
+    chosen = resolve_metric(metric, kind)
     device = embeddings.device
     embeddings = embeddings.detach()
     y = y.to(device=device, dtype=torch.long)
     train, val, test = (idx.to(device) for idx in (split.train, split.val, split.test))
-    num_classes = int(y.max()) + 1
+    multilabel = kind == "multilabel"
+    num_classes = y.shape[1] if multilabel else max(2, int(y.max()) + 1)
     dim = embeddings.shape[1]
     groups = len(weight_decays)
 
@@ -310,32 +421,40 @@ def linear_probe(
     bias = (torch.rand(num_classes, generator=generator) * 2 - 1) * bound
     packed_w, packed_b = _fit_logreg(
         _normalised_rows(embeddings, train), y[train], num_classes, weight_decays, epochs, lr,
-        weight.to(device), bias.to(device),
+        weight.to(device), bias.to(device), multilabel=multilabel,
     )
 
-    def counts(index: Tensor) -> _GroupCounts:
-        out = _GroupCounts(groups, num_classes, device)
+    def evaluate(index: Tensor) -> _Evaluated:
+        out = _Evaluated(groups, num_classes, device, multilabel)
         with torch.no_grad():
             for part in index.split(PROBE_CHUNK_ROWS):
                 logits = torch.addmm(packed_b, _normalised_rows(embeddings, part), packed_w)
-                out.add(logits.view(part.numel(), groups, num_classes).argmax(-1), y[part])
+                out.add(logits.view(part.numel(), groups, num_classes), y[part])
         return out
 
-    val_counts = counts(val)
-    val_scores = [val_counts.scores(g) for g in range(groups)]
-    best = max(range(groups), key=lambda g: (val_scores[g][0], -g))
-    test_micro, test_macro = counts(test).scores(best)
+    on_val, on_test = evaluate(val), evaluate(test)
+    val_scores = [on_val.scores(g) for g in range(groups)]
+    pick = {"micro_f1": 0, "macro_f1": 1, "roc_auc": 2}[chosen]
+    best = max(range(groups), key=lambda g: (_finite(val_scores[g][pick]), -g))
+    test_scores = on_test.scores(best)
     return ProbeScores(val_micro=val_scores[best][0], val_macro=val_scores[best][1],
-                       test_micro=test_micro, test_macro=test_macro,
+                       test_micro=test_scores[0], test_macro=test_scores[1],
                        weight_decay=float(weight_decays[best]), num_train=train.numel(),
-                       num_val=val.numel(), num_test=test.numel())
+                       num_val=val.numel(), num_test=test.numel(), metric=chosen,
+                       val_roc_auc=val_scores[best][2], test_roc_auc=test_scores[2],
+                       majority=math.nan if multilabel else majority_rate(y[test]))
+
+
+def _finite(value: float) -> float:
+    """A score to maximise: NaN (one class absent from validation) ranks last."""
+    return -math.inf if math.isnan(value) else value
 
 
 def _check_probe(embeddings: Tensor, y: Tensor, split: Split, weight_decays: Sequence[float],
                  epochs: int, lr: float) -> None:
     """``linear_probe``'s arguments, or a ValueError saying which is wrong."""
-    if embeddings.dim() != 2 or y.shape != (embeddings.shape[0],):
-        raise ValueError(f"need embeddings [N, D] and labels [N], "
+    if embeddings.dim() != 2 or y.dim() not in (1, 2) or y.shape[0] != embeddings.shape[0]:
+        raise ValueError(f"need embeddings [N, D] and labels [N] (or [N, C] 0/1), "
                          f"got {tuple(embeddings.shape)} and {tuple(y.shape)}")
     if not weight_decays or min(weight_decays) < 0:
         raise ValueError(
@@ -348,16 +467,17 @@ def _check_probe(embeddings: Tensor, y: Tensor, split: Split, weight_decays: Seq
 
 @dataclass(frozen=True)
 class Selection:
-    """The checkpoint chosen on validation (argmax validation micro-F1) and its scores."""
+    """The checkpoint chosen on validation (argmax of its metric's validation figure) and its
+    scores."""
 
     epoch: int
     scores: ProbeScores
 
 
 def select_checkpoint(history: Sequence[tuple[int, ProbeScores]]) -> Selection:
-    """Choose among ``(epoch, scores)`` checkpoints by validation micro-F1 (ties: earliest
-    epoch); test scores play no part."""
+    """Choose among ``(epoch, scores)`` checkpoints by the validation figure of their metric
+    (``ProbeScores.val_score``; ties: earliest epoch); test scores play no part."""
     if not history:
         raise ValueError("history is empty: evaluate at least one checkpoint")
-    epoch, scores = max(history, key=lambda item: (item[1].val_micro, -item[0]))
+    epoch, scores = max(history, key=lambda item: (_finite(item[1].val_score), -item[0]))
     return Selection(epoch=epoch, scores=scores)

@@ -173,7 +173,10 @@ def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration 
     defaults, HANS's pace, a fanout shorter than the GCN, the graph and the run directory."""
     from edgegcl.budget.profiler import pace_line
     from edgegcl.progress import say
+    from edgegcl.evaluation.metrics import labels_line, metric_name
+    from edgegcl.training.linkprober import resolve_link_metric
     from edgegcl.training.placement import resolve_mode
+    from edgegcl.training.prober import MIN_LABELLED_NODES
 
     cfg, data = s.cfg, s.data
     assert data is not None
@@ -195,6 +198,12 @@ def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration 
                                                      f"{cfg.model.encoder} encoder")
         say(f"warning: --fanout samples {hops} hop(s) for a {layers}-layer {what}, so its outer "
             f"layers see cut neighbourhoods; give one per layer, e.g. --fanout {example}")
+    if cfg.run.task == "link":
+        say(f"task: link; each seed holds out 5 % / 10 % of the edges for validation / test "
+            f"(with as many non-edges) and trains on the rest; checkpoints and the encoder "
+            f"chosen on validation {metric_name(resolve_link_metric(cfg.run.metric))} (--metric)")
+    elif getattr(data, "y", None) is not None and data.num_nodes >= MIN_LABELLED_NODES:
+        say(labels_line(data.y, cfg.run.metric))
     if cfg.run.patience and getattr(data, "y", None) is None:
         say(f"warning: --patience reads the validation probe, and {data.name} has no labels: "
             "every epoch trains")
@@ -294,30 +303,48 @@ def summary_lines(metrics: dict[str, Any], run_dir: Path) -> list[tuple[bool, st
     comparison; warnings go to stderr."""
     from edgegcl.budget.profiler import auto_budget_line
     from edgegcl.evaluation.authors import AUTHORS_LABEL
+    from edgegcl.evaluation.metrics import metric_name
 
     summary, seeds = metrics["summary"], len(metrics["seeds"])
     lines: list[tuple[bool, str]] = []
-    if "test_micro_f1" in summary:
-        raw = summary.get("raw_features_test_micro_f1")
-        lines.append((False, f"test micro-F1 {_over_seeds(summary['test_micro_f1'], seeds)} "
-                             "(checkpoint chosen on validation)"
-                      + ("" if raw is None else
-                         f"; raw features {_figure(raw, seeds)} on the same splits")))
-    raw_val = [s["raw_features"]["val_micro_f1"] for s in metrics["seeds"] if "raw_features" in s]
-    if raw_val and statistics.fmean(raw_val) > summary["val_micro_f1"]["mean"]:
+    metric = summary.get("metric", "micro_f1")
+    key, name = f"test_{metric}", metric_name(metric)
+    if key in summary:
+        raw = summary.get(f"raw_features_{key}")
+        line = (f"test {name} {_over_seeds(summary[key], seeds)} (checkpoint chosen on "
+                f"validation {name})"
+                + ("" if raw is None else f"; raw features {_figure(raw, seeds)} on the same "
+                   "splits"))
+        if "test_ap" in summary:  # links: the chosen scorer, AP, Hits@50, the heuristic
+            scorers = sorted({s.get("scorer", "") for s in metrics["seeds"]} - {""})
+            line += (f"; scorer {', '.join(scorers)} (chosen on validation); AP "
+                     f"{_figure(summary['test_ap'], seeds)}, Hits@50 "
+                     f"{_figure(summary['test_hits@50'], seeds)}")
+            if "adamic_adar_test_auc" in summary:
+                line += (f"; Adamic-Adar AUC "
+                         f"{_figure(summary['adamic_adar_test_auc'], seeds)}")
+        elif metric != "micro_f1":
+            line += f"; micro-F1 {_figure(summary['test_micro_f1'], seeds)}"
+        if "majority_rate" in summary:
+            line += f" (the majority class alone: {_figure(summary['majority_rate'], seeds)})"
+        lines.append((False, line))
+    val_key = f"val_{metric}"
+    raw_val = [s["raw_features"][val_key] for s in metrics["seeds"]
+               if val_key in s.get("raw_features", {})]
+    if raw_val and val_key in summary and statistics.fmean(raw_val) > summary[val_key]["mean"]:
         lines.append((True, f"warning: on validation the raw features "
                             f"({statistics.fmean(raw_val):.2f}) score above the embeddings "
-                            f"({summary['val_micro_f1']['mean']:.2f}): on this graph a "
+                            f"({summary[val_key]['mean']:.2f}, {name}): on this graph a "
                             "classifier is better served by the features themselves "
                             "(docs/encoders.md)"))
-    if "published_split_test_micro_f1" in summary:
+    if f"published_split_{key}" in summary:
         splits = summary["published_splits"]
         count = metrics["seeds"][0]["published_split"]["splits"]
         lines.append((False, f"the graph's published split{'s' if len(splits) > 1 else ''} "
-                             f"{', '.join(map(str, splits))} of {count}: test micro-F1 "
-                             f"{_over_seeds(summary['published_split_test_micro_f1'], seeds)}; "
+                             f"{', '.join(map(str, splits))} of {count}: test {name} "
+                             f"{_over_seeds(summary[f'published_split_{key}'], seeds)}; "
                              "raw features "
-                             f"{_figure(summary['published_split_raw_features_test_micro_f1'], seeds)}"))
+                             f"{_figure(summary[f'published_split_raw_features_{key}'], seeds)}"))
     if "authors_protocol_test_micro_f1" in summary:
         lines.append((False, f"{AUTHORS_LABEL}: test micro-F1 "
                              f"{_over_seeds(summary['authors_protocol_test_micro_f1'], seeds)}"))

@@ -4,7 +4,8 @@ A labelled graph: a short search. Each of ``search_encoders`` trains ``search_ep
 (a quarter of the run's by default, to a probe epoch) from the seed's own initialisation,
 probed every ``eval_every`` epochs on the seed's validation nodes (its random split's, the
 nodes the seed's checkpoint choice reads; test nodes are never looked at); the best
-validation micro-F1 wins when it beats the first candidate (the GCN) by more than one
+validation figure of the run's metric (micro-F1, or ROC-AUC for binary labels) wins when it
+beats the first candidate (the GCN) by more than one
 standard error of that figure, else the first stays (``pick``). The search's runs are thrown away
 and the seed trains the winner from its start: an ``auto`` seed is, epoch for epoch, the run
 of the encoder it chose, plus the search's time.
@@ -39,6 +40,7 @@ from edgegcl.training.threads import ThreadChoice
 
 __all__ = ["AGREEMENT_THRESHOLD", "EncoderChoice", "choose_encoder", "search_epochs"]
 
+
 def search_epochs(cfg: TrainConfig) -> int:
     """Epochs each candidate of the search trains: ``search_epochs``, else a quarter of the
     run's rounded up to a probe epoch (a multiple of ``eval_every``, so the winner's probes
@@ -59,7 +61,8 @@ def choose_encoder(data: Data, cfg: TrainConfig, seed: int, device: torch.device
     search; None when it asked to stop (every rank, under torchrun)."""
     candidates = cfg.model.candidates()
     main = world is None or world.is_main
-    labelled = getattr(data, "y", None) is not None and data.num_nodes >= MIN_LABELLED_NODES
+    labelled = (cfg.run.task == "link" or getattr(data, "y", None) is not None
+                and data.num_nodes >= MIN_LABELLED_NODES)
     if labelled and len(candidates) > 1:
         choice = _search(data, cfg, seed, device, run_dir, label, world, threads, stop)
         if choice is None:
@@ -78,7 +81,8 @@ def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_d
             label: str, world: World | None, threads: ThreadChoice | None,
             stop: Callable[[], bool] | None) -> EncoderChoice | None:
     """Train each candidate ``search_epochs`` epochs from the seed's initialisation, probing
-    its validation micro-F1 as a run does; the best (the first of equals) and the record."""
+    its validation figure (the run's metric) as a run does; the best (the first of equals)
+    and the record."""
     candidates, epochs = cfg.model.candidates(), search_epochs(cfg)
     main = world is None or world.is_main
     start = time.perf_counter()
@@ -103,22 +107,14 @@ def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_d
                 bar.close()
                 return None
         bar.close()
-        score = float(run.prober.best_val) if main else 0.0
+        best = float(run.prober.best_val)
+        score = best if main and math.isfinite(best) else 0.0
         scores[name] = world.broadcast(score) if world is not None else score
-        if name == candidates[0]:
-            assert run.prober.probe_split is not None
-            validation = int(run.prober.probe_split.val.numel())
+        if name == candidates[0]:  # the reference's spread: the margin to beat it by
+            margin, metric = run.prober.standard_error(scores[name]), run.prober.metric
         del run
-    margin = standard_error(scores[candidates[0]], validation)
     return EncoderChoice(pick(scores, candidates, margin), "search", scores, epochs,
-                         time.perf_counter() - start, margin=margin)
-
-
-def standard_error(percent: float, nodes: int) -> float:
-    """The standard error, in points, of a micro-F1 of ``percent`` measured on ``nodes``
-    nodes: sqrt(p (1 - p) / n), the spread of the figure from one validation set to another."""
-    p = min(max(percent / 100.0, 0.0), 1.0)
-    return 100.0 * math.sqrt(p * (1.0 - p) / max(nodes, 1))
+                         time.perf_counter() - start, margin=margin, metric=metric)
 
 
 def pick(scores: dict[str, float], candidates: list[str], margin: float) -> str:

@@ -86,6 +86,11 @@ class DistributedConfig(Section):
 
 
 Mode = Literal["auto", "full", "minibatch"]
+Task = Literal["node", "link"]
+"""``task``: what the embeddings are judged on (edgegcl.evaluation.metrics)."""
+Metric = Literal["auto", "micro_f1", "macro_f1", "roc_auc", "auc", "ap", "hits@20", "hits@50",
+                 "hits@100"]
+"""``metric``: the validation figure that chooses checkpoints and encoders."""
 Protocol = Literal["honest", "both"]
 """``protocol``: the honest evaluation alone, or with the authors' (edgegcl.evaluation.authors)."""
 
@@ -127,8 +132,18 @@ class RunConfig(Section):
     checkpoint_every: int = option(0, "epochs between saves of each seed's full state for "
                                    "--resume (0: every probe)", at_least=0)
     patience: int = option(0, "early stopping: end a seed once this many probes in a row have "
-                           "not raised its validation micro-F1 (the best checkpoint is kept); "
+                           "not raised its validation --metric (the best checkpoint is kept); "
                            "0: train every epoch", at_least=0, omit_default=True)
+    task: Task = option("node", "what the embeddings are judged on: node (their labels, by "
+                        "a linear probe) or link (which pairs connect: 85 / 5 / 10 %% of the "
+                        "edges held out for training / validation / test, with as many "
+                        "non-edges; the encoder trains on the training edges only)",
+                        omit_default=True)
+    metric: Metric = option("auto", "the validation figure that chooses the checkpoint, the "
+                            "probe's weight decay and the encoder: auto (node: ROC-AUC for "
+                            "binary labels, micro-F1 otherwise; link: AUC), micro_f1, "
+                            "macro_f1, roc_auc; link: auc, ap, hits@20, hits@50, hits@100",
+                            omit_default=True)
     protocol: Protocol = option("honest", "honest (checkpoint and classifier chosen on "
                                 "validation, test touched once) or both (also the authors' "
                                 "protocol behind the paper's tables, optimistic: re-drawn 10 %% "

@@ -21,8 +21,10 @@ from edgegcl_embed.files import (read_regular, refuse_inputs_as_outputs, refuse_
 
 FIELDS = ("epoch", "loss", "loss_hard", "loss_inter", "loss_easy", "eta_hard", "eta_inter",
           "eta_easy", "active_per_anchor", "budget_used", "epoch_s", "peak_memory_bytes",
-          "val_micro_f1", "test_micro_f1", "authors_test_micro_f1")
-"""Columns of ``epochs.csv``; the F1 columns are empty on epochs without a probe."""
+          "val_micro_f1", "test_micro_f1", "val_score", "test_score", "authors_test_micro_f1")
+"""Columns of ``epochs.csv``; the probe's columns are empty on epochs without a probe
+(``val_score`` / ``test_score``: the figure of the run's ``--metric``, metrics.json's
+``metric``)."""
 CSV_LIMIT = 256 << 20
 """The most bytes an epochs.csv is read for: about a million epochs' rows."""
 ADDED = ("budget_used",)

@@ -82,7 +82,7 @@ class Probe(Hook):
 
 
 class EarlyStop(Hook):
-    """Ends the seed once ``patience`` probes in a row have not raised its validation micro-F1
+    """Ends the seed once ``patience`` probes in a row have not raised its validation figure
     (the probe keeps the best checkpoint): ``seed.finished``. Read from the probe history, so
     a resumed seed that had already stopped stays stopped. An unlabelled graph has no probes
     to read: it trains every epoch."""

@@ -11,6 +11,7 @@ probes through it every ``eval_every`` epochs, and the seed's ``state.pt`` holds
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -19,6 +20,8 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 
 from edgegcl.evaluation.authors import AuthorsScore, authors_probe
+from edgegcl.evaluation.links import LinkScores
+from edgegcl.evaluation.metrics import label_kind, resolve_metric, standard_error
 from edgegcl.evaluation.probe import (
     ProbeScores,
     Selection,
@@ -52,17 +55,19 @@ class _Track:
         self.best_state: dict[str, Tensor] | None = None
 
     def add(self, epoch: int, scores: ProbeScores, model: nn.Module) -> bool:
-        """Record a checkpoint's probe; whether it is the best so far."""
+        """Record a checkpoint's probe; whether it is the best so far (by its metric's
+        validation figure; the first checkpoint is the best of one)."""
         self.history.append((epoch, scores))
-        better = scores.val_micro > self.best_val
+        value = scores.val_score if not math.isnan(scores.val_score) else -math.inf
+        better = len(self.history) == 1 or value > self.best_val
         if better:
-            self.best_val, self.best_epoch = scores.val_micro, epoch
+            self.best_val, self.best_epoch = value, epoch
             if self.keep_state:
                 self.best_state = copy.deepcopy(model.encoder.state_dict())
         return better
 
     def selection(self, model: nn.Module, x: Tensor, edge_index: Tensor, y: Tensor,
-                  seed: int) -> Selection | None:
+                  seed: int, metric: str) -> Selection | None:
         """The checkpoint chosen on validation, scored on the whole split (re-probed when the
         checkpoints were probed on a sample; ``model``'s encoder is then left at it)."""
         selection = select_checkpoint(self.history) if self.history else None
@@ -70,7 +75,7 @@ class _Track:
             assert self.best_state is not None
             model.encoder.load_state_dict(self.best_state)
             selection = replace(selection, scores=linear_probe(
-                model.embed(x, edge_index), y, self.split, seed=seed))
+                model.embed(x, edge_index), y, self.split, seed=seed, metric=metric))
         return selection
 
     def state_dict(self) -> dict[str, Any]:
@@ -86,16 +91,18 @@ class _Track:
 
 @dataclass(frozen=True)
 class Baselines:
-    """What a seed's embeddings are compared with and on: the raw features' probe on the
-    seed's random split (``raw``), and, for a graph with published splits, the split used
+    """What a seed's embeddings are compared with and on: the raw features scored as the
+    embeddings are on the seed's split (``raw``; links: also ``heuristic``), and, for a graph with published splits, the split used
     (``published_number`` of ``published_count``), the checkpoint its own validation set
     chose and the raw features' probe on it."""
 
-    raw: ProbeScores
+    raw: ProbeScores | LinkScores
     published_number: int | None = None
     published_count: int = 0
     published: Selection | None = None
     published_raw: ProbeScores | None = None
+    heuristic: dict[str, dict[str, float]] | None = None
+    """The link task's structural heuristic (Adamic-Adar): its val / test figures."""
 
 
 class Prober:
@@ -123,11 +130,15 @@ class Prober:
         4
     """
 
-    def __init__(self, data: Data, seed: int, device: torch.device, protocol: str) -> None:
+    def __init__(self, data: Data, seed: int, device: torch.device, protocol: str,
+                 metric: str = "auto") -> None:
         self.y = getattr(data, "y", None)
         if data.num_nodes < MIN_LABELLED_NODES:  # no train, validation and test nodes to probe
             self.y = None
         self.seed, self.device, self.protocol = seed, device, protocol
+        self.metric = "micro_f1" if self.y is None else resolve_metric(metric, label_kind(self.y))
+        if self.y is not None and label_kind(self.y) == "multilabel":
+            self.protocol = "honest"  # the authors' protocol is single-label micro-F1
         self.features = data.x  # the raw features' baseline is probed on the same splits
         self.split = random_split(data.num_nodes, seed) if self.y is not None else None
         self.track = None if self.split is None else _Track(self.split, keep_state=True)
@@ -167,11 +178,13 @@ class Prober:
             return row
         y = self.y.to(self.device)
         embeddings = model.embed(x, edge_index)
-        scores = linear_probe(embeddings, y, self.track.probe_split, seed=self.seed)
-        row.update(val_micro_f1=scores.val_micro, test_micro_f1=scores.test_micro)
+        scores = linear_probe(embeddings, y, self.track.probe_split, seed=self.seed,
+                              metric=self.metric)
+        row.update(val_micro_f1=scores.val_micro, test_micro_f1=scores.test_micro,
+                   val_score=scores.val_score, test_score=scores.test_score)
         if self.published is not None:
             self.published.add(epoch, linear_probe(embeddings, y, self.published.probe_split,
-                                                   seed=self.seed), model)
+                                                   seed=self.seed, metric=self.metric), model)
         if self.protocol == "both":
             self.authors.append((epoch, authors_probe(embeddings, self.y, self.authors_stream)))
             row["authors_test_micro_f1"] = self.authors[-1][1].test_micro
@@ -180,13 +193,22 @@ class Prober:
             self.best_state = self.track.best_state
         return row
 
+    def standard_error(self, value: float) -> float:
+        """The spread of a validation figure of ``value`` over validation sets of this size
+        (edgegcl.evaluation.metrics.standard_error), what the encoder search's margin reads."""
+        assert self.probe_split is not None and self.y is not None
+        val = self.probe_split.val
+        positives = int(self.y[val].sum()) if self.metric == "roc_auc" else 0
+        return standard_error(value, int(val.numel()), self.metric, positives)
+
     def selection(self, model: nn.Module, x: Tensor, edge_index: Tensor) -> Selection | None:
         """The checkpoint chosen on validation, its scores on the full split (the checkpoint
         probes may have used a sample of it); ``model``'s encoder is left at that checkpoint
         when it was re-probed. None without labels."""
         if self.track is None:
             return None
-        return self.track.selection(model, x, edge_index, self.y.to(self.device), self.seed)
+        return self.track.selection(model, x, edge_index, self.y.to(self.device), self.seed,
+                                    self.metric)
 
     def baselines(self, model: nn.Module, x: Tensor, edge_index: Tensor) -> Baselines | None:
         """The raw features' probe on this seed's splits and the published split's choice;
@@ -195,12 +217,14 @@ class Prober:
         if self.track is None or self.split is None:
             return None
         y, features = self.y.to(self.device), self.features.to(self.device)
-        raw = linear_probe(features, y, self.split, seed=self.seed)
+        raw = linear_probe(features, y, self.split, seed=self.seed, metric=self.metric)
         if self.published is None:
             return Baselines(raw)
         return Baselines(raw, self.published_number, self.published_count,
-                         self.published.selection(model, x, edge_index, y, self.seed),
-                         linear_probe(features, y, self.published.split, seed=self.seed))
+                         self.published.selection(model, x, edge_index, y, self.seed,
+                                                  self.metric),
+                         linear_probe(features, y, self.published.split, seed=self.seed,
+                                      metric=self.metric))
 
     def state_dict(self) -> dict[str, Any]:
         """The probes so far, the authors' stream and the best checkpoint, as plain values."""

@@ -4,6 +4,7 @@ metrics over seeds that ``metrics.json`` reports (``seed_metrics``, ``summarise`
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -13,6 +14,8 @@ from torch import Tensor
 
 from edgegcl.errors import UsageError
 from edgegcl.evaluation.authors import AUTHORS_LABEL, AuthorsScore, authors_figure
+from edgegcl.evaluation.metrics import LINK_METRICS, NODE_METRICS, metric_name
+from edgegcl.evaluation.links import LinkScores
 from edgegcl.evaluation.probe import ProbeScores, Selection
 from edgegcl.training.prober import Baselines
 from edgegcl_embed.errors import shown
@@ -30,7 +33,7 @@ this much (edgegcl.data.homophily.feature_agreement), else the ego encoder
 @dataclass(frozen=True)
 class EncoderChoice:
     """How a seed's encoder was chosen: ``by`` ``search`` (``scores``: each candidate's best
-    validation micro-F1 within ``epochs`` epochs, ``margin`` the points by which another had to
+    validation ``metric`` within ``epochs`` epochs, ``margin`` the points by which another had to
     beat the first candidate, ``seconds`` the search's wall time) or ``signal``
     (``agreement``: the label-free feature agreement of linked nodes)."""
 
@@ -41,6 +44,7 @@ class EncoderChoice:
     seconds: float = 0.0
     agreement: float | None = None
     margin: float | None = None
+    metric: str = "micro_f1"
 
     def line(self) -> str:
         """What was chosen and why, in one line."""
@@ -50,7 +54,8 @@ class EncoderChoice:
             rule = ("" if self.margin is None else
                     f"; another than {next(iter(self.scores))} only if more than "
                     f"{self.margin:.1f} points (one standard error) above it")
-            return (f"encoder {self.encoder}: validation micro-F1 after {self.epochs} epochs "
+            return (f"encoder {self.encoder}: validation {metric_name(self.metric)} after "
+                    f"{self.epochs} epochs "
                     f"each ({ranked}{rule}); the search took {self.seconds:.0f} s")
         assert self.agreement is not None
         verdict = ("agree" if self.agreement >= AGREEMENT_THRESHOLD else
@@ -72,6 +77,7 @@ class EncoderChoice:
             return isinstance(value, kind) and not isinstance(value, bool)
 
         ok = isinstance(raw, dict) and set(raw) <= set(cls.__dataclass_fields__) and (
+            raw.get("metric", "micro_f1") in NODE_METRICS + LINK_METRICS) and (
             {"encoder", "by", "scores", "epochs", "seconds"} <= set(raw))
         if ok:
             scores = raw["scores"]
@@ -133,8 +139,14 @@ def result_to_dict(r: SeedResult) -> dict[str, Any]:
             "encoder": r.encoder, "choice": r.choice}
 
 
+def _scores_from_dict(raw: dict[str, Any]) -> ProbeScores | LinkScores:
+    """A probe's scores read back from ``result.pt``: a link task's carry its scorer."""
+    return LinkScores(**raw) if "scorer" in raw else ProbeScores(**raw)
+
+
 def _baselines_to_dict(b: Baselines) -> dict[str, Any]:
-    return {"raw": asdict(b.raw), "published_number": b.published_number,
+    return {"raw": asdict(b.raw), "heuristic": b.heuristic,
+            "published_number": b.published_number,
             "published_count": b.published_count,
             "published": None if b.published is None else {
                 "epoch": b.published.epoch, "scores": asdict(b.published.scores)},
@@ -145,17 +157,19 @@ def _baselines_from_dict(raw: dict[str, Any] | None) -> Baselines | None:
     if raw is None:
         return None
     pub = raw["published"]
-    return Baselines(ProbeScores(**raw["raw"]), raw["published_number"], raw["published_count"],
+    return Baselines(_scores_from_dict(raw["raw"]), raw["published_number"],
+                     raw["published_count"],
                      None if pub is None else Selection(pub["epoch"], ProbeScores(**pub["scores"])),
-                     None if raw["published_raw"] is None else ProbeScores(**raw["published_raw"]))
+                     None if raw["published_raw"] is None else ProbeScores(**raw["published_raw"]),
+                     raw.get("heuristic"))
 
 
 def result_from_dict(raw: dict[str, Any]) -> SeedResult:
     sel = raw["selection"]
     return SeedResult(
         raw["seed"], raw["mode"],
-        None if sel is None else Selection(sel["epoch"], ProbeScores(**sel["scores"])),
-        [(e, ProbeScores(**sc)) for e, sc in raw["history"]], list(raw["epoch_times"]),
+        None if sel is None else Selection(sel["epoch"], _scores_from_dict(sel["scores"])),
+        [(e, _scores_from_dict(sc)) for e, sc in raw["history"]], list(raw["epoch_times"]),
         dict(raw["final_eta"]), raw["saturated_at"], raw["encoder_state"], raw["selected_epoch"],
         raw["peak_memory_bytes"], raw["T_int"],
         [(e, AuthorsScore(**a)) for e, a in raw["authors"]],
@@ -183,18 +197,15 @@ def seed_metrics(r: SeedResult) -> dict[str, Any]:
     if r.selection is not None:
         s = r.selection
         probe = r.history[-1][1]  # every checkpoint probe of a seed uses the same nodes
-        out.update({
-            "selected_epoch": s.epoch,
-            "val_micro_f1": s.scores.val_micro, "val_macro_f1": s.scores.val_macro,
-            "test_micro_f1": s.scores.test_micro, "test_macro_f1": s.scores.test_macro,
-            "probe_weight_decay": s.scores.weight_decay,
-            "checkpoint_probe": {
+        out.update({"selected_epoch": s.epoch, "metric": s.scores.metric,
+                    **s.scores.figures(), **s.scores.extras()})
+        if isinstance(probe, ProbeScores) and isinstance(s.scores, ProbeScores):
+            out["checkpoint_probe"] = {
                 "train_nodes": probe.num_train, "val_nodes": probe.num_val,
                 "test_nodes": probe.num_test,
                 "sampled": (probe.num_train, probe.num_val) != (s.scores.num_train,
-                                                                s.scores.num_val)},
-            "history": [{"epoch": ep, **_f1_fields(sc)} for ep, sc in r.history],
-        })
+                                                                s.scores.num_val)}
+        out["history"] = [{"epoch": ep, **_history_fields(sc)} for ep, sc in r.history]
     if r.encoder is not None:
         out["encoder"] = r.encoder
     if r.choice is not None:
@@ -213,26 +224,38 @@ def seed_metrics(r: SeedResult) -> dict[str, Any]:
     return out
 
 
-def _scores(scores: ProbeScores) -> dict[str, float]:
-    return {"val_micro_f1": scores.val_micro, "test_micro_f1": scores.test_micro,
-            "test_macro_f1": scores.test_macro}
-
-
 def _baseline_metrics(b: Baselines) -> dict[str, Any]:
-    """A seed's ``raw_features`` (the features probed on its random split) and
-    ``published_split`` (the embeddings and the features on the graph's own split)."""
-    out: dict[str, Any] = {"raw_features": _scores(b.raw)}
+    """A seed's ``raw_features`` (the features scored on its split), ``published_split`` (the
+    embeddings and the features on the graph's own split) and, for links, the structural
+    heuristic's figures (``adamic_adar``)."""
+    out: dict[str, Any] = {"raw_features": b.raw.figures()}
     if b.published is not None and b.published_raw is not None:
         out["published_split"] = {
             "split": b.published_number, "splits": b.published_count,
-            "selected_epoch": b.published.epoch, **_scores(b.published.scores),
-            "raw_features": _scores(b.published_raw)}
+            "selected_epoch": b.published.epoch, **b.published.scores.figures(),
+            "raw_features": b.published_raw.figures()}
+    if b.heuristic is not None:
+        out["adamic_adar"] = b.heuristic
     return out
 
 
-def _f1_fields(scores: ProbeScores) -> dict[str, float]:
-    """A probe's F1 scores and weight decay (its node counts are in ``checkpoint_probe``)."""
-    return {k: v for k, v in asdict(scores).items() if not k.startswith("num_")}
+def _history_fields(scores: ProbeScores | LinkScores) -> dict[str, Any]:
+    """A checkpoint's scores as its history entry (a node probe's node counts are in
+    ``checkpoint_probe``, its metric in the seed's ``metric``; JSON has no NaN: an absent
+    figure is an absent key)."""
+    if isinstance(scores, LinkScores):
+        return {**scores.figures(), "scorer": scores.scorer}
+    return {k: v for k, v in asdict(scores).items() if not k.startswith("num_")
+            and k != "metric" and not (isinstance(v, float) and math.isnan(v))}
+
+
+def _over_seeds(figures: list[dict[str, float]], prefix: str = "",
+                skip: tuple[str, ...] = ()) -> dict[str, dict[str, float]]:
+    """Mean/std over seeds of every figure all seeds have, keys prefixed."""
+    if not figures:
+        return {}
+    return {prefix + k: _mean_std([f[k] for f in figures]) for k in figures[0]
+            if k not in skip and all(k in f for f in figures)}
 
 
 def summarise(results: list[SeedResult]) -> dict[str, Any]:
@@ -246,21 +269,22 @@ def summarise(results: list[SeedResult]) -> dict[str, Any]:
     }
     chosen = [r.selection for r in results if r.selection is not None]
     if chosen:
-        summary.update({
-            "val_micro_f1": _mean_std([s.scores.val_micro for s in chosen]),
-            "val_macro_f1": _mean_std([s.scores.val_macro for s in chosen]),
-            "test_micro_f1": _mean_std([s.scores.test_micro for s in chosen]),
-            "test_macro_f1": _mean_std([s.scores.test_macro for s in chosen]),
-        })
+        summary["metric"] = chosen[0].scores.metric
+        summary.update(_over_seeds([s.scores.figures() for s in chosen]))
     base = [r.baselines for r in results if r.baselines is not None]
-    if base:
-        summary["raw_features_test_micro_f1"] = _mean_std([b.raw.test_micro for b in base])
+    summary.update(_over_seeds([b.raw.figures() for b in base], "raw_features_",
+                               skip=("majority_rate",)))
+    heuristic = [b.heuristic for b in base if b.heuristic is not None]
+    summary.update(_over_seeds([h["test"] for h in heuristic], "adamic_adar_test_"))
     published = [b for b in base if b.published is not None and b.published_raw is not None]
     if published:
-        summary["published_split_test_micro_f1"] = _mean_std(
-            [b.published.scores.test_micro for b in published])  # type: ignore[union-attr]
-        summary["published_split_raw_features_test_micro_f1"] = _mean_std(
-            [b.published_raw.test_micro for b in published])  # type: ignore[union-attr]
+        summary.update(_over_seeds(
+            [b.published.scores.figures() for b in published  # type: ignore[union-attr]
+             ], "published_split_", skip=("val_micro_f1", "val_macro_f1", "val_roc_auc")))
+        summary.update(_over_seeds(
+            [b.published_raw.figures() for b in published  # type: ignore[union-attr]
+             ], "published_split_raw_features_", skip=("val_micro_f1", "val_macro_f1",
+                                                        "val_roc_auc", "majority_rate")))
         summary["published_splits"] = sorted({int(b.published_number) for b in published})
     authors = [authors_figure(r.authors)[1] for r in results if r.authors]
     if authors:

@@ -207,7 +207,7 @@ def _train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.devi
         results.append(result)
     if not main:
         return {}
-    best = max(results, key=lambda r: r.selection.scores.val_micro if r.selection else 0.0)
+    best = max(results, key=lambda r: _chosen_value(r))
     save_checkpoint(run_dir / "checkpoint.pt", best.encoder_state,
                     _trained(best, cfg, run_dir / f"seed-{best.seed}"), data.x.size(1),
                     best.seed, best.selected_epoch)
@@ -256,3 +256,12 @@ def run(*args: Any, **kwargs: Any) -> dict[str, Any]:
                   "'edgegcl train' does (run directory, lock, profiler, resume)",
                   DeprecationWarning, stacklevel=2)
     return train_seeds(*args, **kwargs)
+
+
+def _chosen_value(result: SeedResult) -> float:
+    """What chooses the run's checkpoint among its seeds: the kept checkpoint's validation
+    figure of the run's metric (NaN ranks last)."""
+    if result.selection is None:
+        return -math.inf
+    value = result.selection.scores.val_score
+    return -math.inf if math.isnan(value) else value

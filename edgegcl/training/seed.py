@@ -22,6 +22,7 @@ from edgegcl.nn.augment import as_features
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.distributed import World
 from edgegcl.training.engine import Trainer
+from edgegcl.training.linkprober import LinkProber, seed_link_split, training_graph
 from edgegcl.training.prober import Prober
 from edgegcl.training.resume import check_seed_file, check_world, state_parts
 from edgegcl.training.results import SeedResult
@@ -52,6 +53,11 @@ class SeedRun:
         self.run_dir, self.world = run_dir, world
         self.main = world is None or world.is_main
         torch.manual_seed(seed)
+        # the link task trains on the training edges of the seed's split (no held-out edge
+        # reaches message passing, the views or the negatives)
+        self.link_split = (seed_link_split(data, seed) if cfg.run.task == "link" else None)
+        full_graph = data
+        data = data if self.link_split is None else training_graph(data, self.link_split)
         self.mode = mode = resolve_mode(cfg.run.mode, data.num_nodes)
         self.features, self.edge_index = data.x.to(device), data.edge_index.to(device)
         # full-graph steps and the probe's embeddings (rank 0 alone probes under torchrun)
@@ -66,7 +72,10 @@ class SeedRun:
                                device=device, seed=seed, world=world)
         self.picker = None if threads is None else threads.picker
         self.trainer.threads = self.picker
-        self.prober = Prober(data, seed, device, cfg.run.protocol)  # rank 0 alone probes
+        self.prober: Prober | LinkProber = (  # rank 0 alone probes
+            Prober(data, seed, device, cfg.run.protocol, cfg.run.metric)
+            if self.link_split is None else
+            LinkProber(self.link_split, full_graph.x, seed, device, cfg.run.metric))
         self.anchors = data.num_nodes if mode == "full" else min(cfg.run.batch_size, data.num_nodes)
         self.times: list[float] = []
         self.rows: list[dict[str, object]] = []  # epochs.csv
@@ -153,7 +162,8 @@ class SeedRun:
             "active_per_anchor": sum(trainer.selector.plan(self.anchors, hans)[0].values()),
             "budget_used": hans.budget_share(),
             "epoch_s": self.times[-1], "peak_memory_bytes": memory.peak_bytes,
-            "val_micro_f1": "", "test_micro_f1": "", "authors_test_micro_f1": ""}
+            "val_micro_f1": "", "test_micro_f1": "", "val_score": "", "test_score": "",
+            "authors_test_micro_f1": ""}
         self.rows.append(row)  # the probe's hook fills the F1 cells of this same dict
         return row, result.events
 

@@ -1,0 +1,254 @@
+"""The embeddings judged on the tasks users bring them to: binary labels by ROC-AUC, multi-
+class labels by micro- and macro-F1 beside the majority-class rate, multi-label targets one-vs-
+rest, and links (a held-out edge split scored by AUC, AP and Hits@K against non-edges)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from edgegcl.cli.main import main
+from edgegcl.data.synthetic import SyntheticSpec, synthetic_graph
+from edgegcl.errors import UsageError
+from edgegcl.evaluation.links import adamic_adar, link_scores, link_split, sample_non_edges
+from edgegcl.evaluation.metrics import (average_precision, hits_at_k, label_kind, majority_rate,
+                                        resolve_metric, roc_auc)
+from edgegcl.evaluation.probe import linear_probe, random_split
+from helpers import capture
+
+SMALL = ["--epochs", "4", "--eval-every", "2", "--hidden-dim", "16", "--out-dim", "8",
+         "--proj-dim", "8"]
+
+
+# ------------------------------------------------------------------------------------------
+# the figures, against their definitions
+# ------------------------------------------------------------------------------------------
+
+
+def _brute_auc(scores: list[float], labels: list[int]) -> float:
+    pos = [s for s, y in zip(scores, labels) if y]
+    neg = [s for s, y in zip(scores, labels) if not y]
+    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p, n in itertools.product(pos, neg))
+    return 100.0 * wins / (len(pos) * len(neg))
+
+
+def _brute_ap(scores: list[float], labels: list[int]) -> float:
+    """sklearn's definition: over each distinct threshold t (descending), (R_t - R_prev) P_t."""
+    total, previous, out = sum(labels), 0.0, 0.0
+    for t in sorted(set(scores), reverse=True):
+        chosen = [y for s, y in zip(scores, labels) if s >= t]
+        recall = sum(chosen) / total
+        out += (recall - previous) * sum(chosen) / len(chosen)
+        previous = recall
+    return 100.0 * out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_roc_auc_and_ap_are_their_definitions_ties_included(seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    scores = torch.randint(0, 6, (40,), generator=g).double() / 5  # many ties
+    labels = (torch.rand(40, generator=g) < 0.4).long()
+    labels[0], labels[1] = 0, 1
+    s, y = scores.tolist(), labels.tolist()
+    assert roc_auc(scores, labels) == pytest.approx(_brute_auc(s, y), abs=1e-9)
+    assert average_precision(scores, labels) == pytest.approx(_brute_ap(s, y), abs=1e-9)
+
+
+def test_one_class_has_no_auc_and_hits_count_positives_above_the_kth_negative() -> None:
+    assert math.isnan(roc_auc(torch.ones(4), torch.ones(4)))
+    assert math.isnan(average_precision(torch.ones(4), torch.zeros(4)))
+    negatives = torch.tensor([0.9, 0.5, 0.1])
+    assert hits_at_k(torch.tensor([1.0, 0.6, 0.2]), negatives, 2) == pytest.approx(200 / 3)
+    assert hits_at_k(torch.tensor([0.5]), negatives, 2) == 0.0  # equal to the K-th: not above
+    assert hits_at_k(torch.tensor([0.0]), negatives, 4) == 100.0  # fewer negatives than K
+    assert majority_rate(torch.tensor([2, 2, 1, 0])) == 50.0
+
+
+def test_the_metric_follows_the_labels_and_refuses_what_they_cannot_have() -> None:
+    assert label_kind(torch.tensor([0, 1, 0])) == "binary"
+    assert label_kind(torch.tensor([0, 3, 1])) == "multiclass"
+    assert label_kind(torch.zeros(3, 4, dtype=torch.long)) == "multilabel"
+    assert resolve_metric("auto", "binary") == "roc_auc"
+    assert resolve_metric("auto", "multiclass") == "micro_f1"
+    with pytest.raises(UsageError, match="needs binary labels"):
+        resolve_metric("roc_auc", "multiclass")
+    with pytest.raises(UsageError, match="scores links"):
+        resolve_metric("auc", "binary")
+
+
+# ------------------------------------------------------------------------------------------
+# the probe on binary and multi-label targets
+# ------------------------------------------------------------------------------------------
+
+
+def _binary(n: int = 600, positive: float = 0.2, signal: float = 1.5, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    y = (torch.rand(n, generator=g) < positive).long()
+    z = torch.randn(n, 8, generator=g)
+    z[:, 0] += signal * y
+    return z, y
+
+
+def test_a_binary_probe_is_chosen_and_scored_by_roc_auc() -> None:
+    z, y = _binary(signal=4.0)
+    split = random_split(600, 0, train=0.5, val=0.25)
+    scores = linear_probe(z, y, split)
+    assert scores.metric == "roc_auc" and scores.val_score == scores.val_roc_auc
+    # classes 4 standard deviations apart on one axis: Phi(4 / sqrt 2) = 99.8 % of pairs
+    # ranked right in the raw features; the normalised rows keep most of it
+    assert scores.test_roc_auc > 90
+    assert scores.majority == pytest.approx(majority_rate(y[split.test]))
+    # micro-F1 can sit at the majority rate while ROC-AUC reads the ranking
+    weak = linear_probe(*_binary(signal=0.7, seed=1), split)
+    assert weak.test_roc_auc > 65 and weak.test_micro <= weak.majority + 3
+
+
+def test_a_multilabel_probe_scores_each_label_one_vs_rest() -> None:
+    g = torch.Generator().manual_seed(0)
+    y = (torch.rand(500, 3, generator=g) < 0.3).long()
+    z = torch.cat([3.0 * y.float() + 0.3 * torch.randn(500, 3, generator=g),
+                   torch.ones(500, 1)], 1)  # a constant column: rows keep their scale
+    scores = linear_probe(z, y, random_split(500, 0, train=0.5, val=0.2))
+    assert scores.metric == "micro_f1" and math.isnan(scores.test_roc_auc)
+    assert scores.test_micro > 90 and scores.test_macro > 90
+    noise = linear_probe(torch.randn(500, 4, generator=g), y,
+                         random_split(500, 0, train=0.5, val=0.2))
+    assert noise.test_micro < 60
+
+
+def test_a_binary_graph_trains_reports_roc_auc_and_the_majority_rate(tmp_path: Path) -> None:
+    data = synthetic_graph(SyntheticSpec(num_nodes=300, num_features=16))
+    np.savez(tmp_path / "binary.npz", x=data.x.numpy(), edge_index=data.edge_index.numpy(),
+             y=(data.y == 0).long().numpy())
+    code, out, err = capture(main, ["train", "--dataset", str(tmp_path / "binary.npz"), *SMALL,
+                                    "--out", str(tmp_path / "run")])
+    assert code == 0, err
+    assert "labels: binary" in err and "validation ROC-AUC" in err
+    assert "test ROC-AUC" in out and "the majority class alone" in out
+    summary = json.loads((tmp_path / "run" / "metrics.json").read_text())["summary"]
+    assert summary["metric"] == "roc_auc"
+    for key in ("test_roc_auc", "raw_features_test_roc_auc", "majority_rate", "test_micro_f1"):
+        assert 0 <= summary[key]["mean"] <= 100, key
+
+
+def test_a_metric_the_labels_cannot_have_is_one_line_and_no_run_directory(tmp_path: Path) -> None:
+    code, _, err = capture(main, ["train", "--nodes", "120", *SMALL, "--metric", "roc_auc",
+                                  "--out", str(tmp_path / "run")])
+    assert code == 2 and err.count("\n") <= 4, err
+    assert err.splitlines()[-1].startswith("edgegcl: error: --metric roc_auc needs binary")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_multilabel_file_is_read_and_probed(tmp_path: Path) -> None:
+    data = synthetic_graph(SyntheticSpec(num_nodes=300, num_features=16))
+    y = torch.stack([data.y == 0, data.y == 1, data.y >= 3], 1).long()
+    np.savez(tmp_path / "ml.npz", x=data.x.numpy(), edge_index=data.edge_index.numpy(),
+             y=y.numpy())
+    code, out, err = capture(main, ["train", "--dataset", str(tmp_path / "ml.npz"), *SMALL,
+                                    "--encoder", "gcn", "--out", str(tmp_path / "run")])
+    assert code == 0, err
+    assert "3 labels per node (multi-label)" in err and "test micro-F1" in out
+    np.savez(tmp_path / "bad.npz", x=data.x.numpy(), edge_index=data.edge_index.numpy(),
+             y=(y * 2).numpy())
+    code, _, err = capture(main, ["train", "--dataset", str(tmp_path / "bad.npz"), *SMALL])
+    assert code == 2 and "must hold only 0 and 1" in err
+
+
+# ------------------------------------------------------------------------------------------
+# links
+# ------------------------------------------------------------------------------------------
+
+
+def _keys(pairs: torch.Tensor, n: int) -> set[int]:
+    return set((torch.minimum(pairs[0], pairs[1]) * n + torch.maximum(pairs[0], pairs[1]))
+               .tolist())
+
+
+def test_the_edge_split_holds_out_pairs_and_draws_true_non_edges() -> None:
+    data = synthetic_graph(SyntheticSpec(num_nodes=500, num_features=8))
+    n = data.num_nodes
+    split = link_split(data.edge_index, n, seed=3)
+    edges = _keys(data.edge_index, n)
+    train, val, test = (_keys(p, n) for p in (split.train, split.val, split.test))
+    assert train | val | test == edges and not (train & val or train & test or val & test)
+    m = len(edges)
+    assert (len(val), len(test)) == (math.floor(0.05 * m), math.floor(0.1 * m))
+    negatives = _keys(torch.cat([split.val_neg, split.test_neg], 1), n)
+    assert len(negatives) == len(val) + len(test) and not negatives & edges
+    assert bool((split.val_neg[0] < split.val_neg[1]).all())
+    # the training graph holds the training edges only, both ways
+    assert _keys(split.train_edge_index(), n) == train
+    assert split.train_edge_index().size(1) == 2 * len(train)
+    again = link_split(data.edge_index, n, seed=3)
+    assert torch.equal(again.test, split.test) and torch.equal(again.test_neg, split.test_neg)
+    assert not torch.equal(link_split(data.edge_index, n, seed=4).test, split.test)
+
+
+def test_non_edges_of_a_nearly_full_graph_and_a_full_one() -> None:
+    n = 6
+    full = torch.tensor([(a, b) for a in range(n) for b in range(a + 1, n)]).t()
+    keys = torch.tensor(sorted(_keys(full[:, 1:], n)))  # every pair but (0, 1)
+    got = sample_non_edges(keys, n, 1, torch.Generator().manual_seed(0))
+    assert got.tolist() == [[0], [1]]
+    with pytest.raises(UsageError, match="too dense"):
+        sample_non_edges(keys, n, 2, torch.Generator().manual_seed(0))
+
+
+def test_link_scores_read_the_geometry_and_adamic_adar_the_triangles() -> None:
+    n = 80  # a ring with chords two apart: neighbours share neighbours
+    ring = torch.cat([torch.stack([torch.arange(n), (torch.arange(n) + k) % n]) for k in (1, 2)],
+                     1)
+    split = link_split(ring, n, seed=0)
+    angle = 2 * math.pi * torch.arange(n) / n
+    z = torch.stack([torch.cos(angle), torch.sin(angle)], 1)
+    scores = link_scores(z, split)
+    assert scores.test["cosine"]["auc"] > 95 and scores.scorer in ("cosine", "inner", "probe")
+    assert link_scores(torch.randn(n, 2), split).test["cosine"]["auc"] < 80
+    assert adamic_adar(split)["test"]["auc"] > 90
+
+
+def test_a_link_run_trains_on_the_training_edges_and_reports_every_scorer(
+        tmp_path: Path) -> None:
+    code, out, err = capture(main, ["train", "--task", "link", "--nodes", "300", *SMALL,
+                                    "--seeds", "2", "--out", str(tmp_path / "run")])
+    assert code == 0, err
+    assert "task: link" in err and "validation AUC" in err
+    assert "test AUC" in out and "Adamic-Adar AUC" in out and "scorer " in out
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    summary = metrics["summary"]
+    assert summary["metric"] == "auc"
+    for key in ("test_auc", "test_ap", "test_hits@20", "test_hits@50", "test_hits@100",
+                "test_auc_cosine", "test_auc_inner", "test_auc_probe",
+                "raw_features_test_auc", "adamic_adar_test_auc"):
+        assert 0 <= summary[key]["mean"] <= 100, key
+    seed = metrics["seeds"][0]
+    assert seed["scorer"] in ("cosine", "inner", "probe")
+    assert seed["test_auc"] == seed[f"test_auc_{seed['scorer']}"]
+    rows = (tmp_path / "run" / "seed-0" / "epochs.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    assert "val_score" in header and rows[2].split(",")[header.index("val_score")] != ""
+
+
+def test_a_link_run_resumes_as_it_would_have_ended(tmp_path: Path) -> None:
+    args = ["train", "--task", "link", "--nodes", "200", "--encoder", "gcn", *SMALL]
+    assert capture(main, [*args, "--out", str(tmp_path / "whole")])[0] == 0
+    assert capture(main, [*args, "--epochs", "2", "--out", str(tmp_path / "part")])[0] == 0
+    code, _, err = capture(main, ["train", "--resume", str(tmp_path / "part"), "--epochs", "4"])
+    assert code == 0, err
+    whole, part = (json.loads((tmp_path / d / "metrics.json").read_text())["seeds"][0]
+                   for d in ("whole", "part"))
+    assert part["selected_epoch"] == whole["selected_epoch"]
+    assert part["test_auc"] == pytest.approx(whole["test_auc"], abs=1e-9)
+
+
+def test_a_node_metric_on_the_link_task_is_one_line(tmp_path: Path) -> None:
+    code, _, err = capture(main, ["train", "--task", "link", "--nodes", "120", *SMALL,
+                                  "--metric", "micro_f1", "--out", str(tmp_path / "run")])
+    assert code == 2 and "scores node labels" in err.splitlines()[-1]
+    assert not (tmp_path / "run").exists()
