@@ -88,15 +88,11 @@ def main() -> None:
     p.add_argument("--name", default="encoders", help="file stem in bench/results/")
     p.add_argument("--resume", action="store_true", help="keep the cells already measured")
     args = p.parse_args()
-    res: dict[str, Any] = harness.record("encoders", sys.argv[1:], root=args.root)
-    if args.files:
-        res["command"] = res["command"].replace(args.files, "FILES")
-    if args.resume and (harness.RESULTS / f"{args.name}.json").exists():
-        res["cells"] = harness.read(args.name).get("cells", {})
-    res.setdefault("cells", {})
+    res = harness.cells_record("encoders", sys.argv[1:], args.name, args.root, args.files,
+                               args.resume)
     with tempfile.TemporaryDirectory() as tmp:
         for graph in args.graphs.split(","):
-            dataset = str(Path(args.files or ".") / graph) if graph.endswith(".npz") else graph
+            dataset = harness.graph_flag(graph, args.files)
             for encoder in args.encoders.split(","):
                 key = " / ".join([graph, encoder, *([args.extra] if args.extra else [])])
                 if key in res["cells"]:

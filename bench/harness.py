@@ -88,6 +88,25 @@ def read(name: str) -> dict[str, Any]:
     return json.loads((RESULTS / f"{name}.json").read_text())
 
 
+def cells_record(script: str, argv: Sequence[str], name: str, root: str | None = None,
+                 files: str | None = None, resume: bool = False) -> dict[str, Any]:
+    """``record`` for a benchmark of cells (one ``edgegcl train`` each): a graph folder
+    written as FILES, and with ``resume`` the cells bench/results/NAME.json already holds."""
+    res = record(script, argv, root=root)
+    if files:
+        res["command"] = res["command"].replace(files, "FILES")
+    if resume and (RESULTS / f"{name}.json").exists():
+        res["cells"] = read(name).get("cells", {})
+    res.setdefault("cells", {})
+    return res
+
+
+def graph_flag(graph: str, files: str | None) -> str:
+    """The ``--dataset`` of a benchmark's graph: a ``.npz`` name in the ``files`` folder, any
+    other name as given (read through ``--root``)."""
+    return str(Path(files or ".") / graph) if graph.endswith(".npz") else graph
+
+
 @dataclass
 class TrainRun:
     """One ``edgegcl train`` process: its metrics.json, wall seconds, the command as a report

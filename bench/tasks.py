@@ -106,15 +106,11 @@ def main() -> None:
     p.add_argument("--name", default="tasks", help="file stem in bench/results/")
     p.add_argument("--resume", action="store_true", help="keep the cells already measured")
     args = p.parse_args()
-    res: dict[str, Any] = harness.record("tasks", sys.argv[1:], root=args.root)
-    if args.files:
-        res["command"] = res["command"].replace(args.files, "FILES")
-    if args.resume and (harness.RESULTS / f"{args.name}.json").exists():
-        res["cells"] = harness.read(args.name).get("cells", {})
-    res.setdefault("cells", {})
+    res = harness.cells_record("tasks", sys.argv[1:], args.name, args.root, args.files,
+                               args.resume)
     with tempfile.TemporaryDirectory() as tmp:
         for graph in args.graphs.split(","):
-            dataset = str(Path(args.files or ".") / graph) if graph.endswith(".npz") else graph
+            dataset = harness.graph_flag(graph, args.files)
             key = " / ".join([graph, args.task, *([args.extra] if args.extra else [])])
             if key in res["cells"]:
                 continue

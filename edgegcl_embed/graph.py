@@ -185,15 +185,34 @@ def _sparse_x(npz: NpzArchive, p: Path) -> csr_matrix:
                          "with edgegcl_embed.graph.save_npz") from None
 
 
+def benchmark_edges(edges: np.ndarray, path: Path) -> np.ndarray:
+    """The heterophilous-graph benchmark's ``edges`` [E, 2] as an ``edge_index`` [2, E']: each
+    undirected edge both ways (once, however the file lists it), as the benchmark's own loader
+    reads them, unless the file's name says ``directed`` (its directed variants). edgegcl
+    train and edgegcl-embed read a benchmark file through this one function."""
+    if edges.ndim != 2 or edges.shape[1] != 2:
+        raise InputError(f"graph file {path}: edges has shape {edges.shape}, not "
+                         "[num_edges, 2]; store one (source, target) row per edge")
+    edge_index = np.ascontiguousarray(edges.T)
+    if "directed" not in path.name.lower() and edges.dtype.kind in "iu":  # others: refused later
+        both = np.concatenate([edge_index, edge_index[::-1]], axis=1)
+        edge_index = np.unique(both, axis=1)  # an edge listed both ways counts once
+    return edge_index
+
+
 def load_npz(path: str | Path) -> tuple[Features, np.ndarray]:
     """``x`` and ``edge_index`` from an ``.npz`` file (read without unpickling anything, every
     member's declared size checked before it is allocated; see ``open_npz``).
 
-    x is a dense array ``x`` or a CSR matrix stored as SPARSE_X_KEYS (see ``save_npz``).
+    x is a dense array ``x`` or a CSR matrix stored as SPARSE_X_KEYS (see ``save_npz``). A file
+    in the heterophilous-graph benchmark's layout (``node_features``, ``edges`` [E, 2]) is read
+    as edgegcl train reads it (``benchmark_edges``).
     """
     p = Path(path)
     fix = "write it with numpy.savez(path, x=..., edge_index=...)"
     with open_npz(p, fix) as npz:
+        if "x" not in npz and "node_features" in npz and "edges" in npz:
+            return npz["node_features"], benchmark_edges(npz["edges"], p)
         sparse = "x" not in npz and all(k in npz for k in SPARSE_X_KEYS)
         missing = [k for k in ("x", "edge_index") if k not in npz and not (k == "x" and sparse)]
         if missing:

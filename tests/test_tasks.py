@@ -252,3 +252,28 @@ def test_a_node_metric_on_the_link_task_is_one_line(tmp_path: Path) -> None:
                                   "--metric", "micro_f1", "--out", str(tmp_path / "run")])
     assert code == 2 and "scores node labels" in err.splitlines()[-1]
     assert not (tmp_path / "run").exists()
+
+
+def test_edgegcl_embed_reads_a_benchmark_file_as_train_does(tmp_path: Path) -> None:
+    """The heterophilous-graph layout (each undirected edge once, [E, 2]) embeds on the device
+    as the trained model embeds it in torch: the same edges, both ways."""
+    from edgegcl.training.runs import load_run
+    from edgegcl_embed.embed import main as embed_main
+
+    data = synthetic_graph(SyntheticSpec(num_nodes=150, num_features=8))
+    keys = torch.unique(torch.minimum(*data.edge_index) * 150 + torch.maximum(*data.edge_index))
+    edges = torch.stack([keys // 150, keys % 150], 1)  # one row per undirected edge
+    graph = tmp_path / "bench.npz"
+    np.savez(graph, node_features=data.x.numpy(), edges=edges.numpy(),
+             node_labels=data.y.numpy())
+    run = tmp_path / "run"
+    assert capture(main, ["train", "--dataset", str(graph), *SMALL, "--encoder", "gcn",
+                          "--out", str(run)])[0] == 0
+    model = tmp_path / "m.onnx"
+    code, _, err = capture(main, ["export", str(model), "--run", str(run), "--graph", str(graph)])
+    assert code == 0, err
+    code, _, err = capture(embed_main, [str(model), "--graph", str(graph), "--out",
+                                        str(tmp_path / "z.npy")])
+    assert code == 0, err
+    torch_z = load_run(run).embed(graph).numpy()
+    assert np.abs(np.load(tmp_path / "z.npy") - torch_z).max() <= 1e-5

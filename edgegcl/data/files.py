@@ -21,7 +21,7 @@ from edgegcl.errors import UsageError, first_line
 from edgegcl_embed.errors import InputError, shown
 from edgegcl.memory import memory_limit
 from edgegcl_embed.files import open_regular
-from edgegcl_embed.graph import check_file, open_npz
+from edgegcl_embed.graph import benchmark_edges, check_file, open_npz
 
 
 # The classes a pickled homogeneous ``Data`` references; nothing else may be unpickled.
@@ -132,6 +132,8 @@ def _load_npz(path: Path) -> Data:
               and key not in arrays]
     if needed:
         raise UsageError(f"{path} lacks array(s) {', '.join(needed)}; {fix}")
+    if "edges" in arrays:
+        arrays["edge_index"] = benchmark_edges(arrays.pop("edges"), path)
     tensors: dict[str, torch.Tensor] = {}
     for key, array in arrays.items():
         if array.dtype.kind not in "biuf":
@@ -139,23 +141,7 @@ def _load_npz(path: Path) -> Data:
                              "as numbers")
         # torch holds native byte order only: a big-endian file's arrays are swapped on loading
         tensors[key] = torch.from_numpy(np.ascontiguousarray(array, array.dtype.newbyteorder("=")))
-    if "edges" in tensors:
-        tensors["edge_index"] = _benchmark_edges(tensors.pop("edges"), path)
     return Data(**tensors)
-
-
-def _benchmark_edges(edges: torch.Tensor, path: Path) -> torch.Tensor:
-    """The heterophilous-graph layout's ``edges`` [E, 2] as an ``edge_index`` [2, E'] (both
-    directions unless the file's name says ``directed``)."""
-    if edges.dim() != 2 or edges.size(1) != 2:
-        raise UsageError(f"{path}: edges has shape {tuple(edges.shape)}, not [num_edges, 2]; "
-                         "store one (source, target) row per edge")
-    edge_index = edges.t()
-    if "directed" not in path.name.lower() and edges.dtype != torch.bool and not (
-            edges.dtype.is_floating_point):  # other dtypes: refused by validate_graph
-        both = torch.cat([edge_index, edge_index.flip(0)], dim=1)
-        edge_index = torch.unique(both, dim=1)  # an edge listed both ways counts once
-    return edge_index.contiguous()
 
 
 READERS: dict[str, Callable[[Path], Data]] = {".pt": _load_pt, ".npz": _load_npz}
