@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import NoReturn
 
 from .errors import InputError, one_line, shown
-from .files import npy_writer, refuse_inputs_as_outputs
+from .files import npy_writer, refuse_inputs_as_outputs, replacing
 from .graph import check_graph, load_npz
 from .interrupt import forget_handled_interrupt
 from .kernels import KERNELS, one_shot_kernel
 from .runtime import EncoderSession, available_cores
+from .tables import TABLE_SUFFIXES, read_tables
 
 PROG = "edgegcl-embed"
 
@@ -54,8 +55,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--graph", required=True, metavar="GRAPH.npz",
                    help="arrays x [num_nodes, in_dim] (or a sparse x as CSR arrays x_data, "
                         "x_indices, x_indptr, x_shape) and edge_index [2, num_edges]")
+    p.add_argument("--node-table", default=None, metavar="NODES.csv",
+                   help="with a CSV / TSV edge list as --graph: its node table (id, feature "
+                        "columns, label), read as edgegcl train reads it")
     p.add_argument("--out", required=True, metavar="EMB.npy",
-                   help="where to write the float32 embeddings [num_nodes, out_dim]")
+                   help="where to write the float32 embeddings [num_nodes, out_dim]; for an "
+                        "edge list, each row's node id goes to EMB.ids.txt beside it")
     p.add_argument("--batch-size", type=int, default=0, metavar="B",
                    help="target nodes per run over their k-hop subgraph (default 0: the whole "
                         "graph, memory O(nodes x width + edges))")
@@ -69,12 +74,21 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     return p.parse_args(argv)
 
+def ids_path(out: Path) -> Path:
+    """Where the node ids of an edge list's embeddings go: ``EMB.ids.txt`` beside ``EMB.npy``."""
+    return out.with_name(out.stem + ".ids.txt")
+
+
 def _embed(args: argparse.Namespace) -> None:
     out = Path(args.out)
-    refuse_inputs_as_outputs([out], [Path(args.model), Path(args.graph)])
-    if out.exists() and not args.force:
-        raise InputError(f"{out} already exists; pass --force to overwrite it or choose "
-                         "another --out")
+    inputs = [Path(args.model), Path(args.graph),
+              *([] if args.node_table is None else [Path(args.node_table)])]
+    refuse_inputs_as_outputs([out, ids_path(out)], inputs)
+    for target in (out, *([ids_path(out)] if Path(args.graph).suffix.lower() in
+                          TABLE_SUFFIXES else [])):
+        if target.exists() and not args.force:
+            raise InputError(f"{target} already exists; pass --force to overwrite it or choose "
+                             "another --out")
     if not out.parent.is_dir():
         raise InputError(f"directory {out.parent} does not exist; create it or choose "
                          "another --out")
@@ -83,13 +97,26 @@ def _embed(args: argparse.Namespace) -> None:
     # one embedding per process: numba's start is paid only where the graph repays it
     session = EncoderSession(args.model, threads=args.threads,
                              kernel="scipy" if args.kernel == "auto" else args.kernel)
-    graph = list(check_graph(*load_npz(args.graph), session.metadata.in_dim))
+    tables = Path(args.graph).suffix.lower() in TABLE_SUFFIXES
+    if args.node_table is not None and not tables:
+        raise InputError("--node-table goes with a CSV / TSV edge list as --graph; drop it")
+    ids = None
+    if tables:
+        read = read_tables(args.graph, args.node_table)
+        ids, graph = read.ids, list(check_graph(read.x, read.edge_index,
+                                                session.metadata.in_dim))
+        del read
+    else:
+        graph = list(check_graph(*load_npz(args.graph), session.metadata.in_dim))
     session.kernel = one_shot_kernel(args.kernel, session.sparse_work(*graph))
     shape = (graph[0].shape[0], session.metadata.out_dim)
     start = time.perf_counter()
     with npy_writer(out, shape) as emb:
         # the runtime takes the only references to x and edge_index, and frees them early
         session.embed_owned(graph, args.batch_size, _progress_printer(), out=emb)
+    if ids is not None:  # row i is the node named on line i
+        with replacing([ids_path(out)]) as (tmp,):
+            tmp.write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
     print(f"{PROG}: wrote {shape[0]} x {shape[1]} embeddings to {out} "
           f"({time.perf_counter() - start:.2f} s, {session.metadata.precision}, "
           f"{session.threads} thread{'s' if session.threads > 1 else ''}, "

@@ -497,7 +497,7 @@ def test_run_directory_files(run_dir: Path) -> None:
                for p in run_dir.rglob("*") if p.is_file()}
     assert written - listed == set()
     optional = {"embeddings.npy", "seed-K/events.out.tfevents.*", "profile.json",
-                ".edgegcl.lock"}
+                "node_ids.txt", ".edgegcl.lock"}
     assert listed - written == optional
 
 

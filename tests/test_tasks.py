@@ -277,3 +277,71 @@ def test_edgegcl_embed_reads_a_benchmark_file_as_train_does(tmp_path: Path) -> N
     assert code == 0, err
     torch_z = load_run(run).embed(graph).numpy()
     assert np.abs(np.load(tmp_path / "z.npy") - torch_z).max() <= 1e-5
+
+
+def _tables(folder: Path, nodes: int = 200) -> tuple[Path, Path, list[str]]:
+    """An edge list and a node table with string ids (not in sorted order) and string
+    labels, of a planted-class graph."""
+    import csv
+
+    data = synthetic_graph(SyntheticSpec(num_nodes=nodes, num_features=6))
+    names = [f"user-{(i * 7919) % 1000:03d}x" for i in range(nodes)]
+    with (folder / "edges.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["source", "target", "weight"])
+        w.writerows([names[a], names[b], 1.0] for a, b in data.edge_index.t().tolist() if a < b)
+    with (folder / "nodes.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", *(f"f{i}" for i in range(6)), "label"])
+        w.writerows([names[i], *data.x[i].tolist(), "abcde"[int(data.y[i])]]
+                    for i in range(nodes))
+    return folder / "edges.csv", folder / "nodes.csv", names
+
+
+def test_a_csv_edge_list_trains_exports_and_embeds_with_the_users_ids(tmp_path: Path) -> None:
+    from edgegcl.training.runs import load_run
+    from edgegcl_embed.embed import main as embed_main
+
+    edges, nodes, names = _tables(tmp_path)
+    run = tmp_path / "run"
+    code, out, err = capture(main, ["train", "--dataset", str(edges), "--node-table", str(nodes),
+                                    *SMALL, "--encoder", "gcn", "--out", str(run)])
+    assert code == 0, err
+    assert "labels: 5 classes" in err and "test micro-F1" in out
+    assert (run / "node_ids.txt").read_text().split() == names  # the node table's order
+    model = tmp_path / "m.onnx"
+    code, _, err = capture(main, ["export", str(model), "--run", str(run), "--graph", str(edges),
+                                  "--node-table", str(nodes)])
+    assert code == 0, err
+    code, _, err = capture(embed_main, [str(model), "--graph", str(edges), "--node-table",
+                                        str(nodes), "--out", str(tmp_path / "z.npy")])
+    assert code == 0, err
+    assert (tmp_path / "z.ids.txt").read_text().split() == names
+    z = np.load(tmp_path / "z.npy")
+    torch_z = load_run(run).embed(edges, node_table=nodes).numpy()
+    assert z.shape == (200, 8) and np.abs(z - torch_z).max() <= 1e-5
+
+
+def test_an_edge_list_alone_trains_on_structural_features(tmp_path: Path) -> None:
+    edges, _, names = _tables(tmp_path)
+    code, _, err = capture(main, ["train", "--dataset", str(edges), "--task", "link", *SMALL,
+                                  "--encoder", "gcn", "--out", str(tmp_path / "run")])
+    assert code == 0, err
+    assert "its structural ones (one, log_degree" in err
+    assert (tmp_path / "run" / "node_ids.txt").read_text().split() == sorted(names)
+
+
+def test_table_refusals_are_one_line(tmp_path: Path) -> None:
+    edges, nodes, names = _tables(tmp_path)
+    lines = nodes.read_text().splitlines()
+    short = tmp_path / "short.csv"
+    short.write_text("\n".join(lines[:-1]) + "\n")  # the last node lost
+    bad = tmp_path / "bad.csv"
+    bad.write_text(lines[0] + "\n" + lines[1].replace(lines[1].split(",")[1], "nan", 1) + "\n")
+    for argv, needle in (
+            (["--dataset", str(edges), "--node-table", str(short)], "does not list"),
+            (["--dataset", str(edges), "--node-table", str(bad)], "NaN or infinite"),
+            (["--nodes", "100", "--node-table", str(nodes)], "goes with a CSV / TSV edge list")):
+        code, _, err = capture(main, ["train", *argv, *SMALL, "--out", str(tmp_path / "r")])
+        assert code == 2 and needle in err.splitlines()[-1], err
+        assert not (tmp_path / "r").exists()

@@ -42,6 +42,9 @@ def _options(p: argparse.ArgumentParser) -> None:
                         "~/.cache/edgegcl/datasets)")
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET,
                    help=f"ONNX opset, {MIN_OPSET}..{MAX_OPSET} (default: {DEFAULT_OPSET})")
+    p.add_argument("--node-table", metavar="NODES.csv",
+                   help="with a CSV / TSV edge list as --graph: its node table (id, feature "
+                        "columns, label)")
     p.add_argument("--graph-out", metavar="GRAPH.npz",
                    help="also write the training graph as edgegcl-embed reads it (x, or a sparse "
                         "x as CSR arrays, and edge_index)")
@@ -60,6 +63,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
     try:
         lines = export(args.out, run=args.run, checkpoint=args.checkpoint, graph=args.graph,
+                       node_table=args.node_table,
                        root=args.root, opset=args.opset, graph_out=args.graph_out,
                        quantize=args.quantize, encoder=args.encoder, force=args.force,
                        log=lambda text: print(f"edgegcl: {text}", file=sys.stderr, flush=True))

@@ -26,6 +26,7 @@ from edgegcl.data.files import is_graph_file, load_file
 from edgegcl.data.synthetic import synthetic_graph
 from edgegcl.data.validation import SPLIT_MASKS, validate_graph
 from edgegcl.errors import PathNotNamed, UsageError, first_line
+from edgegcl_embed.errors import shown
 from edgegcl_embed.files import read_regular
 
 
@@ -71,7 +72,8 @@ def default_data_root() -> Path:
     return Path.home() / ".cache" / "edgegcl" / "datasets"
 
 
-def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSpec = SyntheticSpec()) -> Data:
+def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSpec = SyntheticSpec(),
+               node_table: str | Path | None = None) -> Data:
     """Load a graph by dataset name, file path, or ``None``/``"synthetic"`` for a generated one.
 
     ``root`` only matters for the named benchmark datasets (``None`` means
@@ -83,16 +85,21 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
         name: a name of DATASETS, a ``.pt`` / ``.npz`` graph file, or None for the generated graph.
         root: directory holding the benchmark datasets (None: ``default_data_root()``).
         synthetic: the generated graph's parameters.
+        node_table: a CSV / TSV edge list's node table (edgegcl_embed.tables).
 
     Example:
         >>> load_graph("synthetic", None).num_nodes
         2000
         >>> load_graph("Cora", "/path/to/datasets")  # doctest: +SKIP
     """
+    if node_table and (name is None or not is_graph_file(name)):
+        raise UsageError(f"--node-table goes with a CSV / TSV edge list as --dataset, not "
+                         f"{shown(name or 'synthetic', 80)}; drop it")
     if name is None or name.strip().lower() == "synthetic":
         return synthetic_graph(synthetic)
     if is_graph_file(name):
-        return load_file(Path(name).expanduser())
+        return load_file(Path(name).expanduser(),
+                         None if not node_table else Path(node_table).expanduser())
     canonical = canonical_name(name)
     if canonical is None:
         raise UsageError(
@@ -106,7 +113,8 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
 
 def check_recorded_paths(dataset: str, root: str, source: str | Path, *,
                          dataset_named: bool = False, root_named: bool = False,
-                         dataset_flag: str = "--dataset", root_flag: str = "--root") -> None:
+                         dataset_flag: str = "--dataset", root_flag: str = "--root",
+                         node_table: str = "", node_table_named: bool = False) -> None:
     """Refuse, in one line, a path a configuration read from ``source`` (a config file, a run
     directory, a checkpoint) would choose: a graph file as its ``dataset``, or a ``root`` for a
     named benchmark other than ``default_data_root()`` (the user's own setting). A file someone
@@ -114,11 +122,13 @@ def check_recorded_paths(dataset: str, root: str, source: str | Path, *,
     flag (``--root``) or argument (``root=``) that makes it the user's choice.
     ``dataset_named`` / ``root_named``: the user named that value, so it is not checked.
     """
-    from edgegcl_embed.errors import shown
-
     def passed(flag: str, value: str) -> str:
         return f"{flag}{'' if flag.endswith('=') else ' '}{shown(value, 200)}"
 
+    if node_table and not node_table_named:
+        raise PathNotNamed(f"{source} names the node table {shown(node_table, 120)}, a path a "
+                           "file cannot choose (nothing was read); if it is yours, pass "
+                           f"--node-table {shown(node_table, 200)}")
     if not dataset_named and is_graph_file(dataset):
         raise PathNotNamed(f"{source} names the graph file {shown(dataset, 120)}, a path a file "
                          f"cannot choose (nothing was read); if it is yours, pass "
@@ -135,16 +145,18 @@ def check_recorded_paths(dataset: str, root: str, source: str | Path, *,
 
 def load_recorded(dataset: str, root: str, synthetic: SyntheticSpec, source: str | Path, *,
                   graph: str | Path | None = None, user_root: str | Path | None = None,
-                  graph_flag: str = "--graph", root_flag: str = "--root") -> Data:
+                  graph_flag: str = "--graph", root_flag: str = "--root",
+                  node_table: str | Path | None = None) -> Data:
     """The graph of a configuration read from ``source``: ``graph`` when the user names one
     (a dataset name or graph file), else the recorded ``dataset``; read under ``user_root``
     when given, else the recorded ``root``; the recorded paths only after
-    ``check_recorded_paths``."""
+    ``check_recorded_paths``; a node table only when the user names it (``node_table``)."""
     name = str(graph) if graph is not None else dataset
     check_recorded_paths(name, root, source, dataset_named=graph is not None,
                          root_named=user_root is not None, dataset_flag=graph_flag,
                          root_flag=root_flag)
-    return load_graph(name, user_root if user_root is not None else (root or None), synthetic)
+    return load_graph(name, user_root if user_root is not None else (root or None), synthetic,
+                      node_table)
 
 
 def _probe_class(cls: type[InMemoryDataset]) -> type[InMemoryDataset]:

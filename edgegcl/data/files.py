@@ -18,10 +18,12 @@ from torch_geometric.data.storage import GlobalStorage
 
 from edgegcl.data.validation import SPLIT_MASKS, validate_graph
 from edgegcl.errors import UsageError, first_line
+from edgegcl.progress import say
 from edgegcl_embed.errors import InputError, shown
 from edgegcl.memory import memory_limit
 from edgegcl_embed.files import open_regular
 from edgegcl_embed.graph import benchmark_edges, check_file, open_npz
+from edgegcl_embed.tables import STRUCTURAL_FEATURES, TABLE_SUFFIXES, read_tables
 
 
 # The classes a pickled homogeneous ``Data`` references; nothing else may be unpickled.
@@ -34,20 +36,43 @@ _SAFE_PT_GLOBALS: list[Any] = [Data, DataEdgeAttr, DataTensorAttr, GlobalStorage
 
 
 def is_graph_file(name: str) -> bool:
-    """Whether ``name`` names a graph file by its suffix (one of ``READERS``)."""
-    return Path(name).suffix.lower() in READERS
+    """Whether ``name`` names a graph file by its suffix (one of ``READERS``, or an edge
+    list's TABLE_SUFFIXES)."""
+    return Path(name).suffix.lower() in (*READERS, *TABLE_SUFFIXES)
 
 
-def load_file(path: Path) -> Data:
+def load_file(path: Path, node_table: Path | None = None) -> Data:
     """Load a user graph with the reader of its suffix (``READERS``: ``.pt``, a pickled
-    ``Data`` read weights-only; ``.npz``, plain arrays)."""
+    ``Data`` read weights-only; ``.npz``, plain arrays; ``.csv`` / ``.tsv``, an edge list with
+    an optional ``node_table``, its node ids kept as ``data.ids``)."""
+    suffix = path.suffix.lower()
+    if node_table is not None and suffix not in TABLE_SUFFIXES:
+        raise UsageError(f"--node-table goes with a CSV / TSV edge list, but {shown(path.name)} "
+                         "is a graph file of its own; drop --node-table")
     try:  # the runtime's checks of paths and .npz files, raised as edgegcl's error type
         check_file(path, "graph file", "check the path")
-        data = READERS[path.suffix.lower()](path)
+        data = (_load_tables(path, node_table) if suffix in TABLE_SUFFIXES
+                else READERS[suffix](path))
     except InputError as exc:
         raise UsageError(str(exc)) from None
     data.name = path.name
-    return validate_graph(data)
+    ids = getattr(data, "ids", None)
+    checked = validate_graph(data)
+    if ids is not None:
+        checked.ids = ids
+    return checked
+
+
+def _load_tables(path: Path, node_table: Path | None) -> Data:
+    """An edge list and its node table (edgegcl_embed.tables, the runtime's own reading)."""
+    g = read_tables(path, node_table)
+    if g.structural:
+        say(f"{path.name}: no feature columns, so each node's features are its structural ones "
+            f"({', '.join(STRUCTURAL_FEATURES)})")
+    data = Data(x=torch.from_numpy(g.x), edge_index=torch.from_numpy(g.edge_index),
+                **({} if g.y is None else {"y": torch.from_numpy(g.y)}))
+    data.ids = g.ids
+    return data
 
 
 def _load_pt(path: Path) -> Data:

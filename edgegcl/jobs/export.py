@@ -45,7 +45,8 @@ def export(out: str | Path, *, run: str | Path | None = None,
            checkpoint: str | Path | None = None, graph: str | None = None,
            root: str | Path | None = None, opset: int = DEFAULT_OPSET, graph_out: str | Path | None = None,
            quantize: str | None = None, encoder: str | None = None, force: bool = False,
-           log: Callable[[str], None] = lambda line: None) -> list[str]:
+           log: Callable[[str], None] = lambda line: None,
+           node_table: str | Path | None = None) -> list[str]:
     """Export a run's encoder to the ONNX model ``out`` as ``edgegcl export`` does, checked
     against torch (an ``ExportCheckError`` when a check fails: nothing written); the lines
     to print. ``run`` / ``checkpoint``: which (default: the most recent run under runs/);
@@ -54,7 +55,7 @@ def export(out: str | Path, *, run: str | Path | None = None,
     a received file chooses no path); ``graph_out``: also the
     graph as edgegcl-embed reads it; ``quantize="int8"``: also OUT.int8.onnx and its report;
     ``encoder``: the code the checkpoint names, named by the caller; ``force``: replace
-    existing files; ``log``: progress lines.
+    existing files; ``log``: progress lines; ``node_table``: a CSV edge list's node table.
 
     Example:
         >>> import edgegcl
@@ -74,7 +75,8 @@ def export(out: str | Path, *, run: str | Path | None = None,
     plan = ExportPlan(Path(out), quantize, Path(graph_out) if graph_out else None, force)
     plan.paths()  # refused before any work
     path = checkpoint_path(run, checkpoint, log)
-    inputs = [path] + ([Path(graph)] if graph is not None and Path(graph).is_file() else [])
+    inputs = [path] + ([Path(graph)] if graph is not None and Path(graph).is_file() else []) + (
+        [Path(node_table)] if node_table is not None else [])
     if checkpoint is None:  # a run's: its files are inputs, but for what an export writes
         inputs += [p for p in run_files(path.parent) if p.suffix not in (".onnx", ".npz")
                    and not p.name.endswith(".int8.json")]
@@ -82,5 +84,5 @@ def export(out: str | Path, *, run: str | Path | None = None,
     if encoder:
         allow_encoder(encoder)
     ckpt = load_checkpoint(path)
-    data = training_graph(ckpt.config, graph, root=root, source=path)
+    data = training_graph(ckpt.config, graph, root=root, source=path, node_table=node_table)
     return export_checkpoint(ckpt, plan, data, opset, str(path), log=log)

@@ -227,7 +227,9 @@ def start(request: Request, hold: ExitStack, graph: Data | None = None,
 
         named = {k for k, v in request.settings.items() if v is not None}
         check_recorded_paths(cfg.data.dataset, cfg.data.root, source,
-                             dataset_named="dataset" in named, root_named="root" in named)
+                             dataset_named="dataset" in named, root_named="root" in named,
+                             node_table=cfg.data.node_table,
+                             node_table_named="node_table" in named)
     data = None
     if graph is not None:
         data = checked_graph(cfg, graph)
@@ -257,7 +259,7 @@ def load_data(cfg: TrainConfig) -> Data:
     from edgegcl.data import load_graph
 
     return _check_models(cfg, load_graph(cfg.data.dataset, cfg.data.root or None,
-                                         cfg.synthetic_spec()))
+                                         cfg.synthetic_spec(), cfg.data.node_table or None))
 
 
 def checked_graph(cfg: TrainConfig, graph: Data) -> Data:

@@ -131,6 +131,10 @@ def _prepare(request: Request, graph: Data | None, hold: ExitStack) -> _Prepared
         s = Start(cfg.replace(schedule={"theta_max": cal.chosen}, run={"batch_size": cal.batch_size},
                               contrast={"logits": cal.logits}),
                   data, s.device, s.profile, s.tuned, s.remeasure)
+    if main and getattr(data, "ids", None) is not None:  # an edge list's ids, row by row
+        from edgegcl.training.state import write_atomic
+
+        write_atomic(run_dir / "node_ids.txt", "".join(f"{i}\n" for i in data.ids))
     if main:
         _start_lines(s, run_dir, world, cal)
     return _Prepared(s, world, run_dir, starts[0] if starts else None, threads, cal,

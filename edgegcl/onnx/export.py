@@ -372,18 +372,18 @@ def _reuse(path: Path, ckpt: Checkpoint, data: Data) -> str:
 
 
 def training_graph(cfg: TrainConfig, graph: str | None = None, *,
-                   root: str | Path | None = None, source: str | Path = "the checkpoint"
-                   ) -> Data:
+                   root: str | Path | None = None, source: str | Path = "the checkpoint",
+                   node_table: str | Path | None = None) -> Data:
     """The graph an encoder was trained on: ``graph`` (a dataset name or file, under ``root``
     when given), else rebuilt from its config, read from ``source``, whose paths are used only
-    when the user passes them (edgegcl.data.datasets.check_recorded_paths); one UsageError
-    line when neither can be loaded."""
+    when the user passes them (edgegcl.data.datasets.check_recorded_paths; a CSV edge list's
+    ``node_table`` too); one UsageError line when neither can be loaded."""
     from edgegcl.data import load_recorded
     from edgegcl.errors import PathNotNamed, UsageError
 
     try:
         return load_recorded(cfg.data.dataset, cfg.data.root, cfg.synthetic_spec(), source,
-                             graph=graph or None, user_root=root)
+                             graph=graph or None, user_root=root, node_table=node_table)
     except UsageError as exc:
         if graph or isinstance(exc, PathNotNamed):
             raise

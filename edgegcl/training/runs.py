@@ -58,7 +58,7 @@ class Run:
     metrics: dict[str, Any] | None
 
     def graph(self, graph: Data | str | Path | None = None, *,
-              root: str | Path | None = None) -> Data:
+              root: str | Path | None = None, node_table: str | Path | None = None) -> Data:
         """``graph`` as a validated ``Data`` (a dataset name or graph file is loaded, under
         ``root`` when given), or the training graph rebuilt from the config when None. The
         run's files never choose a path: a graph file or dataset root they record is used
@@ -72,16 +72,17 @@ class Run:
         data = self.config.data
         return load_recorded(data.dataset, data.root, self.config.synthetic_spec(), self.path,
                              graph=graph, user_root=root, graph_flag="graph=",
-                             root_flag="root=")
+                             root_flag="root=", node_table=node_table)
 
     def embed(self, graph: Data | str | Path | None = None, *, out: Tensor | None = None,
-              root: str | Path | None = None) -> Tensor:
+              root: str | Path | None = None, node_table: str | Path | None = None) -> Tensor:
         """The encoder's embeddings [N, out_dim] of every node of ``graph`` (``graph()``), in
         eval mode without autograd; a built-in encoder a chunk of nodes at a time (its
         ``embed_nodes``: memory a few N x out_dim, never N x hidden). ``out``: a
         preallocated tensor to fill (``edgegcl.nn.model.npy_embeddings`` maps one to a file);
-        ``root``: where a named dataset is read (``graph()``)."""
-        data = self.graph(graph, root=root)
+        ``root``: where a named dataset is read, ``node_table``: a CSV edge list's node
+        table (``graph()``)."""
+        data = self.graph(graph, root=root, node_table=node_table)
         if data.x.size(1) != self.in_dim:
             raise UsageError(f"graph {data.name} has {data.x.size(1)} features but the encoder "
                              f"of {self.path} takes {self.in_dim}; pass a graph with the "

@@ -1,0 +1,148 @@
+"""Graphs as users hold them: an edge list as CSV or TSV, with an optional node table.
+
+The edge list has a header row; its first two columns are the two ends of each edge (ids of
+any kind: numbers, names, hashes) and a third column, if any, a weight, which the GCN does not
+use. Each edge is undirected and read both ways, once. The node table, if given, has a header
+row too: its first column is the node's id, a column named ``label`` (or ``y``) its class (any
+values, mapped to 0, 1, 2, ... in sorted order), the other columns its features (numbers).
+Nodes are numbered in the node table's order, or, without one, in the sorted order of the ids
+the edges name; ``TableGraph.ids`` gives each row's id back, so that embeddings can be matched
+to the user's ids. A graph without feature columns gets structural features computed from its
+edges (``structural_features``), the same in training and on the device.
+
+Both ``edgegcl train`` and ``edgegcl-embed`` read tables through ``read_tables``.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError, shown
+from .graph import check_file
+
+__all__ = ["TABLE_SUFFIXES", "STRUCTURAL_FEATURES", "TableGraph", "read_tables",
+           "structural_features"]
+
+TABLE_SUFFIXES: tuple[str, ...] = (".csv", ".tsv")
+STRUCTURAL_FEATURES = ("one", "log_degree", "log_degree_squared", "mean_neighbour_log_degree")
+"""The features of a node without any: its degree on a log scale, squared, and its
+neighbours' mean, beside a constant."""
+MAX_TABLE_BYTES = 1 << 34
+"""The largest table read (16 GiB): a size checked before reading, never trusted from it."""
+
+
+@dataclass(frozen=True)
+class TableGraph:
+    """A graph read from tables: features x [N, F] float32, edges [2, E] int64 (both ways),
+    labels y [N] int64 or None, each row's id (str), the label names, and whether x is the
+    structural features."""
+
+    x: np.ndarray
+    edge_index: np.ndarray
+    y: np.ndarray | None
+    ids: np.ndarray
+    classes: list[str]
+    structural: bool
+
+
+def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
+    """A table's header and rows (a header row is required)."""
+    check_file(path, "table", "check the path")
+    if path.stat().st_size > MAX_TABLE_BYTES:
+        raise InputError(f"table {path} is larger than {MAX_TABLE_BYTES >> 30} GiB; split it")
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            rows = [row for row in csv.reader(fh, delimiter=delimiter) if row]
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"table {path} cannot be read as {'TSV' if delimiter == chr(9) else 'CSV'}"
+                         f" ({shown(str(exc), 120)}); save it as UTF-8 text") from None
+    if len(rows) < 2:
+        raise InputError(f"table {path} has no rows under its header; the first row names the "
+                         "columns and each row after it is one edge (or node)")
+    header, body = rows[0], rows[1:]
+    if any(len(r) != len(header) for r in body):
+        bad = next(i for i, r in enumerate(body, start=2) if len(r) != len(header))
+        raise InputError(f"table {path}: row {bad} has another number of columns than its "
+                         f"header ({len(header)}); every row needs one value per column")
+    return header, body
+
+
+def _numbers(columns: list[list[str]], what: str, path: Path) -> np.ndarray:
+    try:
+        out = np.asarray(columns, dtype=np.float64).T
+    except ValueError:
+        raise InputError(f"table {path}: {what} must be numbers; keep ids and labels in their "
+                         "own columns") from None
+    if not np.isfinite(out).all():
+        raise InputError(f"table {path}: {what} hold NaN or infinite values; fill them")
+    return out.astype(np.float32)
+
+
+def structural_features(edge_index: np.ndarray, num_nodes: int) -> np.ndarray:
+    """STRUCTURAL_FEATURES of each node from its edges (vectorised): [N, 4] float32."""
+    degree = np.bincount(edge_index[0], minlength=num_nodes).astype(np.float64)
+    log_degree = np.log1p(degree)
+    neighbours = np.bincount(edge_index[0], weights=log_degree[edge_index[1]],
+                             minlength=num_nodes) / np.maximum(degree, 1.0)
+    return np.stack([np.ones(num_nodes), log_degree, log_degree ** 2 / 10.0, neighbours],
+                    axis=1).astype(np.float32)
+
+
+def read_tables(edges: str | Path, nodes: str | Path | None = None) -> TableGraph:
+    """The graph of an edge table and an optional node table (the module's docstring: the
+    columns); every problem one InputError line naming the table and the fix."""
+    edges = Path(edges)
+    header, rows = _rows(edges)
+    if len(header) < 2:
+        raise InputError(f"table {edges} has {len(header)} column(s); an edge list needs two "
+                         "(source, target) and may have a third (weight)")
+    ends = np.asarray([[r[0] for r in rows], [r[1] for r in rows]], dtype=str)
+    if nodes is not None:
+        nodes = Path(nodes)
+        node_header, node_rows = _rows(nodes)
+        ids = np.asarray([r[0] for r in node_rows], dtype=str)
+        if np.unique(ids).size != ids.size:
+            raise InputError(f"table {nodes} lists an id twice; give each node one row")
+        label_at = next((i for i, h in enumerate(node_header[1:], 1)
+                         if h.strip().lower() in ("label", "y")), None)
+        feature_at = [i for i in range(1, len(node_header)) if i != label_at]
+        x = (_numbers([[r[i] for r in node_rows] for i in feature_at], "its feature columns",
+                      nodes) if feature_at else None)
+        labels = None if label_at is None else np.asarray([r[label_at] for r in node_rows],
+                                                          dtype=str)
+    else:
+        ids, x, labels = np.unique(ends), None, None
+    if any("\n" in i or "\r" in i for i in ids.tolist()):
+        raise InputError(f"table {nodes or edges}: an id holds a line break; keep each id on "
+                         "one line")
+    order = np.argsort(ids, kind="stable")
+    at = np.searchsorted(ids[order], ends)
+    found = (at < ids.size) & (ids[order][np.minimum(at, ids.size - 1)] == ends)
+    if not found.all():
+        missing = ends[~found][0]
+        raise InputError(f"table {edges} names node {shown(str(missing), 60)}, which the node "
+                         f"table {nodes} does not list; add a row for it")
+    edge_index = order[at].astype(np.int64)
+    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+    both = np.concatenate([edge_index, edge_index[::-1]], axis=1)
+    edge_index = np.unique(both, axis=1) if both.size else both.reshape(2, 0)
+    structural = x is None
+    if structural:
+        x = structural_features(edge_index, ids.size)
+    classes: list[str] = []
+    y = None
+    if labels is not None:  # integer labels keep their numbers; others map in sorted order
+        try:
+            y = labels.astype(np.int64)
+            classes = [str(c) for c in range(int(y.max()) + 1)] if (y >= 0).all() else []
+        except ValueError:
+            classes = []
+        if not classes:
+            names, y = np.unique(labels, return_inverse=True)
+            classes, y = [str(n) for n in names], y.astype(np.int64)
+    return TableGraph(x, edge_index, y, ids, classes, structural)
