@@ -247,10 +247,13 @@ def test_a_link_run_resumes_as_it_would_have_ended(tmp_path: Path) -> None:
     assert part["test_auc"] == pytest.approx(whole["test_auc"], abs=1e-9)
 
 
-def test_a_node_metric_on_the_link_task_is_one_line(tmp_path: Path) -> None:
-    code, _, err = capture(main, ["train", "--task", "link", "--nodes", "120", *SMALL,
-                                  "--metric", "micro_f1", "--out", str(tmp_path / "run")])
-    assert code == 2 and "scores node labels" in err.splitlines()[-1]
+@pytest.mark.parametrize(("flags", "needle"), [(["--metric", "micro_f1"], "scores node labels"),
+                                              (["--protocol", "both"], "no link counterpart")])
+def test_what_the_link_task_cannot_do_is_one_line(flags: list[str], needle: str,
+                                                  tmp_path: Path) -> None:
+    code, _, err = capture(main, ["train", "--task", "link", "--nodes", "120", *SMALL, *flags,
+                                  "--out", str(tmp_path / "run")])
+    assert code == 2 and needle in err.splitlines()[-1], err
     assert not (tmp_path / "run").exists()
 
 

@@ -150,6 +150,9 @@ class RunConfig(Section):
                                 "test split at every checkpoint, max over checkpoints)")
 
     def check(self) -> None:
+        if self.task == "link" and self.protocol == "both":
+            raise UsageError("--protocol both adds the authors' node-label protocol, which has "
+                             "no link counterpart; drop it with --task link")
         if not self.fanout or not all(f == -1 or f > 0 for f in self.fanout):
             raise UsageError(f"--fanout must be neighbours per hop (positive, or -1 for all), "
                              f"got {self.fanout!r}")
