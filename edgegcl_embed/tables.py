@@ -16,12 +16,14 @@ Both ``edgegcl train`` and ``edgegcl-embed`` read tables through ``read_tables``
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .errors import InputError, shown
+from .files import read_regular
 from .graph import check_file
 
 __all__ = ["TABLE_SUFFIXES", "STRUCTURAL_FEATURES", "TableGraph", "read_tables",
@@ -32,7 +34,7 @@ STRUCTURAL_FEATURES = ("one", "log_degree", "log_degree_squared", "mean_neighbou
 """The features of a node without any: its degree on a log scale, squared, and its
 neighbours' mean, beside a constant."""
 MAX_TABLE_BYTES = 1 << 34
-"""The largest table read (16 GiB): a size checked before reading, never trusted from it."""
+"""The largest table read (16 GiB): the bytes read are counted, never a size trusted."""
 
 
 @dataclass(frozen=True)
@@ -52,12 +54,12 @@ class TableGraph:
 def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
     """A table's header and rows (a header row is required)."""
     check_file(path, "table", "check the path")
-    if path.stat().st_size > MAX_TABLE_BYTES:
-        raise InputError(f"table {path} is larger than {MAX_TABLE_BYTES >> 30} GiB; split it")
+    raw = read_regular(path, "table", "split it into smaller tables", MAX_TABLE_BYTES)
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
-            rows = [row for row in csv.reader(fh, delimiter=delimiter) if row]
+        rows = [row for row in csv.reader(io.StringIO(raw.decode("utf-8"), newline=""),
+                                          delimiter=delimiter) if row]
+        del raw
     except (UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"table {path} cannot be read as {'TSV' if delimiter == chr(9) else 'CSV'}"
                          f" ({shown(str(exc), 120)}); save it as UTF-8 text") from None

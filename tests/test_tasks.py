@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -341,7 +342,11 @@ def test_table_refusals_are_one_line(tmp_path: Path) -> None:
     short.write_text("\n".join(lines[:-1]) + "\n")  # the last node lost
     bad = tmp_path / "bad.csv"
     bad.write_text(lines[0] + "\n" + lines[1].replace(lines[1].split(",")[1], "nan", 1) + "\n")
+    fifo = tmp_path / "fifo.csv"
+    os.mkfifo(fifo)  # a reader would block on it
     for argv, needle in (
+            (["--dataset", str(fifo)], "not a regular file"),
+            (["--dataset", str(edges), "--node-table", str(fifo)], "not a regular file"),
             (["--dataset", str(edges), "--node-table", str(short)], "does not list"),
             (["--dataset", str(edges), "--node-table", str(bad)], "NaN or infinite"),
             (["--nodes", "100", "--node-table", str(nodes)], "goes with a CSV / TSV edge list")):
