@@ -314,6 +314,8 @@ def test_a_csv_edge_list_trains_exports_and_embeds_with_the_users_ids(tmp_path: 
     assert "labels: 5 classes" in err and "test micro-F1" in out
     assert (run / "node_ids.txt").read_text().split() == names  # the node table's order
     model = tmp_path / "m.onnx"
+    code, _, err = capture(main, ["export", str(model), "--run", str(run), "--graph", str(edges)])
+    assert code == 2 and err.splitlines()[-1].endswith(f"pass --node-table {nodes}"), err
     code, _, err = capture(main, ["export", str(model), "--run", str(run), "--graph", str(edges),
                                   "--node-table", str(nodes)])
     assert code == 0, err

@@ -146,12 +146,19 @@ def check_recorded_paths(dataset: str, root: str, source: str | Path, *,
 def load_recorded(dataset: str, root: str, synthetic: SyntheticSpec, source: str | Path, *,
                   graph: str | Path | None = None, user_root: str | Path | None = None,
                   graph_flag: str = "--graph", root_flag: str = "--root",
-                  node_table: str | Path | None = None) -> Data:
+                  node_table: str | Path | None = None, recorded_node_table: str = "",
+                  node_table_flag: str = "--node-table") -> Data:
     """The graph of a configuration read from ``source``: ``graph`` when the user names one
     (a dataset name or graph file), else the recorded ``dataset``; read under ``user_root``
     when given, else the recorded ``root``; the recorded paths only after
     ``check_recorded_paths``; a node table only when the user names it (``node_table``)."""
     name = str(graph) if graph is not None else dataset
+    if recorded_node_table and node_table is None and graph is not None and is_graph_file(name):
+        raise PathNotNamed(f"{source} was trained with the node table "
+                           f"{shown(recorded_node_table, 120)}, a path a file cannot choose "
+                           f"(nothing was read); if it is yours, pass {node_table_flag}"
+                           f"{'' if node_table_flag.endswith('=') else ' '}"
+                           f"{shown(recorded_node_table, 200)}")
     check_recorded_paths(name, root, source, dataset_named=graph is not None,
                          root_named=user_root is not None, dataset_flag=graph_flag,
                          root_flag=root_flag)

@@ -383,7 +383,8 @@ def training_graph(cfg: TrainConfig, graph: str | None = None, *,
 
     try:
         return load_recorded(cfg.data.dataset, cfg.data.root, cfg.synthetic_spec(), source,
-                             graph=graph or None, user_root=root, node_table=node_table)
+                             graph=graph or None, user_root=root, node_table=node_table,
+                             recorded_node_table=cfg.data.node_table)
     except UsageError as exc:
         if graph or isinstance(exc, PathNotNamed):
             raise

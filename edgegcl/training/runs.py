@@ -72,7 +72,8 @@ class Run:
         data = self.config.data
         return load_recorded(data.dataset, data.root, self.config.synthetic_spec(), self.path,
                              graph=graph, user_root=root, graph_flag="graph=",
-                             root_flag="root=", node_table=node_table)
+                             root_flag="root=", node_table=node_table,
+                             recorded_node_table=data.node_table, node_table_flag="node_table=")
 
     def embed(self, graph: Data | str | Path | None = None, *, out: Tensor | None = None,
               root: str | Path | None = None, node_table: str | Path | None = None) -> Tensor:
