@@ -23,7 +23,7 @@ from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
 from edgegcl.evaluation.probe import (
     ProbeScores,
     Split,
-    _fit_logreg,
+    fit_logreg,
     _GroupCounts,
     checkpoint_probe_split,
     f1_scores,
@@ -145,7 +145,7 @@ def _reference_linear_probe(embeddings: torch.Tensor, y: torch.Tensor, split: Sp
     bound = 1.0 / math.sqrt(dim)
     weight = (torch.rand(num_classes, dim, generator=generator) * 2 - 1) * bound
     bias = (torch.rand(num_classes, generator=generator) * 2 - 1) * bound
-    packed_w, packed_b = _fit_logreg(x[train], y[train], num_classes, weight_decays, epochs, lr,
+    packed_w, packed_b = fit_logreg(x[train], y[train], num_classes, weight_decays, epochs, lr,
                                      weight.to(device), bias.to(device))
     with torch.no_grad():
         pred = torch.addmm(packed_b, x, packed_w).view(x.shape[0], -1, num_classes).argmax(-1)

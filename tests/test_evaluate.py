@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from edgegcl.evaluation.probe import (
     ProbeScores,
     Split,
-    _fit_logreg,
+    fit_logreg,
     f1_scores,
     linear_probe,
     random_split,
@@ -140,7 +140,7 @@ def test_fit_logreg_equals_nn_linear_with_adam_per_weight_decay() -> None:
     y = torch.randint(0, 3, (60,), generator=gen)
     weight, bias = torch.randn(3, 5, generator=gen) * 0.3, torch.randn(3, generator=gen) * 0.3
     decays = (0.0, 0.05, 0.5)
-    packed_w, packed_b = _fit_logreg(x, y, 3, decays, epochs=40, lr=0.05, weight=weight, bias=bias)
+    packed_w, packed_b = fit_logreg(x, y, 3, decays, epochs=40, lr=0.05, weight=weight, bias=bias)
     for g, wd in enumerate(decays):
         ref = torch.nn.Linear(5, 3)
         with torch.no_grad():

@@ -28,7 +28,7 @@ from torch import Tensor
 
 from edgegcl.errors import UsageError
 from edgegcl.evaluation.metrics import HITS_K, average_precision, hits_at_k, roc_auc
-from edgegcl.evaluation.probe import _fit_logreg
+from edgegcl.evaluation.probe import fit_logreg
 
 __all__ = ["LINK_PROBE_MAX_PAIRS", "PAIR_CHUNK", "SCORERS", "LinkScores", "LinkSplit",
            "adamic_adar", "link_scores", "link_split", "pair_figures", "sample_non_edges"]
@@ -227,7 +227,7 @@ def _link_probe(z: Tensor, split: LinkSplit, seed: int) -> tuple[Tensor, float]:
     bound = 1.0 / math.sqrt(dim)
     weight = (torch.rand(1, dim, generator=generator) * 2 - 1) * bound
     bias = (torch.rand(1, generator=generator) * 2 - 1) * bound
-    packed_w, packed_b = _fit_logreg(features, target, 1, LINK_PROBE_DECAYS, LINK_PROBE_EPOCHS,
+    packed_w, packed_b = fit_logreg(features, target, 1, LINK_PROBE_DECAYS, LINK_PROBE_EPOCHS,
                                      0.01, weight, bias, multilabel=True)
     best, best_auc = 0, -math.inf
     for g in range(len(LINK_PROBE_DECAYS)):

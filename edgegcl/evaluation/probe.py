@@ -29,6 +29,7 @@ __all__ = [
     "checkpoint_probe_split",
     "published_split",
     "f1_scores",
+    "fit_logreg",
     "linear_probe",
     "random_split",
     "select_checkpoint",
@@ -219,7 +220,7 @@ class ProbeScores:
         return float(getattr(self, f"{part}_{field}"))
 
 
-def _fit_logreg(
+def fit_logreg(
     x: Tensor,
     y: Tensor,
     num_classes: int,
@@ -419,7 +420,7 @@ def linear_probe(
     bound = 1.0 / math.sqrt(dim)
     weight = (torch.rand(num_classes, dim, generator=generator) * 2 - 1) * bound
     bias = (torch.rand(num_classes, generator=generator) * 2 - 1) * bound
-    packed_w, packed_b = _fit_logreg(
+    packed_w, packed_b = fit_logreg(
         _normalised_rows(embeddings, train), y[train], num_classes, weight_decays, epochs, lr,
         weight.to(device), bias.to(device), multilabel=multilabel,
     )
