@@ -4,8 +4,7 @@ What a user composes, importable from the top level (loaded on first use, so ``i
 edgegcl`` stays light):
 
 - ``HANS``, the scheduler (the family: edgegcl.contrast.scheduler), and
-  ``ScheduledContrast`` (``HANSContrast``, its former name), the scheduled contrast for any
-  encoder;
+  ``ScheduledContrast``, the scheduled contrast for any encoder;
 - ``AdNGCL`` (encoder + projection head), the built-in encoders ``GCNEncoder``,
   ``EgoEncoder``, ``PolyEncoder`` (``build_encoder`` by name), ``ModelConfig``;
 - ``Trainer``, the engine ``edgegcl train`` runs (any encoder: ``Trainer(encoder=...)``), and
@@ -19,7 +18,7 @@ edgegcl`` stays light):
   resume, ``Hook`` objects called by every seed's loop; returns the ``Run``), ``profile``,
   ``bench_budgets`` and ``export`` (the other commands), ``train_seeds`` (the seeds alone,
   into a directory you manage) and ``load_run`` (a finished run back: config, encoder,
-  metrics, ``.embed(graph)``). ``run`` is ``train_seeds``'s former name.
+  metrics, ``.embed(graph)``).
 """
 
 from __future__ import annotations
@@ -27,11 +26,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from edgegcl.deprecation import RENAMED, warn_renamed
+
 __version__ = "0.1.0"
 
 _EXPORTS = {
     "HANS": "edgegcl.contrast.hans",
-    "HANSContrast": "edgegcl.contrast.module",
     "ScheduledContrast": "edgegcl.contrast.module",
     "AdNGCL": "edgegcl.nn.model",
     "GCNEncoder": "edgegcl.nn.model",
@@ -56,7 +56,6 @@ _EXPORTS = {
     "authors_probe": "edgegcl.evaluation.authors",
     "load_run": "edgegcl.training.runs",
     "Run": "edgegcl.training.runs",
-    "run": "edgegcl.training.run",
     "train_seeds": "edgegcl.training.run",
     "Stopped": "edgegcl.errors",
     "UsageError": "edgegcl.errors",
@@ -75,6 +74,9 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
         globals()[name] = value
         return value
+    if name in RENAMED:  # an old name kept for one release: warn, then the new one
+        warn_renamed(f"edgegcl.{name}", RENAMED[name])
+        return __getattr__(RENAMED[name].new)
     raise AttributeError(f"module 'edgegcl' has no attribute {name!r}")
 
 

@@ -8,8 +8,7 @@ field says its default and what it does (``option``), its annotation what it tak
 that type and checks it as it is made: choices and bounds from its fields, its other rules
 in its ``check``; a bad value is one ``UsageError`` line naming the flag. A configuration made
 of sections (``edgegcl.training.config.TrainConfig``) is written as TOML, one table per
-section (``to_toml``), and read back from that or from the older flat files whose keys sat at
-the top (``load_values``); field names are unique across sections, so a flat mapping of
+section (``to_toml``), and read back from that layout alone (``load_values``); field names are unique across sections, so a flat mapping of
 values by field name is what files, flags and presets exchange. This module imports no layer.
 """
 
@@ -22,7 +21,6 @@ import math
 import typing
 from dataclasses import Field, field, fields
 from pathlib import Path
-from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from edgegcl.errors import UsageError
@@ -269,78 +267,37 @@ def resolve_config(name: str | Path) -> Path:
     return PRESETS_DIR / f"{name}.toml"
 
 
-def load_values(path: str | Path, config: type,
-                moved: Mapping[str, Sequence[str]] | None = None,
-                warn: Callable[[str], None] | None = None) -> dict[str, Any]:
+def load_values(path: str | Path, config: type) -> dict[str, Any]:
     """Read a config file (or a preset by name) for the configuration class ``config``: its
-    values by field name, as written (each section converts and checks them). Sections are
-    TOML tables; keys at the top level (older flat files) are accepted too, and keys of older
-    versions are translated (``_legacy``). ``moved``: keys an older layout kept in another
-    table (``{"hans": ("theta_max", ...)}``), read from there with one line to ``warn``.
-    Unknown keys, other keys in the wrong table and unreadable files are usage errors."""
+    values by field name, as written (each section converts and checks them). Every key sits
+    in its section's TOML table, as ``to_toml`` writes it; a key at the top level or in
+    another table, an unknown key and an unreadable file are usage errors naming the table
+    the key belongs in."""
     p = resolve_config(path)
     raw = read_toml(p, f"config file {p}", "check the path given to --config (or name a "
                     f"preset: {', '.join(list_presets())})")
     owner = {name: section for name, (section, _) in section_fields(config).items()}
-    owner.update(LEGACY_FIELDS)
     tables = [s.name for s in fields(config)]
     values: dict[str, Any] = {}
-    old_places: dict[str, list[str]] = {}
     for key, value in raw.items():
         if key in tables and isinstance(value, dict):
             for name, v in value.items():
                 home = owner.get(name)
-                if home != key and home is not None and name in (moved or {}).get(key, ()):
-                    old_places.setdefault(f"{key}->{home}", []).append(name)
-                elif home != key:
-                    keys = [n for n, s in owner.items() if s == key and n not in LEGACY_FIELDS]
+                if home != key:
+                    keys = [n for n, s in owner.items() if s == key]
                     raise UsageError(f"config file {p}: [{key}] has no key {name!r}"
                                      + (f"; it belongs in [{home}]" if home else
                                         f"; its keys are {', '.join(keys)}"))
                 values[name] = v
         elif key in owner:
-            values[key] = value
+            raise UsageError(f"config file {p}: key {key!r} sits outside any table; it "
+                             f"belongs in [{owner[key]}] (a run's config.toml shows the "
+                             "layout)")
         else:
             raise UsageError(f"config file {p} has unknown key {key!r}; the tables are "
                              f"{', '.join('[' + t + ']' for t in tables)}, their keys the "
                              "flag names with underscores (e.g. theta_max in [schedule])")
-    if old_places and warn is not None:
-        where = "; ".join(f"{', '.join(names)} from [{move.split('->')[0]}] (now in "
-                          f"[{move.split('->')[1]}])" for move, names in old_places.items())
-        warn(f"config file {p} has an older layout: read {where}; the file loads as it is, "
-             "and a run writes the new layout")
-    return _legacy(values)
-
-
-LEGACY_FIELDS = {"hard_pick": "contrast"}
-"""Keys of older files that load into newer fields (``_legacy``), by the table they were in."""
-LEGACY_PICK = {"random": "random", "top": "hardest"}
-"""A file's ``hard_pick`` (before ``pick``) as a ``pick``: its top-k hard members become the
-hardest counts of every category."""
-NEWER_THAN_HARD_PICK = ("pick", "pace", "reach", "gate", "category_loss", "candidates")
-"""Fields a file that names ``hard_pick`` may lack: that older version wrote every field but
-these, which came later."""
-
-
-def _legacy(values: dict[str, Any]) -> dict[str, Any]:
-    """A file written before ``pick`` (it names ``hard_pick``, as every config.toml of that
-    version does) keeps that version's behaviour where it names nothing newer: the pick it
-    named, the fixed pace and the paper's per-category losses, so a run directory of that
-    version resumes as it started."""
-    if "hard_pick" not in values:
-        return values
-    old = dict(values)
-    pick = old.pop("hard_pick")
-    if pick not in LEGACY_PICK:
-        raise UsageError(f"config field 'hard_pick' must be one of {', '.join(LEGACY_PICK)}, "
-                         f"got {pick!r}; newer files use pick = hardest | random")
-    old.setdefault("pick", LEGACY_PICK[pick])
-    if old["pick"] == "hardest" and old.get("stratify", "sampled") == "sampled":
-        old["stratify"] = "exact"  # the top of a sample is no longer offered
-    old.setdefault("pace", "fixed")
-    old.setdefault("category_loss", "sum")
-    old.setdefault("gate", "any")
-    return old
+    return values
 
 
 def flag_form(value: Any) -> str:

@@ -56,8 +56,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="arrays x [num_nodes, in_dim] (or a sparse x as CSR arrays x_data, "
                         "x_indices, x_indptr, x_shape) and edge_index [2, num_edges]")
     p.add_argument("--node-table", default=None, metavar="NODES.csv",
-                   help="with a CSV / TSV edge list as --graph: its node table (id, feature "
-                        "columns, label), read as edgegcl train reads it")
+                   help="with a CSV / TSV / Parquet edge list as --graph: its node table (id, "
+                        "feature columns, label), read as edgegcl train reads it")
     p.add_argument("--out", required=True, metavar="EMB.npy",
                    help="where to write the float32 embeddings [num_nodes, out_dim]; for an "
                         "edge list, each row's node id goes to EMB.ids.txt beside it")
@@ -99,7 +99,8 @@ def _embed(args: argparse.Namespace) -> None:
                              kernel="scipy" if args.kernel == "auto" else args.kernel)
     tables = Path(args.graph).suffix.lower() in TABLE_SUFFIXES
     if args.node_table is not None and not tables:
-        raise InputError("--node-table goes with a CSV / TSV edge list as --graph; drop it")
+        raise InputError("--node-table goes with a CSV / TSV / Parquet edge list as --graph; "
+                         "drop it")
     ids = None
     if tables:
         read = read_tables(args.graph, args.node_table)

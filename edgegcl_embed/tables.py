@@ -1,10 +1,16 @@
-"""Graphs as users hold them: an edge list as CSV or TSV, with an optional node table.
+"""Graphs as users hold them: an edge list as CSV, TSV or Parquet, with an optional node table.
 
-The edge list has a header row; its first two columns are the two ends of each edge (ids of
+A CSV / TSV table has a header row, a Parquet table its column names; the edge list's first two
+columns are the two ends of each edge (ids of
 any kind: numbers, names, hashes) and a third column, if any, a weight, which the GCN does not
-use. Each edge is undirected and read both ways, once. The node table, if given, has a header
-row too: its first column is the node's id, a column named ``label`` (or ``y``) its class (any
-values, mapped to 0, 1, 2, ... in sorted order), the other columns its features (numbers).
+use. Each edge is undirected and read both ways, once. The node table, if given: its first
+column is the node's id, a column named ``label`` (or ``y``) its class (integers keep their
+numbers, other values map to 0, 1, 2, ... in sorted order), the other columns its features
+(numbers; in Parquet a column may also hold each node's feature vector as a list of numbers of
+one length). Parquet is read by pyarrow (``pip install pyarrow``, or the ``parquet`` extra):
+the file's bytes are read and bounded here first, then parsed from memory, and only plain
+columns are taken (pyarrow never unpickles an extension type since 14.0.1, which the extra
+requires).
 Nodes are numbered in the node table's order, or, without one, in the sorted order of the ids
 the edges name; ``TableGraph.ids`` gives each row's id back, so that embeddings can be matched
 to the user's ids. A graph without feature columns gets structural features computed from its
@@ -29,7 +35,7 @@ from .graph import check_file
 __all__ = ["TABLE_SUFFIXES", "STRUCTURAL_FEATURES", "TableGraph", "read_tables",
            "structural_features"]
 
-TABLE_SUFFIXES: tuple[str, ...] = (".csv", ".tsv")
+TABLE_SUFFIXES: tuple[str, ...] = (".csv", ".tsv", ".parquet")
 STRUCTURAL_FEATURES = ("one", "log_degree", "log_degree_squared", "mean_neighbour_log_degree")
 """The features of a node without any: its degree on a log scale, squared, and its
 neighbours' mean, beside a constant."""
@@ -51,32 +57,89 @@ class TableGraph:
     structural: bool
 
 
-def _rows(path: Path) -> tuple[list[str], list[list[str]]]:
-    """A table's header and rows (a header row is required)."""
+def _columns(path: Path) -> tuple[list[str], list[np.ndarray]]:
+    """A table's column names and columns (each a numpy array of one value per row; CSV / TSV
+    values are strings, Parquet ones keep their type, a list column is [rows, width])."""
     check_file(path, "table", "check the path")
     raw = read_regular(path, "table", "split it into smaller tables", MAX_TABLE_BYTES)
+    header, columns = (_parquet(raw, path) if path.suffix.lower() == ".parquet"
+                       else _delimited(raw, path))
+    if not columns or len(columns[0]) == 0:
+        raise InputError(f"table {path} has no rows under its header; the first row names the "
+                         "columns and each row after it is one edge (or node)")
+    return header, columns
+
+
+def _delimited(raw: bytes, path: Path) -> tuple[list[str], list[np.ndarray]]:
+    """CSV / TSV: a header row, then one row per edge (or node), every row as wide."""
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
     try:
         rows = [row for row in csv.reader(io.StringIO(raw.decode("utf-8"), newline=""),
                                           delimiter=delimiter) if row]
-        del raw
     except (UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"table {path} cannot be read as {'TSV' if delimiter == chr(9) else 'CSV'}"
                          f" ({shown(str(exc), 120)}); save it as UTF-8 text") from None
     if len(rows) < 2:
-        raise InputError(f"table {path} has no rows under its header; the first row names the "
-                         "columns and each row after it is one edge (or node)")
+        return (rows[0] if rows else []), []
     header, body = rows[0], rows[1:]
     if any(len(r) != len(header) for r in body):
         bad = next(i for i, r in enumerate(body, start=2) if len(r) != len(header))
         raise InputError(f"table {path}: row {bad} has another number of columns than its "
                          f"header ({len(header)}); every row needs one value per column")
-    return header, body
+    table = np.asarray(body, dtype=str)
+    return header, [table[:, i] for i in range(len(header))]
 
 
-def _numbers(columns: list[list[str]], what: str, path: Path) -> np.ndarray:
+def _parquet(raw: bytes, path: Path) -> tuple[list[str], list[np.ndarray]]:
+    """Parquet through pyarrow, parsed from the bytes already read: each column as numpy;
+    a column of lists of numbers, all of one length, as [rows, width]."""
     try:
-        out = np.asarray(columns, dtype=np.float64).T
+        import pyarrow as pa  # optional: only Parquet tables need it
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InputError(f"table {path} is Parquet, which needs pyarrow: pip install pyarrow "
+                         "(or the 'parquet' extra), or save the table as CSV") from None
+    try:
+        table = pq.read_table(pa.BufferReader(raw))
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise InputError(f"table {path} cannot be read as Parquet ({shown(str(exc), 120)}); "
+                         "write it again with pyarrow, pandas or polars") from None
+    columns = []
+    for name, column in zip(table.column_names, table.columns):
+        if column.null_count:
+            raise InputError(f"table {path}: column {shown(name, 40)} has missing values; "
+                             "fill them")
+        kind = column.type
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind) or \
+                pa.types.is_fixed_size_list(kind):
+            chunk = column.combine_chunks()
+            lengths = np.asarray(chunk.value_lengths())
+            flat = np.asarray(chunk.flatten())
+            if lengths.size == 0 or (lengths != lengths[0]).any() or flat.dtype.kind not in "iuf":
+                raise InputError(f"table {path}: column {shown(name, 40)} holds lists of "
+                                 "another length or kind on some rows; every node's feature "
+                                 "vector needs one length of numbers")
+            columns.append(flat.reshape(lengths.size, int(lengths[0])))
+        elif pa.types.is_integer(kind) or pa.types.is_floating(kind) or \
+                pa.types.is_boolean(kind) or pa.types.is_string(kind) or \
+                pa.types.is_large_string(kind):
+            columns.append(column.to_numpy())
+        else:
+            raise InputError(f"table {path}: column {shown(name, 40)} is of type "
+                             f"{shown(str(kind), 40)}; use numbers or strings")
+    return [str(n) for n in table.column_names], columns
+
+
+def _ids(column: np.ndarray) -> np.ndarray:
+    """A column of ids as strings (an integer id 7 is "7" whichever format held it)."""
+    return np.char.mod("%d", column) if column.dtype.kind in "iu" else column.astype(str)
+
+
+def _numbers(columns: list[np.ndarray], what: str, path: Path) -> np.ndarray:
+    """Feature columns as [rows, features] float32 (a list column gives its width)."""
+    try:
+        out = np.concatenate([np.asarray(c, dtype=np.float64).reshape(len(c), -1)
+                              for c in columns], axis=1)
     except ValueError:
         raise InputError(f"table {path}: {what} must be numbers; keep ids and labels in their "
                          "own columns") from None
@@ -99,24 +162,26 @@ def read_tables(edges: str | Path, nodes: str | Path | None = None) -> TableGrap
     """The graph of an edge table and an optional node table (the module's docstring: the
     columns); every problem one InputError line naming the table and the fix."""
     edges = Path(edges)
-    header, rows = _rows(edges)
-    if len(header) < 2:
+    header, columns = _columns(edges)
+    if len(header) < 2 or columns[0].ndim != 1 or columns[1].ndim != 1:
         raise InputError(f"table {edges} has {len(header)} column(s); an edge list needs two "
                          "(source, target) and may have a third (weight)")
-    ends = np.asarray([[r[0] for r in rows], [r[1] for r in rows]], dtype=str)
+    ends = np.stack([_ids(columns[0]), _ids(columns[1])])
     if nodes is not None:
         nodes = Path(nodes)
-        node_header, node_rows = _rows(nodes)
-        ids = np.asarray([r[0] for r in node_rows], dtype=str)
+        node_header, node_columns = _columns(nodes)
+        if node_columns[0].ndim != 1:
+            raise InputError(f"table {nodes}: its first column must be the node ids, one per "
+                             "row")
+        ids = _ids(node_columns[0])
         if np.unique(ids).size != ids.size:
             raise InputError(f"table {nodes} lists an id twice; give each node one row")
         label_at = next((i for i, h in enumerate(node_header[1:], 1)
                          if h.strip().lower() in ("label", "y")), None)
         feature_at = [i for i in range(1, len(node_header)) if i != label_at]
-        x = (_numbers([[r[i] for r in node_rows] for i in feature_at], "its feature columns",
-                      nodes) if feature_at else None)
-        labels = None if label_at is None else np.asarray([r[label_at] for r in node_rows],
-                                                          dtype=str)
+        x = (_numbers([node_columns[i] for i in feature_at], "its feature columns", nodes)
+             if feature_at else None)
+        labels = None if label_at is None else _ids(node_columns[label_at])
     else:
         ids, x, labels = np.unique(ends), None, None
     if any("\n" in i or "\r" in i for i in ids.tolist()):

@@ -44,20 +44,20 @@ def views(b: int = 15, d: int = 8, seed: int = 0) -> tuple[torch.Tensor, torch.T
 
 def contrast(h1: torch.Tensor, h2: torch.Tensor, tau: float, logits: str, selector, hans,
              step: int):
-    """One call of the HANS-scheduled contrast (``HANSContrast``) made of the given scheduler
+    """One call of the HANS-scheduled contrast (``ScheduledContrast``) made of the given scheduler
     and negative selection."""
-    from edgegcl.contrast.module import HANSContrast
+    from edgegcl.contrast.module import ScheduledContrast
 
-    module = HANSContrast(hans, tau=tau, logits=logits)
+    module = ScheduledContrast(hans, tau=tau, logits=logits)
     module.selector = selector
     return module(h1, h2, step=step)
 
 
 def selector_of(cfg, mode: str = "full", seed: int = 0):
     """The negative selection the Trainer builds for ``cfg`` in ``mode``."""
-    from edgegcl.contrast.module import HANSContrast
+    from edgegcl.contrast.module import ScheduledContrast
 
-    return HANSContrast.from_config(cfg.schedule, cfg.contrast, hans=cfg.hans, epochs=cfg.run.epochs,
+    return ScheduledContrast.from_config(cfg.schedule, cfg.contrast, hans=cfg.hans, epochs=cfg.run.epochs,
                                     refresh_every=cfg.schedule.T_int if mode == "full" else 1,
                                     seed=seed).selector
 

@@ -14,7 +14,7 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 def test_public_names_resolve_and_are_listed() -> None:
     names = set(edgegcl.__all__)
-    assert {"HANS", "HANSContrast", "Trainer", "AdNGCL", "make_loader", "load_graph"} <= names
+    assert {"HANS", "ScheduledContrast", "Trainer", "AdNGCL", "make_loader", "load_graph"} <= names
     for name in names - {"__version__"}:
         assert getattr(edgegcl, name).__module__.startswith("edgegcl.")
 

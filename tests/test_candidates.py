@@ -22,7 +22,7 @@ from edgegcl.cli.main import main
 from edgegcl.training.config import TrainConfig, load_toml, to_toml, validate
 from edgegcl.contrast.hans import CATEGORIES, HANS
 from edgegcl.contrast.loss import scheduled_info_nce, similarities
-from edgegcl.contrast.module import HANSContrast
+from edgegcl.contrast.module import ScheduledContrast
 from edgegcl.contrast.negatives import (
     CandidateSample,
     _sample_exclusions,
@@ -258,12 +258,12 @@ def test_selector_refuses_similarities_of_the_other_layout():
 def test_hans_contrast_module_takes_the_option():
     torch.manual_seed(1)
     h1, h2 = torch.randn(40, 8, requires_grad=True), torch.randn(40, 8)
-    module = HANSContrast(HANS(theta_max=1.0, eta_0=1.0), tau=TAU, candidates="inter")
+    module = ScheduledContrast(HANS(theta_max=1.0, eta_0=1.0), tau=TAU, candidates="inter")
     out = module(h1, h2)
     assert out.loss.item() == pytest.approx(inter_view_loss(h1, h2, TAU).item(), abs=1e-5)
     out.loss.backward()
     with pytest.raises(ValueError, match="candidates"):
-        HANSContrast(candidates="intra")
+        ScheduledContrast(candidates="intra")
 
 
 # ---- configuration and the command line --------------------------------------------------

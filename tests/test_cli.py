@@ -238,8 +238,8 @@ def test_hans_event_logs(two_seed_run, metrics: dict) -> None:
 
 def test_config_file_with_flag_override(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     cfg_file = tmp_path / "my.toml"
-    cfg_file.write_text('epochs = 4\neval_every = 2\ntheta_max = 0.5\nratios = "10,40,50"\n'
-                        'nodes = 80\ntau = 0.3\n')
+    cfg_file.write_text('[run]\nepochs = 4\neval_every = 2\n[schedule]\ntheta_max = 0.5\n'
+                        'ratios = "10,40,50"\n[synthetic]\nnodes = 80\n[contrast]\ntau = 0.3\n')
     out = tmp_path / "run"
     i = TINY.index("--nodes")
     flags = TINY[:i] + TINY[i + 2:]  # no --nodes flag: the file's value must be used
@@ -337,7 +337,7 @@ def test_argparse_errors_are_one_line(argv: list[str], capsys: pytest.CaptureFix
 
 def test_unknown_key_in_config_file(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     cfg_file = tmp_path / "bad.toml"
-    cfg_file.write_text("epochs = 3\nlearning_rate = 0.1\n")
+    cfg_file.write_text("[run]\nepochs = 3\nlearning_rate = 0.1\n")
     out = tmp_path / "run"
     line = _expect_usage_error(["train", *TINY, "--config", str(cfg_file), "--out", str(out)], capsys)
     assert "learning_rate" in line

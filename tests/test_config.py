@@ -80,7 +80,8 @@ def test_round_trip_of_control_characters(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- precedence
 
 def test_file_overrides_defaults_and_flags_override_file(tmp_path: Path) -> None:
-    path = _write(tmp_path, 'epochs = 12\ntheta_max = 0.5\nratios = "10,40,50"\nT_int = 3\n')
+    path = _write(tmp_path, '[run]\nepochs = 12\n[schedule]\ntheta_max = 0.5\n'
+                            'ratios = "10,40,50"\nT_int = 3\n')
     cfg = build(load_toml(path), {"theta_max": 0.8, "seeds": 4})
     assert cfg.run.epochs == 12            # file beats default (500)
     assert cfg.schedule.theta_max == 0.8        # flag beats file (0.5)
@@ -108,14 +109,15 @@ def test_build_validates() -> None:
 # --------------------------------------------------------------------------- load_toml
 
 def test_load_toml_coerces_types(tmp_path: Path) -> None:
-    path = _write(tmp_path, "theta_max = 1\nepochs = 10.0\nratios = [10, 40, 50]\n")
+    path = _write(tmp_path, "[schedule]\ntheta_max = 1\nratios = [10, 40, 50]\n[run]\n"
+                            "epochs = 10.0\n")
     values = load_toml(path)
     assert values == {"theta_max": 1.0, "epochs": 10, "ratios": {"easy": 10.0, "hard": 40.0, "inter": 50.0}}
     assert isinstance(values["theta_max"], float) and isinstance(values["epochs"], int)
 
 
 def test_load_toml_unknown_key(tmp_path: Path) -> None:
-    path = _write(tmp_path, "epochs = 3\nthetamax = 0.5\n")
+    path = _write(tmp_path, "[run]\nepochs = 3\n[schedule]\nthetamax = 0.5\n")
     message = _usage_error(load_toml, path)
     assert "thetamax" in message
 
@@ -126,12 +128,12 @@ def test_load_toml_unknown_table(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text, field", [
-    ('epochs = "ten"\n', "epochs"),
-    ("epochs = 2.5\n", "epochs"),
-    ("epochs = true\n", "epochs"),
-    ('tau = "cold"\n', "tau"),
-    ("theta_max = false\n", "theta_max"),
-    ("seeds = [1, 2]\n", "seeds"),
+    ('[run]\nepochs = "ten"\n', "epochs"),
+    ("[run]\nepochs = 2.5\n", "epochs"),
+    ("[run]\nepochs = true\n", "epochs"),
+    ('[contrast]\ntau = "cold"\n', "tau"),
+    ("[schedule]\ntheta_max = false\n", "theta_max"),
+    ("[run]\nseeds = [1, 2]\n", "seeds"),
 ])
 def test_load_toml_wrong_type(tmp_path: Path, text: str, field: str) -> None:
     message = _usage_error(load_toml, _write(tmp_path, text))
@@ -269,9 +271,9 @@ def test_unknown_config_name_lists_the_presets() -> None:
 # --------------------------------------------------------------------------- sections
 
 def test_config_file_in_sections_with_typed_values(tmp_path: Path) -> None:
-    path = _write(tmp_path, "[hans]\ntheta_max = 0.6\n[hans.ratios]\neasy = 10\nhard = 40\n"
-                            "inter = 50\n[run]\nfanout = [5, 3]\nepochs = 7\n"
-                            "[hans.c_cat]\nhard = 0.1\ninter = 0.2\neasy = 0.3\n")
+    path = _write(tmp_path, "[schedule]\ntheta_max = 0.6\n[schedule.ratios]\neasy = 10\n"
+                            "hard = 40\ninter = 50\n[run]\nfanout = [5, 3]\nepochs = 7\n"
+                            "[schedule.c_cat]\nhard = 0.1\ninter = 0.2\neasy = 0.3\n")
     cfg = build(load_toml(path), {})
     assert cfg.schedule.ratios == {"easy": 10.0, "hard": 40.0, "inter": 50.0}
     assert cfg.schedule.c_cat == {"hard": 0.1, "inter": 0.2, "easy": 0.3}
@@ -334,46 +336,22 @@ def test_a_flat_name_sets_its_section_and_option_value_reads_it() -> None:
         TrainConfig(no_such_option=1)
 
 
-def test_the_canonical_forms_are_those_from_before_the_sections(
-        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    """tests/fixtures/config-before.json: the TOML text, flat values, config_hash and the
-    export's digest the one flat record gave; run directories and exports of then still match.
-    Their config.toml (the whole schedule in [hans]) loads with one warning; the hashes are
-    taken over that first layout whatever the sections are now."""
-    from edgegcl.onnx.export import config_digest
-    from edgegcl.training.config import hashed_toml
+def test_config_toml_is_the_one_layout_read(tmp_path: Path) -> None:
+    """What ``to_toml`` writes loads back to the same configuration (and the same hash); a
+    key outside its table (the schedule in [hans], keys at the top level) and keys no
+    version reads now (``hard_pick``) are refused in one line naming where it belongs."""
     from edgegcl.training.state import config_hash
 
-    saved = json.loads((Path(__file__).parent / "fixtures" / "config-before.json").read_text())
-    for name, forms in saved.items():
-        cfg = TrainConfig(**forms["flat"])
-        assert cfg.to_dict() == forms["flat"], name
-        assert hashed_toml(cfg) == forms["toml"], name
-        assert (config_hash(cfg), config_digest(cfg)) == (forms["config_hash"],
-                                                          forms["config_digest"]), name
-        capsys.readouterr()
-        assert build(load_toml(_write(tmp_path, forms["toml"])), {}) == cfg
-        warned = capsys.readouterr().err.splitlines()
-        assert len(warned) == 1 and "older layout" in warned[0] and "[schedule]" in warned[0]
-        assert build(load_toml(_write(tmp_path, to_toml(cfg), "new.toml")), {}) == cfg
-        assert capsys.readouterr().err == ""
-        # the older flat form: every key at the top, mappings in their flag form ("20,30,50")
-        flat = "".join(f"{k} = {json.dumps(_flag_string(v))}\n" for k, v in forms["flat"].items())
-        assert build(load_toml(_write(tmp_path, flat, "flat.toml")), {}) == cfg
-
-
-def _flag_string(value):
-    """A mapping or list as its flag writes it (``20,30,50``); anything else as it is."""
-    if isinstance(value, dict):
-        return ",".join(f"{v:g}" for v in value.values())
-    return ",".join(map(str, value)) if isinstance(value, list) else value
-
-
-def test_a_flat_config_toml_of_an_earlier_version_still_loads(tmp_path: Path) -> None:
-    old = ('dataset = "Cora"\nfanout = "5,5"\nratios = "10,40,50"\nc_cat = "0.1,0.2,0.3"\n'
-           "theta_max = 0.6\nT_int = 20\n")
-    cfg = build(load_toml(_write(tmp_path, old)), {})
-    assert (cfg.run.fanout, cfg.ratio_map()["hard"], cfg.schedule.c_cat["easy"]) == ([5, 5], 0.4, 0.3)
+    cfg = TrainConfig(theta_max=0.3, ratios="hard=20,inter=50,easy=30", fanout="5,5")
+    again = build(load_toml(_write(tmp_path, to_toml(cfg), "new.toml")), {})
+    assert again == cfg and config_hash(again) == config_hash(cfg)
+    assert config_hash(TrainConfig(theta_max=0.5)) != config_hash(cfg)
+    for text, needle in (("[hans]\ntheta_max = 0.5\n", "it belongs in [schedule]"),
+                         ("theta_max = 0.5\n", "belongs in [schedule]"),
+                         ('[contrast]\nhard_pick = "top"\n', "has no key 'hard_pick'"),
+                         ('hard_pick = "top"\n', "unknown key 'hard_pick'")):
+        message = _usage_error(load_toml, _write(tmp_path, text, "old.toml"))
+        assert needle in message and "\n" not in message, message
 
 
 def test_tuned_defaults_are_the_preset_named_after_the_dataset() -> None:
@@ -385,22 +363,6 @@ def test_tuned_defaults_are_the_preset_named_after_the_dataset() -> None:
     assert tuned_defaults("synthetic") == (None, {})
     assert tuned_defaults("graph.pt") == (None, {})
     assert tuned_defaults("PubMed") == (None, {})  # no tuned file: the global defaults
-
-
-def test_a_file_from_before_pick_keeps_its_readings(tmp_path: Path) -> None:
-    """A config.toml of the version before ``pick`` (it names ``hard_pick``) resumes with that
-    version's behaviour: its pick, the fixed pace, the paper's category losses and gate."""
-    path = _write(tmp_path, '[hans]\ntheta_max = 0.5\n[contrast]\nhard_pick = "random"\n'
-                            'stratify = "sampled"\n')
-    cfg = build(load_toml(path), {})
-    assert (cfg.contrast.pick, cfg.contrast.stratify, cfg.schedule.pace, cfg.hans.category_loss, cfg.hans.gate) == \
-        ("random", "sampled", "fixed", "sum", "any")
-    top = build(load_toml(_write(tmp_path, 'hard_pick = "top"\n', "flat.toml")), {})
-    assert top.contrast.pick == "hardest" and top.contrast.stratify == "exact"
-    newer = build(load_toml(_write(tmp_path, '[contrast]\npick = "random"\n', "new.toml")), {})
-    assert (newer.schedule.pace, newer.hans.gate, newer.hans.category_loss) == ("deadline", "total", "mean")
-    message = _usage_error(load_toml, _write(tmp_path, 'hard_pick = "best"\n', "bad.toml"))
-    assert "hard_pick" in message and "pick = hardest" in message
 
 
 def test_the_config_sections_need_no_torch() -> None:

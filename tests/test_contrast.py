@@ -1,4 +1,4 @@
-"""HANSContrast (edgegcl.contrast.module): the contrast module for any encoder."""
+"""ScheduledContrast (edgegcl.contrast.module): the contrast module for any encoder."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from edgegcl.contrast.module import HANSContrast
+from edgegcl.contrast.module import ScheduledContrast
 from edgegcl.contrast.hans import HANS
 from edgegcl.contrast.negatives import CATEGORIES
 from edgegcl.contrast.loss import scheduled_info_nce, similarities
@@ -24,7 +24,7 @@ def test_same_loss_and_gradient_as_its_parts_composed() -> None:
     (Eq. 6), with the strata's ratios read from HANS's caps."""
     torch.manual_seed(0)
     h1, h2 = torch.randn(40, 8, requires_grad=True), torch.randn(40, 8)
-    module = HANSContrast(_hans(), tau=0.5, seed=3, logits="dense")
+    module = ScheduledContrast(_hans(), tau=0.5, seed=3, logits="dense")
     ref_selector = NegativeSelector({"hard": 0.4, "inter": 0.5, "easy": 0.1}, 1, seed=3)
     ours = module(h1, h2)
     (g_ours,) = torch.autograd.grad(ours.loss, h1)
@@ -38,50 +38,50 @@ def test_same_loss_and_gradient_as_its_parts_composed() -> None:
 
 def test_step_feeds_hans_the_anchor_weighted_epoch_means() -> None:
     torch.manual_seed(1)
-    module = HANSContrast(_hans())
+    module = ScheduledContrast(_hans())
     a = module(torch.randn(30, 8), torch.randn(30, 8))
     b = module(torch.randn(10, 8), torch.randn(10, 8))
     module.step()
     for c in CATEGORIES:
         expected = (30 * a.category[c] + 10 * b.category[c]) / 40
-        assert module.hans.history[c] == [pytest.approx(expected)]
+        assert module.scheduler.history[c] == [pytest.approx(expected)]
     with pytest.raises(RuntimeError, match="before any forward"):
         module.step()  # the sums were reset
 
 
 def test_hans_grows_the_set_over_epochs() -> None:
     torch.manual_seed(2)
-    module = HANSContrast(_hans())
+    module = ScheduledContrast(_hans())
     for _ in range(4):
         module(torch.randn(50, 8), torch.randn(50, 8))
         module.step()
-    assert module.hans.used() > 0.05 * 0.5
+    assert module.scheduler.used() > 0.05 * 0.5
 
 
 def test_state_dict_round_trip() -> None:
     torch.manual_seed(3)
-    module = HANSContrast(_hans())
+    module = ScheduledContrast(_hans())
     module(torch.randn(20, 8), torch.randn(20, 8))
     module.step()
     state = copy.deepcopy(module.state_dict())
     h1, h2 = torch.randn(20, 8), torch.randn(20, 8)
     expected = module(h1, h2).loss.item()
-    other = HANSContrast(_hans(), seed=7)
+    other = ScheduledContrast(_hans(), seed=7)
     other.load_state_dict(state)
     assert other(h1, h2).loss.item() == pytest.approx(expected)
-    assert other.hans.eta == module.hans.eta
+    assert other.scheduler.eta == module.scheduler.eta
 
 
 @pytest.mark.parametrize("kwargs", [{"tau": 0.0}, {"refresh_every": 0}, {"stratify": "x"},
                                     {"logits": "sparse"}])
 def test_bad_arguments_are_value_errors(kwargs: dict) -> None:
     with pytest.raises(ValueError):
-        HANSContrast(**kwargs)
+        ScheduledContrast(**kwargs)
 
 
 def test_mismatched_views_are_a_value_error() -> None:
     with pytest.raises(ValueError, match="equal shape"):
-        HANSContrast()(torch.randn(4, 8), torch.randn(5, 8))
+        ScheduledContrast()(torch.randn(4, 8), torch.randn(5, 8))
 
 
 def test_the_random_subset_baseline_draws_uniformly_as_many_as_hans_would() -> None:

@@ -80,8 +80,8 @@ def _worker(rank: int, port: int, tmp: str, conn: Connection) -> None:
         loader = structure_loader(data, cfg.run, 1, (rank, 2))
         for _ in range(6):
             trainer.fit_epoch(data.x, loader=loader)
-        out["eta"] = dict(trainer.hans.eta)
-        out["events"] = [repr(e) for e in trainer.hans.events]
+        out["eta"] = dict(trainer.scheduler.eta)
+        out["events"] = [repr(e) for e in trainer.scheduler.events]
     finally:
         distributed.stop()
     conn.send((rank, out))

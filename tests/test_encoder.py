@@ -62,7 +62,7 @@ def test_graphsage_trains_through_the_trainer_and_resumes_exactly(data, mode: st
                zip(before.values(), straight.model.encoder.state_dict().values()))  # it learns
     state = copy.deepcopy(straight.state_dict())
     expected = epochs(straight, 4)
-    assert straight.hans.eta["hard"] > CFG.schedule.eta_0  # HANS moved on this encoder's losses
+    assert straight.scheduler.eta["hard"] > CFG.schedule.eta_0  # HANS moved on this encoder's losses
     resumed = Trainer(CFG, 12, mode=mode, seed=9, encoder=sage())
     resumed.load_state_dict(state)
     assert epochs(resumed, 4) == expected

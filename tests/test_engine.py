@@ -13,7 +13,7 @@ from edgegcl.data import SyntheticSpec, synthetic_graph
 from edgegcl.training.engine import Trainer
 from edgegcl.nn.model import AdNGCL
 from edgegcl.data.sampling import make_loader
-from edgegcl.contrast.module import HANSContrast
+from edgegcl.contrast.module import ScheduledContrast
 from edgegcl.nn.augment import Views
 
 CFG = TrainConfig(encoder="gcn", hidden_dim=16, out_dim=8, proj_dim=8, T_init=2, T_int=2, e=1,
@@ -35,7 +35,7 @@ def test_trainer_equals_the_loop_written_by_hand(data) -> None:
     torch.manual_seed(3)
     model = AdNGCL(12, CFG.model)
     opt = torch.optim.Adam(model.parameters(), lr=CFG.run.lr, weight_decay=CFG.run.weight_decay)
-    contrast = HANSContrast.from_config(CFG.schedule, CFG.contrast, hans=CFG.hans, epochs=CFG.run.epochs,
+    contrast = ScheduledContrast.from_config(CFG.schedule, CFG.contrast, hans=CFG.hans, epochs=CFG.run.epochs,
                                         refresh_every=CFG.schedule.T_int, seed=3)
     views = Views(CFG.augment, seed=3)
     for epoch in range(1, 9):
@@ -49,8 +49,8 @@ def test_trainer_equals_the_loop_written_by_hand(data) -> None:
         opt.step()
         contrast.step()
         assert ours.loss == out.loss.item()
-    hans = contrast.hans
-    assert trainer.hans.eta == hans.eta and trainer.hans.eta["hard"] > CFG.schedule.eta_0
+    hans = contrast.scheduler
+    assert trainer.scheduler.eta == hans.eta and trainer.scheduler.eta["hard"] > CFG.schedule.eta_0
     assert all(torch.equal(a, b) for a, b in zip(trainer.model.state_dict().values(),
                                                   model.state_dict().values()))
 
@@ -81,7 +81,7 @@ def test_state_dict_continues_a_run_exactly(data, mode: str) -> None:
     resumed.load_state_dict(state)
     assert resumed.epoch == 4
     assert epochs(resumed, 4) == expected
-    assert resumed.hans.eta == straight.hans.eta
+    assert resumed.scheduler.eta == straight.scheduler.eta
 
 
 def test_bad_mode_is_a_value_error() -> None:

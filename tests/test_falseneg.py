@@ -80,17 +80,17 @@ def test_progcl_hard_picks_leave_out_planted_false_negatives() -> None:
                                             ("sampled", "random")])
 @pytest.mark.parametrize("logits", ["dense", "pairs"])
 def test_progcl_strata_on_every_path(stratify: str, pick: str, logits: str) -> None:
-    from edgegcl.contrast.module import HANSContrast
+    from edgegcl.contrast.module import ScheduledContrast
 
     torch.manual_seed(0)
     h1, h2 = torch.randn(80, 8, requires_grad=True), torch.randn(80, 8, requires_grad=True)
-    contrast = HANSContrast(HANS(theta_max=0.3, T_init=1, T_int=1, e=1), tau=0.5,
+    contrast = ScheduledContrast(HANS(theta_max=0.3, T_init=1, T_int=1, e=1), tau=0.5,
                             stratify=stratify, pick=pick, logits=logits, hardness="progcl",
                             stratify_sample=16)
     out = contrast(h1, h2)
     out.loss.backward()
     assert math.isfinite(float(out.loss.detach())) and h1.grad is not None
-    plain = HANSContrast(HANS(theta_max=0.3, T_init=1, T_int=1, e=1), tau=0.5,
+    plain = ScheduledContrast(HANS(theta_max=0.3, T_init=1, T_int=1, e=1), tau=0.5,
                          stratify=stratify, pick=pick, logits=logits, stratify_sample=16)
     assert plain.selector.hardness == "similarity" and contrast.selector.hardness == "progcl"
 
@@ -180,18 +180,18 @@ def test_weighted_loss_is_progcl_weight_by_brute_force(candidates: str) -> None:
 
 
 def test_weighted_loss_is_the_same_on_dense_and_pairs_logits() -> None:
-    from edgegcl.contrast.module import HANSContrast
+    from edgegcl.contrast.module import ScheduledContrast
 
     torch.manual_seed(0)
     h1, h2 = torch.randn(50, 8), torch.randn(50, 8)
     out = {}
     for logits in ("dense", "pairs"):
-        contrast = HANSContrast(HANS(theta_max=1.0, eta_0=1.0), tau=0.5, logits=logits,
+        contrast = ScheduledContrast(HANS(theta_max=1.0, eta_0=1.0), tau=0.5, logits=logits,
                                 uniform=True, negative_weight="progcl")
         out[logits] = contrast(h1, h2).loss
     torch.testing.assert_close(out["dense"], out["pairs"], rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError):
-        HANSContrast(HANS(), negative_weight="oracle")
+        ScheduledContrast(HANS(), negative_weight="oracle")
 
 
 # --------------------------------------------------------------------------- ProGCL-mix
@@ -236,7 +236,7 @@ def test_mix_acts_on_dense_and_pairs_logits_and_keeps_the_categories() -> None:
     """On an active subset (the logits path, dense or pairs) the mix draws from each anchor's
     active negatives: more denominator than without, the same on both logits, and the
     categories HANS reads are the unmixed ones; a count above the candidates takes them all."""
-    from edgegcl.contrast.module import HANSContrast
+    from edgegcl.contrast.module import ScheduledContrast
 
     torch.manual_seed(0)
     h1, h2 = torch.randn(40, 8), torch.randn(40, 8)
@@ -244,7 +244,7 @@ def test_mix_acts_on_dense_and_pairs_logits_and_keeps_the_categories() -> None:
     for logits in ("dense", "pairs"):
         for weight in ("none", "progcl-mix"):
             torch.manual_seed(3)
-            contrast = HANSContrast(HANS(theta_max=0.5, eta_0=1.0), tau=0.5, logits=logits,
+            contrast = ScheduledContrast(HANS(theta_max=0.5, eta_0=1.0), tau=0.5, logits=logits,
                                     negative_weight=weight, mix_negatives=10 ** 6)
             out[logits, weight] = contrast(h1, h2)
     torch.testing.assert_close(out["dense", "progcl-mix"].loss, out["pairs", "progcl-mix"].loss,
@@ -252,19 +252,19 @@ def test_mix_acts_on_dense_and_pairs_logits_and_keeps_the_categories() -> None:
     assert float(out["dense", "progcl-mix"].loss) > float(out["dense", "none"].loss) + 0.05
     assert out["dense", "progcl-mix"].category == out["dense", "none"].category
     with pytest.raises(ValueError):
-        HANSContrast(HANS(), negative_weight="progcl-mix", mix_negatives=0)
+        ScheduledContrast(HANS(), negative_weight="progcl-mix", mix_negatives=0)
 
 
 def test_the_estimate_waits_for_its_epoch() -> None:
     """``false_negatives_from``: plain InfoNCE and similarity strata before the epoch, the
     weights and the key from it on; a run that ends before it is refused in one line."""
-    from edgegcl.contrast.module import HANSContrast
+    from edgegcl.contrast.module import ScheduledContrast
     from edgegcl.errors import UsageError
 
     torch.manual_seed(0)
     h1, h2 = torch.randn(30, 8), torch.randn(30, 8)
-    plain = HANSContrast(HANS(theta_max=1.0, eta_0=1.0), tau=0.5, uniform=True)
-    late = HANSContrast(HANS(theta_max=1.0, eta_0=1.0), tau=0.5, uniform=True,
+    plain = ScheduledContrast(HANS(theta_max=1.0, eta_0=1.0), tau=0.5, uniform=True)
+    late = ScheduledContrast(HANS(theta_max=1.0, eta_0=1.0), tau=0.5, uniform=True,
                         negative_weight="progcl", false_negatives_from=2)
     losses = []
     for _ in range(3):

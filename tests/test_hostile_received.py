@@ -1197,7 +1197,7 @@ def _api_run(tmp_path: Path, **over: object) -> tuple[object, object]:
 
 
 def test_train_seeds_keeps_the_commands_promises(tmp_path: Path) -> None:
-    """edgegcl.train_seeds (edgegcl.run) refuses a folder that holds a run or that another
+    """edgegcl.train_seeds refuses a folder that holds a run or that another
     process writes, and a graph the command line would refuse, before writing anything."""
     import edgegcl
     from edgegcl.errors import UsageError

@@ -127,16 +127,25 @@ def test_a_stopped_python_run_names_its_directory_and_resumes(tmp_path: Path) ->
     assert run.metrics["seeds"][0]["epochs_trained"] == 4
 
 
-def test_run_is_train_seeds_with_a_deprecation_warning(tmp_path: Path) -> None:
-    cfg = edgegcl.TrainConfig(**{k: v for k, v in SETTINGS.items() if k != "dataset"})
-    graph = edgegcl.synthetic_graph(cfg.synthetic_spec())
-    (tmp_path / "run").mkdir()
+def test_a_renamed_name_warns_with_its_replacement_for_one_release(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one deprecation path: an old top-level name in RENAMED gives the new object and a
+    DeprecationWarning naming the replacement and the release that removes it; a name in
+    neither table is an AttributeError."""
+    from edgegcl import deprecation
+
+    monkeypatch.setitem(deprecation.RENAMED, "run", deprecation.Renamed("train_seeds", "0.2"))
+    monkeypatch.delitem(vars(edgegcl), "run", raising=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        metrics = edgegcl.run(cfg, graph, tmp_path / "run", torch.device("cpu"))
-    assert any(issubclass(w.category, DeprecationWarning) and "train_seeds" in str(w.message)
-               for w in caught)
-    assert metrics["seeds"][0]["epochs_trained"] == 4
+        assert edgegcl.run is edgegcl.train_seeds
+    assert [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)
+            and "edgegcl.run" in str(w.message)] == [
+        "edgegcl.run is now train_seeds; the name edgegcl.run goes in edgegcl 0.2 "
+        "(CHANGELOG.md)"]
+    assert "run" not in edgegcl.__all__
+    with pytest.raises(AttributeError):
+        edgegcl.no_such_name
 
 
 def test_export_and_profile_from_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch

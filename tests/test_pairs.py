@@ -105,7 +105,7 @@ def test_a_training_step_on_pairs_equals_the_dense_step(theta_max):
     results = []
     for logits in ("dense", "pairs"):
         trainer = Trainer(replace(cfg, logits=logits), f, seed=1)
-        trainer.hans.eta = dict.fromkeys(CATEGORIES, 1.0)
+        trainer.scheduler.eta = dict.fromkeys(CATEGORIES, 1.0)
         out = trainer.contrast(*trainer.project(x, edges), step=1)
         out.loss.backward()
         results.append((out.loss.item(), [p.grad.clone() for p in trainer.model.parameters()]))

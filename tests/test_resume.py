@@ -257,11 +257,14 @@ def _stopped_run(call, run_dir: Path, *args: str) -> None:
         result.unlink()
 
 
-def _without_hash(path: Path) -> None:
-    """A seed file as this project wrote it before files named their configuration."""
+def _with_hash(path: Path, config_hash: str | None) -> None:
+    """A seed file claiming another configuration hash (None: carrying none)."""
     raw = torch.load(path, weights_only=True)
     assert "config_hash" in raw
-    del raw["config_hash"]
+    if config_hash is None:
+        del raw["config_hash"]
+    else:
+        raw["config_hash"] = config_hash
     torch.save(raw, path)
 
 
@@ -285,26 +288,28 @@ def test_a_seed_file_from_another_configuration_is_refused(tmp_path: Path, in_pr
     assert (run_dir / "config.toml").read_bytes() == config  # nothing rewritten
 
 
-def test_files_from_before_hashes_resume_and_a_misfit_is_one_line(tmp_path: Path,
-                                                                  in_process) -> None:
+def test_a_seed_file_without_a_hash_or_with_a_misfit_is_one_line(tmp_path: Path,
+                                                                 in_process) -> None:
+    """A state.pt that names no configuration is refused (no version writes one); one whose
+    hash claims this run's configuration but whose tensors are another model's is refused
+    by its tensors."""
     run_dir, wide = tmp_path / "run", tmp_path / "wide"
     _stopped_run(in_process, run_dir)
     state = run_dir / "seed-0" / "state.pt"
-    _without_hash(state)
-    code, err = in_process("--resume", str(run_dir), "--epochs", "6")
-    assert code == 0, err
-    assert json.loads((run_dir / "metrics.json").read_text())["seeds"][0]["history"]
-    (run_dir / "metrics.json").unlink()
-    (run_dir / "seed-0" / "result.pt").unlink()
+    ours = torch.load(state, weights_only=True)["config_hash"]
+    kept = state.read_bytes()
+    _with_hash(state, None)
+    _refused(in_process("--resume", str(run_dir), "--epochs", "6"), str(state),
+             "carries no configuration hash", "remove it")
+    state.write_bytes(kept)
     assert in_process(*SMALL, "--hidden-dim", "24", "--out", str(wide))[0] == 0
     state.write_bytes((wide / "seed-0" / "state.pt").read_bytes())
-    _without_hash(state)  # an older file: only its tensors can tell
+    _with_hash(state, ours)  # a forged hash: only its tensors can tell
     _refused(in_process("--resume", str(run_dir), "--epochs", "8"), str(state),
              "does not fit this run's model", "is [24], the model's [16]")
 
 
-def test_a_truncated_config_toml_is_refused_and_an_older_one_loads(tmp_path: Path,
-                                                                   in_process) -> None:
+def test_a_truncated_config_toml_is_refused(tmp_path: Path, in_process) -> None:
     run_dir = tmp_path / "run"
     _stopped_run(in_process, run_dir)
     config = run_dir / "config.toml"
@@ -312,18 +317,6 @@ def test_a_truncated_config_toml_is_refused_and_an_older_one_loads(tmp_path: Pat
     config.write_text(whole[:whole.index("[schedule]")])  # valid TOML, cut at a table
     _refused(in_process("--resume", str(run_dir)), str(config), "lacks", "theta_max",
              "truncated")
-    # the version before `pick` wrote hard_pick and none of the later fields; its seed files
-    # have no hash
-    later = ("pick", "pace", "reach", "gate", "category_loss", "candidates")
-    older = [line for line in whole.splitlines() if line.split(" = ")[0] not in later]
-    older.insert(older.index("[contrast]  # " + whole.split("[contrast]  # ")[1].split("\n")[0])
-                 + 1, 'hard_pick = "top"')
-    config.write_text("\n".join(older) + "\n")
-    _without_hash(run_dir / "seed-0" / "state.pt")
-    code, err = in_process("--resume", str(run_dir))
-    assert code == 0, err
-    text = config.read_text()
-    assert 'pick = "hardest"' in text and 'pace = "fixed"' in text and "hard_pick" not in text
 
 
 def test_resume_refuses_flags_it_cannot_honour(tmp_path: Path, in_process) -> None:

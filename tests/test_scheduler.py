@@ -13,7 +13,7 @@ from edgegcl.contrast.baselines import AllNegatives, RandomSubset
 from edgegcl.contrast.constant import ConstantSubset
 from edgegcl.contrast.hans import CATEGORIES, HANS, HANSConfig
 from edgegcl.contrast.scheduler import ScheduleConfig
-from edgegcl.contrast.module import HANSContrast
+from edgegcl.contrast.module import ScheduledContrast
 from edgegcl.errors import UsageError
 from edgegcl.training.config import TrainConfig, unused_settings
 
@@ -37,7 +37,7 @@ def test_a_config_builds_its_member(name: str, cls: type, ranks: bool, reads: bo
     built = ScheduleConfig(scheduler=name, theta_max=0.3).build(epochs=100)
     assert type(built) is cls
     assert built.ranks_candidates is ranks and built.reads_losses is reads
-    contrast = HANSContrast.from_config(ScheduleConfig(scheduler=name, theta_max=0.3),
+    contrast = ScheduledContrast.from_config(ScheduleConfig(scheduler=name, theta_max=0.3),
                                         TrainConfig().contrast, epochs=100)
     assert contrast.selector.uniform is (not ranks)
 
@@ -107,11 +107,11 @@ def test_a_member_registered_from_outside_trains(doubling: type, tmp_path) -> No
                       hidden_dim=8, out_dim=4, proj_dim=4)
     data = synthetic_graph(SyntheticSpec(num_nodes=60, num_features=6))
     trainer = Trainer(cfg, 6)
-    assert type(trainer.hans) is _Doubling and trainer.contrast.selector.uniform
+    assert type(trainer.scheduler) is _Doubling and trainer.contrast.selector.uniform
     for _ in range(cfg.run.epochs):
         result = trainer.fit_epoch(data.x, data.edge_index)
         assert torch.isfinite(torch.tensor(result.loss))
-    assert trainer.hans.saturated
+    assert trainer.scheduler.saturated
     assert (pace_line(cfg) or "").startswith("the doubling subset has")
 
 

@@ -337,6 +337,51 @@ def test_an_edge_list_alone_trains_on_structural_features(tmp_path: Path) -> Non
     assert (tmp_path / "run" / "node_ids.txt").read_text().split() == sorted(names)
 
 
+def test_a_parquet_table_reads_as_its_csv_twin(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same graph as Parquet (typed columns; features as one list column, as pandas and
+    polars write embeddings) reads to the same arrays as the CSV tables; without pyarrow it is
+    one line naming the install."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from edgegcl_embed.errors import InputError
+    from edgegcl_embed.tables import read_tables
+
+    edges, nodes, names = _tables(tmp_path)
+    csv_graph = read_tables(edges, nodes)
+    data = synthetic_graph(SyntheticSpec(num_nodes=200, num_features=6))
+    pairs = [(a, b) for a, b in data.edge_index.t().tolist() if a < b]
+    pq.write_table(pa.table({"src": [names[a] for a, _ in pairs],
+                             "dst": [names[b] for _, b in pairs]}), tmp_path / "e.parquet")
+    pq.write_table(pa.table({"id": names, "features": data.x.tolist(),
+                             "label": ["abcde"[int(c)] for c in data.y]}),
+                   tmp_path / "n.parquet")
+    got = read_tables(tmp_path / "e.parquet", tmp_path / "n.parquet")
+    assert np.array_equal(got.edge_index, csv_graph.edge_index)
+    assert np.array_equal(got.ids, csv_graph.ids) and np.array_equal(got.y, csv_graph.y)
+    assert np.abs(got.x - csv_graph.x).max() <= 1e-6 * np.abs(csv_graph.x).max()  # CSV's text
+    # integer ids: the same ids as their decimal text
+    pq.write_table(pa.table({"a": np.arange(10), "b": (np.arange(10) + 1) % 10}),
+                   tmp_path / "ring.parquet")
+    ring = read_tables(tmp_path / "ring.parquet")
+    assert sorted(ring.ids.tolist()) == sorted(str(i) for i in range(10))
+    assert ring.edge_index.shape == (2, 20) and ring.structural
+    pq.write_table(pa.table({"id": ["a", "b"], "features": [[1.0, 2.0], [3.0]]}),
+                   tmp_path / "ragged.parquet")
+    pq.write_table(pa.table({"a": ["a", None], "b": ["b", "a"]}), tmp_path / "holes.parquet")
+    (tmp_path / "junk.parquet").write_bytes(b"PAR1 not really")
+    for edge_file, node_file, needle in (
+            ("ring.parquet", "ragged.parquet", "another length"),
+            ("holes.parquet", None, "missing values"),
+            ("junk.parquet", None, "cannot be read as Parquet")):
+        with pytest.raises(InputError, match=needle):
+            read_tables(tmp_path / edge_file, node_file and tmp_path / node_file)
+    monkeypatch.setitem(__import__("sys").modules, "pyarrow", None)
+    with pytest.raises(InputError, match="needs pyarrow: pip install pyarrow"):
+        read_tables(tmp_path / "ring.parquet")
+
+
 def test_table_refusals_are_one_line(tmp_path: Path) -> None:
     edges, nodes, names = _tables(tmp_path)
     lines = nodes.read_text().splitlines()
@@ -351,7 +396,7 @@ def test_table_refusals_are_one_line(tmp_path: Path) -> None:
             (["--dataset", str(edges), "--node-table", str(fifo)], "not a regular file"),
             (["--dataset", str(edges), "--node-table", str(short)], "does not list"),
             (["--dataset", str(edges), "--node-table", str(bad)], "NaN or infinite"),
-            (["--nodes", "100", "--node-table", str(nodes)], "goes with a CSV / TSV edge list")):
+            (["--nodes", "100", "--node-table", str(nodes)], "goes with a CSV / TSV / Parquet")):
         code, _, err = capture(main, ["train", *argv, *SMALL, "--out", str(tmp_path / "r")])
         assert code == 2 and needle in err.splitlines()[-1], err
         assert not (tmp_path / "r").exists()

@@ -43,8 +43,8 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--opset", type=int, default=DEFAULT_OPSET,
                    help=f"ONNX opset, {MIN_OPSET}..{MAX_OPSET} (default: {DEFAULT_OPSET})")
     p.add_argument("--node-table", metavar="NODES.csv",
-                   help="with a CSV / TSV edge list as --graph: its node table (id, feature "
-                        "columns, label)")
+                   help="with a CSV / TSV / Parquet edge list as --graph: its node table (id, "
+                        "feature columns, label)")
     p.add_argument("--graph-out", metavar="GRAPH.npz",
                    help="also write the training graph as edgegcl-embed reads it (x, or a sparse "
                         "x as CSR arrays, and edge_index)")

@@ -1,2 +1,2 @@
 """HANS-scheduled contrast: the scheduler, the negatives it chooses, the loss, and the
-scheduled-pairs path; ``module.HANSContrast`` wraps them for any encoder."""
+scheduled-pairs path; ``module.ScheduledContrast`` wraps them for any encoder."""

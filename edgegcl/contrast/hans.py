@@ -40,9 +40,9 @@ from typing import Literal
 from edgegcl.config import Section, choices, option
 from edgegcl.contrast.pace import PacedScheduler
 from edgegcl.contrast.scheduler import (CAP_ORDER, CATEGORIES, DEFAULT_RATIOS, RATIO_ORDER,
-                                        ScheduleConfig, ScheduleEvent, register)
+                                        ScheduleConfig, register)
 
-__all__ = ["CATEGORIES", "EQUAL_LOSSES", "HANS", "HANSConfig", "HANSEvent"]
+__all__ = ["CATEGORIES", "EQUAL_LOSSES", "HANS", "HANSConfig"]
 
 NOMINAL_WEIGHTS = {"hard": 1.0, "inter": 1.0, "easy": 0.5}
 Gate = Literal["total", "any"]
@@ -55,8 +55,6 @@ exp-similarity (``mean``), or over its active negatives (``sum``, the paper's)."
 CATEGORY_LOSSES: tuple[str, ...] = choices(CategoryLoss)
 EQUAL_LOSSES = dict.fromkeys(CATEGORIES, 1.0)
 """Equal per-category losses: what a scheduler that reads none is handed."""
-HANSEvent = ScheduleEvent
-"""The event log's line (edgegcl.contrast.scheduler.ScheduleEvent), by its former name."""
 _ = (CAP_ORDER, DEFAULT_RATIOS, RATIO_ORDER)  # re-exported: the paper's orders and ratios
 
 

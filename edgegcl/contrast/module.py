@@ -1,7 +1,7 @@
 """The scheduled contrast as one object, for ``edgegcl train`` and any encoder alike: two views'
 projections in, the loss (and its per-category parts) out.
 
-``ScheduledContrast`` (``HANSContrast``, its former name) keeps the negative selection between
+``ScheduledContrast`` keeps the negative selection between
 steps, sums each epoch's losses weighted by its anchors, and hands its negative scheduler
 (HANS, or another member of edgegcl.contrast.scheduler) their means at the end of the epoch
 (``step()``, once per epoch, as ``torch.optim.lr_scheduler``). The Trainer
@@ -33,7 +33,7 @@ from edgegcl.contrast.scheduler import NegativeScheduler, ScheduleConfig, Schedu
 from edgegcl.contrast.selection import NegativeSelector
 from edgegcl.phases import PhaseClock
 
-__all__ = ["ContrastConfig", "EpochLoss", "HANSContrast", "ScheduledContrast"]
+__all__ = ["ContrastConfig", "EpochLoss", "ScheduledContrast"]
 
 
 class ContrastWorld(Protocol):
@@ -133,11 +133,6 @@ class ScheduledContrast(nn.Module):
         self.last_epoch: EpochLoss | None = None
         """The means HANS read at the last ``step()``."""
         self._epoch: list[tuple[Tensor, dict[str, float], int]] = []
-
-    @property
-    def hans(self) -> NegativeScheduler:
-        """The scheduler, by its former name."""
-        return self.scheduler
 
     @classmethod
     def from_config(cls, schedule: ScheduleConfig, contrast: ContrastConfig, *, epochs: int,
@@ -251,6 +246,3 @@ class ScheduledContrast(nn.Module):
         self.calls = int(state.get("calls", 0))  # older seed states count none
         self._epoch = []
 
-
-HANSContrast = ScheduledContrast
-"""``ScheduledContrast`` by its former name."""

@@ -31,7 +31,7 @@ one list to extend for another PyG dataset."""
 DATASETS: tuple[str, ...] = (*PYG_SOURCES, "synthetic")
 """Every ``--dataset`` name besides a graph file: the benchmarks and the generated graph."""
 
-GRAPH_FILES: tuple[str, ...] = (".pt", ".npz", ".csv", ".tsv")
+GRAPH_FILES: tuple[str, ...] = (".pt", ".npz", ".csv", ".tsv", ".parquet")
 """The graph file suffixes ``--dataset`` takes (``edgegcl.data.files.READERS`` reads them)."""
 
 SamplerName = Literal["auto", "builtin", "pyg"]
@@ -154,7 +154,7 @@ class DataConfig(Section):
                           "graph file")
     root: str = option("", "directory holding the datasets ('': $EDGEGCL_DATA or "
                        "~/.cache/edgegcl/datasets)")
-    node_table: str = option("", "a CSV / TSV --dataset edge list's node table: id, feature "
-                             "columns, label ('': the nodes the edges name, structural "
+    node_table: str = option("", "a CSV / TSV / Parquet --dataset edge list's node table: "
+                             "id, feature columns, label ('': the nodes the edges name, structural "
                              "features)", omit_default=True)
 

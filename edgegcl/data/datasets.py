@@ -85,7 +85,7 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
         name: a name of DATASETS, a ``.pt`` / ``.npz`` graph file, or None for the generated graph.
         root: directory holding the benchmark datasets (None: ``default_data_root()``).
         synthetic: the generated graph's parameters.
-        node_table: a CSV / TSV edge list's node table (edgegcl_embed.tables).
+        node_table: a CSV / TSV / Parquet edge list's node table (edgegcl_embed.tables).
 
     Example:
         >>> load_graph("synthetic", None).num_nodes
@@ -93,8 +93,8 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
         >>> load_graph("Cora", "/path/to/datasets")  # doctest: +SKIP
     """
     if node_table and (name is None or not is_graph_file(name)):
-        raise UsageError(f"--node-table goes with a CSV / TSV edge list as --dataset, not "
-                         f"{shown(name or 'synthetic', 80)}; drop it")
+        raise UsageError("--node-table goes with a CSV / TSV / Parquet edge list as --dataset, "
+                         f"not {shown(name or 'synthetic', 80)}; drop it")
     if name is None or name.strip().lower() == "synthetic":
         return synthetic_graph(synthetic)
     if is_graph_file(name):

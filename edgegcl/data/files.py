@@ -47,8 +47,8 @@ def load_file(path: Path, node_table: Path | None = None) -> Data:
     an optional ``node_table``, its node ids kept as ``data.ids``)."""
     suffix = path.suffix.lower()
     if node_table is not None and suffix not in TABLE_SUFFIXES:
-        raise UsageError(f"--node-table goes with a CSV / TSV edge list, but {shown(path.name)} "
-                         "is a graph file of its own; drop --node-table")
+        raise UsageError("--node-table goes with a CSV / TSV / Parquet edge list, but "
+                         f"{shown(path.name)} is a graph file of its own; drop --node-table")
     try:  # the runtime's checks of paths and .npz files, raised as edgegcl's error type
         check_file(path, "graph file", "check the path")
         data = (_load_tables(path, node_table) if suffix in TABLE_SUFFIXES

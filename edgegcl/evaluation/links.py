@@ -35,14 +35,16 @@ __all__ = ["LINK_PROBE_MAX_PAIRS", "PAIR_CHUNK", "SCORERS", "LinkScores", "LinkS
 
 SCORERS: tuple[str, ...] = ("cosine", "inner", "probe")
 """How a pair is scored from its two embeddings."""
-PAIR_CHUNK = 1 << 16
-"""Pairs gathered and scored at a time (two [chunk, D] blocks: 64 MiB at 128 wide)."""
+PAIR_CHUNK = 1 << 12
+"""Pairs gathered and scored at a time: two [chunk, D] blocks and the scorer's temporaries,
+8 MiB at 256 wide, so the pairs' scoring stays small beside the graph (at 1 << 16 its peak,
+325 MiB at 256 wide, was most of a 200k-node link run's growth over the node task's)."""
 LINK_PROBE_MAX_PAIRS = 5_000
 """Training edges (and as many non-edges) the link probe is fitted on at most."""
 LINK_PROBE_DECAYS = (0.0, 1e-4, 1e-3, 1e-2)
+"""The link probe's weight decays, chosen on the validation pairs' AUC."""
 LINK_PROBE_EPOCHS = 200
 """Adam steps of the link probe (full batch, lr 0.01)."""
-"""The link probe's weight decays, chosen on the validation pairs' AUC."""
 
 
 @dataclass(frozen=True)

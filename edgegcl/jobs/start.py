@@ -74,16 +74,11 @@ class Start:
 def _saved_config(run_dir: Path) -> dict[str, Any]:
     """RUN_DIR/config.toml's values, refused in one line when fields are missing (a
     truncated file; defaults in their place would train another configuration)."""
-    from edgegcl.config import NEWER_THAN_HARD_PICK
-    from edgegcl.tomlfile import read_toml
     from edgegcl.training.config import FIELDS, load_toml
 
     path = run_dir / "config.toml"
     saved = load_toml(path)
-    raw = read_toml(path, f"config file {path}", "restore it")  # load_toml has read it
-    named = set(raw) | {k for v in raw.values() if isinstance(v, dict) for k in v}
-    newer = NEWER_THAN_HARD_PICK if "hard_pick" in named else ()
-    missing = [name for name, f in FIELDS.items() if name not in saved and name not in newer
+    missing = [name for name, f in FIELDS.items() if name not in saved
                and not f.metadata["omit_default"]]
     if missing:
         more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""

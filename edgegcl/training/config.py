@@ -14,7 +14,6 @@ which is how files, flags and presets name them.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +24,6 @@ from edgegcl.config import (
     canonical_values,
     convert,
     flag_form,
-    layout,
     list_presets,
     load_values,
     option,
@@ -275,26 +273,6 @@ FIELDS = {name: f for name, (_, f) in section_fields(TrainConfig).items()}
 """Every option of a run by name (its dataclass field: default and help)."""
 SECTIONS = {name: kind.TITLE for name, kind in _SECTIONS.items()}
 """Section name -> what it holds."""
-MOVED = {"hans": tuple(f.name for f in fields(ScheduleConfig))}
-"""Keys the first layout kept in another table: the whole schedule sat in ``[hans]``."""
-_FIRST_HANS = ("scheduler", "theta_max", "ratios", "pace", "reach", "T_init", "T_int", "e",
-               "gamma", "gate", "category_loss", "b", "c_cat", "eta_0", "floor", "swap_every")
-_FIRST_HANS_TITLE = "the Hardness-Aware Negative Scheduler (Algorithm 1; the paper's names)"
-
-
-def hashed_toml(cfg: TrainConfig) -> str:
-    """``cfg`` as TOML in the first layout (the schedule and HANS's gate one ``[hans]``
-    table, in its order): the text configuration hashes are taken over, so that the seed
-    files of runs written then still match their configuration."""
-    tables: list[tuple[str, str, list[str]]] = []
-    for name, title, names in layout(cfg):
-        if name == "schedule":
-            tables.append(("hans", _FIRST_HANS_TITLE, list(_FIRST_HANS)))
-        elif name != "hans":
-            tables.append((name, title, names))
-    return to_toml(cfg, tables)
-
-
 def option_value(cfg: TrainConfig, name: str) -> Any:
     """Option ``name``'s value in ``cfg``, from the section that holds it.
 
@@ -323,7 +301,7 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     in the wrong table and unreadable files are usage errors (edgegcl.config.load_values). An
     encoder it names must have been named by the user (edgegcl.trust.check_named); a relative
     one is resolved against the file's folder."""
-    values = {k: coerce(k, v) for k, v in load_values(path, TrainConfig, MOVED, _warn).items()}
+    values = {k: coerce(k, v) for k, v in load_values(path, TrainConfig).items()}
     if values.get("encoder"):
         where = resolve_config(path)
         values["encoder"] = check_named(str(values["encoder"]), where, where.parent)
@@ -348,10 +326,6 @@ def unused_settings(cfg: TrainConfig) -> tuple[str, ...]:
     scheduler = cfg.schedule.scheduler
     return (*cfg.schedule.unused(cfg.hans), *cfg.contrast.unused(scheduler),
             *cfg.model.unused())
-
-
-def _warn(line: str) -> None:
-    print(f"edgegcl: warning: {line}", file=sys.stderr, flush=True)
 
 
 def tuned_defaults(dataset: str) -> tuple[Path | None, dict[str, Any]]:

@@ -97,7 +97,7 @@ class Trainer:
             require_minibatch(mode)
         if encoder is None and cfg.model.encoder == AUTO:
             raise ValueError("a Trainer trains one encoder, and this configuration says "
-                             "encoder = 'auto', which a run chooses per seed (edgegcl.run, "
+                             "encoder = 'auto', which a run chooses per seed (edgegcl.train_seeds, "
                              "edgegcl.training.choice); name one (cfg.with_encoder('gcn'), "
                              "'ego' or 'poly') or pass an encoder module")
         self.cfg, self.mode, self.device, self.world = cfg, mode, torch.device(device), world
@@ -133,11 +133,6 @@ class Trainer:
     @property
     def scheduler(self) -> NegativeScheduler:
         """The negative scheduler (the contrast's)."""
-        return self.contrast.scheduler
-
-    @property
-    def hans(self) -> NegativeScheduler:
-        """The scheduler, by its former name."""
         return self.contrast.scheduler
 
     @property

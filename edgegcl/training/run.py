@@ -40,7 +40,7 @@ from edgegcl.training.state import (RunLock, config_hash, guard_writes, save_ato
 from edgegcl.training.threads import ThreadChoice
 from edgegcl_embed.files import refuse_link
 
-__all__ = ["Stopped", "run", "start_seed", "train_seed", "train_seeds"]
+__all__ = ["Stopped", "start_seed", "train_seed", "train_seeds"]
 
 
 def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
@@ -241,21 +241,6 @@ def _batch_end(hooks: Sequence[Hook], run: SeedRun, epoch: int, batch: int, batc
                mean: float) -> None:
     for hook in hooks:
         hook.batch_end(run, epoch, batch, batches, mean)
-
-
-def run(*args: Any, **kwargs: Any) -> dict[str, Any]:
-    """The former name of ``train_seeds`` (kept working, with a DeprecationWarning).
-
-    Example:
-        >>> metrics = run(TrainConfig(epochs=2), graph, Path("runs/mine"),
-        ...               torch.device("cpu"))  # doctest: +SKIP
-    """
-    import warnings
-
-    warnings.warn("edgegcl.run is now edgegcl.train_seeds; edgegcl.train runs a whole run as "
-                  "'edgegcl train' does (run directory, lock, profiler, resume)",
-                  DeprecationWarning, stacklevel=2)
-    return train_seeds(*args, **kwargs)
 
 
 def _chosen_value(result: SeedResult) -> float:

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from edgegcl.training.config import FIELDS, RESUMABLE, TrainConfig, hashed_toml
+from edgegcl.config import to_toml
+from edgegcl.training.config import FIELDS, RESUMABLE, TrainConfig
 from edgegcl.errors import UsageError
 from edgegcl_embed.errors import InputError, shown
 from edgegcl_embed.files import open_regular, read_regular, refusals, replacing
@@ -46,21 +47,23 @@ _WRITE_HINT = "free space or pick a writable --out (the previous files are intac
 
 
 def config_hash(cfg: TrainConfig) -> str:
-    """SHA-256 of the canonical configuration (``hashed_toml``: the same text whatever the
-    section layout) without ``UNHASHED``: the identity of the training a seed file belongs to,
+    """SHA-256 of the configuration as config.toml writes it (``to_toml``) without
+    ``UNHASHED``: the identity of the training a seed file belongs to,
     stored in state.pt, result.pt and checkpoint.pt."""
     defaults = {name: FIELDS[name].default for name in UNHASHED}
-    return hashlib.sha256(hashed_toml(replace(cfg, **defaults)).encode()).hexdigest()
+    return hashlib.sha256(to_toml(replace(cfg, **defaults)).encode()).hexdigest()
 
 
 def check_config(path: Path, saved: dict[str, Any], cfg: TrainConfig) -> None:
     """Refuse, in one line, a seed file trained under another configuration than ``cfg``.
 
-    Files written before hashes carry none and pass; a state names the fields that differ
-    (it keeps its configuration)."""
+    A state names the fields that differ (it keeps its configuration)."""
     stored = saved.get("config_hash")
-    if stored is None or stored == config_hash(cfg):
+    if stored == config_hash(cfg):
         return
+    if stored is None:
+        raise UsageError(f"{path} carries no configuration hash: it was not written by this "
+                         "version of edgegcl; remove it to train that seed afresh")
     theirs, ours = saved.get("config"), cfg.to_dict()
     differ = [f"{k} {theirs[k]!r} there, {ours[k]!r} here" for k in ours
               if isinstance(theirs, dict) and k not in UNHASHED and k in theirs
