@@ -11,8 +11,8 @@ backend.
 Features reach each backend as it gets them in practice. Cora's bag-of-words x (about 1 %
 nonzero) is CSR for every backend that takes CSR: torch as edgegcl's ``as_features`` makes it
 for training and evaluation (CSR below 10 % nonzeros), onnxruntime as a scipy CSR matrix,
-both built from the graph file's dense x outside the timed call; the interface-1 model takes
-only a dense x. The synthetic graph's Gaussian x is dense for all. Backends:
+both built from the graph file's dense x outside the timed call. The synthetic graph's Gaussian
+x is dense for all. Backends:
 
 - ``torch-eager``: edgegcl's ``GCNEncoder(x, edge_index)`` under ``no_grad``;
   ``torch-eager-dense-x`` (graphs with a sparse x, torch's default threads): the same with x
@@ -24,8 +24,6 @@ only a dense x. The synthetic graph's Gaussian x is dense for all. Backends:
   ONNX dense stages, CSR aggregation in between, stage 0 as a CSR product for a sparse x; the
   default kernel, numba's when installed), at 1, 2, 4, ... and all threads; ``onnxruntime-fp32-scipy``: the
   same with scipy's CSR kernel (what a device without numba runs), all threads;
-- ``onnxruntime-fp32-scatternd``: the interface-1 model (ScatterND over [E, d] messages, one
-  thread), the design this replaced;
 - ``onnxruntime-portable-fp32`` / ``-int8`` (issue 24): the same model files run whole by
   onnxruntime alone (``portable_session``: x dense and edge_index in, the aggregation a Loop
   inside the graph), as a C++, Java or JavaScript consumer runs them, at 1, 2, 4, ... and all
@@ -67,7 +65,7 @@ HERE = Path(__file__).resolve().parent
 WORK = HERE / "runs" / "embedding"
 PROG = "bench.embed_speed"
 
-# Backends that take a sparse x as CSR (the interface-1 model needs it dense).
+# Backends that take a sparse x as CSR.
 SPARSE_X_BACKENDS = ("torch-eager", "torch-csr", "onnxruntime-fp32", "onnxruntime-int8",
                      "onnxruntime-fp32-scipy")
 
@@ -333,16 +331,14 @@ def child_designs(graph: Path, widths: list[int], threads: int) -> dict[str, Any
 
 
 def _export(name: str, ckpt_path: Path, data: Data, out: Path) -> dict[str, Any]:
-    """fp32, int8 and interface-1 models of ``ckpt_path``, checked; returns the int8 report."""
+    """fp32 and int8 models of ``ckpt_path``, checked; returns the int8 report."""
     from edgegcl.onnx.export import check_against_torch, export_encoder
-    from edgegcl.onnx.legacy import export_legacy
     from edgegcl.onnx.quantize import int8_report, quantize_int8
     from edgegcl.training.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(ckpt_path)
     fp32, int8 = out / f"{name}.onnx", out / f"{name}.int8.onnx"
     export_encoder(ckpt, fp32)
-    export_legacy(ckpt, out / f"{name}.scatternd.onnx", interface=1)
     checks = check_against_torch(fp32, ckpt.encoder, data.x, data.edge_index)
     quantize_int8(fp32, int8)
     report = int8_report(fp32, int8, data)
@@ -397,8 +393,7 @@ def _prepare(root: str, run: str, nodes: int) -> tuple[list[dict[str, Any]], dic
                        "edges": int(data.edge_index.size(1)), "in_dim": data.x.size(1),
                        "sparse_x": as_features(data.x).layout == torch.sparse_csr,
                        "out_dim": int(w2.shape[0]), "widths": widths,
-                       "fp32": WORK / f"{name}.onnx", "int8": WORK / f"{name}.int8.onnx",
-                       "scatternd": WORK / f"{name}.scatternd.onnx"})
+                       "fp32": WORK / f"{name}.onnx", "int8": WORK / f"{name}.int8.onnx"})
     return graphs, reports
 
 
@@ -437,8 +432,7 @@ def _jobs(graphs: list[dict[str, Any]], repeats: int, device: str,
                      (g, "onnxruntime-int8", g["int8"], r, cores, "cpu")]
             continue
         jobs += [(g, "torch-eager", g["ckpt"], r, 1, "cpu"),
-                 (g, "torch-csr", g["ckpt"], r, 1, "cpu"),
-                 (g, "onnxruntime-fp32-scatternd", g["scatternd"], r, 1, "cpu")]
+                 (g, "torch-csr", g["ckpt"], r, 1, "cpu")]
         for t in thread_counts(cores):
             jobs += [(g, "onnxruntime-fp32", g["fp32"], r, t, "cpu"),
                      (g, "onnxruntime-int8", g["int8"], r, t, "cpu"),
@@ -562,7 +556,7 @@ def _targets(rows: list[dict[str, Any]], cli: list[dict[str, Any]], graphs: list
 
 
 def _portable_lines(rows: list[dict[str, Any]], graphs: list[dict[str, Any]]) -> list[str]:
-    """The portable model's latency and memory against the staged path and interface 1."""
+    """The portable model's latency and memory against the staged path."""
     lines = []
     for g in graphs:
         name = g["name"]
@@ -584,11 +578,6 @@ def _portable_lines(rows: list[dict[str, Any]], graphs: list[dict[str, Any]]) ->
                 lines.append(f"- {name}, portable {label}, {alone['threads']} threads: "
                              f"{alone['median_s']:.3f} s, peak above loaded "
                              f"{alone['above_loaded_MiB']:.0f} MiB")
-        old = _best(rows, name, "onnxruntime-fp32-scatternd")
-        if old:
-            lines.append(f"- {name}, interface 1 (ScatterND, [E, d] messages, 1 thread): "
-                         f"{old['median_s']:.3f} s, peak above loaded "
-                         f"{old['above_loaded_MiB']:.0f} MiB")
     return lines
 
 
@@ -624,12 +613,11 @@ def _markdown(rows: list[dict[str, Any]], cli: list[dict[str, Any]],
         "`EncoderSession.embed` (the portable file cut into its ONNX dense stages + CSR "
         "aggregation, stage 0 as "
         "a CSR product for a sparse x; degree and adjacency construction and input checks "
-        "included; the kernel numba's, -scipy with scipy's); -scatternd is the interface-1 "
-        "model this replaced; onnxruntime-portable-* the same files run whole by onnxruntime "
+        "included; the kernel numba's, -scipy with scipy's); onnxruntime-portable-* the same files run whole by onnxruntime "
         "alone (x dense; -defaults: onnxruntime's default session options). Column x: how the "
         "features reach the backend, as they would in practice: Cora's (1.3 % nonzero) as CSR "
-        "(torch: edgegcl's as_features; onnxruntime: scipy CSR), built before the timed call; "
-        "the interface-1 model takes only dense x. Threads 0 in the command means torch's "
+        "(torch: edgegcl's as_features; onnxruntime: scipy CSR), built before the timed call. "
+        "Threads 0 in the command means torch's "
         "default. Peak = the process's maximum RSS; above loaded = peak minus RSS after "
         "imports, model and graph.",
         "", "| graph | backend | device | threads | x | median s | min s | runs | peak RSS MiB | "
@@ -638,8 +626,8 @@ def _markdown(rows: list[dict[str, Any]], cli: list[dict[str, Any]],
         *_targets(rows, cli, graphs, cores), "", "## The portable model beside the staged path "
         "(issue 24)", "", "The same .onnx file, run whole by onnxruntime alone (aggregation "
         "inside the graph: a Loop over each node's entries, O(N d + E) memory) and by "
-        "`EncoderSession` (the file cut into its dense stages, CSR aggregation, row blocks); "
-        "the interface-1 model (ScatterND over [E, d] messages) for memory. Ratios of medians "
+        "`EncoderSession` (the file cut into its dense stages, CSR aggregation, row blocks). "
+        "Ratios of medians "
         "measured in this run; peak above loaded as in the table.", "",
         *_portable_lines(rows, graphs), ""]
     if cli:
@@ -662,8 +650,7 @@ def _markdown(rows: list[dict[str, Any]], cli: list[dict[str, Any]],
         lines += ["## Aggregation designs side by side", "",
                   "A_hat @ H (A_hat with self-loops, normalised; H random float32) at the "
                   "widths the encoder aggregates at, all in one process on the same graph; "
-                  "median of 3 after a warm-up. The ScatterND design is the "
-                  "onnxruntime-fp32-scatternd row above (whole encoder, one thread).", "",
+                  "median of 3 after a warm-up.", "",
                   "| graph | nnz | width | design | median s | min s | max abs diff to scipy |",
                   "|---|---|---|---|---|---|---|"]
         for name, d in designs.items():

@@ -81,7 +81,7 @@ def cell_overrides(dataset: str, cell: str) -> dict[str, Any]:
     if cell.startswith("theta="):
         return {"theta_max": float(cell[6:])}
     if cell.startswith("ratios="):
-        return {"ratios": cell[7:]}
+        return {"ratios": dict(zip(("easy", "hard", "inter"), map(float, cell[7:].split(","))))}
     return {}
 
 

@@ -33,10 +33,10 @@ def option(default: Any, help: str, *, at_least: float | None = None,
     """A section's field: its default, what it does (``--help`` shows it), and its bounds.
 
     ``at_least`` / ``above`` / ``at_most``: the inclusive, exclusive and upper bounds a
-    number must keep (``why`` says why in the refusal); ``keys``: a mapping's keys, in the
-    order its flag form lists them (``--ratios 20,30,50``); ``omit_default``: a field newer
-    than the canonical forms, left out of them while it holds its default, so that the TOML
-    text and the hashes of configurations that do not use it stay as they were.
+    number must keep (``why`` says why in the refusal); ``keys``: a mapping's keys (its flag
+    form names each, ``--ratios hard=30,inter=50,easy=20``); ``omit_default``: an option only
+    some runs use (an encoder's or ProGCL's), left out of the canonical forms while it holds
+    its default, so that config.toml lists what the run uses.
     """
     meta = {"help": help, "at_least": at_least, "above": above, "at_most": at_most,
             "why": why, "keys": keys, "omit_default": omit_default}
@@ -126,16 +126,13 @@ def _coerce(f: Field[Any], kind: Any, value: Any) -> Any:
                 if set(value) != set(keys):
                     raise ValueError
                 return {k: _number(value[k]) for k in keys}
-            if isinstance(value, str) and "=" in value:  # keyed: hard=30,inter=50,easy=20
-                pairs = [item.partition("=") for item in value.split(",")]
-                named = {k.strip().lower(): v for k, eq, v in pairs if eq}
-                if len(named) != len(pairs) or set(named) != set(keys):
-                    raise ValueError
-                return {k: _number(named[k]) for k in keys}
-            items = value.split(",") if isinstance(value, str) else list(value)
-            if len(items) != len(keys):
+            if not isinstance(value, str):
                 raise ValueError
-            return {k: _number(v) for k, v in zip(keys, items)}
+            pairs = [item.partition("=") for item in value.split(",")]  # hard=30,inter=50,...
+            named = {k.strip().lower(): v for k, eq, v in pairs if eq}
+            if len(named) != len(pairs) or set(named) != set(keys):
+                raise ValueError
+            return {k: _number(named[k]) for k in keys}
         if origin is list:
             items = value.split(",") if isinstance(value, str) else list(value)
             return [_integer(v) for v in items]
@@ -151,8 +148,7 @@ def _coerce(f: Field[Any], kind: Any, value: Any) -> Any:
     except (TypeError, ValueError):
         if origin is dict:
             what = (f"{','.join(f'{k}=N' for k in CATEGORY_ORDER if k in keys)} (every one "
-                    f"once), a table {' / '.join(keys)}, or the older positional "
-                    f"{','.join(k.upper() for k in keys)}")
+                    f"once) or a table {' / '.join(keys)}")
         elif origin is list:
             what = "a list of integers, e.g. [10, 10] or 10,10"
         else:

@@ -5,8 +5,8 @@ standard library (numba optional), so it installs alone (``pip install ./edgegcl
 distribution ``edgegcl-embed``; README.md here) or the folder can be copied to a device:
 ``python -m edgegcl_embed.embed model.onnx --graph graph.npz --out embeddings.npy``. Installed, alone
 or with edgegcl, it is the package ``edgegcl_embed`` (script ``edgegcl-embed``); its modules
-import each other relatively, so either name works. It reads model files of interfaces 1 to 5
-(``contract``).
+import each other relatively, so either name works. It reads the model files of
+``contract``'s interface.
 """
 
 __version__ = "0.1.0"

@@ -9,8 +9,8 @@ checks, from the bytes and before onnxruntime loads them (its constant folding w
 allocate), that every node is one of those ops (``STAGE_OPS``, standard domain) and that every
 tensor is either a row tensor ``[rows, w]`` no wider than the file stores (``stage_problem``),
 or a constant no larger than the largest constant in the file.
-Every layout the runtime reads passes the same check (interfaces 2 and 3 as written, 4 and 5
-as cut by ``edgegcl_embed.stages``), so a run is bounded by the graph it embeds.
+What the runtime runs (a model file as cut by ``edgegcl_embed.stages``) passes this check, so a
+run is bounded by the graph it embeds.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``edgegcl-embed MODEL.onnx --graph GRAPH.npz --out EMB.npy``: embeddings without torch.
 
-Needs numpy, scipy and onnxruntime. The model is an ``edgegcl export`` file (the portable model
-of interface 4 or 5, which the runtime cuts into its dense stages, or an older interface). The graph
+Needs numpy, scipy and onnxruntime. The model is an ``edgegcl export`` file (one portable graph,
+which the runtime cuts into its dense stages: ``edgegcl_embed.contract``). The graph
 file holds ``x`` (or a sparse x as CSR arrays, ``graph.save_npz``, which the first layer
 multiplies over its nonzeros only) and ``edge_index``; edgegcl_embed/README.md lists its keys. Bad
 input (model, graph, paths) prints one line ``edgegcl-embed: error: ...`` and exits with code

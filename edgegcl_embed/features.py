@@ -2,7 +2,7 @@
 
 Bag-of-words features are mostly zeros, so the dense MatMul of stage 0 spends almost all its
 multiply-adds on them; a CSR product costs one row of W1 per nonzero instead. A model that
-exposes W1 (interface 3, ``edgegcl_embed.contract``) lets the runtime take that product with its CSR
+exposes W1 (``edgegcl_embed.contract``) lets the runtime take that product with its CSR
 kernel (``edgegcl_embed.kernels``), block by block on its worker threads like the other stages: x
 handed over as a scipy sparse matrix is used as it is, and a dense x that is mostly zeros is
 converted one block at a time inside the workers; which way is cheaper depends on x's density

@@ -15,8 +15,8 @@ from scipy.sparse import csr_matrix, issparse
 
 from .adjacency import NormalisedAdjacency
 from .contract import (INPUT_X, STAGE0_WEIGHT,
-                       STAGE0_WEIGHT_INT8, ModelMetadata, aggregate_input, carry_input,
-                       carry_output, is_portable, stage_output)
+                       STAGE0_WEIGHT_INT8, ModelMetadata, OutdatedModel, aggregate_input,
+                       carry_input, carry_output, stage_output)
 from .errors import InputError, first_line, shown
 from .features import dense_rows, density, sparse_product, use_sparse_product
 from .files import read_regular
@@ -67,7 +67,7 @@ def default_block_rows(num_rows: int) -> int:
 
 def portable_session(path: str | Path, threads: int = 1,
                      memory_pattern: bool = False) -> ort.InferenceSession:
-    """A plain onnxruntime session of a portable model file (interface 4 or 5), opened as any
+    """A plain onnxruntime session of an exported model file, opened as any
     consumer of the file opens it, with none of this runtime's code:
     ``session.run(["embeddings"], {"x": x, "edge_index": edge_index})`` embeds a whole graph.
 
@@ -86,18 +86,19 @@ def portable_session(path: str | Path, threads: int = 1,
 class EncoderSession:
     """An exported encoder, opened for inference, with its ``edgegcl.*`` metadata.
 
-    A portable file (interface 4 or 5) is cut into its dense stages (``edgegcl_embed.stages``) and run
-    like an interface-3 file: ``session`` is the stages' onnxruntime session. What onnxruntime
-    loads is checked first to be bounded (``edgegcl_embed.bounds``: no control flow, no shape
-    taken from a value); interface-1 files (a whole-graph scatter) are refused.
+    The file is cut into its dense stages (``edgegcl_embed.stages``): ``session`` is the stages'
+    onnxruntime session. What onnxruntime loads is checked first to be bounded
+    (``edgegcl_embed.bounds``: no control flow, no shape taken from a value); a file of an
+    earlier interface is refused in one line (re-export it).
 
     ``threads``: worker threads for the row blocks (default: every available core). Each
     onnxruntime run is single-threaded and blocks run concurrently, which scales better than
     splitting every small product. ``device`` "cuda" runs the dense stages with onnxruntime's CUDA provider,
     the whole graph as one block. ``first_layer`` (FIRST_LAYER_MODES): when a model that
-    exposes W1 (interface 3) takes stage 0 as a CSR product over x's nonzeros instead of its
-    MatMul; ``stage0_weight`` is that W1, None for models without it (interface 2 files,
-    models whose first layer aggregates first), which always densify a sparse x. ``kernel``
+    exposes W1 (edgegcl_embed.contract) takes stage 0 as a CSR product over x's nonzeros instead
+    of its MatMul; ``stage0_weight`` is that W1, None for models without it (the ego and
+    polynomial encoders, or a first layer that aggregates first), which always densify a sparse
+    x. ``kernel``
     (edgegcl_embed.kernels.KERNELS): the CSR product for the aggregation and the sparse first layer,
     the faster of numba's and scipy's on this machine ("auto", ``kernels.faster_kernel``);
     ``self.kernel`` is the one chosen, and assigning it
@@ -166,16 +167,15 @@ class EncoderSession:
         props = self.session.get_modelmeta().custom_metadata_map
         try:
             self.metadata = ModelMetadata.from_props(props)
+        except OutdatedModel as exc:
+            raise InputError(f"model file {p} was written by an earlier edgegcl ({exc}); "
+                             "re-export it with edgegcl export") from None
         except (KeyError, ValueError) as exc:
             raise InputError(f"model file {p} is not an edgegcl encoder (metadata: {exc}); "
                              "export it with edgegcl export") from None
         self._check_graph(p, self.metadata)
-        if self.metadata.interface == 1:
-            raise InputError(f"model file {p} is an interface-1 export (edgegcl's first layout: "
-                             "one graph with a scatter inside, whose shapes the runtime cannot "
-                             "bound); re-export it with edgegcl export")
         try:  # what onnxruntime runs: the dense stages, bounded (edgegcl_embed.bounds)
-            stages = stage_model(model) if is_portable(self.metadata.interface) else model
+            stages = stage_model(model)
             check_bounded(stages)
         except (ModelFormatError, OSError) as exc:
             raise InputError(f"model file {p} cannot be cut into its stages ("
@@ -185,8 +185,7 @@ class EncoderSession:
         if device == "cuda" and "CUDAExecutionProvider" not in self.session.get_providers():
             raise InputError("onnxruntime could not start its CUDA provider (CUDA or cuDNN "
                              "libraries missing or mismatched); fix the install or use the CPU")
-        if is_portable(self.metadata.interface):
-            self._check_graph(p, self.metadata, cut=True)
+        self._check_graph(p, self.metadata, cut=True)
         inputs = {i.name: i.shape for i in self.session.get_inputs()}
         self._has_stage0 = INPUT_X in inputs
         self._widths = {o.name: o.shape[1] for o in self.session.get_outputs()
@@ -197,9 +196,9 @@ class EncoderSession:
         self.first_layer = first_layer
         self.stage0_weight = self._fetch_stage0_weight(p) if self._has_stage0 else None
         if first_layer == "sparse" and self.stage0_weight is None:
-            raise InputError(f"model file {p} does not expose W1 (edgegcl interface "
-                             f"{self.metadata.interface}, or layer 1 aggregates first), so its "
-                             "first layer cannot run sparse; re-export it with edgegcl export")
+            raise InputError(f"model file {p} does not expose W1 (its {self.metadata.encoder} "
+                             "encoder's first layer is more than x W1, or aggregates first), so "
+                             "it cannot run sparse; use first_layer auto or dense")
         warm_up(self._kernel)  # numba's one-time load, charged to opening, not to embed
 
     @staticmethod
@@ -254,7 +253,7 @@ class EncoderSession:
         return int(work)
 
     def _fetch_stage0_weight(self, path: Path) -> np.ndarray | None:
-        """W1 from the model's outputs (interface 3): ``w1``, or an INT8 file's int8 weight
+        """W1 from the cut model's outputs: ``w1``, or an INT8 file's int8 weight
         dequantised as DequantizeLinear does; None when the model has neither."""
         outputs = {o.name for o in self.session.get_outputs()}
         if STAGE0_WEIGHT in outputs:
@@ -278,14 +277,14 @@ class EncoderSession:
         return self.first_layer == "sparse" or use_sparse_product(x, self.metadata.precision)
 
     def stage(self, j: int, h: np.ndarray, carried: np.ndarray | None = None) -> np.ndarray:
-        """Stage j of the model (interfaces 2 to 5) on the float32 rows ``h``, as one run: stage
+        """Stage j of the model on the float32 rows ``h``, as one run: stage
         0 takes rows of x, stage j >= 1 rows of A_hat z(j-1) (and of the tensor stage j - 1
         carried, when it carries one). Checks and tests read single stages through it (an INT8
         stage quantises ``h`` as one block)."""
         return self.stage_outputs(j, h, carried)[0]
 
     def carries(self, j: int) -> bool:
-        """Whether stage j hands a tensor to stage j + 1 unaggregated (interface 5)."""
+        """Whether stage j hands a tensor to stage j + 1 unaggregated."""
         return carry_output(j) in self._widths
 
     def stage_outputs(self, j: int, h: np.ndarray, carried: np.ndarray | None = None

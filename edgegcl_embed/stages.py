@@ -1,13 +1,12 @@
-"""Cutting a portable model file (interface 4 or 5) into its dense stages, without the onnx
-package.
+"""Cutting an exported model file into its dense stages, without the onnx package.
 
-A portable file is one graph from ``x`` and ``edge_index`` to ``embeddings`` whose aggregated
-tensors ``a1`` .. ``ak`` and stage outputs ``z0`` .. ``z(k-1)`` are named as in interface 3
-(``edgegcl_embed.contract``). ``stage_model`` keeps the nodes between those names (every ancestor of
-the stage outputs, stopping at ``x`` and the ``aj``) and returns an interface-3 model: the
-runtime then aggregates with its CSR kernels instead of the file's Loop, and runs the stages on
-row blocks. The file's stage-0 weight, an initializer named by ``STAGE0_INITIALIZERS``, is
-exposed through Identity nodes as the interface-3 outputs ``w1`` (or the INT8 triple).
+The file is one graph from ``x`` and ``edge_index`` to ``embeddings`` whose aggregated tensors
+``a1`` .. ``ak`` and stage outputs ``z0`` .. ``z(k-1)`` are named by ``edgegcl_embed.contract``.
+``stage_model`` keeps the nodes between those names (every ancestor of the stage outputs,
+stopping at ``x`` and the ``aj``) and returns the model of the dense stages: the runtime then
+aggregates with its CSR kernels instead of the file's Loop, and runs the stages on row blocks.
+The file's stage-0 weight, an initializer named by ``STAGE0_INITIALIZERS``, is exposed through
+Identity nodes as the outputs ``w1`` (or the INT8 triple).
 
 ONNX files are protocol buffers; this module reads and writes the few fields it needs (field
 numbers of onnx.proto) directly from the bytes, so the runtime keeps its dependencies (numpy,
@@ -261,12 +260,12 @@ def _rows_named(info: bytes, symbol: str) -> bytes:
 
 
 def stage_model(data: bytes) -> bytes:
-    """The interface-3 model (dense stages, and W1 as outputs) cut out of the portable model
+    """The model of the dense stages (and W1 as outputs) cut out of the exported model
     ``data``; ModelFormatError says why it cannot be cut.
 
     The layers are the aggregated tensors a1, a2, ... the file declares (the caller checks
     them against its metadata); stage 0 exists when a node computes ``z0``; stage j reads the
-    carried ``s{j}`` (stage j - 1 writes ``r{j-1}``) when the file declares it (interface 5).
+    carried ``s{j}`` (stage j - 1 writes ``r{j-1}``) when the file declares it.
     """
     parts = list(_fields(data))
     graphs = [f for f in parts if f.number == MODEL_GRAPH and f.wire == LENGTH]

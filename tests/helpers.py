@@ -11,6 +11,8 @@ from pathlib import Path
 
 import torch
 
+from edgegcl.training.hooks import Hook
+
 
 def capture(entry: Callable[[Sequence[str]], int], argv: Sequence[str]) -> tuple[int, str, str]:
     """Run a command-line entry point with stdout/stderr captured: (exit code, out, err).
@@ -26,6 +28,9 @@ def capture(entry: Callable[[Sequence[str]], int], argv: Sequence[str]) -> tuple
         for hidden in (DeprecationWarning, PendingDeprecationWarning, ImportWarning,
                        ResourceWarning):
             warnings.simplefilter("ignore", hidden)
+        # edgegcl.nn's filter, set once at import, is lost when an earlier test's pytest
+        # filters were restored; a terminal keeps it
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
         try:
             code = entry(argv)
         except SystemExit as exc:
@@ -33,6 +38,20 @@ def capture(entry: Callable[[Sequence[str]], int], argv: Sequence[str]) -> tuple
     lines = "".join(warnings.formatwarning(w.message, w.category, w.filename, w.lineno)
                     for w in shown)
     return code, out.getvalue(), lines + err.getvalue()
+
+
+class EpochRows(Hook):
+    """Every epoch's (seed directory name, row, events) as a user's hook is told them."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, dict, list]] = []
+
+    def epoch_end(self, seed, row, events) -> None:  # type: ignore[no-untyped-def]
+        self.seen.append((seed.run_dir.name, dict(row), events))
+
+    @property
+    def epochs(self) -> list[int]:
+        return [int(row["epoch"]) for _, row, _ in self.seen]
 
 
 def views(b: int = 15, d: int = 8, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import capture
+from helpers import EpochRows, capture
 
 from edgegcl.cli.main import main
 from edgegcl.data import synthetic_graph
@@ -110,10 +110,9 @@ def test_feature_agreement_separates_agreeing_from_disagreeing_neighbours() -> N
 def test_a_resumed_auto_seed_keeps_its_recorded_choice(tmp_path: Path) -> None:
     cfg = TrainConfig(**SMALL)
     data = synthetic_graph(cfg.synthetic_spec())
-    seen: list[int] = []
+    rows = EpochRows()
     with pytest.raises(Stopped):
-        _run(cfg, data, tmp_path / "run", stop=lambda: len(seen) >= 3,
-             on_epoch=lambda seed_dir, row, events: seen.append(int(row["epoch"])))
+        _run(cfg, data, tmp_path / "run", stop=lambda: len(rows.seen) >= 3, hooks=[rows])
     state = torch.load(tmp_path / "run" / "seed-0" / "state.pt", weights_only=True)
     assert state["encoder"] in ("gcn", "ego", "poly") and state["choice"]["by"] == "search"
     straight = _run(cfg, data, tmp_path / "straight")
@@ -125,10 +124,9 @@ def test_a_resumed_auto_seed_keeps_its_recorded_choice(tmp_path: Path) -> None:
 def test_a_state_naming_another_encoder_or_code_is_refused(tmp_path: Path) -> None:
     cfg = TrainConfig(**SMALL)
     data = synthetic_graph(cfg.synthetic_spec())
-    seen: list[int] = []
+    rows = EpochRows()
     with pytest.raises(Stopped):
-        _run(cfg, data, tmp_path / "run", stop=lambda: len(seen) >= 1,
-             on_epoch=lambda seed_dir, row, events: seen.append(int(row["epoch"])))
+        _run(cfg, data, tmp_path / "run", stop=lambda: len(rows.seen) >= 1, hooks=[rows])
     path = tmp_path / "run" / "seed-0" / "state.pt"
     for forged in ("evil.py:make", "gat"):
         state = torch.load(path, weights_only=True)

@@ -239,7 +239,7 @@ def test_hans_event_logs(two_seed_run, metrics: dict) -> None:
 def test_config_file_with_flag_override(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     cfg_file = tmp_path / "my.toml"
     cfg_file.write_text('[run]\nepochs = 4\neval_every = 2\n[schedule]\ntheta_max = 0.5\n'
-                        'ratios = "10,40,50"\n[synthetic]\nnodes = 80\n[contrast]\ntau = 0.3\n')
+                        'ratios = "easy=10,hard=40,inter=50"\n[synthetic]\nnodes = 80\n[contrast]\ntau = 0.3\n')
     out = tmp_path / "run"
     i = TINY.index("--nodes")
     flags = TINY[:i] + TINY[i + 2:]  # no --nodes flag: the file's value must be used

@@ -41,8 +41,8 @@ def _non_default() -> TrainConfig:
         features=17, avg_degree=4.5, homophily=0.65, graph_seed=9, epochs=42, seeds=3,
         device="cpu", out="runs/x y", eval_every=7, lr=1e-3, weight_decay=0.0, tau=0.25,
         hidden_dim=64, out_dim=32, proj_dim=16, activation="elu", p_edge_1=0.15,
-        p_edge_2=0.35, p_feature_1=0.0, p_feature_2=1.0, theta_max=0.6, ratios="10,40,50",
-        T_init=5, T_int=3, e=2, gamma=0.95, b=0.1, c_cat="0.1,0.2,0.3", eta_0=0.1,
+        p_edge_2=0.35, p_feature_1=0.0, p_feature_2=1.0, theta_max=0.6, ratios="easy=10,hard=40,inter=50",
+        T_init=5, T_int=3, e=2, gamma=0.95, b=0.1, c_cat="hard=0.1,inter=0.2,easy=0.3", eta_0=0.1,
         floor=0.02, swap_every=4,
     )
 
@@ -81,7 +81,7 @@ def test_round_trip_of_control_characters(tmp_path: Path) -> None:
 
 def test_file_overrides_defaults_and_flags_override_file(tmp_path: Path) -> None:
     path = _write(tmp_path, '[run]\nepochs = 12\n[schedule]\ntheta_max = 0.5\n'
-                            'ratios = "10,40,50"\nT_int = 3\n')
+                            'ratios = "easy=10,hard=40,inter=50"\nT_int = 3\n')
     cfg = build(load_toml(path), {"theta_max": 0.8, "seeds": 4})
     assert cfg.run.epochs == 12            # file beats default (500)
     assert cfg.schedule.theta_max == 0.8        # flag beats file (0.5)
@@ -109,11 +109,20 @@ def test_build_validates() -> None:
 # --------------------------------------------------------------------------- load_toml
 
 def test_load_toml_coerces_types(tmp_path: Path) -> None:
-    path = _write(tmp_path, "[schedule]\ntheta_max = 1\nratios = [10, 40, 50]\n[run]\n"
-                            "epochs = 10.0\n")
+    path = _write(tmp_path, "[schedule]\ntheta_max = 1\nratios = { easy = 10, hard = 40, "
+                            "inter = 50 }\n[run]\nepochs = 10.0\n")
     values = load_toml(path)
     assert values == {"theta_max": 1.0, "epochs": 10, "ratios": {"easy": 10.0, "hard": 40.0, "inter": 50.0}}
     assert isinstance(values["theta_max"], float) and isinstance(values["epochs"], int)
+
+
+@pytest.mark.parametrize("ratios", ["[10, 40, 50]", '"10,40,50"'])
+def test_positional_ratios_are_refused_naming_the_keyed_form(tmp_path: Path, ratios: str) -> None:
+    """A mapping is written by its keys only: a list or a bare comma form is one line that
+    shows the keyed form and the table."""
+    path = _write(tmp_path, f"[schedule]\nratios = {ratios}\n")
+    message = _usage_error(load_toml, path)
+    assert "hard=N,inter=N,easy=N (every one once) or a table" in message
 
 
 def test_load_toml_unknown_key(tmp_path: Path) -> None:
@@ -165,13 +174,14 @@ def test_load_toml_not_utf8(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- validate
 
 @pytest.mark.parametrize("changes, field", [
-    ({"ratios": "20,30,40"}, "ratios"),
-    ({"ratios": "-10,60,50"}, "ratios"),
-    ({"ratios": "0,50,50"}, "ratios"),
+    ({"ratios": "easy=20,hard=30,inter=40"}, "ratios"),
+    ({"ratios": "20,30,50"}, "ratios"),
+    ({"ratios": "easy=-10,hard=60,inter=50"}, "ratios"),
+    ({"ratios": "easy=0,hard=50,inter=50"}, "ratios"),
     ({"ratios": "50,50"}, "ratios"),
     ({"ratios": "20,30,50,0"}, "ratios"),
     ({"ratios": "a,b,c"}, "ratios"),
-    ({"ratios": "nan,50,50"}, "ratios"),
+    ({"ratios": "easy=nan,hard=50,inter=50"}, "ratios"),
     ({"theta_max": -0.1}, "theta_max"),
     ({"pick": "top"}, "pick"),
     ({"pace": "slow"}, "pace"),
@@ -217,7 +227,7 @@ def test_validate_rejects(changes: dict, field: str) -> None:
     {"pick": "random", "stratify": "sampled"}, {"scheduler": "random"}, {"pace": "fixed"},
     {"tau": 0.05},
     {"p_edge_1": 0.0, "p_edge_2": 1.0},
-    {"ratios": "33.3,33.3,33.4"},
+    {"ratios": "easy=33.3,hard=33.3,inter=33.4"},
     {"device": "cpu"}, {"device": "cuda:1"},
     {"activation": "relu"}, {"activation": "rrelu"},
     {"T_init": 0},
@@ -235,18 +245,18 @@ def test_validate_rejects_malformed_cuda_index() -> None:
 # --------------------------------------------------------------------------- maps
 
 def test_ratio_map_is_easy_hard_inter() -> None:
-    cfg = TrainConfig(ratios="10,40,50")
+    cfg = TrainConfig(ratios="easy=10,hard=40,inter=50")
     assert cfg.ratio_map() == pytest.approx({"easy": 0.1, "hard": 0.4, "inter": 0.5})
     assert TrainConfig().ratio_map() == pytest.approx({"easy": 0.2, "hard": 0.3, "inter": 0.5})
 
 
 def test_c_cat_map_is_hard_inter_easy() -> None:
-    cfg = TrainConfig(c_cat="0.1,0.2,0.3")
+    cfg = TrainConfig(c_cat="hard=0.1,inter=0.2,easy=0.3")
     assert cfg.c_cat_map() == pytest.approx({"hard": 0.1, "inter": 0.2, "easy": 0.3})
 
 
-@pytest.mark.parametrize("name, ratios, theta_max", [("paper-Cora", "10,40,50", 0.6),
-                                                     ("paper-CiteSeer", "10,30,60", 1.0)])
+@pytest.mark.parametrize("name, ratios, theta_max", [("paper-Cora", "easy=10,hard=40,inter=50", 0.6),
+                                                     ("paper-CiteSeer", "easy=10,hard=30,inter=60", 1.0)])
 def test_paper_presets_carry_what_the_paper_states(name: str, ratios: str,
                                                    theta_max: float) -> None:
     from edgegcl.config import flag_form

@@ -32,7 +32,7 @@ COVERED: dict[str, str] = {
     "quickstart": "test_docs.py::test_quickstart",
     "train-examples": "test_docs.py::test_train_examples",
     "config-file": "test_docs.py::test_train_examples",
-    "api-example": "test_api.py::test_readme_example_runs_as_written",
+    "api-example": "test_api.py::test_api_example_runs_as_written",
     "load-run": "test_docs.py::test_python_blocks",
     "train-python": "test_docs.py::test_python_blocks",
     "deploy": "test_docs.py::test_deploy",
@@ -42,7 +42,7 @@ COVERED: dict[str, str] = {
     "install-gpu": "test_docs.py::test_install_gpu",  # and test_gpu_commands_train_on_the_gpu
     "install-jetson": "test_docs.py::test_install_blocks",
     "install-raspberry-pi": "test_docs.py::test_install_blocks",
-    "layout": "test_layout.py::test_the_readme_layout_names_every_module",
+    "layout": "test_layout.py::test_the_layout_names_every_module",
     "encoders-train": "test_docs.py::test_encoders_block",
     "encoders-choice-lines": "test_docs.py::test_encoders_block",
     "export-commands": "test_docs.py::test_export_commands",

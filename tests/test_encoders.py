@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from helpers import capture
+from helpers import EpochRows, capture
 
 from edgegcl.cli.main import main
 from edgegcl.data import SyntheticSpec, synthetic_graph
@@ -26,7 +26,7 @@ from edgegcl.onnx.export import check_against_torch, export_encoder
 from edgegcl.onnx.quantize import quantize_int8, row_cosines
 from edgegcl.training.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from edgegcl.training.config import TrainConfig
-from edgegcl_embed.contract import CARRIES, PORTABLE
+from edgegcl_embed.contract import INTERFACE
 from edgegcl_embed.runtime import EncoderSession, portable_session
 
 NAMES = list(ENCODERS)
@@ -165,7 +165,7 @@ def test_export_runs_alone_and_in_the_runtime_and_quantises(tmp_path: Path, data
                       poly_alpha=0.3)
     path = tmp_path / "m.onnx"
     meta = export_encoder(Checkpoint(enc, cfg, 10, 0, 0), path)
-    assert (meta.interface, meta.encoder, meta.num_layers) == (CARRIES, name, layers)
+    assert (meta.interface, meta.encoder, meta.num_layers) == (INTERFACE, name, layers)
     # the runtime (whole graph), onnxruntime alone and a random subgraph, each within 1e-4
     checks = check_against_torch(path, enc, data.x, data.edge_index)
     assert len(checks) == 4 and max(c.max_abs_diff for c in checks) <= 1e-4
@@ -183,12 +183,6 @@ def test_export_runs_alone_and_in_the_runtime_and_quantises(tmp_path: Path, data
     assert row_cosines(expected, z8).mean() >= 0.99 and row_cosines(expected, alone).mean() >= 0.99
 
 
-def test_the_gcn_stays_interface_4_which_older_runtimes_read(tmp_path: Path) -> None:
-    cfg = TrainConfig(encoder="gcn", hidden_dim=16, out_dim=8, proj_dim=8)
-    meta = export_encoder(Checkpoint(_encoder("gcn"), cfg, 10, 0, 0), tmp_path / "m.onnx")
-    assert (meta.interface, meta.encoder) == (PORTABLE, "gcn")
-
-
 @pytest.mark.parametrize("name", ["ego", "poly"])
 @pytest.mark.parametrize("mode", ["full", "minibatch"])
 def test_a_stopped_run_resumes_exactly_and_exports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -204,10 +198,10 @@ def test_a_stopped_run_resumes_exactly_and_exports(tmp_path: Path, monkeypatch: 
     for run_dir in ("straight", "stopped"):
         (tmp_path / run_dir).mkdir()
     train_seeds(cfg, graph, tmp_path / "straight", cpu)
-    seen: list[int] = []
+    rows = EpochRows()
     with pytest.raises(Stopped):  # after epoch 3, its state saved
-        train_seeds(cfg, graph, tmp_path / "stopped", cpu, stop=lambda: len(seen) >= 3,
-            on_epoch=lambda seed_dir, row, events: seen.append(int(row["epoch"])))
+        train_seeds(cfg, graph, tmp_path / "stopped", cpu, stop=lambda: len(rows.seen) >= 3,
+                    hooks=[rows])
     train_seeds(cfg, graph, tmp_path / "stopped", cpu, resume=True)
 
     def curve(run_dir: str) -> list[dict[str, str]]:

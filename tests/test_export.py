@@ -28,7 +28,6 @@ from edgegcl.onnx.export import (
     config_digest,
     export_encoder,
 )
-from edgegcl.onnx.legacy import export_legacy
 from edgegcl_embed.errors import InputError
 from edgegcl_embed.runtime import EncoderSession
 
@@ -120,7 +119,7 @@ def test_metadata_read_back(tmp_path: Path) -> None:
     assert props["edgegcl.dataset"] == "synthetic" and props["edgegcl.precision"] == "fp32"
     assert config_digest(TrainConfig(**{**CFG.to_dict(), "tau": 0.5})) != config_digest(CFG)
     assert model.opset_import[0].version == 18
-    assert props["edgegcl.interface"] == "4" and props["edgegcl.quantization"] == "none"
+    assert props["edgegcl.interface"] == "5" and props["edgegcl.quantization"] == "none"
 
     def dims(values: list[onnx.ValueInfoProto]) -> dict[str, list]:
         return {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
@@ -128,13 +127,13 @@ def test_metadata_read_back(tmp_path: Path) -> None:
 
     assert dims([*model.graph.input, *model.graph.output]) == {
         "x": ["num_nodes", 12], "edge_index": [2, "num_edges"], "embeddings": ["num_nodes", 8]}
-    # inside, interface 3's names: 12 -> 16 widens, so layer 1 aggregates x (no stage 0);
+    # inside, the stages' names: 12 -> 16 widens, so layer 1 aggregates x (no stage 0);
     # 16 -> 8 narrows, so layer 2 aggregates z1 = h W2
     assert dims(model.graph.value_info) == {"a1": ["num_nodes", 12], "a2": ["num_nodes", 8],
                                             "z1": ["num_nodes", 8]}
     meta = EncoderSession(path).metadata
     assert (meta.in_dim, meta.out_dim, meta.num_layers, meta.precision, meta.interface) == (
-        12, 8, 2, "fp32", 4)
+        12, 8, 2, "fp32", 5)
 
 
 @pytest.mark.parametrize("features", [12, 40])  # 40 -> 16 narrows: stage 0 computes x W1
@@ -158,19 +157,25 @@ def test_stage_model_matches_torch_in_both_orders(tmp_path: Path, features: int)
     np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
 
 
-def test_interface1_files_are_refused_with_the_fix(tmp_path: Path) -> None:
-    """Files written before interface 2 (ScatterND, no edgegcl.interface key) run one graph
-    whose shapes the runtime cannot bound: one line says to re-export; the same checkpoint's
-    export embeds."""
+@pytest.mark.parametrize("interface", [None, "4", "1", "6"])
+def test_files_of_another_interface_are_refused_with_the_fix(tmp_path: Path,
+                                                             interface: str | None) -> None:
+    """A file whose edgegcl.interface is not this version's (or absent, as in the first files)
+    is one line that says to re-export, whatever else it holds; the same checkpoint's export
+    embeds."""
     encoder, old, new = _encoder(CFG), tmp_path / "old.onnx", tmp_path / "new.onnx"
-    export_legacy(Checkpoint(encoder, CFG, CFG.synthetic.features, 0, 0), old, interface=1)
     export_encoder(Checkpoint(encoder, CFG, CFG.synthetic.features, 0, 0), new)
-    model = onnx.load(str(old))
+    model = onnx.load(str(new))
     props = [p for p in model.metadata_props if p.key != "edgegcl.interface"]
     del model.metadata_props[:]
-    model.metadata_props.extend(props)  # exactly what an older edgegcl wrote
+    model.metadata_props.extend(props)
+    if interface is not None:
+        onnx.helper.set_model_props(model, {**{p.key: p.value for p in props},
+                                            "edgegcl.interface": interface})
     onnx.save(model, str(old))
-    with pytest.raises(InputError, match="interface-1 export.*re-export it with edgegcl export"):
+    found = "no interface key" if interface is None else f"interface {interface}"
+    with pytest.raises(InputError, match=f"written by an earlier edgegcl \\(it has {found}; this "
+                       "edgegcl reads interface 5\\); re-export it with edgegcl export"):
         EncoderSession(old, threads=4)
     x, edge_index = _graph(150, 0)
     with torch.no_grad():
@@ -192,20 +197,25 @@ def test_check_fails_loudly_with_the_number(tmp_path: Path) -> None:
 
 def test_check_covers_the_sparse_first_layer(tmp_path: Path) -> None:
     """A model exposing W1 is checked through the runtime's sparse first layer too, so a wrong
-    w1 fails the export even when the model's own stages are right (an interface-3 file, where
-    w1 is an output of its own; a portable file's stage 0 reads the initializer it exposes)."""
+    w1 fails the export even when the model's own stages are right (here W1 is doubled and
+    stage 0 halves its product again, so only the W1 the runtime exposes is wrong)."""
     cfg = TrainConfig(**{**CFG.to_dict(), "features": 40})
     encoder, path = _encoder(cfg), tmp_path / "m.onnx"
-    export_legacy(Checkpoint(encoder, cfg, 40, 0, 0), path, interface=3)
+    export_encoder(Checkpoint(encoder, cfg, 40, 0, 0), path)
     data = synthetic_graph(SyntheticSpec(150, 3, 40, avg_degree=6.0, seed=0))
     checks = check_against_torch(path, encoder, data.x, data.edge_index)
-    assert [c.graph for c in checks] == ["training graph", "random subgraph",
-                                         "training graph, sparse first layer"]
+    assert [c.graph for c in checks] == [
+        "training graph", "random subgraph", "training graph, sparse first layer",
+        "training graph, portable model alone", "random subgraph, portable model alone"]
     model = onnx.load(str(path))
-    node = next(n for n in model.graph.node if n.output[0] == "w1")
-    node.input[0] = "weight1_scaled"
-    model.graph.node.append(onnx.helper.make_node("Mul", ["weight1", "two"], ["weight1_scaled"]))
-    model.graph.initializer.append(onnx.numpy_helper.from_array(np.float32(2.0), "two"))
+    init = next(t for t in model.graph.initializer if t.name == "stage0_weight")
+    init.CopyFrom(onnx.numpy_helper.from_array(2 * onnx.numpy_helper.to_array(init),
+                                               "stage0_weight"))
+    matmul = next(n for n in model.graph.node if "stage0_weight" in n.input)
+    matmul.output[0], z0 = "z0_doubled", matmul.output[0]
+    model.graph.node.insert(list(model.graph.node).index(matmul) + 1,
+                            onnx.helper.make_node("Mul", ["z0_doubled", "half"], [z0]))
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.float32(0.5), "half"))
     onnx.save(model, str(path))
     with pytest.raises(ExportCheckError, match="sparse first layer"):
         check_against_torch(path, encoder, data.x, data.edge_index)
@@ -231,7 +241,7 @@ def test_int8_exposes_its_int8_w1(tmp_path: Path) -> None:
     session = EncoderSession(int8)
     assert {o.name for o in session.session.get_outputs()} == {
         "z0", "z1", "embeddings", "w1_quantized", "w1_scale", "w1_zero_point"}
-    assert session.metadata.interface == 4 and session.metadata.precision == "int8"
+    assert session.metadata.interface == 5 and session.metadata.precision == "int8"
     assert "per output channel" in session.metadata.quantization
     np.testing.assert_array_equal(session.stage0_weight, (
         w_q.astype(np.float32) - inits["stage0_weight_zero_point"].astype(np.float32)) * scale)
@@ -388,7 +398,7 @@ def _foreign_model(path: Path) -> None:
 @pytest.mark.parametrize("existing, needle", [
     ("bytes", "is not an ONNX model"),
     ("foreign", "not an edgegcl encoder"),
-    ("interface3", "interface-3 fp32 model, not a portable"),
+    ("int8", "is an edgegcl int8 model, not an fp32 export"),
     ("other_encoder", "does not compute this checkpoint's encoder"),
     ("other_config", "exported from another training configuration"),
 ])
@@ -400,8 +410,13 @@ def test_an_existing_file_that_is_not_this_export_is_not_reused(
         target.write_bytes(b"precious")
     elif existing == "foreign":
         _foreign_model(target)
-    elif existing == "interface3":
-        export_legacy(Checkpoint(_encoder(CFG), CFG, CFG.synthetic.features, 0, 0), target, interface=3)
+    elif existing == "int8":
+        from edgegcl.onnx.quantize import quantize_int8
+
+        fp32 = tmp_path / "fp32.onnx"
+        export_encoder(Checkpoint(_encoder(CFG), CFG, CFG.synthetic.features, 0, 0), fp32)
+        quantize_int8(fp32, target)
+        fp32.unlink()
     else:  # the same configuration with other weights, or other weights of another one
         cfg = CFG if existing == "other_encoder" else TrainConfig(**{**CFG.to_dict(),
                                                                      "tau": 0.3})

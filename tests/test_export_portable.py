@@ -1,4 +1,4 @@
-"""The portable model (interface 4, edgegcl.onnx.portable): onnxruntime alone runs it, exactly
+"""The portable model (edgegcl.onnx.portable): onnxruntime alone runs it, exactly
 at any thread count, in an environment without torch; the runtime cuts it into its stages; the
 runtime installs on its own (edgegcl_embed/pyproject.toml)."""
 
@@ -20,12 +20,11 @@ import torch
 from edgegcl.training.config import TrainConfig
 from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.export import export_encoder
-from edgegcl.onnx.legacy import export_legacy
 from edgegcl.onnx.quantize import quantize_int8
 from edgegcl.training.checkpoint import Checkpoint
 from edgegcl_embed.errors import InputError
 from edgegcl_embed.graph import save_npz
-from edgegcl_embed.runtime import EncoderSession
+from edgegcl_embed.runtime import EncoderSession, portable_session
 from edgegcl_embed.stages import ModelFormatError, stage_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,11 +44,8 @@ def _checkpoint(features: int, activation: str = "prelu") -> Checkpoint:
     return Checkpoint(GCNEncoder(features, cfg.model_config()).eval(), cfg, features, 0, 0)
 
 
-def _export(ckpt: Checkpoint, path: Path, interface: int | None = None) -> Path:
-    if interface is None:
-        export_encoder(ckpt, path)
-    else:
-        export_legacy(ckpt, path, interface)
+def _export(ckpt: Checkpoint, path: Path) -> Path:
+    export_encoder(ckpt, path)
     return path
 
 
@@ -133,15 +129,18 @@ def test_the_portable_graph_is_standard_onnx(tmp_path: Path) -> None:
 
 
 def test_the_runtime_runs_the_stages_of_the_same_file(tmp_path: Path) -> None:
-    """Cut out of the portable file, the stages are interface 3's: the same numbers to the bit,
-    and the file without its Loops (the aggregation is the runtime's)."""
+    """The runtime cuts the file into its dense stages: no Loop left (the aggregation is the
+    runtime's), W1 exposed as trained, and the embeddings of the whole file run alone (within
+    float32 rounding of sums taken in another order)."""
     ckpt = _checkpoint(40)
-    portable = EncoderSession(_export(ckpt, tmp_path / "m.onnx"), threads=1)
-    staged = EncoderSession(_export(ckpt, tmp_path / "m3.onnx", interface=3), threads=1)
-    assert portable.metadata.interface == 4 and staged.metadata.interface == 3
+    path = _export(ckpt, tmp_path / "m.onnx")
+    session = EncoderSession(path, threads=1)
+    assert session.metadata.interface == 5
     x, edge_index = _hub_graph(300, 40, seed=1)
-    np.testing.assert_array_equal(portable.embed(x, edge_index), staged.embed(x, edge_index))
-    np.testing.assert_array_equal(portable.stage0_weight, staged.stage0_weight)
+    alone = portable_session(path).run(["embeddings"], {"x": x, "edge_index": edge_index})[0]
+    np.testing.assert_allclose(session.embed(x, edge_index), alone, atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(session.stage0_weight,
+                                  ckpt.encoder.conv1.lin.weight.detach().t().numpy())
     cut = onnx.load_from_string(stage_model((tmp_path / "m.onnx").read_bytes()))
     assert not {n.op_type for n in cut.graph.node} & {"Loop", "TopK", "NonZero"}
     assert [i.name for i in cut.graph.input] == ["x", "a1", "a2"]

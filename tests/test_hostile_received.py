@@ -46,8 +46,7 @@ PROBES: list[tuple[str, str]] = [
                       "model, in the current directory"),
     ("onnx-run", "NaN weights, INT8 scales of NaN, an input onnxruntime refuses at run time"),
     ("onnx-bounds", "an endless Loop, a ConstantOfShape of 2^26, a broadcast of two constants "
-                    "to 2^24, a node of another domain, in a portable and an interface-2 file; "
-                    "an interface-1 file"),
+                    "to 2^24, a node of another domain; a file of another interface"),
     ("interrupt", "Ctrl-C while the worker threads embed"),
     ("environment", "RANK / WORLD_SIZE / MASTER_* left in a shell without torchrun (rank 0 and "
                     "1), SIGTERM while waiting for ranks, WORLD_SIZE=abc, a rank out of range"),
@@ -540,23 +539,11 @@ def _unbounded(model: Path, target: Path, kind: str) -> Path:
 
 
 @pytest.mark.parametrize("kind", ["loop", "alloc", "broadcast", "domain"])
-@pytest.mark.parametrize("layout", ["portable", "interface 2"])
 def test_an_unbounded_stage_is_refused_before_it_runs(model_and_graph: tuple[Path, Path],
-                                                      tmp_path: Path, kind: str,
-                                                      layout: str) -> None:
+                                                      tmp_path: Path, kind: str) -> None:
     """What onnxruntime would loop in or allocate by (at load: its constant folding) is
     refused from the file's bytes, in one line, within seconds."""
-    from edgegcl.nn.model import GCNEncoder, ModelConfig
-    from edgegcl.onnx.legacy import export_legacy
-    from edgegcl.training.checkpoint import Checkpoint
-    from edgegcl.training.config import TrainConfig
-
     model, graph = model_and_graph
-    if layout == "interface 2":
-        model = tmp_path / "old.onnx"
-        export_legacy(Checkpoint(GCNEncoder(3, ModelConfig(8, 4, 4)).eval(),
-                                 TrainConfig(hidden_dim=8, out_dim=4, features=3), 3, 0, 0),
-                      model, interface=2)
     forged = _unbounded(model, tmp_path / f"{kind}.onnx", kind)
     out = tmp_path / "emb.npy"
     with deadline(30):
@@ -616,23 +603,6 @@ def test_a_model_of_too_many_nodes_is_refused_at_once(model_and_graph: tuple[Pat
     with pytest.raises(InputError, match="holds more than 10000 nodes"):
         EncoderSession(tmp_path / "many.onnx")
     assert time.monotonic() - start < 10
-
-
-def test_an_interface1_file_is_refused(model_and_graph: tuple[Path, Path],
-                                       tmp_path: Path) -> None:
-    """The first layout runs one graph with a scatter whose shapes come from its inputs'
-    values: refused in one line, with the fix."""
-    from edgegcl.nn.model import GCNEncoder, ModelConfig
-    from edgegcl.onnx.legacy import export_legacy
-    from edgegcl.training.checkpoint import Checkpoint
-    from edgegcl.training.config import TrainConfig
-
-    old = tmp_path / "old.onnx"
-    export_legacy(Checkpoint(GCNEncoder(3, ModelConfig(8, 4, 4)).eval(),
-                             TrainConfig(hidden_dim=8, out_dim=4, features=3), 3, 0, 0),
-                  old, interface=1)
-    with pytest.raises(InputError, match="interface-1 export.*re-export it"):
-        EncoderSession(old)
 
 
 def test_ctrl_c_stops_a_running_embedding(model_and_graph: tuple[Path, Path]) -> None:

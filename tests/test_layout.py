@@ -1,5 +1,5 @@
-"""The package's layout as docs/contributing.md states it: every module is named in the
-README's layout, and no module imports a layer above its own (function-level and
+"""The package's layout as docs/contributing.md states it: every module is named in its
+layout block, and no module imports a layer above its own (function-level and
 type-checking imports included)."""
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ def _modules(package: str) -> list[Path]:
 
 
 def _layout_block() -> str:
-    text = (ROOT / "README.md").read_text()
-    block = re.search(r"## Layout\n(?:<!-- block: layout -->\n)?```\n(.*?)```", text, re.S)
-    assert block is not None, "the README lost its layout"
-    return block.group(1)
+    from docblocks import block
+
+    return block("layout").text
 
 
 def _layer(path: Path) -> str:
@@ -33,7 +32,7 @@ def _layer(path: Path) -> str:
     return rel.parts[0] if len(rel.parts) > 1 else "base"
 
 
-def test_the_readme_layout_names_every_module() -> None:
+def test_the_layout_names_every_module() -> None:
     block = _layout_block()
     sections = re.split(r"^(?=\S)", block, flags=re.M)  # a line at the left starts a folder
     missing = []
@@ -48,7 +47,7 @@ def test_the_readme_layout_names_every_module() -> None:
             named = [s for s in sections if s.startswith(folder)]
             if not any(re.search(rf"(?<![\w.]){re.escape(path.name)}", s) for s in named):
                 missing.append(str(rel))
-    assert missing == [], f"the README's layout does not name {missing}"
+    assert missing == [], f"docs/contributing.md's layout does not name {missing}"
 
 
 def test_no_module_imports_a_layer_above_its_own() -> None:

@@ -43,7 +43,7 @@ def test_a_config_builds_its_member(name: str, cls: type, ranks: bool, reads: bo
 
 
 def test_hans_from_config_is_the_runs_scheduler() -> None:
-    cfg = ScheduleConfig(scheduler="hans", theta_max=0.6, ratios="10,40,50")
+    cfg = ScheduleConfig(scheduler="hans", theta_max=0.6, ratios="easy=10,hard=40,inter=50")
     gate = HANSConfig(e=2, gate="any")
     a, b = HANS.from_config(cfg, 100, gate), cfg.build(100, gate)
     assert a.state_dict() == b.state_dict() and a.T_reach == 40 and (a.e, a.gate) == (2, "any")

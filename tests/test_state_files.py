@@ -132,7 +132,7 @@ def test_config_hash_ignores_what_a_resume_may_change() -> None:
     base = TrainConfig()
     same = TrainConfig(epochs=5000, device="cpu", out="elsewhere")
     assert config_hash(base) == config_hash(same) and len(config_hash(base)) == 64
-    for change in ({"tau": 0.5}, {"theta_max": 0.3}, {"graph_seed": 7}, {"ratios": "10,40,50"}):
+    for change in ({"tau": 0.5}, {"theta_max": 0.3}, {"graph_seed": 7}, {"ratios": "easy=10,hard=40,inter=50"}):
         assert config_hash(TrainConfig(**change)) != config_hash(base), change
 
 

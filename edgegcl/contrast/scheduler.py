@@ -272,7 +272,8 @@ class ScheduleConfig(Section):
     (edgegcl.contrast.hans.HANSConfig, ``[hans]``).
 
     Example:
-        >>> s = ScheduleConfig(theta_max=0.6, ratios="10,40,50", scheduler="hans").build(100)
+        >>> s = ScheduleConfig(theta_max=0.6, ratios="easy=10,hard=40,inter=50",
+        ...                    scheduler="hans").build(100)
         >>> round(s.theta_cat["hard"], 2), s.T_reach
         (0.24, 40)
     """
@@ -291,7 +292,7 @@ class ScheduleConfig(Section):
                               "only, never grown")
     ratios: dict[str, float] = option({"easy": 20.0, "hard": 30.0, "inter": 50.0},
                                       "category shares in percent, summing to 100 (flag: "
-                                      "hard=30,inter=50,easy=20; the older EASY,HARD,INTER too); theta_cat = "
+                                      "hard=30,inter=50,easy=20); theta_cat = "
                                       "share x theta_max",
                                       keys=RATIO_ORDER)
     pace: Pace = option("deadline", "how fast eta grows: deadline (b and c_cat rescaled at "
@@ -305,8 +306,7 @@ class ScheduleConfig(Section):
     b: float = option(0.05, "base step size of eta (Eq. 9)", above=0.0)
     c_cat: dict[str, float] = option({"hard": 0.05, "inter": 0.05, "easy": 0.025},
                                      "per-step caps c_cat on eta's growth (flag: "
-                                     "hard=0.05,inter=0.05,easy=0.025; the older HARD,INTER,EASY "
-                                     "too)", keys=CAP_ORDER)
+                                     "hard=0.05,inter=0.05,easy=0.025)", keys=CAP_ORDER)
     eta_0: float = option(0.05, "eta of every category during the bootstrap", above=0.0,
                           at_most=1.0)
     floor: float = option(0.05, "least eta of a category", at_least=0.0, at_most=1.0)

@@ -239,7 +239,7 @@ def _auto_budget_report(cal: Calibration, profile: DeviceProfile | None
 def _train(p: _Prepared, hooks: Sequence[Hook], logger: Any, save_embeddings: bool,
            stop: Callable[[], bool] | None, handle_signals: bool) -> Run | None:
     from edgegcl.training.distributed import stop as stop_world
-    from edgegcl.training.hooks import AfterFirstEpoch, Callback
+    from edgegcl.training.hooks import AfterFirstEpoch
     from edgegcl.training.run import train_seeds
     from edgegcl.training.runs import load_run
 
@@ -247,8 +247,7 @@ def _train(p: _Prepared, hooks: Sequence[Hook], logger: Any, save_embeddings: bo
     if INTERRUPTED:  # a Ctrl-C while starting up that a library swallowed
         raise KeyboardInterrupt
     signals = StopAfterEpoch(p.world, main)
-    every = [AfterFirstEpoch(p.started), *([] if logger is None else [Callback(logger.epoch)]),
-             *hooks]
+    every = [AfterFirstEpoch(p.started), *([] if logger is None else [logger]), *hooks]
     asked = (lambda: bool(signals) or (stop is not None and stop()))
     try:
         with signals.installed() if handle_signals else ExitStack():

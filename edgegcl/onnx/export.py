@@ -39,9 +39,9 @@ from edgegcl.nn.family import encoder_name
 from edgegcl.onnx.module import STAGES, Stages
 from edgegcl.onnx.opset import DEFAULT_OPSET
 from edgegcl.onnx.portable import portable_model
-from edgegcl_embed.contract import (CARRIES, INPUT_DEG, INPUT_EDGE_INDEX, INPUT_X, OUTPUT,
-                                    PORTABLE, STAGE0_WEIGHT, ModelMetadata, aggregate_input,
-                                    carry_input, carry_output, is_portable, stage_output)
+from edgegcl_embed.contract import (INPUT_EDGE_INDEX, INPUT_X, OUTPUT, ModelMetadata,
+                                    aggregate_input, carry_input, carry_output,
+                                    stage_output)
 from edgegcl_embed.runtime import EncoderSession, portable_session
 
 
@@ -55,13 +55,7 @@ _INPUT_DOCS = {
     INPUT_X: "node features, float32 [num_nodes, in_dim]",
     INPUT_EDGE_INDEX: "edges, int64 [2, num_edges]: row 0 source, row 1 target, every index "
                       "in 0..num_nodes-1 (not checked inside the model)",
-    INPUT_DEG: "float32 [num_nodes]: 1 + in-edges that are not self-loops, counted on the whole "
-               "graph (for a k-hop subgraph, pass the full-graph values)",
 }
-_AGGREGATE_DOC = ("float32 [rows, width]: rows of D^-1/2 (A + I) D^-1/2 times the previous "
-                  "stage's output (degrees counted on the whole graph)")
-STAGE0_WEIGHT_DOC = ("the matrix W1 that stage 0 multiplies x by (edgegcl_embed.contract), for a "
-                     "sparse x W1 outside the model")
 
 
 def config_digest(cfg: TrainConfig) -> str:
@@ -69,7 +63,7 @@ def config_digest(cfg: TrainConfig) -> str:
     return hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True).encode()).hexdigest()
 
 
-def _interface2(ckpt: Checkpoint) -> tuple[Stages, tuple[Tensor, ...], dict]:
+def _stages(ckpt: Checkpoint) -> tuple[Stages, tuple[Tensor, ...], dict]:
     """The encoder's stage module (edgegcl.onnx.module.STAGES), example inputs, and input /
     output names and dynamic axes: stage j reads x (stage 0) or a{j}, then s{j} when stage
     j - 1 carries; it writes z{j} (the embeddings for the last), then r{j} when it carries.
@@ -103,76 +97,31 @@ def _interface2(ckpt: Checkpoint) -> tuple[Stages, tuple[Tensor, ...], dict]:
                                     "dynamic_axes": axes}
 
 
-def expose_initializer(model: onnx.ModelProto, name: str, output: str) -> None:
-    """Add the graph output ``output``: an Identity of ``model``'s initializer ``name``.
-
-    onnxruntime serves it without a copy, so every run stays as cheap as before; a runtime
-    fetches it once (the stage-0 weight of interface 3, edgegcl_embed.contract).
-    """
-    init = next((t for t in model.graph.initializer if t.name == name), None)
-    if init is None:
-        raise RuntimeError(f"the model has no initializer {name!r} to expose as {output}")
-    model.graph.node.append(onnx.helper.make_node("Identity", [name], [output],
-                                                  name=f"expose_{output}"))
-    info = onnx.helper.make_tensor_value_info(output, init.data_type, list(init.dims))
-    info.doc_string = STAGE0_WEIGHT_DOC
-    model.graph.output.append(info)
-
-
-def _stage0_matmul_weight(model: onnx.ModelProto) -> str:
-    """The initializer that stage 0's MatMul multiplies ``x`` by."""
-    for node in model.graph.node:
-        if node.op_type == "MatMul" and node.input[0] == INPUT_X:
-            return node.input[1]
-    raise RuntimeError("the exported stage model has no MatMul of x: cannot expose W1")
-
-
 def export_encoder(ckpt: Checkpoint, path: Path, opset: int = DEFAULT_OPSET) -> ModelMetadata:
     """Write ``ckpt``'s encoder (not the projection head) to ``path`` as the portable fp32 ONNX
     model (x, edge_index -> embeddings, standard ops; edgegcl.onnx.portable); the number of
-    nodes is dynamic. Returns the metadata stored in the file. (Older layouts:
-    edgegcl.onnx.legacy.)
+    nodes is dynamic. Returns the metadata stored in the file.
 
     Example:
         >>> export_encoder(load_checkpoint(Path("runs/Cora-1/checkpoint.pt")),
         ...                Path("model.onnx"))  # doctest: +SKIP
     """
-    return write_model(ckpt, path, opset, PORTABLE)
-
-
-def write_model(ckpt: Checkpoint, path: Path, opset: int, interface: int,
-                built: tuple[torch.nn.Module, tuple[Tensor, ...], dict] | None = None
-                ) -> ModelMetadata:
-    """Export ``built`` (module, example inputs, names; default the dense stages) with
-    torch.onnx, lay it out as ``interface``, write its metadata, check and save it."""
-    module, example, names = built if built is not None else _interface2(ckpt)
+    module, example, names = _stages(ckpt)
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.onnx.export(module, example, buffer, dynamo=False, opset_version=opset, **names)
-    model = onnx.load_from_string(buffer.getvalue())
-    carries = isinstance(module, Stages) and any(module.carries(j) for j in module.stage_ids())
-    if interface == PORTABLE and carries:
-        interface = CARRIES  # the portable layout with carried tensors
-    if is_portable(interface):
-        model = portable_model(model, expose_stage0=bool(getattr(module, "stage0_is_product",
-                                                                 False)))
+    model = portable_model(onnx.load_from_string(buffer.getvalue()),
+                           expose_stage0=module.stage0_is_product)
     for value in model.graph.input:
-        value.doc_string = _INPUT_DOCS.get(value.name, _AGGREGATE_DOC)
-    if interface == 3 and INPUT_X in names["input_names"]:
-        expose_initializer(model, _stage0_matmul_weight(model), STAGE0_WEIGHT)
-    encoder = encoder_name(ckpt.encoder) or "gcn"
-    model.doc_string = (
-        f"edgegcl {encoder} encoder: (x, edge_index, deg) -> embeddings" if interface == 1 else
-        f"edgegcl {encoder} encoder: (x, edge_index) -> embeddings, standard ONNX ops"
-        if is_portable(interface) else
-        f"edgegcl {encoder} encoder, interface {interface}: the dense stages; the runtime "
-        "multiplies by the normalised adjacency between them")
+        value.doc_string = _INPUT_DOCS[value.name]
+    encoder = encoder_name(ckpt.encoder)
+    model.doc_string = f"edgegcl {encoder} encoder: (x, edge_index) -> embeddings, standard ONNX ops"
     meta = ModelMetadata(version=__version__, in_dim=module.in_dim, out_dim=module.out_dim,
                          num_layers=module.num_layers, activation=ckpt.config.model.activation,
                          feature_preprocessing=FEATURE_PREPROCESSING,
                          config_sha256=config_digest(ckpt.config), dataset=ckpt.config.data.dataset,
-                         precision="fp32", interface=interface, encoder=encoder)
+                         precision="fp32", quantization="none", encoder=encoder)
     write_metadata(model, meta)
     onnx.checker.check_model(model, full_check=True)
     onnx.save(model, str(path))
@@ -204,10 +153,9 @@ def check_against_torch(path: Path, encoder: torch.nn.Module, x: Tensor, edge_in
 
     Runs the runtime (``EncoderSession``, its dense first layer) on the given graph and on a
     random induced subgraph of another size, so a shape frozen at export time or a mis-lowered
-    aggregation shows up; when the model exposes W1 (interfaces 3, 4), the training graph
-    once more with x as scipy CSR through the runtime's sparse first layer; and a portable
-    model (interface 4 or 5) on both graphs through onnxruntime alone, as any other consumer runs
-    it. Raises ExportCheckError, with the number, when a difference exceeds ``tolerance``;
+    aggregation shows up; when the model exposes W1, the training graph once more with x as
+    scipy CSR through the runtime's sparse first layer; and the file on both graphs through
+    onnxruntime alone, as any other consumer runs it. Raises ExportCheckError, with the number, when a difference exceeds ``tolerance``;
     returns the checks otherwise.
     """
     session = EncoderSession(path, first_layer="dense")
@@ -218,11 +166,10 @@ def check_against_torch(path: Path, encoder: torch.nn.Module, x: Tensor, edge_in
         sparse = EncoderSession(path, first_layer="sparse")
         runs.append(("training graph, sparse first layer", x, edge_index,
                      lambda gx, gei: sparse.embed(scipy.sparse.csr_matrix(gx), gei)))
-    if is_portable(session.metadata.interface):
-        alone = portable_session(path)
-        for name, gx, gei in (("training graph", x, edge_index), ("random subgraph", *subgraph)):
-            runs.append((f"{name}, portable model alone", gx, gei, lambda gx, gei: alone.run(
-                [OUTPUT], {INPUT_X: gx, INPUT_EDGE_INDEX: gei})[0]))
+    alone = portable_session(path)
+    for name, gx, gei in (("training graph", x, edge_index), ("random subgraph", *subgraph)):
+        runs.append((f"{name}, portable model alone", gx, gei, lambda gx, gei: alone.run(
+            [OUTPUT], {INPUT_X: gx, INPUT_EDGE_INDEX: gei})[0]))
     checks = []
     for name, gx, gei, run in runs:
         expected = encoder(gx, gei).numpy()
@@ -355,10 +302,9 @@ def _reuse(path: Path, ckpt: Checkpoint, data: Data) -> str:
     except InputError as exc:  # its message without the runtime's own fix
         raise UsageError(f"{path} exists and cannot be reused: {str(exc).rsplit('; ', 1)[0]}; "
                          f"{fix}") from None
-    if not is_portable(meta.interface) or meta.precision != "fp32":
-        raise UsageError(f"{path} exists and is an edgegcl interface-{meta.interface} "
-                         f"{meta.precision} model, not a portable (interface {PORTABLE} or "
-                         f"{CARRIES}) fp32 export; {fix}")
+    if meta.precision != "fp32":
+        raise UsageError(f"{path} exists and is an edgegcl {meta.precision} model, not an fp32 "
+                         f"export; {fix}")
     if meta.config_sha256 != config_digest(ckpt.config) or meta.in_dim != ckpt.in_dim:
         raise UsageError(f"{path} exists and was exported from another training "
                          f"configuration (config_sha256 {meta.config_sha256[:12]}...); {fix}")

@@ -4,22 +4,19 @@ The built-in encoders do not export themselves (torch.onnx has no lowering for t
 ``bincount`` or sparse CSR products). Each is a chain of dense, row-wise stages between
 multiplications by A_hat = D^-1/2 (A + I) D^-1/2 (``Stages``): stage j takes A_hat times stage
 j - 1's output (stage 0 takes x) and, where the encoder keeps something per node across an
-aggregation, the tensor stage j - 1 carried to it unaggregated (interface 5).
+aggregation, the tensor stage j - 1 carried to it unaggregated.
 ``edgegcl export`` wraps the stages in the portable graph's aggregations
 (``edgegcl.onnx.portable``), which the runtime cuts away again to multiply by A_hat as a CSR
 matrix (edgegcl_embed.contract).
 
-- ``StageGCN`` (interfaces 2 to 4): the GCN, Z^(l+1) = sigma(A_hat Z^(l) W^(l) + b^(l)) from the
+- ``StageGCN``: the GCN, Z^(l+1) = sigma(A_hat Z^(l) W^(l) + b^(l)) from the
   trained state dict (keys ``convL.lin.weight``, ``convL.bias``, ``actL.*``), each layer's
-  product in the cheaper order (A_hat (Z W) or (A_hat Z) W: aggregate at the narrower width);
-  interface 3's W1 outputs are added to the exported graph afterwards
-  (``edgegcl.onnx.export.expose_initializer``).
-- ``StageEgo`` (interface 5): the ego encoder (edgegcl.nn.ego); each stage hands the next the
+  product in the cheaper order (A_hat (Z W) or (A_hat Z) W: aggregate at the narrower width).
+- ``StageEgo``: the ego encoder (edgegcl.nn.ego); each stage hands the next the
   ego part of its layer, h R, as a carried tensor.
-- ``StagePoly`` (interface 5): the polynomial filter (edgegcl.nn.poly); every stage carries
+- ``StagePoly``: the polynomial filter (edgegcl.nn.poly); every stage carries
   the running sum gamma_0 P + ... + gamma_j A_hat^j P of the features (or x W_1), the last
   maps it through the node-wise rest.
-- ``ScatterGCN`` (interface 1, the first files): in ``edgegcl.onnx.legacy``.
 """
 
 from __future__ import annotations
@@ -137,7 +134,7 @@ class _Layers(nn.Module):
 
 
 class StageGCN(_Layers, Stages):
-    """The GCN's dense stages (interfaces 2 to 4): forward(*stage inputs) -> stage outputs.
+    """The GCN's dense stages: forward(*stage inputs) -> stage outputs.
 
     Stage 0 (only when layer 1 transforms first) maps x to x W1; stage j >= 1 takes A_hat
     times stage j-1's output and finishes layer j (its W when it aggregated first, the bias,
@@ -172,7 +169,7 @@ def _params(state: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
 
 
 class _CarryingStages(Stages):
-    """Stages 0 .. k, each but the last carrying a tensor to the next (interface 5)."""
+    """Stages 0 .. k, each but the last carrying a tensor to the next."""
 
     def stage_ids(self) -> list[int]:
         return list(range(self.num_layers + 1))
@@ -182,7 +179,7 @@ class _CarryingStages(Stages):
 
 
 class StageEgo(_CarryingStages):
-    """The ego encoder's stages (interface 5; edgegcl.nn.ego): stage 0 maps x to x W_1
+    """The ego encoder's stages (edgegcl.nn.ego): stage 0 maps x to x W_1
     (the neighbour part, aggregated next) and carries x R_1; stage j finishes layer j,
     h = sigma([a + b_j || s]), and starts layer j + 1 the same way; the last returns h."""
 
@@ -214,7 +211,7 @@ class StageEgo(_CarryingStages):
 
 
 class StagePoly(_CarryingStages):
-    """The polynomial filter's stages (interface 5; edgegcl.nn.poly), filtering at the
+    """The polynomial filter's stages (edgegcl.nn.poly), filtering at the
     narrower of the features and W_1's width as the encoder does: stage 0 passes on P_0 (x, or
     x W_1) and carries gamma_0 P_0; stage j passes on its input P_j = A_hat^j P_0 and carries
     the sum so far plus gamma_j P_j; the last adds gamma_K P_K, maps it by W_1 if that is still

@@ -2,7 +2,7 @@
 states them before torch loads).
 
 The dense stages use MatMul, Add, Identity and the activations' ops, and the portable
-aggregation (interface 4) Loop, TopK, NonZero, Compress, Pad, Gather, Range and elementwise ops,
+aggregation Loop, TopK, NonZero, Compress, Pad, Gather, Range and elementwise ops,
 all in opset 13; 20 is the TorchScript exporter's newest. 17 is the default: supported by every
 onnxruntime since 1.11 (2022), mobile builds included.
 """

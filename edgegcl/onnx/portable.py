@@ -1,7 +1,7 @@
-"""The portable encoder (interfaces 4 and 5): one standard-op ONNX graph, ``x`` and
+"""The portable encoder (edgegcl_embed.contract): one standard-op ONNX graph, ``x`` and
 ``edge_index`` in, ``embeddings`` out, which any ONNX runtime runs with no edgegcl code.
 
-The dense stages are the ones ``edgegcl.onnx.module.StageGCN`` exports (interface 3); between
+The dense stages are the ones ``edgegcl.onnx.module.STAGES`` export; between
 them this module adds the aggregation by A_hat = D^-1/2 (A + I) D^-1/2 as standard ops, built
 so that every output element is computed by one fixed sequence of float operations, whatever
 the number of threads (no ScatterND or ScatterElements with a reduction, whose CPU kernels
@@ -19,9 +19,9 @@ race on rows that several edges add into, microsoft/onnxruntime#18048):
   tensor); the sums are put back in node order (Gather with the inverse permutation) and
   scaled by D^-1/2.
 
-The aggregated tensors keep the names of interface 3 (``a1`` .. ``ak``; the stages' outputs
+The aggregated tensors keep the contract's names (``a1`` .. ``ak``; the stages' outputs
 ``z0`` .. ``z(k-1)``), so the edgegcl runtime cuts the same file back into its stages
-(``edgegcl.onnx.portable``) and aggregates with its own CSR kernels.
+(``edgegcl_embed.stages``) and aggregates with its own CSR kernels.
 """
 
 from __future__ import annotations

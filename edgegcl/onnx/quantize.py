@@ -32,12 +32,12 @@ from torch_geometric.data import Data
 from edgegcl.evaluation.probe import linear_probe, random_split
 from edgegcl.onnx.metadata import write_metadata
 from edgegcl.onnx.portable import topological
-from edgegcl_embed.contract import (INPUT_X, PORTABLE, STAGE0_INITIALIZER, STAGE0_INITIALIZERS,
-                                    STAGE0_WEIGHT_INT8, ModelMetadata, is_portable)
+from edgegcl_embed.contract import (INPUT_X, STAGE0_INITIALIZER, STAGE0_INITIALIZERS,
+                                    STAGE0_WEIGHT_INT8, ModelMetadata)
 from edgegcl_embed.runtime import EncoderSession, portable_session
 
 SCHEMES = {  # name: (quantize_dynamic's per_channel, reduce_range)
-    "tensor8": (False, False),  # one scale per matrix, -127..127 (older files)
+    "tensor8": (False, False),  # one scale per matrix, -127..127
     "tensor7": (False, True),
     "channel8": (True, False),
     "channel7": (True, True),
@@ -85,16 +85,15 @@ def _rename(model: onnx.ModelProto, old: str, new: str) -> None:
 
 
 def quantize_int8(fp32_path: Path, int8_path: Path, scheme: str = DEFAULT_SCHEME) -> None:
-    """Write the INT8 version of the portable fp32 model at ``fp32_path`` to ``int8_path``.
+    """Write the INT8 version of the fp32 model at ``fp32_path`` to ``int8_path``.
 
     When the model has stage 0, its int8 weight, scale and zero point are renamed to
     STAGE0_INITIALIZERS, where the runtime finds them for its sparse first layer.
     """
     model = onnx.load(str(fp32_path))
     meta = ModelMetadata.from_props({p.key: p.value for p in model.metadata_props})
-    if not is_portable(meta.interface) or meta.precision != "fp32":
-        raise ValueError(f"{fp32_path} is an edgegcl interface {meta.interface} {meta.precision} "
-                         f"model, not a portable (interface {PORTABLE} or later) fp32 one")
+    if meta.precision != "fp32":
+        raise ValueError(f"{fp32_path} is an edgegcl {meta.precision} model, not an fp32 one")
     exposes = any(init.name == STAGE0_INITIALIZER for init in model.graph.initializer)
     per_channel, reduce_range = SCHEMES[scheme]
     logging.disable(logging.WARNING)  # quantize_dynamic's "consider pre-processing" notice

@@ -170,16 +170,16 @@ class TrainConfig:
     is made; the one rule between sections (HANS's hardest picks rank every candidate,
     ``ContrastConfig.check_with``) is checked here. Typed values: ``ratios`` and ``c_cat`` are
     mappings keyed hard / inter / easy, ``fanout`` a list; their flag forms (``--ratios
-    20,30,50``) and the strings of older config files are accepted wherever a value is given.
+    hard=30,inter=50,easy=20``) are accepted wherever a value is given.
 
     Args:
         data, synthetic, model, augment, schedule, hans, contrast, run, distributed: the
             sections (default: each section's defaults).
-        **values: any option by name (``theta_max=0.6``, ``ratios="10,40,50"``), set in its
+        **values: any option by name (``theta_max=0.6``, ``ratios="hard=40,inter=50,easy=10"``), set in its
             section over what the section argument holds. ``edgegcl train --help`` lists them.
 
     Example:
-        >>> cfg = TrainConfig(theta_max=0.6, ratios="10,40,50")
+        >>> cfg = TrainConfig(theta_max=0.6, ratios="hard=40,inter=50,easy=10")
         >>> cfg.schedule.ratios["hard"], cfg.schedule.theta_max, cfg.model.hidden_dim
         (40.0, 0.6, 512)
     """
@@ -237,8 +237,8 @@ class TrainConfig:
             model={"encoder": encoder})
 
     def to_dict(self) -> dict[str, Any]:
-        """Every option by name (flat; an ``encoder`` left at the built-in GCN left out, so
-        older checkpoints and hashes compare equal)."""
+        """Every option by name (flat; options only some runs use left out at their defaults,
+        ``edgegcl.config.option``'s ``omit_default``)."""
         return canonical_values(self)
 
     def ratio_map(self) -> dict[str, float]:

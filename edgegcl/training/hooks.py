@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgegcl.errors import UsageError
@@ -38,8 +37,6 @@ if TYPE_CHECKING:
 
 Row = dict[str, object]
 """One epoch's ``epochs.csv`` row (edgegcl.training.curves.FIELDS)."""
-EpochCallback = Callable[[Path, Row, "list[Any]"], None]
-"""A plain function hook: ``(seed_dir, row, events)`` after each epoch (``on_epoch``)."""
 
 
 class Hook:
@@ -231,22 +228,6 @@ class ProgressLine(Hook):
     def seed_end(self, seed: SeedRun) -> None:
         if self.bar is not None:
             self.bar.close()
-
-
-class Callback(Hook):
-    """A plain function ``fn(seed_dir, row, events)`` after each epoch on rank 0; a new seed's
-    first epoch also carries its bootstrap's events."""
-
-    def __init__(self, fn: EpochCallback) -> None:
-        self.fn, self.bootstrap = fn, 0
-
-    def seed_start(self, seed: SeedRun) -> None:
-        self.bootstrap = len(seed.trainer.scheduler.events)  # a new seed's: its bootstrap
-
-    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
-        if seed.main:
-            first = seed.trainer.scheduler.events[:self.bootstrap] if row["epoch"] == 1 else []
-            self.fn(seed.run_dir, row, [*first, *events])
 
 
 class AfterFirstEpoch(Hook):

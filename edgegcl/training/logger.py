@@ -22,21 +22,34 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edgegcl.errors import UsageError
+from edgegcl.training.hooks import Hook, Row  # the standard library alone, as this module
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
+
+    from edgegcl.training.seed import SeedRun
 
 LOGGERS = ("none", "tensorboard")
 """``--logger``: the run directory's files alone, or TensorBoard event files besides them."""
 
 
-class TensorBoardLogger:
-    """One ``SummaryWriter`` per seed directory, made at that seed's first logged epoch."""
+class TensorBoardLogger(Hook):
+    """One ``SummaryWriter`` per seed directory, made at that seed's first logged epoch, on
+    rank 0; a new seed's first epoch also logs its bootstrap's events."""
 
     def __init__(self) -> None:
         self._writers: dict[Path, SummaryWriter] = {}
+        self._bootstrap = 0
 
-    def epoch(self, seed_dir: Path, row: dict[str, object], events: list[Any]) -> None:
+    def seed_start(self, seed: SeedRun) -> None:
+        self._bootstrap = len(seed.trainer.scheduler.events)  # a new seed's: its bootstrap
+
+    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+        if seed.main:
+            first = seed.trainer.scheduler.events[:self._bootstrap] if row["epoch"] == 1 else []
+            self.log(seed.run_dir, row, [*first, *events])
+
+    def log(self, seed_dir: Path, row: Row, events: list[Any]) -> None:
         """Log one epoch's row (blank cells, the F1 of an epoch without a probe, are left
         out) and its HANS events, and flush them so that a dashboard sees them now."""
         step = int(row["epoch"])  # type: ignore[call-overload]

@@ -30,7 +30,7 @@ from edgegcl.training.checkpoint import save_checkpoint
 from edgegcl.training.choice import choose_encoder
 from edgegcl.training.config import TrainConfig, to_toml
 from edgegcl.training.distributed import World, on_main
-from edgegcl.training.hooks import Callback, EpochCallback, Hook, StateSaver, standard_hooks
+from edgegcl.training.hooks import Hook, StateSaver, standard_hooks
 from edgegcl.training.results import (EncoderChoice, SeedResult, result_to_dict, seed_metrics,
                                       summarise)
 from edgegcl.training.resume import check_resume, finished_seed, saved_encoder
@@ -115,8 +115,7 @@ def start_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device, ru
 def train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
         report: Callable[[list[SeedResult]], dict[str, Any]] | None = None,
         stop: Callable[[], bool] | None = None, resume: bool = False,
-        world: World | None = None, on_epoch: EpochCallback | None = None,
-        hooks: Sequence[Hook] = (),
+        world: World | None = None, hooks: Sequence[Hook] = (),
         threads: ThreadChoice | None = None) -> dict[str, Any]:
     """Train ``cfg.run.seeds`` independent seeds into ``run_dir``, write the metrics there and
     return them. The whole run as ``edgegcl train`` makes it (its directory made new and
@@ -128,8 +127,7 @@ def train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.devic
     after every epoch (edgegcl.training.run.train_seed). ``resume``: continue the run in ``run_dir``:
     finished seeds are kept, the others continue from their ``state.pt``. ``world``: this
     rank under torchrun; rank 0 writes everything, the others train and return ``{}``.
-    ``hooks``: called by every seed's loop (edgegcl.training.hooks); ``on_epoch(seed_dir, row,
-    events)``: a plain function called after every epoch of every seed. ``threads``: how
+    ``hooks``: called by every seed's loop (edgegcl.training.hooks). ``threads``: how
     torch's CPU threads are set (edgegcl.training.threads); metrics.json records it.
 
     Example:
@@ -151,8 +149,8 @@ def train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.devic
                                                 1 if world is None else world.size))
         elif main:
             _refuse_used(run_dir)
-        return _train_seeds(cfg, data, run_dir, device, report, stop, resume, world, on_epoch,
-                            hooks, threads)
+        return _train_seeds(cfg, data, run_dir, device, report, stop, resume, world, hooks,
+                            threads)
 
 
 def _refuse_used(run_dir: Path) -> None:
@@ -169,7 +167,7 @@ def _refuse_used(run_dir: Path) -> None:
 def _train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
                  report: Callable[[list[SeedResult]], dict[str, Any]] | None,
                  stop: Callable[[], bool] | None, resume: bool, world: World | None,
-                 on_epoch: EpochCallback | None, hooks: Sequence[Hook],
+                 hooks: Sequence[Hook],
                  threads: ThreadChoice | None) -> dict[str, Any]:
     main = world is None or world.is_main
     if main:
@@ -195,8 +193,7 @@ def _train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.devi
             results.append(done)
             continue
         result = train_seed(data, cfg, seed, device, seed_dir, f"seed {seed + 1}/{cfg.run.seeds}",
-                            stop, resume, world, threads=threads,
-                            hooks=[*hooks, *([] if on_epoch is None else [Callback(on_epoch)])])
+                            stop, resume, world, threads=threads, hooks=hooks)
         if not main:
             continue
         save_checkpoint(seed_dir / "checkpoint.pt", result.encoder_state,
