@@ -38,7 +38,7 @@ import torch
 
 from edgegcl.contrast.falseneg import BetaMixture, FIT_SAMPLE
 from edgegcl.contrast.scheduler import CATEGORIES
-from edgegcl.contrast.loss import Similarities, similarities
+from edgegcl.contrast.dense import Similarities, similarities
 from edgegcl.contrast.negatives import ActiveNegatives
 from edgegcl.contrast.selection import NegativeSelector
 from edgegcl.nn.augment import as_features

@@ -34,7 +34,7 @@ import torch
 
 from edgegcl.training.config import TrainConfig, build, tuned_defaults
 from edgegcl.contrast.scheduler import CATEGORIES
-from edgegcl.contrast.loss import Similarities, similarities
+from edgegcl.contrast.dense import Similarities, similarities
 from edgegcl.contrast.negatives import (
     ActiveNegatives,
     SAMPLE_MIN,

@@ -25,7 +25,7 @@ from edgegcl.nn.augment import as_features
 from edgegcl.training.config import TrainConfig
 from edgegcl.data import load_graph
 from edgegcl.contrast.scheduler import CATEGORIES
-from edgegcl.contrast.loss import similarities
+from edgegcl.contrast.dense import similarities
 from edgegcl.training.engine import Trainer
 from edgegcl.contrast.negatives import (
     draw_sample,

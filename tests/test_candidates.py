@@ -21,7 +21,8 @@ from test_loss import loop_loss, one_direction_loop  # columns below B are inter
 from edgegcl.cli.main import main
 from edgegcl.training.config import TrainConfig, load_toml, to_toml, validate
 from edgegcl.contrast.hans import CATEGORIES, HANS
-from edgegcl.contrast.loss import scheduled_info_nce, similarities
+from edgegcl.contrast.dense import similarities
+from edgegcl.contrast.loss import scheduled_info_nce
 from edgegcl.contrast.module import ScheduledContrast
 from edgegcl.contrast.negatives import (
     CandidateSample,

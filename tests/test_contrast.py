@@ -11,7 +11,8 @@ import torch
 from edgegcl.contrast.module import ScheduledContrast
 from edgegcl.contrast.hans import HANS
 from edgegcl.contrast.negatives import CATEGORIES
-from edgegcl.contrast.loss import scheduled_info_nce, similarities
+from edgegcl.contrast.dense import similarities
+from edgegcl.contrast.loss import scheduled_info_nce
 from edgegcl.contrast.selection import NegativeSelector
 
 
@@ -98,7 +99,7 @@ def test_the_random_subset_baseline_draws_uniformly_as_many_as_hans_would() -> N
     assert selector.uniform and selector.stratify == "sampled"
     b = 400
     h1, h2 = torch.randn(b, 8), torch.randn(b, 8)
-    from edgegcl.contrast.loss import similarities
+    from edgegcl.contrast.dense import similarities
 
     cand = similarities(h1, h2, cfg.contrast.tau).candidates(0)
     rows = torch.arange(b)

@@ -9,7 +9,8 @@ import torch
 
 from edgegcl.contrast.falseneg import BetaMixture, true_negative_hardness
 from edgegcl.contrast.hans import HANS
-from edgegcl.contrast.loss import similarities
+from edgegcl.contrast.dense import similarities
+from edgegcl.contrast.weighting import ProGCLMix, ProGCLWeight
 from edgegcl.contrast.negatives import _cut_hardest, schedule_negatives
 from edgegcl.contrast.selection import NegativeSelector
 from edgegcl.training.config import TrainConfig, unused_settings
@@ -158,7 +159,8 @@ def test_weighted_loss_is_progcl_weight_by_brute_force(candidates: str) -> None:
     h1, h2 = torch.randn(b, 4), torch.randn(b, 4)
     sims = similarities(h1, h2, tau, candidates)
     weigh = torch.sigmoid  # any non-negative weighting of the similarities
-    got = scheduled_info_nce(sims, _every(b, candidates == "both"), "sum", weigh).loss
+    got = scheduled_info_nce(sims, _every(b, candidates == "both"), "sum",
+                             ProGCLWeight(weigh)).loss
     z1, z2 = torch.nn.functional.normalize(h1), torch.nn.functional.normalize(h2)
     s12, s11, s22 = z1 @ z2.t() / tau, z1 @ z1.t() / tau, z2 @ z2.t() / tau
     losses = []
@@ -175,7 +177,7 @@ def test_weighted_loss_is_progcl_weight_by_brute_force(candidates: str) -> None:
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     plain = scheduled_info_nce(sims, _every(b, candidates == "both"), "sum").loss
     ones = scheduled_info_nce(sims, _every(b, candidates == "both"), "sum",
-                              lambda s: torch.ones_like(s)).loss
+                              ProGCLWeight(lambda s: torch.ones_like(s))).loss
     torch.testing.assert_close(ones, plain, rtol=1e-6, atol=1e-6)  # equal weights: unweighted
 
 
@@ -208,7 +210,8 @@ def test_mixed_loss_is_progcl_mix_by_brute_force(candidates: str) -> None:
     sims = similarities(h1, h2, tau, candidates)
     weigh = torch.sigmoid
     torch.manual_seed(7)
-    got = scheduled_info_nce(sims, _every(b, candidates == "both"), "sum", weigh, mix=count).loss
+    got = scheduled_info_nce(sims, _every(b, candidates == "both"), "sum",
+                             ProGCLMix(weigh, count)).loss
     torch.manual_seed(7)
     perms = [torch.randperm(count), torch.randperm(count)]  # the two directions' draws
     z1, z2 = torch.nn.functional.normalize(h1), torch.nn.functional.normalize(h2)

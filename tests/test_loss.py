@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from helpers import views
 
-from edgegcl.contrast.loss import scheduled_info_nce, similarities
+from edgegcl.contrast.dense import similarities
+from edgegcl.contrast.loss import scheduled_info_nce
 from edgegcl.contrast.negatives import CATEGORIES, pool_sizes, select_active, stratify
 
 RATIOS = {"hard": 0.3, "inter": 0.5, "easy": 0.2}

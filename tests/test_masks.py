@@ -1,5 +1,5 @@
 """The dense path at theta_max < 1: the schedule as 0 / 1 weights on chunks of the blocks it
-computes anyway (edgegcl.contrast.masks, edgegcl.contrast.loss.DenseTerms)."""
+computes anyway (edgegcl.contrast.masks, edgegcl.contrast.dense.DenseTerms)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import torch
 from helpers import views
 from test_loss import loop_loss
 
-from edgegcl.contrast import loss as loss_module
-from edgegcl.contrast.loss import DenseTerms, scheduled_info_nce, similarities
+from edgegcl.contrast import dense as dense_module
+from edgegcl.contrast.dense import DenseTerms, similarities
+from edgegcl.contrast.loss import scheduled_info_nce
 from edgegcl.contrast.masks import BlockMasks, ColumnMasks, chunk_masks
 from edgegcl.contrast.negatives import (ActiveNegatives, draw_sample, pool_sizes,
                                         schedule_sampled)
@@ -39,7 +40,7 @@ def uniform_draw(sims, size: int, block: int, candidates: str, compact: bool, se
 @pytest.mark.parametrize("chunk", [1 << 6, 1 << 19])  # chunks of a few rows, and one chunk
 def test_block_masks_give_the_loop_loss_and_gradients(candidates, chunk, monkeypatch):
     """Blocks of 8 anchors with a short last one (b = 29); own columns in the sample or not."""
-    monkeypatch.setattr(loss_module, "DENSE_CHUNK_ELEMENTS", chunk)
+    monkeypatch.setattr(dense_module, "DENSE_CHUNK_ELEMENTS", chunk)
     h1, h2 = views(b=29, d=6, seed=7)
     sims = similarities(h1, h2, TAU, candidates)
     active = uniform_draw(sims, 11, 8, candidates, compact=True)

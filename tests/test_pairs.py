@@ -11,7 +11,8 @@ from helpers import contrast, views
 from edgegcl.training.config import TrainConfig, validate
 from edgegcl.errors import UsageError
 from edgegcl.contrast.hans import CATEGORIES
-from edgegcl.contrast.loss import scheduled_info_nce, similarities
+from edgegcl.contrast.dense import similarities
+from edgegcl.contrast.loss import scheduled_info_nce
 from edgegcl.contrast.negatives import num_candidates, pool_sizes, schedule_negatives
 from edgegcl.contrast.pairs import ScheduledLogits, pair_similarities
 from edgegcl.contrast.selection import NegativeSelector

@@ -1,7 +1,7 @@
 """Which entries of the dense similarity blocks are active negatives, applied a chunk of rows at
 a time.
 
-The dense path (edgegcl.contrast.loss.DenseTerms) computes every similarity whatever theta_max
+The dense path (edgegcl.contrast.dense.DenseTerms) computes every similarity whatever theta_max
 is and applies the schedule as 0 / 1 weights on a chunk of rows of exp(s12), exp(s11) and
 exp(s22) at once, so a smaller budget never costs more than every negative. The weights are:
 

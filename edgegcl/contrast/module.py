@@ -24,13 +24,14 @@ from torch import Tensor, nn
 from edgegcl.contrast.config import (CANDIDATES, LOGITS, NEGATIVE_WEIGHTS, SAMPLE_MIN,
                                      ContrastConfig)
 from edgegcl.contrast.hans import EQUAL_LOSSES, HANS, HANSConfig
-from edgegcl.contrast.loss import (AnchorSimilarities, LossOutput, NegativeWeights,
-                                   scheduled_info_nce, similarities)
+from edgegcl.contrast.dense import similarities
+from edgegcl.contrast.loss import AnchorSimilarities, LossOutput, scheduled_info_nce
 from edgegcl.contrast.negatives import CATEGORIES, STRATIFY, num_candidates
 from edgegcl.contrast.pairs import choose_logits, pair_similarities
 from edgegcl.contrast.falseneg import fit_rows, true_negative_hardness
 from edgegcl.contrast.scheduler import NegativeScheduler, ScheduleConfig, ScheduleEvent
 from edgegcl.contrast.selection import NegativeSelector
+from edgegcl.contrast.weighting import PLAIN, Plain, ProGCLMix, ProGCLWeight
 from edgegcl.phases import PhaseClock
 
 __all__ = ["ContrastConfig", "EpochLoss", "ScheduledContrast"]
@@ -181,25 +182,27 @@ class ScheduledContrast(nn.Module):
                                    estimate=estimate, compact=self.negative_weight == "none")
         if clock is not None:
             clock.mark("strata")
-        weigh = self._weights(sims) if estimate else None
-        out = scheduled_info_nce(sims, active, self.scheduler.category_loss, weigh,
-                                 mix=self.mix_negatives if weigh is not None
-                                 and self.negative_weight == "progcl-mix" else 0)
+        weighting = self._weighting(sims) if estimate else PLAIN
+        out = scheduled_info_nce(sims, active, self.scheduler.category_loss, weighting)
         if clock is not None:
             clock.mark("loss forward")
         self._epoch.append((out.loss.detach(), out.category, anchors))
         return out
 
-    def _weights(self, sims: AnchorSimilarities) -> NegativeWeights | None:
-        """ProGCL's B = p(true negative) x similarity of this step (``negative_weight``
-        ``"progcl"`` weighs by it, ``"progcl-mix"`` mixes by it): the Beta mixture fitted to the
-        first anchors' similarities with every ``C / 256``-th candidate (a fixed sample: nothing
-        random, so a resumed run weighs as the uninterrupted one)."""
+    def _weighting(self, sims: AnchorSimilarities) -> Plain:
+        """What the denominator does with this step's negatives (``negative_weight``): plain,
+        or ProGCL's B = p(true negative) x similarity weighing them (``"progcl"``) or mixing
+        them (``"progcl-mix"``), B from the Beta mixture fitted to the first anchors'
+        similarities with every ``C / 256``-th candidate (a fixed sample: nothing random, so
+        a resumed run weighs as the uninterrupted one)."""
         if self.negative_weight == "none":
-            return None
+            return PLAIN
         block = sims.candidate_rows(0)(0, fit_rows(sims.num_anchors))
         cols = torch.arange(0, block.size(1), max(1, block.size(1) // 256), device=block.device)
-        return true_negative_hardness(block[:, cols], sims.tau)
+        weigh = true_negative_hardness(block[:, cols], sims.tau)
+        if self.negative_weight == "progcl-mix":
+            return ProGCLMix(weigh, self.mix_negatives)
+        return ProGCLWeight(weigh)
 
     def epoch_loss(self) -> EpochLoss:
         """The loss and per-category losses of the calls since the last ``step()``, each the

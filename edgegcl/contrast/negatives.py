@@ -366,7 +366,7 @@ def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.devi
     hardest ``counts`` (``pick = "hardest"``, ``_cut_hardest``), anchors a block at a time.
 
     ``rows(start, stop)`` gives the candidate similarities of anchors ``start .. stop - 1``
-    (edgegcl.contrast.loss: slices of the dense blocks, or a product computed on demand). Blocks of
+    (edgegcl.contrast.dense: slices of the dense blocks, or a product computed on demand). Blocks of
     STRATIFY_BLOCK_ELEMENTS candidates (by device type) are stratified and drawn from one
     after another, so neither the B x 2B candidates nor the B x (2B - 2) pools need exist at
     once: the memory a step spends here is a block's plus the B x K active columns, which is

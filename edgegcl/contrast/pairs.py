@@ -1,6 +1,6 @@
 """The scheduled-pairs path: the loss's similarities for the active pairs only.
 
-The dense path (``edgegcl.contrast.loss.Similarities``) computes three B x B similarity blocks
+The dense path (``edgegcl.contrast.dense.Similarities``) computes three B x B similarity blocks
 and their gradients and weighs their entries by the schedule (``DenseTerms``), so a step costs
 about the same at every theta_max. Eq. 6's gradient only reaches the B x K active pairs, so here:
 
@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import FunctionCtx
 
-from edgegcl.contrast.loss import unit_rows
+from edgegcl.contrast.loss import Terms, gathered_terms, unit_rows
 from edgegcl.contrast.negatives import (
     ActiveNegatives,
     CandidateRows,
@@ -40,6 +40,7 @@ from edgegcl.contrast.negatives import (
     anchors_per_block,
     candidate_views,
 )
+from edgegcl.contrast.weighting import PLAIN, Plain
 
 PATHS = ("dense", "pairs")
 """The two ways of computing the loss's logits; the profiler measures both."""
@@ -243,13 +244,18 @@ class PairSimilarities:
         values.index_put_((anchors, at.reshape(-1)), values.new_tensor(-math.inf))
         return BlockSampledLogits.apply(u, z, sample, None, values)
 
+    def terms(self, active: tuple[ActiveNegatives, ActiveNegatives],
+              weighting: Plain = PLAIN) -> Terms:
+        """Eq. 6's terms over the active pairs' logits alone (``gathered_terms``)."""
+        return gathered_terms(self, active, weighting)
+
     def positives(self) -> Tensor:
         return (self.a * self.b).sum(1)
 
 
 def pair_similarities(h1: Tensor, h2: Tensor, tau: float, candidates: str = "both"
                       ) -> PairSimilarities:
-    """The scheduled-pairs counterpart of ``edgegcl.contrast.loss.similarities``."""
+    """The scheduled-pairs counterpart of ``edgegcl.contrast.dense.similarities``."""
     a, b = unit_rows(h1, h2, tau)
     if candidate_views(candidates) == 1:
         return PairSimilarities(a, b, (b, a), tau)
