@@ -19,7 +19,7 @@ import functools
 import json
 import math
 import typing
-from dataclasses import Field, field, fields
+from dataclasses import MISSING, Field, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -74,6 +74,13 @@ class Section:
 
     def check(self) -> None:
         """The section's rules between fields; raise ``UsageError`` naming the flags."""
+
+    @classmethod
+    def default(cls, name: str) -> Any:
+        """The default of field ``name`` (a fresh copy of a mapping or list): what the flag
+        starts from, and what the Python classes that take the option start from too."""
+        f = next(f for f in fields(cls) if f.name == name)  # type: ignore[arg-type]
+        return f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
 
     def values(self) -> dict[str, Any]:
         """Every field by name (a copy; the canonical forms leave out ``omit_default`` fields

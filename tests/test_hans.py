@@ -13,6 +13,8 @@ from edgegcl.contrast.negatives import pool_sizes, select_active, stratify
 import torch
 
 FLAT = {"hard": 2.0, "inter": 1.0, "easy": 1.0}  # never improves: the gate always opens
+PAPER = dict(T_init=60, T_int=20, e=10, gate="any", category_loss="sum")
+"""Algorithm 1's settings (the paper presets'); HANS() starts from the flags' defaults."""
 
 
 def fast(**kw) -> HANS:
@@ -20,7 +22,7 @@ def fast(**kw) -> HANS:
 
     One epoch is already recorded, since the gate compares two windows of e epochs.
     """
-    base = dict(T_init=0, T_int=1, e=1)
+    base = dict(T_init=0, T_int=1, e=1, gate="any")
     base.update(kw)
     theta = base.pop("theta_max", 1.0)
     h = HANS(theta, **base)
@@ -30,7 +32,7 @@ def fast(**kw) -> HANS:
 
 
 def test_bootstrap_holds_eta_0_for_T_init_epochs():
-    h = HANS(0.6)
+    h = HANS(0.6, **PAPER)
     for _ in range(60):
         assert h.step(FLAT) == []
     assert h.eta == {c: 0.05 for c in CATEGORIES}
@@ -40,7 +42,7 @@ def test_bootstrap_holds_eta_0_for_T_init_epochs():
 
 
 def test_u1_loss_proportional_step_is_hand_computed():
-    h = HANS(1.0)  # paper defaults: b = 0.05
+    h = HANS(1.0, **PAPER)  # b = 0.05
     for _ in range(80):
         h.step(FLAT)
     # w_hard = 2 / (2 + 1 + 1) = 0.5 -> u1 = 0.025 < c_hard 0.05 < u3 0.95 < u4 (1-0.05)/0.3
@@ -75,6 +77,29 @@ def test_u4_global_budget_left_binds_when_caps_overcommit_theta_max():
     assert h.saturated and h.used() == pytest.approx(0.5)
 
 
+def test_python_and_the_flag_start_from_the_same_defaults():
+    """HANS() and the random subset from Python are what --scheduler hans / random builds for
+    the same run length, every setting; ScheduledContrast's are the [contrast] section's."""
+    from edgegcl.contrast.baselines import RandomSubset
+    from edgegcl.contrast.config import ContrastConfig
+    from edgegcl.contrast.hans import HANSConfig
+    from edgegcl.contrast.module import ScheduledContrast
+    from edgegcl.contrast.scheduler import ScheduleConfig
+
+    keys = ("theta_max", "theta_cat", "T_init", "T_int", "b", "c_cat", "eta_0", "floor",
+            "swap_every", "T_reach", "e", "gamma", "gate", "category_loss")
+    for name, made in (("hans", HANS(epochs=300)), ("random", RandomSubset(epochs=300))):
+        built = ScheduleConfig(scheduler=name).build(300, HANSConfig())
+        assert {k: getattr(made, k, None) for k in keys} == {k: getattr(built, k, None)
+                                                             for k in keys}, name
+    assert HANS().T_reach is None  # without the run's length: the fixed pace
+    contrast, config = ScheduledContrast(), ContrastConfig()
+    assert (contrast.tau, contrast.logits, contrast.selector.candidates,
+            contrast.negative_weight, contrast.mix_negatives) == (
+        config.tau, config.logits, config.candidates, config.negative_weight,
+        config.mix_negatives)
+
+
 def test_nominal_weights_when_a_category_loss_is_not_positive():
     assert HANS.loss_weights({"hard": 1.0, "inter": 0.0, "easy": 1.0}) == pytest.approx(
         {"hard": 0.4, "inter": 0.4, "easy": 0.2})
@@ -84,7 +109,7 @@ def test_nominal_weights_when_a_category_loss_is_not_positive():
 
 
 def _gate_run(curr_factor_by_cat: dict[str, float]) -> HANS:
-    h = HANS(1.0, T_init=0, T_int=20, e=10)
+    h = HANS(1.0, T_init=0, T_int=20, e=10, gate="any")
     for t in range(1, 21):
         h.step({c: 1.0 if t <= 10 else curr_factor_by_cat[c] for c in CATEGORIES})
     return h

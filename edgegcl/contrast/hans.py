@@ -39,8 +39,7 @@ from typing import Literal
 
 from edgegcl.config import Section, choices, option
 from edgegcl.contrast.pace import PacedScheduler
-from edgegcl.contrast.scheduler import (CAP_ORDER, CATEGORIES, DEFAULT_RATIOS, RATIO_ORDER,
-                                        ScheduleConfig, register)
+from edgegcl.contrast.scheduler import CATEGORIES, ScheduleConfig, register
 
 __all__ = ["CATEGORIES", "EQUAL_LOSSES", "HANS", "HANSConfig"]
 
@@ -55,7 +54,37 @@ exp-similarity (``mean``), or over its active negatives (``sum``, the paper's)."
 CATEGORY_LOSSES: tuple[str, ...] = choices(CategoryLoss)
 EQUAL_LOSSES = dict.fromkeys(CATEGORIES, 1.0)
 """Equal per-category losses: what a scheduler that reads none is handed."""
-_ = (CAP_ORDER, DEFAULT_RATIOS, RATIO_ORDER)  # re-exported: the paper's orders and ratios
+
+
+@dataclass(frozen=True)
+class HANSConfig(Section):
+    """HANS's loss gate (the ``[hans]`` section; Algorithm 1's names): what only
+    ``--scheduler hans`` reads. The budget, ratios and pace every scheduler follows are the
+    ``[schedule]`` section's (edgegcl.contrast.scheduler.ScheduleConfig).
+
+    Example:
+        >>> schedule = ScheduleConfig(scheduler="hans", theta_max=0.6)
+        >>> HANSConfig(e=2, gate="any").build(schedule, epochs=100).e
+        2
+    """
+
+    TITLE = "HANS's loss gate (Algorithm 1; the paper's names; with --scheduler hans)"
+    e: int = option(5, "loss-gate window: the last e epochs against the e before (Eq. 7)",
+                    at_least=1)
+    gamma: float = option(0.99, "loss-gate factor: grow when the loss fell by less than "
+                          "1 - gamma (Eq. 7)", above=0.0)
+    gate: Gate = option("total", "what the loss gate (Eq. 7) reads: total (the sum of the "
+                        "category losses, one signal) or any (opens when any category stalled, "
+                        "Algorithm 1 as printed)")
+    category_loss: CategoryLoss = option(
+        "mean", "the per-category losses the gate and the step sizes read: mean (InfoNCE "
+        "against the category's mean exp-similarity: more negatives of the same hardness leave "
+        "it unchanged) or sum (InfoNCE over its active negatives, the paper's: it grows as "
+        "negatives are added)")
+
+    def build(self, schedule: ScheduleConfig, epochs: int | None = None) -> HANS:
+        """HANS under ``schedule`` and this gate, for a run of ``epochs`` epochs."""
+        return HANS.from_config(schedule, epochs, self)
 
 
 @register
@@ -64,7 +93,8 @@ class HANS(PacedScheduler):
 
     Args (Algorithm 1's names; the budget and the pace as edgegcl.contrast.pace's
     ``PacedScheduler``: theta_max, theta_cat, T_init, T_int, b, c_cat, eta_0, floor,
-    swap_every, T_reach):
+    swap_every, T_reach, epochs; every default the ``[schedule]`` and ``[hans]`` sections',
+    as ``--scheduler hans``'s):
         e: loss-gate window (Eq. 7): the last e epochs against the e before.
         gamma: loss-gate factor (Eq. 7).
         category_loss: ``"mean"`` or ``"sum"``: what the losses given to ``step`` are
@@ -73,7 +103,7 @@ class HANS(PacedScheduler):
             summed loss stalled) (GATES).
 
     Example:
-        >>> hans = HANS(theta_max=0.6, T_init=2, T_int=2, e=1, T_reach=8)
+        >>> hans = HANS(theta_max=0.6, T_init=2, T_int=2, e=1, T_reach=8, gate="any")
         >>> for epoch in range(8):  # once per epoch, with that epoch's per-category losses
         ...     events = hans.step({"hard": 2.0, "inter": 1.5, "easy": 1.0})
         >>> hans.saturated, round(hans.used(), 2)
@@ -85,12 +115,15 @@ class HANS(PacedScheduler):
     ranks_candidates = True
     reads_losses = True
 
-    def __init__(self, theta_max: float = 1.0, theta_cat: Mapping[str, float] | None = None, *,
-                 T_init: int = 60, T_int: int = 20, e: int = 10, gamma: float = 0.99,
-                 b: float = 0.05, c_cat: Mapping[str, float] | None = None,
-                 eta_0: float = 0.05, floor: float = 0.05, swap_every: int | None = None,
-                 T_reach: int | None = None, category_loss: str = "sum", gate: str = "any"
-                 ) -> None:
+    def __init__(self, theta_max: float = ScheduleConfig.theta_max,
+                 theta_cat: Mapping[str, float] | None = None, *,
+                 T_init: int = ScheduleConfig.T_init, T_int: int = ScheduleConfig.T_int,
+                 e: int = HANSConfig.e, gamma: float = HANSConfig.gamma,
+                 b: float = ScheduleConfig.b, c_cat: Mapping[str, float] | None = None,
+                 eta_0: float = ScheduleConfig.eta_0, floor: float = ScheduleConfig.floor,
+                 swap_every: int | None = None, T_reach: int | None = None,
+                 epochs: int | None = None, category_loss: str = HANSConfig.category_loss,
+                 gate: str = HANSConfig.gate) -> None:
         if gate not in GATES:
             raise ValueError(f"gate must be one of {', '.join(GATES)}, got {gate!r}")
         if category_loss not in CATEGORY_LOSSES:
@@ -99,7 +132,8 @@ class HANS(PacedScheduler):
         if e < 1:
             raise ValueError("e must be >= 1")
         super().__init__(theta_max, theta_cat, T_init=T_init, T_int=T_int, b=b, c_cat=c_cat,
-                         eta_0=eta_0, floor=floor, swap_every=swap_every, T_reach=T_reach)
+                         eta_0=eta_0, floor=floor, swap_every=swap_every, T_reach=T_reach,
+                         epochs=epochs)
         self.e, self.gamma = e, gamma
         self.category_loss, self.gate = category_loss, gate
         self.history: dict[str, list[float]] = {c: [] for c in CATEGORIES}
@@ -159,34 +193,3 @@ class HANS(PacedScheduler):
             return {c: window[c] / total for c in CATEGORIES}
         total = sum(NOMINAL_WEIGHTS.values())
         return {c: NOMINAL_WEIGHTS[c] / total for c in CATEGORIES}
-
-
-@dataclass(frozen=True)
-class HANSConfig(Section):
-    """HANS's loss gate (the ``[hans]`` section; Algorithm 1's names): what only
-    ``--scheduler hans`` reads. The budget, ratios and pace every scheduler follows are the
-    ``[schedule]`` section's (edgegcl.contrast.scheduler.ScheduleConfig).
-
-    Example:
-        >>> schedule = ScheduleConfig(scheduler="hans", theta_max=0.6)
-        >>> HANSConfig(e=2, gate="any").build(schedule, epochs=100).e
-        2
-    """
-
-    TITLE = "HANS's loss gate (Algorithm 1; the paper's names; with --scheduler hans)"
-    e: int = option(5, "loss-gate window: the last e epochs against the e before (Eq. 7)",
-                    at_least=1)
-    gamma: float = option(0.99, "loss-gate factor: grow when the loss fell by less than "
-                          "1 - gamma (Eq. 7)", above=0.0)
-    gate: Gate = option("total", "what the loss gate (Eq. 7) reads: total (the sum of the "
-                        "category losses, one signal) or any (opens when any category stalled, "
-                        "Algorithm 1 as printed)")
-    category_loss: CategoryLoss = option(
-        "mean", "the per-category losses the gate and the step sizes read: mean (InfoNCE "
-        "against the category's mean exp-similarity: more negatives of the same hardness leave "
-        "it unchanged) or sum (InfoNCE over its active negatives, the paper's: it grows as "
-        "negatives are added)")
-
-    def build(self, schedule: ScheduleConfig, epochs: int | None = None) -> HANS:
-        """HANS under ``schedule`` and this gate, for a run of ``epochs`` epochs."""
-        return HANS.from_config(schedule, epochs, self)

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor, nn
 
-from edgegcl.contrast.config import (CANDIDATES, LOGITS, NEGATIVE_WEIGHTS, SAMPLE_MIN,
+from edgegcl.contrast.config import (CANDIDATES, LOGITS, NEGATIVE_WEIGHTS,
                                      ContrastConfig)
 from edgegcl.contrast.hans import EQUAL_LOSSES, HANS, HANSConfig
 from edgegcl.contrast.dense import similarities
@@ -61,7 +61,9 @@ class ScheduledContrast(nn.Module):
     Args:
         scheduler: the negative scheduler (edgegcl.contrast.scheduler); its per-category caps
             ``theta_cat`` also give the strata's ratios (theta_cat / sum theta_cat) unless
-            ``ratios`` are given. Default ``HANS()``.
+            ``ratios`` are given. Default ``HANS()``. The other defaults are the
+            ``[contrast]`` section's (``ContrastConfig``), as the flags'; ``stratify`` is
+            ``"sampled"``, what its ``auto`` resolves to with random picks.
         tau: temperature.
         refresh_every: forward calls between re-stratifications: 1 where every call brings
             new anchors (mini-batches), T_int for one graph contrasted every epoch.
@@ -99,14 +101,16 @@ class ScheduledContrast(nn.Module):
         1
     """
 
-    def __init__(self, scheduler: NegativeScheduler | None = None, *, tau: float = 0.4, refresh_every: int = 1,
-                 stratify: str = "sampled", stratify_sample: int = SAMPLE_MIN,
-                 logits: str = "auto", seed: int = 0, candidates: str = "both",
-                 pick: str = "random", uniform: bool = False,
-                 ratios: dict[str, float] | None = None,
-                 world: ContrastWorld | None = None, hardness: str = "similarity",
-                 negative_weight: str = "none", mix_negatives: int = 1000,
-                 false_negatives_from: int = 0) -> None:
+    def __init__(self, scheduler: NegativeScheduler | None = None, *,
+                 tau: float = ContrastConfig.tau, refresh_every: int = 1,
+                 stratify: str = "sampled", stratify_sample: int = ContrastConfig.stratify_sample,
+                 logits: str = ContrastConfig.logits, seed: int = 0,
+                 candidates: str = ContrastConfig.candidates, pick: str = ContrastConfig.pick,
+                 uniform: bool = False, ratios: dict[str, float] | None = None,
+                 world: ContrastWorld | None = None, hardness: str = ContrastConfig.hardness,
+                 negative_weight: str = ContrastConfig.negative_weight,
+                 mix_negatives: int = ContrastConfig.mix_negatives,
+                 false_negatives_from: int = ContrastConfig.false_negatives_from) -> None:
         super().__init__()
         if tau <= 0 or refresh_every < 1:
             raise ValueError(f"need tau > 0 and refresh_every >= 1, got {tau=}, {refresh_every=}")

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from edgegcl.contrast.scheduler import CATEGORIES, EPS, NegativeScheduler
+from edgegcl.contrast.scheduler import (CATEGORIES, EPS, NegativeScheduler, ScheduleConfig,
+                                        deadline_epoch)
 
-__all__ = ["DEFAULT_STEP_CAPS", "EQUAL_WEIGHTS", "PacedScheduler"]
+__all__ = ["EQUAL_WEIGHTS", "PacedScheduler"]
 
-DEFAULT_STEP_CAPS = {"hard": 0.05, "inter": 0.05, "easy": 0.025}
 EQUAL_WEIGHTS = dict.fromkeys(CATEGORIES, 1.0 / 3.0)
 """Loss shares w_cat when the losses are not read: every category alike (Eq. 8 on equal
 losses)."""
@@ -37,7 +37,8 @@ losses)."""
 class PacedScheduler(NegativeScheduler):
     """Eta grown at decisions by the pace (Eq. 9), one category per open gate.
 
-    Args (besides ``NegativeScheduler``'s; Algorithm 1's names):
+    Args (besides ``NegativeScheduler``'s; Algorithm 1's names; every default the ``[schedule]``
+    section's, as the flags'):
         T_init: bootstrap epochs at ``eta_0``.
         T_int: epochs between decisions.
         b: base step size (Eq. 9).
@@ -45,20 +46,26 @@ class PacedScheduler(NegativeScheduler):
         swap_every: epochs between stochastic swaps after saturation (default T_int).
         T_reach: the epoch by which theta_max is in use (the deadline pace; see the module);
             None: the paper's fixed pace, b and c_cat as given.
+        epochs: the run's length, for the deadline pace at ``--reach``'s default when no
+            ``T_reach`` is given (what ``edgegcl train --epochs N`` runs); None: the fixed pace.
     """
 
-    def __init__(self, theta_max: float = 1.0, theta_cat: Mapping[str, float] | None = None, *,
-                 T_init: int = 60, T_int: int = 20, b: float = 0.05,
-                 c_cat: Mapping[str, float] | None = None, eta_0: float = 0.05,
-                 floor: float = 0.05, swap_every: int | None = None,
-                 T_reach: int | None = None) -> None:
+    def __init__(self, theta_max: float = ScheduleConfig.theta_max,
+                 theta_cat: Mapping[str, float] | None = None, *,
+                 T_init: int = ScheduleConfig.T_init, T_int: int = ScheduleConfig.T_int,
+                 b: float = ScheduleConfig.b, c_cat: Mapping[str, float] | None = None,
+                 eta_0: float = ScheduleConfig.eta_0, floor: float = ScheduleConfig.floor,
+                 swap_every: int | None = None, T_reach: int | None = None,
+                 epochs: int | None = None) -> None:
         if T_init < 0 or T_int < 1:
             raise ValueError("T_int must be >= 1 and T_init >= 0")
+        if T_reach is None and epochs is not None:
+            T_reach = deadline_epoch(ScheduleConfig.reach, epochs)
         super().__init__(theta_max, theta_cat, eta_0=eta_0, floor=floor,
                          swap_every=swap_every if swap_every is not None else T_int)
         self.T_init, self.T_int = T_init, T_int
         self.b = b
-        self.c_cat = dict(c_cat) if c_cat is not None else dict(DEFAULT_STEP_CAPS)
+        self.c_cat = dict(c_cat) if c_cat is not None else ScheduleConfig.default("c_cat")
         self.T_reach = T_reach
         self._next = 0
 

@@ -46,11 +46,10 @@ MEMBERS = ("edgegcl.contrast.hans", "edgegcl.contrast.baselines", "edgegcl.contr
 """The modules whose ``@register``-ed classes are the schedulers ``--scheduler`` names."""
 
 CATEGORIES = ("hard", "inter", "easy")
-DEFAULT_RATIOS = {"hard": 0.30, "inter": 0.50, "easy": 0.20}
 RATIO_ORDER = ("easy", "hard", "inter")
-"""``--ratios E,H,I``: the paper's order (its ratio table lists EASY, HARD, INTER)."""
+"""The order ``ratios`` keeps its keys in (the paper's ratio table lists EASY, HARD, INTER)."""
 CAP_ORDER = CATEGORIES
-"""``--c-cat H,I,E``: the order the pace grows the categories in."""
+"""The order ``c_cat`` keeps its keys in: the order the pace grows the categories in."""
 EPS = 1e-9
 
 _REGISTRY: dict[str, type[NegativeScheduler]] = {}
@@ -67,16 +66,123 @@ class ScheduleEvent:
     reason: str
 
 
+def deadline_epoch(reach: float, epochs: int) -> int:
+    """The epoch by which the deadline pace has theta_max in use: ceil(reach x epochs)."""
+    return math.ceil(reach * epochs - 1e-9)
+
+
+Pace = Literal["deadline", "fixed"]
+"""``pace``: b and c_cat rescaled so that theta_max is in use by ``reach`` x the epochs, or
+used as given (the paper's fixed pace)."""
+
+
+@dataclass(frozen=True)
+class ScheduleConfig(Section):
+    """A run's negative schedule, whichever scheduler runs it (the ``[schedule]`` section;
+    Algorithm 1's names). HANS's loss gate has a section of its own
+    (edgegcl.contrast.hans.HANSConfig, ``[hans]``).
+
+    Example:
+        >>> s = ScheduleConfig(theta_max=0.6, ratios="easy=10,hard=40,inter=50",
+        ...                    scheduler="hans").build(100)
+        >>> round(s.theta_cat["hard"], 2), s.T_reach
+        (0.24, 40)
+    """
+
+    TITLE = "the negative schedule: budget, ratios and pace (Algorithm 1; the paper's names)"
+    scheduler: str = option(
+        "random", "random: as many negatives as HANS's pace gives with every gate open, a "
+        "uniform random subset of the candidates (measured as accurate as HANS's hardness or "
+        "all negatives on Cora and CiteSeer, and the cheapest: docs/hans.md); hans: HANS's "
+        "hardness strata, gate and loss-aware steps; none: every candidate (2B - 2 or B - 1 "
+        "by --candidates) from epoch 1, the schedule's settings ignored "
+        "(edgegcl.contrast.scheduler lists every member)")
+    theta_max: float = option(0.1, "global negative budget theta_max: the largest fraction of "
+                              "each anchor's candidates used (of 2B - 2, or B - 1 with "
+                              "--candidates inter), in [0, 1]; 0: the bootstrap share eta_0 "
+                              "only, never grown")
+    ratios: dict[str, float] = option({"easy": 20.0, "hard": 30.0, "inter": 50.0},
+                                      "category shares in percent, summing to 100 (flag: "
+                                      "hard=30,inter=50,easy=20); theta_cat = "
+                                      "share x theta_max",
+                                      keys=RATIO_ORDER)
+    pace: Pace = option("deadline", "how fast eta grows: deadline (b and c_cat rescaled at "
+                        "every decision so that theta_max is in use by --reach x --epochs; the "
+                        "last decision before then fills every category) or fixed (b and c_cat "
+                        "as given, the paper's: a short run may never reach theta_max)")
+    reach: float = option(0.4, "deadline pace: the fraction of --epochs by which theta_max is "
+                          "in use, in (0, 1]", above=0.0, at_most=1.0)
+    T_init: int = option(20, "bootstrap epochs at eta_0 before the first decision", at_least=0)
+    T_int: int = option(10, "epochs between decisions", at_least=1)
+    b: float = option(0.05, "base step size of eta (Eq. 9)", above=0.0)
+    c_cat: dict[str, float] = option({"hard": 0.05, "inter": 0.05, "easy": 0.025},
+                                     "per-step caps c_cat on eta's growth (flag: "
+                                     "hard=0.05,inter=0.05,easy=0.025)", keys=CAP_ORDER)
+    eta_0: float = option(0.05, "eta of every category during the bootstrap", above=0.0,
+                          at_most=1.0)
+    floor: float = option(0.05, "least eta of a category", at_least=0.0, at_most=1.0)
+    swap_every: int = option(0, "epochs between stochastic swaps once saturated (0: T_int)",
+                             at_least=0)
+
+    def check(self) -> None:
+        try:
+            kind = scheduler_class(self.scheduler)
+        except ValueError as exc:
+            raise UsageError(f"--{exc}") from None
+        ratios = list(self.ratios.values())
+        if not (all(r > 0 for r in ratios) and abs(sum(ratios) - 100.0) < 1e-6):
+            raise UsageError(f"--ratios must be positive and sum to 100, got "
+                             f"{flag_form(self.ratios)!r}")
+        if not all(c > 0 for c in self.c_cat.values()):
+            raise UsageError(f"--c-cat caps must be > 0, got {flag_form(self.c_cat)!r}")
+        try:  # whatever the scheduler: a file's theta_max is checked too
+            NegativeScheduler(self.theta_max, self.theta_cat(), eta_0=self.eta_0,
+                              floor=self.floor)
+            kind.from_config(self, None)
+        except UsageError:
+            raise
+        except ValueError as exc:  # the scheduler's own rules, said under the flag's name
+            name, _, rest = str(exc).partition(" ")
+            raise UsageError(f"{flag(name)} {rest}" if name in self.values() else str(exc)
+                             ) from None
+
+    def ratio_map(self) -> dict[str, float]:
+        """``ratios`` as fractions of 1, keyed hard / inter / easy."""
+        return {c: self.ratios[c] / 100.0 for c in CATEGORIES}
+
+    def theta_cat(self) -> dict[str, float]:
+        """The caps theta_cat = ratio x theta_max (with theta_max = 0 the caps of a full
+        budget, held at eta_0)."""
+        return {c: r * (self.theta_max or 1.0) for c, r in self.ratio_map().items()}
+
+    def reach_epoch(self, epochs: int) -> int | None:
+        """T_reach: the epoch by which the deadline pace has theta_max in use; None with the
+        fixed pace."""
+        return deadline_epoch(self.reach, epochs) if self.pace == "deadline" else None
+
+    def build(self, epochs: int | None = None, hans: Section | None = None
+              ) -> NegativeScheduler:
+        """The scheduler ``scheduler`` names for a run of ``epochs`` epochs (None: no
+        deadline pace); ``hans``: the ``[hans]`` section (default: its defaults)."""
+        return scheduler_class(self.scheduler).from_config(self, epochs, hans)
+
+    def unused(self, hans: Section | None = None) -> tuple[str, ...]:
+        """The settings its scheduler never reads (``NegativeScheduler.unused``)."""
+        return scheduler_class(self.scheduler).unused(self, hans)
+
+
 class NegativeScheduler:
     """The bookkeeping every negative scheduler shares, and what the contrast, the trainer and
     the profiler read of it.
+
+    Every default is the ``[schedule]`` section's (``ScheduleConfig``), as the flags' are.
 
     Args:
         theta_max: global budget, a fraction of each anchor's |N_i| candidates, in [0, 1];
             0 holds every category at its bootstrap share for the whole run.
         theta_cat: per-category caps, fractions of |N_i| keyed hard / inter / easy (default
-            ratios 30 / 50 / 20 x theta_max; with theta_max = 0, the ratios themselves); they
-            must be able to fill theta_max.
+            ``ratios`` x theta_max; with theta_max = 0, the ratios themselves); they must be
+            able to fill theta_max.
         eta_0: every category's eta at the start.
         floor: least eta of a category.
         swap_every: epochs between redraws of the active subsets once saturated (``draw``).
@@ -101,12 +207,14 @@ class NegativeScheduler:
     who: ClassVar[str] = ""
     category_loss: str = "mean"
 
-    def __init__(self, theta_max: float = 1.0, theta_cat: Mapping[str, float] | None = None, *,
-                 eta_0: float = 0.05, floor: float = 0.05, swap_every: int = 1) -> None:
+    def __init__(self, theta_max: float = ScheduleConfig.theta_max,
+                 theta_cat: Mapping[str, float] | None = None, *,
+                 eta_0: float = ScheduleConfig.eta_0, floor: float = ScheduleConfig.floor,
+                 swap_every: int = 1) -> None:
         if not 0.0 <= theta_max <= 1.0:
             raise ValueError(f"theta_max must be in [0, 1], got {theta_max}")
         caps = dict(theta_cat) if theta_cat is not None else {
-            c: r * (theta_max or 1.0) for c, r in DEFAULT_RATIOS.items()}
+            c: r / 100.0 * (theta_max or 1.0) for c, r in ScheduleConfig.default("ratios").items()}
         if set(caps) != set(CATEGORIES) or not all(0.0 < caps[c] <= 1.0 for c in CATEGORIES):
             raise ValueError(f"theta_cat needs hard, inter and easy in (0, 1], got {caps}")
         if sum(caps.values()) < theta_max - EPS:
@@ -258,104 +366,3 @@ def scheduler_class(name: str) -> type[NegativeScheduler]:
     if name not in members:
         raise ValueError(f"scheduler must be one of {', '.join(members)}, got {name!r}")
     return members[name]
-
-
-Pace = Literal["deadline", "fixed"]
-"""``pace``: b and c_cat rescaled so that theta_max is in use by ``reach`` x the epochs, or
-used as given (the paper's fixed pace)."""
-
-
-@dataclass(frozen=True)
-class ScheduleConfig(Section):
-    """A run's negative schedule, whichever scheduler runs it (the ``[schedule]`` section;
-    Algorithm 1's names). HANS's loss gate has a section of its own
-    (edgegcl.contrast.hans.HANSConfig, ``[hans]``).
-
-    Example:
-        >>> s = ScheduleConfig(theta_max=0.6, ratios="easy=10,hard=40,inter=50",
-        ...                    scheduler="hans").build(100)
-        >>> round(s.theta_cat["hard"], 2), s.T_reach
-        (0.24, 40)
-    """
-
-    TITLE = "the negative schedule: budget, ratios and pace (Algorithm 1; the paper's names)"
-    scheduler: str = option(
-        "random", "random: as many negatives as HANS's pace gives with every gate open, a "
-        "uniform random subset of the candidates (measured as accurate as HANS's hardness or "
-        "all negatives on Cora and CiteSeer, and the cheapest: docs/hans.md); hans: HANS's "
-        "hardness strata, gate and loss-aware steps; none: every candidate (2B - 2 or B - 1 "
-        "by --candidates) from epoch 1, the schedule's settings ignored "
-        "(edgegcl.contrast.scheduler lists every member)")
-    theta_max: float = option(0.1, "global negative budget theta_max: the largest fraction of "
-                              "each anchor's candidates used (of 2B - 2, or B - 1 with "
-                              "--candidates inter), in [0, 1]; 0: the bootstrap share eta_0 "
-                              "only, never grown")
-    ratios: dict[str, float] = option({"easy": 20.0, "hard": 30.0, "inter": 50.0},
-                                      "category shares in percent, summing to 100 (flag: "
-                                      "hard=30,inter=50,easy=20); theta_cat = "
-                                      "share x theta_max",
-                                      keys=RATIO_ORDER)
-    pace: Pace = option("deadline", "how fast eta grows: deadline (b and c_cat rescaled at "
-                        "every decision so that theta_max is in use by --reach x --epochs; the "
-                        "last decision before then fills every category) or fixed (b and c_cat "
-                        "as given, the paper's: a short run may never reach theta_max)")
-    reach: float = option(0.4, "deadline pace: the fraction of --epochs by which theta_max is "
-                          "in use, in (0, 1]", above=0.0, at_most=1.0)
-    T_init: int = option(20, "bootstrap epochs at eta_0 before the first decision", at_least=0)
-    T_int: int = option(10, "epochs between decisions", at_least=1)
-    b: float = option(0.05, "base step size of eta (Eq. 9)", above=0.0)
-    c_cat: dict[str, float] = option({"hard": 0.05, "inter": 0.05, "easy": 0.025},
-                                     "per-step caps c_cat on eta's growth (flag: "
-                                     "hard=0.05,inter=0.05,easy=0.025)", keys=CAP_ORDER)
-    eta_0: float = option(0.05, "eta of every category during the bootstrap", above=0.0,
-                          at_most=1.0)
-    floor: float = option(0.05, "least eta of a category", at_least=0.0, at_most=1.0)
-    swap_every: int = option(0, "epochs between stochastic swaps once saturated (0: T_int)",
-                             at_least=0)
-
-    def check(self) -> None:
-        try:
-            kind = scheduler_class(self.scheduler)
-        except ValueError as exc:
-            raise UsageError(f"--{exc}") from None
-        ratios = list(self.ratios.values())
-        if not (all(r > 0 for r in ratios) and abs(sum(ratios) - 100.0) < 1e-6):
-            raise UsageError(f"--ratios must be positive and sum to 100, got "
-                             f"{flag_form(self.ratios)!r}")
-        if not all(c > 0 for c in self.c_cat.values()):
-            raise UsageError(f"--c-cat caps must be > 0, got {flag_form(self.c_cat)!r}")
-        try:  # whatever the scheduler: a file's theta_max is checked too
-            NegativeScheduler(self.theta_max, self.theta_cat(), eta_0=self.eta_0,
-                              floor=self.floor)
-            kind.from_config(self, None)
-        except UsageError:
-            raise
-        except ValueError as exc:  # the scheduler's own rules, said under the flag's name
-            name, _, rest = str(exc).partition(" ")
-            raise UsageError(f"{flag(name)} {rest}" if name in self.values() else str(exc)
-                             ) from None
-
-    def ratio_map(self) -> dict[str, float]:
-        """``ratios`` as fractions of 1, keyed hard / inter / easy."""
-        return {c: self.ratios[c] / 100.0 for c in CATEGORIES}
-
-    def theta_cat(self) -> dict[str, float]:
-        """The caps theta_cat = ratio x theta_max (with theta_max = 0 the caps of a full
-        budget, held at eta_0)."""
-        return {c: r * (self.theta_max or 1.0) for c, r in self.ratio_map().items()}
-
-    def reach_epoch(self, epochs: int) -> int | None:
-        """T_reach: the epoch by which the deadline pace has theta_max in use (ceil(reach x
-        epochs)); None with the fixed pace."""
-        return math.ceil(self.reach * epochs - 1e-9) if self.pace == "deadline" else None
-
-    def build(self, epochs: int | None = None, hans: Section | None = None
-              ) -> NegativeScheduler:
-        """The scheduler ``scheduler`` names for a run of ``epochs`` epochs (None: no
-        deadline pace); ``hans``: the ``[hans]`` section (default: its defaults)."""
-        return scheduler_class(self.scheduler).from_config(self, epochs, hans)
-
-    def unused(self, hans: Section | None = None) -> tuple[str, ...]:
-        """The settings its scheduler never reads (``NegativeScheduler.unused``)."""
-        return scheduler_class(self.scheduler).unused(self, hans)
-
