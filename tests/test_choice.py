@@ -14,16 +14,19 @@ from helpers import EpochRows, capture
 
 from edgegcl.cli.main import main
 from edgegcl.data import synthetic_graph
-from edgegcl.data.homophily import feature_agreement
+from edgegcl.data.homophily import adjusted_homophily, feature_agreement
 from edgegcl.errors import UsageError
 from edgegcl.evaluation.metrics import standard_error
+from edgegcl.evaluation.probe import random_split
 from edgegcl.training.choice import pick, search_epochs
 from edgegcl.training.config import TrainConfig
+from edgegcl.training.results import EncoderChoice
 from edgegcl.training.run import Stopped, train_seeds
 
 CPU = torch.device("cpu")
 SMALL = dict(nodes=150, features=12, hidden_dim=16, out_dim=8, proj_dim=8, epochs=8,
-             eval_every=2, T_init=1, T_int=1, device="cpu")
+             eval_every=2, T_init=1, T_int=1, device="cpu", homophily=0.3)
+"""A small labelled graph whose edges do not clearly keep to their class: auto searches."""
 
 
 def _run(cfg: TrainConfig, data, run_dir: Path, **kw) -> dict:
@@ -86,6 +89,49 @@ def test_the_choice_is_one_line_and_names_every_score(tmp_path: Path,
     lines = [line for line in err.splitlines() if "validation micro-F1 after" in line]
     assert len(lines) == 1 and all(f"{n} " in lines[0] for n in ("gcn", "ego", "poly"))
     assert "raw features" in out  # beside the embeddings' figure
+
+
+def test_a_clearly_homophilous_graph_keeps_the_gcn_without_a_search(tmp_path: Path) -> None:
+    """Planted classes with homophily 0.9: the seed's labelled edges keep to their class
+    (adjusted homophily far above 0.5), so the GCN trains at once, said in one line; no
+    candidate is trained. At 0.3 the same graph is searched."""
+    cfg = TrainConfig(**{**SMALL, "nodes": 400, "homophily": 0.9})
+    data = synthetic_graph(cfg.synthetic_spec())
+    metrics = _run(cfg, data, tmp_path / "clear")
+    choice = metrics["seeds"][0]["encoder_choice"]
+    split = random_split(data.num_nodes, 0)
+    found = adjusted_homophily(data.y, data.edge_index, torch.cat([split.train, split.val]))
+    assert choice["by"] == "homophily" and choice["scores"] == {} and choice["seconds"] == 0
+    assert choice["homophily"] == found.value and choice["margin"] == found.standard_error
+    assert found.value - 2 * found.standard_error >= 0.5
+    assert metrics["seeds"][0]["encoder"] == "gcn"
+    line = EncoderChoice(**choice).line()
+    assert "without a search" in line and f"{found.value:.2f}" in line
+    low = TrainConfig(**{**SMALL, "nodes": 400})
+    searched = _run(low, synthetic_graph(low.synthetic_spec()), tmp_path / "low")
+    assert searched["seeds"][0]["encoder_choice"]["by"] == "search"
+
+
+def test_adjusted_homophily_is_its_definition_and_ignores_class_balance() -> None:
+    """Against the formula written out on a random graph, and about 0 for edges drawn at
+    random between two classes of 80 % and 20 % (edge homophily about 0.68 there)."""
+    g = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 3, (60,), generator=g)
+    edges = torch.randint(0, 60, (2, 500), generator=g)
+    nodes = torch.arange(0, 60, 2)
+    found = adjusted_homophily(y, edges, nodes)
+    pairs = [(int(a), int(b)) for a, b in edges.t()
+             if a % 2 == 0 and b % 2 == 0 and a != b]
+    same = sum(int(y[a]) == int(y[b]) for a, b in pairs) / len(pairs)
+    ends = [int(y[a]) for a, _ in pairs] + [int(y[b]) for _, b in pairs]
+    expected = sum((ends.count(k) / len(ends)) ** 2 for k in range(3))
+    assert found.edges == len(pairs)
+    assert found.value == pytest.approx((same - expected) / (1 - expected), abs=1e-12)
+    skewed = (torch.rand(20_000, generator=g) < 0.2).long()
+    uniform = torch.randint(0, 20_000, (2, 200_000), generator=g)
+    balanced = adjusted_homophily(skewed, uniform, torch.arange(20_000))
+    assert abs(balanced.value) < 4 * balanced.standard_error
+    assert adjusted_homophily(torch.zeros(5, dtype=torch.long), edges % 5, torch.arange(5)) is None
 
 
 def test_an_unlabelled_graph_chooses_by_its_features(tmp_path: Path) -> None:
@@ -156,8 +202,8 @@ def test_a_low_homophily_graph_whose_features_carry_the_classes(tmp_path: Path) 
     GCN's averaging over other classes' nodes erases what the features know, which the
     search sees on validation (by 10-20 points on these graphs), so a seed does not pick it."""
     cfg = TrainConfig(**{**SMALL, "nodes": 600, "features": 8, "epochs": 40, "eval_every": 10,
-                         "hidden_dim": 32, "out_dim": 16, "proj_dim": 16}, classes=3,
-                      homophily=0.1, avg_degree=8)
+                         "hidden_dim": 32, "out_dim": 16, "proj_dim": 16, "homophily": 0.1},
+                      classes=3, avg_degree=8)
     data = synthetic_graph(cfg.synthetic_spec())
     metrics = _run(cfg, data, tmp_path / "run")
     scores = metrics["seeds"][0]["encoder_choice"]["scores"]

@@ -425,13 +425,14 @@ def test_gpu_commands_train_on_the_gpu(name: str, tmp_path: Path, datasets: Path
 
 def test_encoders_block(tmp_path: Path, datasets: Path) -> None:
     """docs/encoders.md: its four commands (Actor and Cora from the root, a graph file with the
-    ego encoder, a narrowed search), and the two lines it shows, as the search prints them: a
-    labelled graph's and an unlabelled one's."""
+    ego encoder, a narrowed search), and the three lines it shows, as runs print them: a
+    homophilous labelled graph's (Cora: no search), a searched one's and an unlabelled one's."""
     _graph_npz(tmp_path / "my_graph.npz")
     shell = _shell(tmp_path, datasets)
     _run_block(shell, replaced(block("encoders-train").text, {"--root DIR": f"--root {datasets}"}))
     _graph_npz(tmp_path / "unlabelled.npz", labels=False, homophily=0.1)
     shell.run(_shortened("edgegcl train --dataset unlabelled.npz", SMALL))
+    shell.run(_shortened(f"edgegcl train --dataset Cora --root {datasets}", SMALL))  # homophilous
     printed = [line for r in shell.ran for line in r.err.splitlines()]
     for shown in block("encoders-choice-lines").text.splitlines():
         pattern = re.escape(shown)

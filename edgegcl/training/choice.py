@@ -1,6 +1,9 @@
 """``encoder = "auto"``: each seed's encoder chosen by measurement, before it trains.
 
-A labelled graph: a short search. Each of ``search_encoders`` trains ``search_epochs`` epochs
+A labelled graph whose labelled edges clearly keep to their class (the adjusted homophily of
+the seed's training and validation nodes, less two standard errors, at least
+``HOMOPHILY_THRESHOLD``): the GCN, without a search, as the search chose on every such graph
+measured (docs/encoders.md). Any other labelled graph: a short search. Each of ``search_encoders`` trains ``search_epochs`` epochs
 (a quarter of the run's by default, to a probe epoch) from the seed's own initialisation,
 probed every ``eval_every`` epochs on the seed's validation nodes (its random split's, the
 nodes the seed's checkpoint choice reads; test nodes are never looked at); the best
@@ -29,16 +32,18 @@ from pathlib import Path
 import torch
 from torch_geometric.data import Data
 
-from edgegcl.data.homophily import feature_agreement
+from edgegcl.data.homophily import adjusted_homophily, feature_agreement
+from edgegcl.evaluation.probe import random_split
 from edgegcl.progress import Progress, say
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.distributed import World
-from edgegcl.training.results import AGREEMENT_THRESHOLD, EncoderChoice
+from edgegcl.training.results import AGREEMENT_THRESHOLD, HOMOPHILY_THRESHOLD, EncoderChoice
 from edgegcl.training.prober import MIN_LABELLED_NODES
 from edgegcl.training.seed import SeedRun
 from edgegcl.training.threads import ThreadChoice
 
-__all__ = ["AGREEMENT_THRESHOLD", "EncoderChoice", "choose_encoder", "search_epochs"]
+__all__ = ["AGREEMENT_THRESHOLD", "HOMOPHILY_THRESHOLD", "EncoderChoice", "choose_encoder",
+           "search_epochs"]
 
 
 def search_epochs(cfg: TrainConfig) -> int:
@@ -63,7 +68,10 @@ def choose_encoder(data: Data, cfg: TrainConfig, seed: int, device: torch.device
     main = world is None or world.is_main
     labelled = (cfg.run.task == "link" or getattr(data, "y", None) is not None
                 and data.num_nodes >= MIN_LABELLED_NODES)
-    if labelled and len(candidates) > 1:
+    clear = _clearly_homophilous(data, cfg, seed) if labelled else None
+    if clear is not None:
+        choice = clear
+    elif labelled and len(candidates) > 1:
         choice = _search(data, cfg, seed, device, run_dir, label, world, threads, stop)
         if choice is None:
             return None
@@ -75,6 +83,23 @@ def choose_encoder(data: Data, cfg: TrainConfig, seed: int, device: torch.device
     if main:
         say(f"{label}: {choice.line()}")
     return choice
+
+
+def _clearly_homophilous(data: Data, cfg: TrainConfig, seed: int) -> EncoderChoice | None:
+    """The GCN's choice without a search, where the seed's training and validation nodes (its
+    random split's: what the search would read) are clearly homophilous; None otherwise, and
+    for the link task, multi-label targets or a candidate list that does not start with the
+    GCN."""
+    y = getattr(data, "y", None)
+    if (cfg.run.task != "node" or y is None or y.dim() != 1 or y.dtype.is_floating_point
+            or cfg.model.candidates()[0] != "gcn"):
+        return None
+    split = random_split(data.num_nodes, seed)
+    found = adjusted_homophily(y, data.edge_index, torch.cat([split.train, split.val]))
+    if found is None or found.value - 2 * found.standard_error < HOMOPHILY_THRESHOLD:
+        return None
+    return EncoderChoice("gcn", "homophily", margin=found.standard_error,
+                         homophily=found.value)
 
 
 def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_dir: Path,

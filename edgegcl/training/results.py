@@ -24,6 +24,12 @@ __all__ = ["AGREEMENT_THRESHOLD", "EncoderChoice", "SeedResult", "result_from_di
            "result_to_dict", "seed_metrics", "summarise"]
 
 
+HOMOPHILY_THRESHOLD = 0.5
+"""A labelled ``auto`` run trains the GCN without a search when the adjusted homophily of its
+seed's training and validation nodes, less two standard errors, is at least this
+(edgegcl.data.homophily.adjusted_homophily; docs/encoders.md: every measured graph with
+labels lies at 0.56 or above, where the search always kept the GCN, or at 0.10 or below)."""
+
 AGREEMENT_THRESHOLD = 0.05
 """An unlabelled ``auto`` run trains the GCN when its linked nodes' features agree by at least
 this much (edgegcl.data.homophily.feature_agreement), else the ego encoder
@@ -34,8 +40,10 @@ this much (edgegcl.data.homophily.feature_agreement), else the ego encoder
 class EncoderChoice:
     """How a seed's encoder was chosen: ``by`` ``search`` (``scores``: each candidate's best
     validation ``metric`` within ``epochs`` epochs, ``margin`` the points by which another had to
-    beat the first candidate, ``seconds`` the search's wall time) or ``signal``
-    (``agreement``: the label-free feature agreement of linked nodes)."""
+    beat the first candidate, ``seconds`` the search's wall time), ``homophily``
+    (``homophily`` the adjusted homophily of the seed's training and validation nodes, ``margin``
+    its standard error: clearly above ``HOMOPHILY_THRESHOLD``, so the GCN without a search) or
+    ``signal`` (``agreement``: the label-free feature agreement of linked nodes)."""
 
     encoder: str
     by: str
@@ -45,6 +53,7 @@ class EncoderChoice:
     agreement: float | None = None
     margin: float | None = None
     metric: str = "micro_f1"
+    homophily: float | None = None
 
     def line(self) -> str:
         """What was chosen and why, in one line."""
@@ -57,6 +66,12 @@ class EncoderChoice:
             return (f"encoder {self.encoder}: validation {metric_name(self.metric)} after "
                     f"{self.epochs} epochs "
                     f"each ({ranked}{rule}); the search took {self.seconds:.0f} s")
+        if self.by == "homophily":
+            assert self.homophily is not None and self.margin is not None
+            return (f"encoder {self.encoder} without a search: the seed's labelled nodes keep "
+                    f"to their class across edges (adjusted homophily {self.homophily:.2f} ± "
+                    f"{self.margin:.2f}, clearly above {HOMOPHILY_THRESHOLD}, where the GCN "
+                    "always won: docs/encoders.md)")
         assert self.agreement is not None
         verdict = ("agree" if self.agreement >= AGREEMENT_THRESHOLD else
                    "do not clearly agree")
@@ -83,10 +98,11 @@ class EncoderChoice:
             scores = raw["scores"]
             ok = (isinstance(scores, dict) and all(isinstance(k, str) and number(v, float)
                                                    for k, v in scores.items())
-                  and isinstance(raw["encoder"], str) and raw["by"] in ("search", "signal")
+                  and isinstance(raw["encoder"], str)
+                  and raw["by"] in ("search", "signal", "homophily")
                   and number(raw["epochs"], int) and number(raw["seconds"], float)
                   and all(raw.get(k) is None or number(raw[k], float)
-                          for k in ("agreement", "margin")))
+                          for k in ("agreement", "margin", "homophily")))
         if not ok:
             raise UsageError(f"{path} holds a malformed encoder choice ({shown(repr(raw), 80)});"
                              f" {fix}")
