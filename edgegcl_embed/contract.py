@@ -48,7 +48,9 @@ refused in one line that says to re-export it (``OutdatedModel``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
+from functools import partial
 
 from .errors import shown
 
@@ -163,16 +165,7 @@ class ModelMetadata:
         (every width is the length of a weight or bias stored in the file).
         """
 
-        def width(name: str, table: dict[str, list]) -> int | str:
-            shape = table.get(name)
-            if shape is None:
-                return f"it has no tensor {name}"
-            if (len(shape) != 2 or not isinstance(shape[1], int)
-                    or not 1 <= shape[1] <= file_bytes):
-                return (f"{name} has shape {shown(str(shape))}, not [rows, width] with a width "
-                        f"of at most the file's {file_bytes} bytes")
-            return shape[1]
-
+        width = partial(_width, file_bytes=file_bytes)
         k, has_x = self.num_layers, INPUT_X in inputs
         stages = 0  # aggregated inputs a1..ak (the stages' layout)
         while aggregate_input(stages + 1) in inputs:
@@ -189,8 +182,7 @@ class ModelMetadata:
             if not 1 <= k <= file_bytes // 4:
                 return (f"{PREFIX}num_layers={k} but a {file_bytes}-byte file holds 1.."
                         f"{file_bytes // 4} layers")
-            first = INPUT_X
-            chain: list[tuple[str, str]] = []
+            first, chain = INPUT_X, []
         else:
             if k != stages:
                 return f"{PREFIX}num_layers={k} but the graph has {stages} aggregated inputs"
@@ -205,12 +197,31 @@ class ModelMetadata:
             if found != declared:
                 return found if isinstance(found, str) else (
                     f"{name} is {found} wide but the metadata says {declared}")
-        for into, source in chain:
-            a, z = width(into, inputs), width(source, outputs)
-            for found in (a, z):
-                if isinstance(found, str):
-                    return found
-            if a != z:
-                verb = "carries" if into.startswith("s") else "aggregates"
-                return f"{into} is {a} wide but {source}, which it {verb}, is {z}"
-        return None
+        return _chain_problem(chain, inputs, outputs, width)
+
+
+def _width(name: str, table: dict[str, list], file_bytes: int) -> int | str:
+    """Tensor ``name``'s width in ``table`` (name -> shape), or why it has none that the file
+    can hold: [rows, width] with 1 <= width <= the file's bytes."""
+    shape = table.get(name)
+    if shape is None:
+        return f"it has no tensor {name}"
+    if len(shape) != 2 or not isinstance(shape[1], int) or not 1 <= shape[1] <= file_bytes:
+        return (f"{name} has shape {shown(str(shape))}, not [rows, width] with a width "
+                f"of at most the file's {file_bytes} bytes")
+    return shape[1]
+
+
+def _chain_problem(chain: list[tuple[str, str]], inputs: dict[str, list],
+                   outputs: dict[str, list], width: Callable[..., int | str]) -> str | None:
+    """The first stage input (aggregated or carried) whose width is not its source
+    output's, or None."""
+    for into, source in chain:
+        a, z = width(into, inputs), width(source, outputs)
+        for found in (a, z):
+            if isinstance(found, str):
+                return found
+        if a != z:
+            verb = "carries" if into.startswith("s") else "aggregates"
+            return f"{into} is {a} wide but {source}, which it {verb}, is {z}"
+    return None

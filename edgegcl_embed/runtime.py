@@ -83,6 +83,61 @@ def portable_session(path: str | Path, threads: int = 1,
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
+MODEL_FIX = "pass a .onnx written by edgegcl export"
+
+
+def _read_model(p: Path) -> bytes:
+    """The model file's bytes, refused in one line when it is no ONNX model, keeps a tensor
+    in another file (a path the runtime never follows) or holds more nodes than any
+    edgegcl encoder."""
+    model = read_regular(p, "model file", MODEL_FIX, MODEL_LIMIT)
+    try:
+        external = external_tensors(model)
+        nodes = node_count(model)
+    except ModelFormatError as exc:
+        raise InputError(f"model file {p} is not an ONNX model ({first_line(exc)}); "
+                         f"{MODEL_FIX}") from None
+    if external:  # read from bytes: nothing outside the file is ever opened
+        raise InputError(f"model file {p} keeps tensor {shown(external[0])} as external "
+                         "data (a path to another file), which edgegcl never writes and "
+                         f"the runtime does not follow; {MODEL_FIX}")
+    if nodes > MAX_NODES:
+        raise InputError(f"model file {p} holds more than {MAX_NODES} nodes (edgegcl's "
+                         f"encoders hold under 100 per 2 layers); {MODEL_FIX}")
+    return model
+
+
+def _check_options(threads: int | None, device: str, first_layer: str) -> None:
+    """One InputError line for a thread count, device or first-layer mode out of range."""
+    if threads is not None and not 1 <= threads <= MAX_THREADS:
+        raise InputError(f"threads must be in 1..{MAX_THREADS}, got {threads}; pass a "
+                         "positive number or leave it out for every core")
+    if device not in DEVICES:
+        raise InputError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    if first_layer not in FIRST_LAYER_MODES:
+        raise InputError(f"first_layer must be one of {', '.join(FIRST_LAYER_MODES)}, got "
+                         f"{first_layer!r}")
+
+
+def _providers(device: str) -> list[str]:
+    """onnxruntime's execution providers for ``device`` (one line when CUDA's is missing)."""
+    if device != "cuda":
+        return ["CPUExecutionProvider"]
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        raise InputError("onnxruntime here has no CUDAExecutionProvider; install "
+                         "onnxruntime-gpu on a machine with CUDA, or use the CPU")
+    return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+
+def _session_options() -> ort.SessionOptions:
+    """One thread per run (the runtime runs row blocks concurrently), errors only logged."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # errors only: a bad model is reported in one line
+    return options
+
+
 class EncoderSession:
     """An exported encoder, opened for inference, with its ``edgegcl.*`` metadata.
 
@@ -114,74 +169,18 @@ class EncoderSession:
                  device: str = "cpu", first_layer: str = "auto", kernel: str = "auto") -> None:
         """Open ``path``; a missing, corrupt or foreign model file is a one-line InputError."""
         p = Path(path)
-        fix = "pass a .onnx written by edgegcl export"
-        model = read_regular(p, "model file", fix, MODEL_LIMIT)
-        try:
-            external = external_tensors(model)
-        except ModelFormatError as exc:
-            raise InputError(f"model file {p} is not an ONNX model ({first_line(exc)}); "
-                             f"{fix}") from None
-        if external:  # read from bytes below: nothing outside the file is ever opened
-            raise InputError(f"model file {p} keeps tensor {shown(external[0])} as external "
-                             "data (a path to another file), which edgegcl never writes and "
-                             f"the runtime does not follow; {fix}")
-        if threads is not None and not 1 <= threads <= MAX_THREADS:
-            raise InputError(f"threads must be in 1..{MAX_THREADS}, got {threads}; pass a "
-                             "positive number or leave it out for every core")
-        if device not in DEVICES:
-            raise InputError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
-        if first_layer not in FIRST_LAYER_MODES:
-            raise InputError(f"first_layer must be one of {', '.join(FIRST_LAYER_MODES)}, got "
-                             f"{first_layer!r}")
+        model = _read_model(p)
+        _check_options(threads, device, first_layer)
         self._kernel = resolve_kernel(kernel)
         self._pool: ThreadPoolExecutor | None = None
         self._run_options = ort.RunOptions()  # its terminate flag ends runs in progress
-        providers = ["CPUExecutionProvider"]
-        if device == "cuda":
-            if "CUDAExecutionProvider" not in ort.get_available_providers():
-                raise InputError("onnxruntime here has no CUDAExecutionProvider; install "
-                                 "onnxruntime-gpu on a machine with CUDA, or use the CPU")
-            providers.insert(0, "CUDAExecutionProvider")
         self.device = device
         self.threads = 1 if device == "cuda" else threads or available_cores()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3  # errors only: a bad model is reported in one line below
         self._size = len(model)
-        try:
-            nodes = node_count(model)
-        except ModelFormatError as exc:
-            raise InputError(f"model file {p} is not an ONNX model ({first_line(exc)}); "
-                             f"{fix}") from None
-        if nodes > MAX_NODES:
-            raise InputError(f"model file {p} holds more than {MAX_NODES} nodes (edgegcl's "
-                             f"encoders hold under 100 per 2 layers); {fix}")
-        # the whole file, loaded to read its inputs and outputs only: no optimisation, so
-        # nothing is folded (run) before the stages are known to be bounded
-        plain = ort.SessionOptions()
-        plain.intra_op_num_threads = plain.inter_op_num_threads = 1
-        plain.log_severity_level = 3
-        plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        self.session = self._load(model, plain, ["CPUExecutionProvider"], p)
-        props = self.session.get_modelmeta().custom_metadata_map
-        try:
-            self.metadata = ModelMetadata.from_props(props)
-        except OutdatedModel as exc:
-            raise InputError(f"model file {p} was written by an earlier edgegcl ({exc}); "
-                             "re-export it with edgegcl export") from None
-        except (KeyError, ValueError) as exc:
-            raise InputError(f"model file {p} is not an edgegcl encoder (metadata: {exc}); "
-                             "export it with edgegcl export") from None
-        self._check_graph(p, self.metadata)
-        try:  # what onnxruntime runs: the dense stages, bounded (edgegcl_embed.bounds)
-            stages = stage_model(model)
-            check_bounded(stages)
-        except (ModelFormatError, OSError) as exc:
-            raise InputError(f"model file {p} cannot be cut into its stages ("
-                             f"{first_line(exc)}); re-export it with edgegcl export") from None
+        stages = self._read_metadata_and_cut(p, model)
         del model
-        self.session = self._load(stages, options, providers, p)
+        options = _session_options()
+        self.session = self._load(stages, options, _providers(device), p)
         if device == "cuda" and "CUDAExecutionProvider" not in self.session.get_providers():
             raise InputError("onnxruntime could not start its CUDA provider (CUDA or cuDNN "
                              "libraries missing or mismatched); fix the install or use the CPU")
@@ -200,6 +199,32 @@ class EncoderSession:
                              "encoder's first layer is more than x W1, or aggregates first), so "
                              "it cannot run sparse; use first_layer auto or dense")
         warm_up(self._kernel)  # numba's one-time load, charged to opening, not to embed
+
+    def _read_metadata_and_cut(self, p: Path, model: bytes) -> bytes:
+        """The file's metadata (``self.metadata``), checked against its whole graph, and the
+        model of its dense stages, checked to be bounded: what onnxruntime will run."""
+        # the whole file, loaded to read its inputs and outputs only: no optimisation, so
+        # nothing is folded (run) before the stages are known to be bounded
+        plain = _session_options()
+        plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        self.session = self._load(model, plain, ["CPUExecutionProvider"], p)
+        props = self.session.get_modelmeta().custom_metadata_map
+        try:
+            self.metadata = ModelMetadata.from_props(props)
+        except OutdatedModel as exc:
+            raise InputError(f"model file {p} was written by an earlier edgegcl ({exc}); "
+                             "re-export it with edgegcl export") from None
+        except (KeyError, ValueError) as exc:
+            raise InputError(f"model file {p} is not an edgegcl encoder (metadata: {exc}); "
+                             "export it with edgegcl export") from None
+        self._check_graph(p, self.metadata)
+        try:  # what onnxruntime runs: the dense stages, bounded (edgegcl_embed.bounds)
+            stages = stage_model(model)
+            check_bounded(stages)
+        except (ModelFormatError, OSError) as exc:
+            raise InputError(f"model file {p} cannot be cut into its stages ("
+                             f"{first_line(exc)}); re-export it with edgegcl export") from None
+        return stages
 
     @staticmethod
     def _load(model: str | bytes, options: ort.SessionOptions, providers: list[str],

@@ -259,6 +259,30 @@ def _rows_named(info: bytes, symbol: str) -> bytes:
     return rewrite(info, VALUE_INFO_TYPE, lambda t: rewrite(t, TYPE_TENSOR, tensor))
 
 
+def _stage_nodes(graph: _Graph, producer: dict[str, int], inputs: list[str],
+                 outputs: list[str]) -> set[int]:
+    """The nodes between the stage inputs and outputs: every ancestor of an output, stopping
+    at the inputs and the initializers; ModelFormatError when an output cannot be reached
+    from them or a control-flow node lies between."""
+    keep: set[int] = set()
+    pending = list(outputs)
+    while pending:
+        tensor = pending.pop()
+        if tensor in inputs or tensor in graph.initializers or not tensor:
+            continue
+        if tensor not in producer:
+            raise ModelFormatError(f"no node computes {tensor!r} from the stage inputs "
+                                   f"{', '.join(inputs)}")
+        i = producer[tensor]
+        if i not in keep:
+            if graph.nodes[i].op_type in CONTROL_FLOW:
+                raise ModelFormatError(f"{tensor!r} is computed by a {graph.nodes[i].op_type} "
+                                       "node, which no dense stage has")
+            keep.add(i)
+            pending.extend(graph.nodes[i].inputs)
+    return keep
+
+
 def stage_model(data: bytes) -> bytes:
     """The model of the dense stages (and W1 as outputs) cut out of the exported model
     ``data``; ModelFormatError says why it cannot be cut.
@@ -284,22 +308,7 @@ def stage_model(data: bytes) -> bytes:
               + [carry_input(j) for j in carried])
     outputs = ([stage_output(j, k) for j in range(first, k + 1)]
                + [carry_output(j - 1) for j in carried])
-    keep: set[int] = set()
-    pending = list(outputs)
-    while pending:
-        tensor = pending.pop()
-        if tensor in inputs or tensor in graph.initializers or not tensor:
-            continue
-        if tensor not in producer:
-            raise ModelFormatError(f"no node computes {tensor!r} from the stage inputs "
-                                   f"{', '.join(inputs)}")
-        i = producer[tensor]
-        if i not in keep:
-            if graph.nodes[i].op_type in CONTROL_FLOW:
-                raise ModelFormatError(f"{tensor!r} is computed by a {graph.nodes[i].op_type} "
-                                       "node, which no dense stage has")
-            keep.add(i)
-            pending.extend(graph.nodes[i].inputs)
+    keep = _stage_nodes(graph, producer, inputs, outputs)
     nodes = [graph.nodes[i] for i in sorted(keep)]
     used = {t for node in nodes for t in node.inputs}
     exposed = {out: init for out, init in STAGE0_INITIALIZERS.items()

@@ -441,10 +441,10 @@ def test_a_named_dataset_starts_from_its_tuned_defaults(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """``--dataset CiteSeer`` without --config trains with presets/CiteSeer.toml under the
     flags, and says so; --config replaces the tuned file."""
-    import edgegcl.data
+    import edgegcl.jobs.start
     from edgegcl.data import SyntheticSpec, synthetic_graph
 
-    monkeypatch.setattr(edgegcl.data, "load_graph",  # CiteSeer's settings on a tiny graph
+    monkeypatch.setattr(edgegcl.jobs.start, "load_graph",  # CiteSeer's settings on a tiny graph
                         lambda *a, **k: synthetic_graph(SyntheticSpec(num_nodes=120, num_features=16)))
     code, _, err = _run_main(["train", "--dataset", "citeseer", *TINY, "--out", "tuned"])
     assert code == 0, err

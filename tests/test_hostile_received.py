@@ -1190,7 +1190,7 @@ def test_train_seeds_keeps_the_commands_promises(tmp_path: Path) -> None:
         edgegcl.train_seeds(cfg, broken, fresh, cpu)
     assert list(fresh.iterdir()) == []
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from edgegcl.training.state import RunLock; "
+        [sys.executable, "-c", "import sys, time; from edgegcl.training.lock import RunLock; "
          f"lock = RunLock({str(fresh)!r}); print('held', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True)
     try:

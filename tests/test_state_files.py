@@ -16,7 +16,8 @@ import torch
 
 from edgegcl.training.config import TrainConfig
 from edgegcl.errors import UsageError
-from edgegcl.training.state import LOCK_NAME, RunLock, config_hash, save_atomic, write_atomic
+from edgegcl.training.lock import LOCK_NAME, RunLock
+from edgegcl.training.state import config_hash, save_atomic, write_atomic
 from edgegcl_embed.errors import InputError
 from edgegcl_embed.files import npy_writer
 

@@ -16,7 +16,7 @@ from edgegcl.jobs.ranks import world_size
 
 def train_command(args: argparse.Namespace) -> int:
     """``edgegcl train`` with its parsed ``args``; the exit code."""
-    from edgegcl.jobs.train import summary_lines, train
+    from edgegcl.jobs.train import train
 
     torchrun = "torchrun ... -m edgegcl train"
     ranks = world_size() > 1
@@ -39,6 +39,8 @@ def train_command(args: argparse.Namespace) -> int:
     if run is None:  # a rank other than 0 under torchrun
         return 0
     assert run.metrics is not None
+    from edgegcl.jobs.execute import summary_lines  # loaded with the training, at no cost
+
     for warning, line in summary_lines(run.metrics, run.path):
         print(f"edgegcl: {line}" if warning else line, file=sys.stderr if warning else sys.stdout,
               flush=warning)

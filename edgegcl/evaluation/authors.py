@@ -116,15 +116,11 @@ def authors_probe(embeddings: Tensor, y: Tensor, generator: torch.Generator, *,
     if min(split.train.numel(), split.val.numel(), split.test.numel()) == 0:
         raise ValueError("the split needs non-empty train, valid and test slices: too few nodes")
     num_classes, dim = int(y.max()) + 1, x.shape[1]
-    w_bound = math.sqrt(6.0 / (dim + num_classes))  # xavier_uniform_
-    b_bound = 1.0 / math.sqrt(dim)
-    weight = ((torch.rand(num_classes, dim, generator=generator) * 2 - 1) * w_bound).to(x.device)
-    bias = ((torch.rand(num_classes, generator=generator) * 2 - 1) * b_bound).to(x.device)
+    params = _initial_classifier(num_classes, dim, generator).to(x.device)
     train, val, test = (i.to(x.device) for i in (split.train, split.val, split.test))
     x_train, x_val, x_test = x[train], x[val], x[test]
     y_train, y_val, y_test = y[train], y[val], y[test]
     onehot = F.one_hot(y_train, num_classes).to(x.dtype)
-    params = torch.cat([weight.t(), bias.unsqueeze(0)])  # [D + 1, C]: W^T, then the bias
     w_t, bias = params[:dim], params[dim]
     grad = torch.empty_like(params)
     adam = _Adam(params, lr)
@@ -144,6 +140,17 @@ def authors_probe(embeddings: Tensor, y: Tensor, generator: torch.Generator, *,
                                              num_classes)
                     best = AuthorsScore(micro, macro, val_micro, epoch)
     return best
+
+
+def _initial_classifier(num_classes: int, dim: int, generator: torch.Generator) -> Tensor:
+    """``nn.Linear(dim, num_classes)``'s weight, xavier-uniform, and bias, U(-1/sqrt(D),
+    1/sqrt(D)), drawn from ``generator`` in that order, packed as one [D + 1, C] tensor: W^T,
+    then the bias."""
+    w_bound = math.sqrt(6.0 / (dim + num_classes))  # xavier_uniform_
+    b_bound = 1.0 / math.sqrt(dim)
+    weight = (torch.rand(num_classes, dim, generator=generator) * 2 - 1) * w_bound
+    bias = (torch.rand(num_classes, generator=generator) * 2 - 1) * b_bound
+    return torch.cat([weight.t(), bias.unsqueeze(0)])
 
 
 class _Adam:

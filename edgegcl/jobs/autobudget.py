@@ -7,20 +7,35 @@ memory, with what can make it fit for the mode measured.
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+import torch
+from torch_geometric.data import Data
+
+from edgegcl.budget.cache import ProfileCache
+from edgegcl.budget.profiler import Calibration, calibrate as measure, closest_fit_line
+from edgegcl.budget.profiler import pick_threads
+from edgegcl.budget.profiles import DeviceProfile
+from edgegcl.budget.search import format_table
+from edgegcl.config import to_toml
 from edgegcl.errors import UsageError
+from edgegcl.jobs.plan import Plan
+from edgegcl.jobs.rundir import new_run_dir, run_name
+from edgegcl.jobs.start import Start, choose_threads, start
+from edgegcl.progress import say
+from edgegcl.training.config import TrainConfig
+from edgegcl.training.state import write_atomic
+from edgegcl.training.threads import ThreadChoice
 
-if TYPE_CHECKING:
-    import torch
-    from torch_geometric.data import Data
 
-    from edgegcl.budget.profiler import Calibration
-    from edgegcl.budget.profiles import DeviceProfile
-    from edgegcl.jobs.start import Start
-    from edgegcl.training.config import TrainConfig
-    from edgegcl.training.threads import ThreadChoice
+def profile_plan(settled: Plan, hold: ExitStack, graph: Data | None = None) -> Calibration:
+    """``edgegcl profile``'s work on its plan: a new ``profile-DATASET-*`` directory (locked in
+    ``hold``) with the configuration, and the profiler's table and choice kept there."""
+    s = start(settled, graph)
+    run_dir, _ = new_run_dir(hold, s.cfg.run.out, f"profile-{run_name(s.cfg.data.dataset)}")
+    write_atomic(run_dir / "config.toml", to_toml(s.cfg))
+    return calibrate(s, run_dir, threads=choose_threads(s))
 
 
 def calibrate(s: Start, run_dir: Path, then: str = "",
@@ -41,12 +56,6 @@ def calibrate_and_report(data: Data, cfg: TrainConfig, profile: DeviceProfile,
     closest fit is left (``then`` ends it), a UsageError when nothing fits in memory. A
     measuring ``threads`` chooses the thread count first (``pick_threads``), so the profiler
     measures what training will run at."""
-    from edgegcl.budget.cache import ProfileCache
-    from edgegcl.budget.profiler import calibrate, closest_fit_line, pick_threads
-    from edgegcl.budget.search import format_table
-    from edgegcl.progress import say
-    from edgegcl.training.state import write_atomic
-
     if threads is not None and threads.picker is not None and not threads.picker.done:
         say(threads.line())
         pick_threads(data, cfg, device, threads.picker)
@@ -54,7 +63,7 @@ def calibrate_and_report(data: Data, cfg: TrainConfig, profile: DeviceProfile,
     say(f"profiling on {device} under profile {profile.name} (HANS at the costliest state "
         "the run can reach)")
     cache = ProfileCache.for_run(data, cfg, device, lambda w: say(f"warning: {w}"), remeasure)
-    cal = calibrate(data, cfg, profile, device, log=say, cache=cache)
+    cal = measure(data, cfg, profile, device, log=say, cache=cache)
     if cal.cached:
         say(f"{cal.cached} of the {len(cal.paths)} measurements came from the profile cache "
             f"{cache.path} (--remeasure measures again)")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgegcl.errors import UsageError
-from edgegcl.jobs.start import Request, choose_threads, start
+from edgegcl.jobs.plan import Request, plan
 
 if TYPE_CHECKING:
     from torch_geometric.data import Data
@@ -84,10 +84,14 @@ def bench_budgets(out: str | Path, config: TrainConfig | str | Path | None = Non
         raise UsageError("edgegcl bench budgets draws budgets.png with matplotlib: pip install "
                          "matplotlib (or the plot extra)")
     with ExitStack() as hold:
-        s = start(Request(config, {k: v for k, v in (settings or {}).items() if k != "out"}),
-                  hold, graph)
+        settled = plan(Request(config, {k: v for k, v in (settings or {}).items()
+                                        if k != "out"}), hold)  # refusals before torch loads
+        # torch loads here, once the plan has refused what it would (bench/results/cli-latency.md)
         from edgegcl.budget.bench import measure_budgets, progress_line, write_budgets
         from edgegcl.budget.profiler import pick_threads
+        from edgegcl.jobs.start import choose_threads, start
+
+        s = start(settled, graph)
 
         assert s.data is not None
         threads = choose_threads(s)

@@ -9,7 +9,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edgegcl.jobs.start import Request, choose_threads, start
+from edgegcl.jobs.plan import Request, plan
 
 if TYPE_CHECKING:
     from torch_geometric.data import Data
@@ -34,18 +34,13 @@ def profile(config: TrainConfig | str | Path | None = None, graph: Data | None =
         >>> cal = edgegcl.profile(settings={"dataset": "cora"}, profile="cpu")  # doctest: +SKIP
         >>> cal.chosen  # doctest: +SKIP
     """
-    from edgegcl.jobs.autobudget import calibrate
-    from edgegcl.jobs.rundir import new_run_dir, run_name
-    from edgegcl.training.config import to_toml
-
     given = dict(settings or {})
     if out is not None:
         given["out"] = str(out)
     request = Request(config, given, None, profile, target_epoch_s, memory_gib, remeasure)
     with ExitStack() as hold:
-        s = start(request, hold, graph)  # torch loads once the configuration is good
-        from edgegcl.training.state import write_atomic
+        settled = plan(request, hold)  # every refusal before torch loads
+        # torch loads here, once the plan has refused what it would (bench/results/cli-latency.md)
+        from edgegcl.jobs.autobudget import profile_plan
 
-        run_dir, _ = new_run_dir(hold, s.cfg.run.out, f"profile-{run_name(s.cfg.data.dataset)}")
-        write_atomic(run_dir / "config.toml", to_toml(s.cfg))
-        return calibrate(s, run_dir, threads=choose_threads(s))
+        return profile_plan(settled, hold, graph)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from edgegcl.errors import UsageError
 
 if TYPE_CHECKING:
-    from edgegcl.training.state import RunLock
+    from edgegcl.training.lock import RunLock
 
 
 WRITTEN = re.compile(r"config\.toml|profile\.json|metrics\.json|checkpoint\.pt|seed-\d+|"
@@ -97,7 +97,7 @@ def prepare_run_dir(out: str, name: str) -> RunLock:
     run_dir``): ``out``, or ``runs/NAME-TIMESTAMP`` (``-2``, ``-3``... when a run started in
     the same second has it); an existing non-empty one is never written, nor one another
     process holds."""
-    from edgegcl.training.state import LOCK_NAME, RunLock
+    from edgegcl.training.lock import LOCK_NAME, RunLock
 
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = Path(out) if out else _unique(Path("runs") / f"{name}-{stamp}")

@@ -1,7 +1,7 @@
-"""A whole training run, as ``edgegcl train`` runs it: the configuration resolved, the graph,
-the ranks under torchrun, a new (or resumed) run directory locked, the thread count, the
-auto-budget's choice, the lines a run says before its first epoch, the seeds trained
-(edgegcl.training.run.train_seeds) and the run loaded back.
+"""A whole training run, as ``edgegcl train`` runs it: the plan (edgegcl.jobs.plan: the
+configuration, a run to resume, the profile, all checked before torch loads), then the plan
+executed (edgegcl.jobs.execute: graph, ranks, run directory, threads, auto-budget, seeds) and
+the run loaded back.
 
 Example:
     >>> import edgegcl
@@ -12,30 +12,21 @@ Example:
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from edgegcl.errors import RankLost, Stopped, UsageError
-from edgegcl.jobs.ranks import world_size
-from edgegcl.jobs.signals import INTERRUPTED, StopAfterEpoch
-from edgegcl.jobs.start import Request, Start, choose_threads, start
+from edgegcl.budget.profiles import DeviceProfile
+from edgegcl.jobs.plan import Plan, Request, plan
+from edgegcl.training.hooks import Hook
+from edgegcl.training.logger import make_logger
 
 if TYPE_CHECKING:
     from torch_geometric.data import Data
 
-    from edgegcl.budget.profiler import Calibration
-    from edgegcl.budget.profiles import DeviceProfile
     from edgegcl.training.config import TrainConfig
-    from edgegcl.training.distributed import World
-    from edgegcl.training.hooks import Hook
-    from edgegcl.training.results import SeedResult
     from edgegcl.training.runs import Run
-    from edgegcl.training.threads import ThreadChoice
 
 
 def train(config: TrainConfig | str | Path | None = None, graph: Data | None = None, *,
@@ -74,298 +65,24 @@ def train(config: TrainConfig | str | Path | None = None, graph: Data | None = N
         given["out"] = str(out)
     request = Request(config, given, resume, profile, target_epoch_s, memory_gib, remeasure,
                       auto_budget)
-    if auto_budget and profile is None:
-        raise UsageError("--auto-budget needs a device profile: add --profile NAME "
-                         "(see 'edgegcl profiles')")
-    from edgegcl.training.logger import make_logger
-
     made_logger = make_logger(logger)
     try:
         with ExitStack() as hold:  # the run directory's lock, released however training ends
-            p = _prepare(request, graph, hold)  # torch loads once the configuration is good
-            return _train(p, hooks, made_logger, save_embeddings, stop, handle_signals)
+            settled = plan(request, hold)  # every refusal before torch loads
+            return execute_plan(settled, hold, graph, hooks, made_logger, save_embeddings, stop,
+                                handle_signals)
     finally:
         if made_logger is not None:
             made_logger.close()
 
 
-@dataclass(frozen=True)
-class _Prepared:
-    """A run ready for its first epoch: the start, this rank, the run directory, how it will
-    be trained, and whether it resumes."""
+def execute_plan(settled: Plan, hold: ExitStack, graph: Data | None = None,
+                 hooks: Sequence[Hook] = (), logger: Hook | None = None,
+                 save_embeddings: bool = False, stop: Callable[[], bool] | None = None,
+                 handle_signals: bool = False) -> Run | None:
+    """``settled`` trained (edgegcl.jobs.execute.execute, ``train``'s arguments)."""
+    # torch and the training code load here, once the plan has refused what it would
+    # (bench/results/cli-latency.md: 1.4 s of imports before a one-line refusal otherwise)
+    from edgegcl.jobs.execute import execute
 
-    s: Start
-    world: World | None
-    run_dir: Path
-    started: Callable[[], None] | None  # marks a new run directory as started (rank 0)
-    threads: ThreadChoice
-    cal: Calibration | None
-    resume: bool
-
-
-def _prepare(request: Request, graph: Data | None, hold: ExitStack) -> _Prepared:
-    """Config, graph, ranks, run directory, thread count and (``auto_budget``) the profiler's
-    choice, with the lines a run says before it trains."""
-    # under torchrun the graph loads once the ranks have joined (_join_world)
-    ranks = world_size() > 1
-    s = start(request, hold, graph, load=not ranks)
-    from edgegcl.training.distributed import on_main
-    from edgegcl.training.placement import check_full_graph_memory, resolve_mode
-
-    world = None
-    if ranks:
-        s, world = _join_world(s, graph, hold)
-    cfg, data, main = s.cfg, s.data, world is None or world.is_main
-    assert data is not None
-    if resolve_mode(cfg.run.mode, data.num_nodes) == "full":
-        check_full_graph_memory(data.num_nodes, s.device)
-    starts: list[Callable[[], None]] = []  # rank 0's new directory: mark it started
-    run_dir = Path(request.resume) if request.resume is not None else on_main(
-        world, partial(_new_run_dir, hold, cfg, starts))
-    threads = choose_threads(s, main)
-    cal = None
-    if request.auto_budget:  # measured on rank 0's device, its choice used by every rank
-        from edgegcl.jobs.autobudget import calibrate
-
-        cal = on_main(world, lambda: calibrate(s, run_dir, "; training with it", threads))
-        s = Start(cfg.replace(schedule={"theta_max": cal.chosen}, run={"batch_size": cal.batch_size},
-                              contrast={"logits": cal.logits}),
-                  data, s.device, s.profile, s.tuned, s.remeasure)
-    if main and getattr(data, "ids", None) is not None:  # an edge list's ids, row by row
-        from edgegcl.training.state import write_atomic
-
-        write_atomic(run_dir / "node_ids.txt", "".join(f"{i}\n" for i in data.ids))
-    if main:
-        _start_lines(s, run_dir, world, cal)
-    return _Prepared(s, world, run_dir, starts[0] if starts else None, threads, cal,
-                     request.resume is not None)
-
-
-def _join_world(s: Start, graph: Data | None, hold: ExitStack) -> tuple[Start, World]:
-    """Under torchrun: join the ranks (left in ``hold``'s exit, so that a rank refused before
-    training destroys its process group instead of aborting at exit), load the graph on each
-    machine's local rank 0 and share it, and refuse full-graph mode (one line). The graph loads after the ranks have joined, so
-    a graph that cannot load stops every rank at once with rank 0's line (not the others
-    waiting for a rank that has gone)."""
-    from edgegcl.jobs.start import load_data
-    from edgegcl.training.distributed import QuietUsageError, require_minibatch, share_graph
-    from edgegcl.training.distributed import start as start_world
-    from edgegcl.training.distributed import stop as stop_world
-    from edgegcl.training.placement import resolve_mode
-
-    if s.cfg.run.mode != "auto":  # refused before joining the ranks; auto once the graph is known
-        require_minibatch(s.cfg.run.mode)
-    world = start_world(s.cfg.distributed, s.cfg.run.device)
-    hold.callback(stop_world)  # a rank that stops before training leaves the group cleanly
-    problem, data = None, s.data
-    if world.local_rank == 0 and data is None:
-        try:
-            data = load_data(s.cfg)
-        except UsageError as exc:
-            problem = str(exc)
-    found = next((p for p in world.gather(problem) if p is not None), None)
-    if found is not None:  # every rank stops; rank 0 says why
-        raise UsageError(found) if world.is_main else QuietUsageError(found)
-    data = data if graph is not None else share_graph(data, world)
-    assert data is not None
-    require_minibatch(resolve_mode(s.cfg.run.mode, data.num_nodes))
-    return s.with_data(data, world.device), world
-
-
-def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration | None) -> None:
-    """What a run says before its first epoch (rank 0): the auto-budget choice, the tuned
-    defaults, HANS's pace, a fanout shorter than the GCN, the graph and the run directory."""
-    from edgegcl.budget.profiler import pace_line
-    from edgegcl.progress import say
-    from edgegcl.evaluation.metrics import labels_line, metric_name
-    from edgegcl.training.linkprober import resolve_link_metric
-    from edgegcl.training.placement import resolve_mode
-    from edgegcl.training.prober import MIN_LABELLED_NODES
-
-    cfg, data = s.cfg, s.data
-    assert data is not None
-    if cal is not None and cal.meets_target:
-        say(f"training with theta_max = {cal.chosen:.2f}"
-            + (f", batch size {cal.batch_size}" if cal.mode == "minibatch" else "")
-            + f", {cal.logits} logits")
-    if s.tuned is not None:
-        say(f"{cfg.data.dataset} starts from its tuned defaults, {s.tuned.name} in the presets "
-            "(chosen on validation); flags override them, --config replaces them")
-    pace = pace_line(cfg)
-    if pace is not None:
-        say(pace)
-    layers, hops = cfg.model.num_layers, len(cfg.run.fanout)
-    if (resolve_mode(cfg.run.mode, data.num_nodes) == "minibatch" and not cfg.model.user_encoder
-            and hops < layers):
-        example = ",".join(["10"] * layers)
-        what = {"gcn": "GCN", "auto": "encoder"}.get(cfg.model.encoder,
-                                                     f"{cfg.model.encoder} encoder")
-        say(f"warning: --fanout samples {hops} hop(s) for a {layers}-layer {what}, so its outer "
-            f"layers see cut neighbourhoods; give one per layer, e.g. --fanout {example}")
-    if cfg.run.task == "link":
-        say(f"task: link; each seed holds out 5 % / 10 % of the edges for validation / test "
-            f"(with as many non-edges) and trains on the rest; checkpoints and the encoder "
-            f"chosen on validation {metric_name(resolve_link_metric(cfg.run.metric))} (--metric)")
-    elif getattr(data, "y", None) is not None and data.num_nodes >= MIN_LABELLED_NODES:
-        say(labels_line(data.y, cfg.run.metric))
-    if cfg.run.patience and getattr(data, "y", None) is None:
-        say(f"warning: --patience reads the validation probe, and {data.name} has no labels: "
-            "every epoch trains")
-    ranks = "" if world is None else (f", {world.size} processes ({world.negatives} "
-                                      f"negatives, {cfg.run.batch_size} seeds per rank)")
-    say(f"training on {data.name} ({data.num_nodes} nodes, {data.edge_index.size(1)} edges), "
-        f"{cfg.run.seeds} seed(s){ranks}; run directory {run_dir}")
-
-
-def _new_run_dir(hold: ExitStack, cfg: TrainConfig, starts: list[Callable[[], None]]) -> Path:
-    """A new run directory for ``cfg`` (edgegcl.jobs.rundir.new_run_dir); its start marker
-    appended to ``starts``."""
-    from edgegcl.jobs.rundir import new_run_dir, run_name
-
-    path, started = new_run_dir(hold, cfg.run.out, run_name(cfg.data.dataset))
-    starts.append(started)
-    return path
-
-
-def _auto_budget_report(cal: Calibration, profile: DeviceProfile | None
-                        ) -> Callable[[list[SeedResult]], dict[str, Any]]:
-    """``metrics.json``'s ``auto_budget`` entry: the profiler's prediction beside training."""
-    from edgegcl.budget.profiler import auto_budget_report
-
-    assert profile is not None
-    return lambda results: {"auto_budget": auto_budget_report(cal, profile, results)}
-
-
-def _train(p: _Prepared, hooks: Sequence[Hook], logger: Any, save_embeddings: bool,
-           stop: Callable[[], bool] | None, handle_signals: bool) -> Run | None:
-    from edgegcl.training.distributed import stop as stop_world
-    from edgegcl.training.hooks import AfterFirstEpoch
-    from edgegcl.training.run import train_seeds
-    from edgegcl.training.runs import load_run
-
-    main = p.world is None or p.world.is_main
-    if INTERRUPTED:  # a Ctrl-C while starting up that a library swallowed
-        raise KeyboardInterrupt
-    signals = StopAfterEpoch(p.world, main)
-    every = [AfterFirstEpoch(p.started), *([] if logger is None else [logger]), *hooks]
-    asked = (lambda: bool(signals) or (stop is not None and stop()))
-    try:
-        with signals.installed() if handle_signals else ExitStack():
-            train_seeds(p.s.cfg, p.s.data, p.run_dir, p.s.device,  # type: ignore[arg-type]
-                        report=None if p.cal is None else _auto_budget_report(p.cal,
-                                                                              p.s.profile),
-                        stop=asked, resume=p.resume, world=p.world, hooks=every,
-                        threads=p.threads)
-    except Stopped as stopped:
-        raise Stopped(stopped.seed, stopped.epoch, p.run_dir,
-                      signals.signals[0] if signals.signals else None) from None
-    except RuntimeError as exc:  # a collective failed: gloo / NCCL raise RuntimeErrors
-        if p.world is None:
-            raise
-        lost = exc if isinstance(exc, RankLost) else p.world.lost(exc)
-        lost.run_dir = p.run_dir
-        raise lost from None
-    finally:
-        stop_world()
-    if not main:
-        return None
-    encoder = p.s.cfg.model.encoder if p.s.cfg.model.user_encoder else None
-    run = load_run(p.run_dir, encoder)
-    if save_embeddings:
-        _save_embeddings(run, p.s.data)
-    return run
-
-
-def _save_embeddings(run: Run, data: Data | None) -> Path:
-    """RUN_DIR/embeddings.npy from the run as ``edgegcl.load_run`` reads it back, written
-    into a memory-mapped temporary (made exclusively, then renamed into place), so the
-    embeddings go to the file a chunk of nodes at a time."""
-    from edgegcl.nn.family import encoder_name
-    from edgegcl.nn.model import npy_embeddings
-    from edgegcl_embed.files import replacing
-
-    data = run.graph(data)  # the graph trained on, already in memory
-    target = run.path / "embeddings.npy"
-    fix = "free space, or train without --save-embeddings"
-    with replacing([target], UsageError, fix) as (tmp,):
-        if encoder_name(run.encoder) is not None:  # built in: its width is out_dim
-            out = npy_embeddings(tmp, data.num_nodes, run.config.model.out_dim)
-            run.embed(data, out=out)
-        else:  # another encoder's width is known once it has run
-            z = run.embed(data)
-            out = npy_embeddings(tmp, z.size(0), z.size(1))
-            out.copy_(z)
-            del z
-        del out  # the mapping closes: every page is in the file before it is renamed
-    return target
-
-
-def summary_lines(metrics: dict[str, Any], run_dir: Path) -> list[tuple[bool, str]]:
-    """What a finished run reports, as (is a warning, line): test micro-F1 (and the
-    authors' protocol's), the raw features beside it, the mean epoch time and the auto-budget
-    comparison; warnings go to stderr."""
-    from edgegcl.budget.profiler import auto_budget_line
-    from edgegcl.evaluation.authors import AUTHORS_LABEL
-    from edgegcl.evaluation.metrics import metric_name
-
-    summary, seeds = metrics["summary"], len(metrics["seeds"])
-    lines: list[tuple[bool, str]] = []
-    metric = summary.get("metric", "micro_f1")
-    key, name = f"test_{metric}", metric_name(metric)
-    if key in summary:
-        raw = summary.get(f"raw_features_{key}")
-        line = (f"test {name} {_over_seeds(summary[key], seeds)} (checkpoint chosen on "
-                f"validation {name})"
-                + ("" if raw is None else f"; raw features {_figure(raw, seeds)} on the same "
-                   "splits"))
-        if "test_ap" in summary:  # links: the chosen scorer, AP, Hits@50, the heuristic
-            scorers = sorted({s.get("scorer", "") for s in metrics["seeds"]} - {""})
-            line += (f"; scorer {', '.join(scorers)} (chosen on validation); AP "
-                     f"{_figure(summary['test_ap'], seeds)}, Hits@50 "
-                     f"{_figure(summary['test_hits@50'], seeds)}")
-            if "adamic_adar_test_auc" in summary:
-                line += (f"; Adamic-Adar AUC "
-                         f"{_figure(summary['adamic_adar_test_auc'], seeds)}")
-        elif metric != "micro_f1":
-            line += f"; micro-F1 {_figure(summary['test_micro_f1'], seeds)}"
-        if "majority_rate" in summary:
-            line += f" (the majority class alone: {_figure(summary['majority_rate'], seeds)})"
-        lines.append((False, line))
-    val_key = f"val_{metric}"
-    raw_val = [s["raw_features"][val_key] for s in metrics["seeds"]
-               if val_key in s.get("raw_features", {})]
-    if raw_val and val_key in summary and statistics.fmean(raw_val) > summary[val_key]["mean"]:
-        lines.append((True, f"warning: on validation the raw features "
-                            f"({statistics.fmean(raw_val):.2f}) score above the embeddings "
-                            f"({summary[val_key]['mean']:.2f}, {name}): on this graph a "
-                            "classifier is better served by the features themselves "
-                            "(docs/encoders.md)"))
-    if f"published_split_{key}" in summary:
-        splits = summary["published_splits"]
-        count = metrics["seeds"][0]["published_split"]["splits"]
-        lines.append((False, f"the graph's published split{'s' if len(splits) > 1 else ''} "
-                             f"{', '.join(map(str, splits))} of {count}: test {name} "
-                             f"{_over_seeds(summary[f'published_split_{key}'], seeds)}; "
-                             "raw features "
-                             f"{_figure(summary[f'published_split_raw_features_{key}'], seeds)}"))
-    if "authors_protocol_test_micro_f1" in summary:
-        lines.append((False, f"{AUTHORS_LABEL}: test micro-F1 "
-                             f"{_over_seeds(summary['authors_protocol_test_micro_f1'], seeds)}"))
-    lines.append((False, f"mean epoch time {summary['epoch_time_s']['mean']:.3f} s; results in "
-                         f"{run_dir}"))
-    if "auto_budget" in metrics:
-        lines.append((False, auto_budget_line(metrics["auto_budget"])))
-    return lines
-
-
-def _figure(figure: dict[str, float], seeds: int) -> str:
-    """A figure over seeds, ``0.83 ± 0.01`` (one seed: ``0.83``)."""
-    return f"{figure['mean']:.2f}" + ("" if seeds == 1 else f" ± {figure['std']:.2f}")
-
-
-def _over_seeds(figure: dict[str, float], seeds: int) -> str:
-    """A figure over seeds: ``0.83 ± 0.01 over 5 seeds``, or ``0.83`` for one seed (its
-    spread is not measured, not zero)."""
-    if seeds == 1:
-        return f"{figure['mean']:.2f}"
-    return f"{figure['mean']:.2f} ± {figure['std']:.2f} over {seeds} seeds"
+    return execute(settled, hold, graph, hooks, logger, save_embeddings, stop, handle_signals)

@@ -35,7 +35,8 @@ from edgegcl.training.results import (EncoderChoice, SeedResult, result_to_dict,
                                       summarise)
 from edgegcl.training.resume import check_resume, finished_seed, saved_encoder
 from edgegcl.training.seed import SeedRun, saved_state
-from edgegcl.training.state import (RunLock, config_hash, guard_writes, save_atomic,
+from edgegcl.training.lock import RunLock
+from edgegcl.training.state import (config_hash, guard_writes, save_atomic,
                                     write_atomic)
 from edgegcl.training.threads import ThreadChoice
 from edgegcl_embed.files import refuse_link
@@ -138,19 +139,18 @@ def train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.devic
         >>> metrics["summary"]["test_micro_f1"]  # doctest: +SKIP
     """
     main = world is None or world.is_main
-    prepared = RunLock.held(run_dir)  # a job locked it, having loaded and checked the graph
-    if not prepared and world is None:
+    if world is None:
         data = validate_graph(data)  # what the command line checks when it loads a graph
     with ExitStack() as hold:
-        if main and not prepared:
+        if main:
             hold.enter_context(RunLock(run_dir))
         if resume:
             on_main(world, lambda: check_resume(run_dir, cfg, data.x.size(1),
                                                 1 if world is None else world.size))
         elif main:
             _refuse_used(run_dir)
-        return _train_seeds(cfg, data, run_dir, device, report, stop, resume, world, hooks,
-                            threads)
+        return run_seeds(cfg, data, run_dir, device, report, stop, resume, world, hooks,
+                         threads)
 
 
 def _refuse_used(run_dir: Path) -> None:
@@ -164,11 +164,14 @@ def _refuse_used(run_dir: Path) -> None:
                          "directory (nothing was written)")
 
 
-def _train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
-                 report: Callable[[list[SeedResult]], dict[str, Any]] | None,
-                 stop: Callable[[], bool] | None, resume: bool, world: World | None,
-                 hooks: Sequence[Hook],
-                 threads: ThreadChoice | None) -> dict[str, Any]:
+def run_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
+              report: Callable[[list[SeedResult]], dict[str, Any]] | None = None,
+              stop: Callable[[], bool] | None = None, resume: bool = False,
+              world: World | None = None, hooks: Sequence[Hook] = (),
+              threads: ThreadChoice | None = None) -> dict[str, Any]:
+    """``train_seeds`` without its checks, for a job that made them: ``run_dir`` is locked by
+    it (rank 0), ``data`` validated, a resumed run's files checked (edgegcl.jobs.plan and
+    edgegcl.jobs.start). The arguments are ``train_seeds``'s."""
     main = world is None or world.is_main
     if main:
         write_atomic(run_dir / "config.toml", to_toml(cfg))

@@ -1,11 +1,11 @@
-"""Crash-safe files: atomic writes, a run directory's lock and configuration hash, and a seed's
-complete training state for ``--resume``.
+"""Crash-safe files: atomic writes, a run's configuration hash, and a seed's complete training
+state for ``--resume``.
 
 Every file a run writes goes through ``write_atomic`` / ``save_atomic`` (edgegcl_embed.files
 ``replacing``: a temporary file of this process's beside the target, fsynced, then renamed
 over it), so a kill at any instant leaves either the previous complete file or the new one,
 and a full or read-only disk is one line. One process at a time writes a run directory: it
-holds ``RunLock``. Every seed file names the configuration it was trained under
+holds its ``RunLock`` (edgegcl.training.lock). Every seed file names the configuration it was trained under
 (``config_hash``), so ``--resume`` refuses one copied from another run. A seed's state
 (``seed-K/state.pt``) holds everything its next epoch depends on (the engine's state, the
 selector's kept strata, the loader's random streams, the probes so far and the best
@@ -14,11 +14,7 @@ checkpoint), as plain tensors and Python values: ``torch.load(weights_only=True)
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
-import os
-import stat
 import warnings
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -30,8 +26,8 @@ import torch
 from edgegcl.config import to_toml
 from edgegcl.training.config import FIELDS, RESUMABLE, TrainConfig
 from edgegcl.errors import UsageError
-from edgegcl_embed.errors import InputError, shown
-from edgegcl_embed.files import open_regular, read_regular, refusals, replacing
+from edgegcl_embed.errors import shown
+from edgegcl_embed.files import open_regular, refusals, replacing
 
 if TYPE_CHECKING:
     from torch_geometric.loader import NodeLoader
@@ -40,9 +36,6 @@ STATE_FORMAT = "edgegcl-seed-state-1"
 
 UNHASHED = (*RESUMABLE, "out")
 """Fields ``config_hash`` leaves out: what a resume may change, and where the run lives."""
-LOCK_NAME = ".edgegcl.lock"
-"""The file in a run directory that its writing process holds locked (``RunLock``)."""
-
 _WRITE_HINT = "free space or pick a writable --out (the previous files are intact)"
 
 
@@ -71,94 +64,6 @@ def check_config(path: Path, saved: dict[str, Any], cfg: TrainConfig) -> None:
     raise UsageError(f"{path} was trained under another configuration than this run's "
                      f"config.toml{' (' + '; '.join(differ[:3]) + ')' if differ else ''}: it "
                      "comes from another run; remove it to train that seed afresh")
-
-
-_HELD: set[str] = set()
-"""The run directories this process holds locked (``RunLock.held``)."""
-
-
-class RunLock:
-    """This process's hold on a run directory, so that no second process writes it.
-
-    An exclusive ``fcntl.flock`` on RUN_DIR/.edgegcl.lock, taken without waiting (another
-    holder is one UsageError line), kept until ``release()`` or the end of the ``with``
-    block; the OS drops it when the process ends, by a crash or kill -9 too, and a lock file
-    left behind is simply taken again. The file names the holder's pid; ``release()``
-    removes it.
-    """
-
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir, self.path = Path(run_dir), Path(run_dir) / LOCK_NAME
-        self._fd: int | None = self._acquire()
-        self._key = os.path.realpath(self.run_dir)
-        _HELD.add(self._key)
-
-    @staticmethod
-    def held(run_dir: Path) -> bool:
-        """Whether this process holds ``run_dir``'s lock (a job locked it, then trains)."""
-        return os.path.realpath(run_dir) in _HELD
-
-    def _acquire(self) -> int:
-        while True:
-            try:  # a planted link or FIFO is refused, never followed or waited on
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-                             | os.O_CLOEXEC, 0o644)
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise UsageError(f"{self.path} is a symbolic link; a run directory's lock "
-                                     "is never a link: remove it") from None
-                raise UsageError(f"cannot lock {self.run_dir} ({exc.strerror}); pick a "
-                                 "writable run directory") from None
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                os.close(fd)
-                raise UsageError(f"{self.path} is not a regular file; remove it")
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                os.close(fd)
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    raise UsageError(f"cannot lock {self.run_dir} ({exc.strerror}); pick a run "
-                                     "directory on a local disk") from None
-                raise UsageError(f"{self.run_dir} is being written by another edgegcl process"
-                                 f"{self._holder()}; wait for it to end (or stop it), or use "
-                                 "another run directory") from None
-            try:  # the holder may have released (and removed) it as we opened it
-                if os.path.samestat(os.fstat(fd), os.stat(self.path)):
-                    break
-            except FileNotFoundError:
-                pass
-            os.close(fd)
-        try:
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
-        except OSError:
-            pass  # the pid only makes the refusal's message nicer
-        return fd
-
-    def _holder(self) -> str:
-        try:
-            pid = read_regular(self.path, "lock", "", 64).decode().strip()
-        except (OSError, UnicodeDecodeError, InputError):
-            return ""
-        return f" (pid {pid})" if pid.isdigit() else ""
-
-    def release(self) -> None:
-        """Give the run directory up (removing the lock file first, while still held)."""
-        if self._fd is None:
-            return
-        try:
-            self.path.unlink(missing_ok=True)
-        except OSError:
-            pass
-        os.close(self._fd)
-        self._fd = None
-        _HELD.discard(self._key)
-
-    def __enter__(self) -> Path:
-        return self.run_dir
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
 
 
 def guard_writes(path: Path) -> AbstractContextManager[None]:
