@@ -137,6 +137,36 @@ def test_config_hash_ignores_what_a_resume_may_change() -> None:
         assert config_hash(TrainConfig(**change)) != config_hash(base), change
 
 
+def test_train_seeds_into_a_directory_another_thread_holds_is_refused(tmp_path) -> None:
+    """A second writer in the same process (another thread's train_seeds, or the caller's own
+    lock) is refused as another process is: the lock is per holder, not per process."""
+    import threading
+
+    from edgegcl.data import SyntheticSpec, synthetic_graph
+    from edgegcl.training.run import train_seeds
+
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with RunLock(tmp_path):
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    try:
+        assert held.wait(30)
+        cfg = TrainConfig(epochs=1, seeds=1, hidden_dim=8, out_dim=4, proj_dim=4,
+                          encoder="gcn")
+        with pytest.raises(UsageError, match="being written by another edgegcl process"):
+            train_seeds(cfg, synthetic_graph(SyntheticSpec(num_nodes=60, num_features=8)),
+                        tmp_path, torch.device("cpu"))
+        assert not (tmp_path / "config.toml").exists()
+    finally:
+        release.set()
+        thread.join()
+
+
 def test_a_second_lock_on_a_run_directory_is_refused_until_released(tmp_path) -> None:
     first = RunLock(tmp_path)
     assert (tmp_path / LOCK_NAME).read_text().strip() == str(os.getpid())
