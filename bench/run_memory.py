@@ -3,13 +3,13 @@
 For planted synthetic graphs (10 classes, 128 features, average degree 10), each size in its
 own fresh process: the process's peak RSS (VmHWM, the kernel's exact high-water mark) while
 the graph is generated, then, after resetting the mark, while ``edgegcl.train_seeds`` trains
-one epoch in mini-batches (B = 1024, fanout 10,10, built-in sampler) and evaluates the task
+one epoch in mini-batches (``--encoder``: the default run's ``auto`` unless named) (B = 1024, fanout 10,10, built-in sampler) and evaluates the task
 (``--task node``: the labels' probe; ``--task link``: the edge split, every link scorer,
 the raw features and Adamic-Adar). The run must at least hold x (N x 128 float32), edge_index (2 x E int64) and the
 embeddings (N x 256 float32); the report compares the growth of the peak from the smallest
 to the largest size with the growth of that.
 
-    python -m bench.run_memory [--sizes 10000,100000,1000000] [--task link]
+    python -m bench.run_memory [--sizes 10000,100000,1000000] [--task link] [--encoder gcn]
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _reset_peak() -> bool:
         return False
 
 
-def child(nodes: int, task: str = "node") -> dict:
+def child(nodes: int, task: str = "node", encoder: str = "gcn") -> dict:
     """One size in this process: generation peak, then the run's peak, in MiB."""
     import torch
 
@@ -60,7 +60,7 @@ def child(nodes: int, task: str = "node") -> dict:
     generate_peak = _status_mib("VmHWM")
     after_graph = _status_mib("VmRSS")
     reset = _reset_peak()
-    cfg = TrainConfig(encoder="gcn", epochs=1, mode="minibatch", batch_size=1024, fanout="10,10",
+    cfg = TrainConfig(encoder=encoder, epochs=1, mode="minibatch", batch_size=1024, fanout="10,10",
                       sampler="builtin", eval_every=1, device="cpu", seeds=1, task=task)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -76,7 +76,8 @@ def child(nodes: int, task: str = "node") -> dict:
             "epoch_s": seed["train_time_s"], "run_s": run_s,
             "eval_s": run_s - seed["train_time_s"], "metric": metrics["summary"]["metric"],
             "test": seed[f"test_{metrics['summary']['metric']}"],
-            "checkpoint_probe": seed.get("checkpoint_probe")}
+            "checkpoint_probe": seed.get("checkpoint_probe"),
+            "encoder": seed.get("encoder", encoder), "choice": seed.get("encoder_choice")}
 
 
 def main() -> None:
@@ -84,6 +85,9 @@ def main() -> None:
     p.add_argument("--sizes", default="10000,100000,1000000")
     p.add_argument("--task", choices=("node", "link"), default="node",
                    help="what the run evaluates (edgegcl train --task)")
+    p.add_argument("--encoder", choices=("auto", "gcn", "ego", "poly"), default="auto",
+                   help="the encoder (edgegcl train --encoder; auto, the default run's choice: "
+                   "a search, or the GCN at once on a clearly homophilous graph)")
     p.add_argument("--out", default=None,
                    help="report file (default: bench/results/run-memory[-link].md)")
     p.add_argument("--child", type=int, help=argparse.SUPPRESS)
@@ -92,7 +96,7 @@ def main() -> None:
         from edgegcl.memory import reuse_freed_memory
 
         reuse_freed_memory()  # as edgegcl train does
-        print(json.dumps(child(args.child, args.task)))
+        print(json.dumps(child(args.child, args.task, args.encoder)))
         return
     out = Path(args.out or harness.RESULTS / ("run-memory.md" if args.task == "node"
                                               else f"run-memory-{args.task}.md"))
@@ -100,7 +104,8 @@ def main() -> None:
     res_ = harness.record("run_memory", sys.argv[1:])
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
-        cmd = [sys.executable, "-m", "bench.run_memory", "--child", str(n), "--task", args.task]
+        cmd = [sys.executable, "-m", "bench.run_memory", "--child", str(n), "--task", args.task,
+               "--encoder", args.encoder]
         res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True
                                         ).stdout.strip().splitlines()[-1])
         print(res, flush=True)
@@ -114,7 +119,7 @@ def main() -> None:
         "Each size in a fresh process: `edgegcl.data.synthetic_graph` (10 classes, 128 features, "
         "average degree 10, seed 0), then `edgegcl.train_seeds` with one epoch in mini-batches "
         "(B = 1024, fanout 10,10, built-in sampler, default model: hidden 512, embeddings 256, "
-        f"--encoder gcn, --task {args.task}) and its evaluation "
+        f"--encoder {args.encoder}, --task {args.task}) and its evaluation "
         + ("with the labels (the probe after the epoch and, where the checkpoint probe used a "
            "labelled sample, the final probe on the full split). " if args.task == "node" else
            "of the links (the 85 / 5 / 10 edge split made before training, the validation "
@@ -138,7 +143,10 @@ def main() -> None:
         f"{peak_growth:.0f} MiB and what the run must hold by {held_growth:.0f} MiB: "
         f"ratio {ratio:.2f} (target: at most 1.5).", "",
         "Checkpoint probes (labelled nodes per probe): " + "; ".join(
-            f"{r['nodes']}: {json.dumps(r['checkpoint_probe'])}" for r in rows), ""]
+            f"{r['nodes']}: {json.dumps(r['checkpoint_probe'])}" for r in rows), "",
+        "Encoder trained: " + "; ".join(
+            f"{r['nodes']}: {r['encoder']}" + (f" (chosen by {r['choice']['by']})"
+                                               if r.get("choice") else "") for r in rows), ""]
     harness.save(out, "\n".join(lines))
     print("\n".join(lines))
 

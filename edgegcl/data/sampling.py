@@ -314,40 +314,24 @@ def _seed_order(num_seeds: int, batch_size: int, shuffle: bool, seed: int,
     return {"sampler": ShardedIndices(num_seeds, generator, rank, world, batch_size, shuffle)}
 
 
-def make_loader(
-    data: Data,
-    batch_size: int,
-    num_neighbors: Sequence[int],
-    *,
-    sampler: str = "auto",
-    shuffle: bool = True,
-    seed: int = 0,
-    input_nodes: Tensor | None = None,
-    shard: tuple[int, int] | None = None,
-) -> NodeLoader:
-    """Mini-batch loader over seed nodes with per-hop neighbour sampling.
+def make_loader(data: Data, batch_size: int, num_neighbors: Sequence[int], *,
+                sampler: str = "auto", shuffle: bool = True, seed: int = 0,
+                input_nodes: Tensor | None = None,
+                shard: tuple[int, int] | None = None) -> NodeLoader:
+    """Mini-batch loader over seed nodes of ``data`` with per-hop neighbour sampling
+    (``num_neighbors`` per hop, -1: all).
 
     ``sampler`` picks the backend: ``"pyg"`` (PyG's ``NeighborLoader``; needs ``pyg-lib`` or
     ``torch-sparse``), ``"builtin"`` (:class:`CSRNeighborSampler`, pure PyTorch) or
     ``"auto"`` (``"pyg"`` when available, else ``"builtin"``). ``input_nodes`` are the seed
     nodes (index or boolean mask; default all nodes), visited once per epoch in batches of
-    ``batch_size``. Shuffling (:class:`ShuffledIndices`) uses a :class:`torch.Generator`
-    seeded with ``seed``, so the seed order of every epoch is reproducible; the
-    built-in sampler's neighbour draws are seeded with ``seed`` too, while ``"pyg"`` draws
-    neighbours from pyg-lib / torch-sparse's own RNG (seed torch globally to pin those).
-    ``shard = (rank, world_size)``: this process's share of every epoch's seeds under
-    data-parallel training (:class:`ShardedIndices`); its neighbour draws are seeded apart
-    from the other ranks' while the seed order is the one all ranks share.
-
-    Args:
-        data: the graph (its ``edge_index`` and ``num_nodes``; features ride along if set).
-        batch_size: seed nodes per batch.
-        num_neighbors: neighbours sampled per hop (-1: all).
-        sampler: ``"auto"``, ``"pyg"`` or ``"builtin"``.
-        shuffle: a new seed order every epoch.
-        seed: seed of the order and of the built-in sampler's draws.
-        input_nodes: the seed nodes (index or mask; default every node).
-        shard: ``(rank, world_size)`` under torchrun.
+    ``batch_size``. Shuffling (``shuffle``, :class:`ShuffledIndices`) uses a
+    :class:`torch.Generator` seeded with ``seed``, so the seed order of every epoch is
+    reproducible; the built-in sampler's neighbour draws are seeded with ``seed`` too, while
+    ``"pyg"`` draws neighbours from pyg-lib / torch-sparse's own RNG (seed torch globally to
+    pin those). ``shard = (rank, world_size)``: this process's share of every epoch's seeds
+    under data-parallel training (:class:`ShardedIndices`); its neighbour draws are seeded
+    apart from the other ranks' while the seed order is the one all ranks share.
 
     Example:
         >>> from edgegcl.data import SyntheticSpec, synthetic_graph
@@ -356,6 +340,28 @@ def make_loader(
         >>> batch.batch_size, batch.x.size(0) >= 64
         (64, True)
     """
+    fanouts, input_nodes, sampler = _checked_loader_args(data, batch_size, num_neighbors,
+                                                         sampler, input_nodes)
+    num_nodes = int(data.num_nodes or 0)
+    num_seeds = num_nodes if input_nodes is None else (
+        int(input_nodes.sum()) if input_nodes.dtype == torch.bool else input_nodes.numel())
+    order = _seed_order(num_seeds, batch_size, shuffle, seed, shard)
+    if shard is not None:
+        seed = seed + SHARD_SEED_STRIDE * shard[0]  # own neighbour draws, same seed order
+    if sampler == "pyg":
+        return NeighborLoader(data, num_neighbors=fanouts, input_nodes=input_nodes,
+                              batch_size=batch_size,
+                              transform=partial(with_hop_counts, num_hops=len(fanouts)),
+                              **order)
+    return NodeLoader(data, node_sampler=CSRNeighborSampler(data, fanouts, seed=int(seed)),
+                      input_nodes=input_nodes, batch_size=batch_size, **order)
+
+
+def _checked_loader_args(data: Data, batch_size: int, num_neighbors: Sequence[int],
+                         sampler: str, input_nodes: Tensor | None
+                         ) -> tuple[list[int], Tensor | None, str]:
+    """``make_loader``'s fanouts, seed nodes and backend ("auto" resolved), each checked (one
+    UsageError line)."""
     if sampler not in SAMPLERS:
         raise UsageError(f"unknown sampler {sampler!r}; choose one of {', '.join(SAMPLERS)}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -363,37 +369,14 @@ def make_loader(
     fanouts = _check_num_neighbors(num_neighbors)
     if not isinstance(data, Data):
         raise UsageError(f"make_loader needs a torch_geometric Data object, got {type(data).__name__}")
-    num_nodes = int(data.num_nodes or 0)
     if input_nodes is not None:
-        input_nodes = _check_input_nodes(input_nodes, num_nodes)
+        input_nodes = _check_input_nodes(input_nodes, int(data.num_nodes or 0))
     if sampler == "auto":
         sampler = "pyg" if pyg_sampler_available() else "builtin"
-    num_seeds = num_nodes if input_nodes is None else (
-        int(input_nodes.sum()) if input_nodes.dtype == torch.bool else input_nodes.numel())
-    order = _seed_order(num_seeds, batch_size, shuffle, seed, shard)
-    if shard is not None:
-        seed = seed + SHARD_SEED_STRIDE * shard[0]  # own neighbour draws, same seed order
-    if sampler == "pyg":
-        if not pyg_sampler_available():
-            raise UsageError(
-                "sampler 'pyg' needs pyg-lib or torch-sparse; run `pip install torch-sparse` "
-                "or use --sampler builtin"
-            )
-        return NeighborLoader(
-            data,
-            num_neighbors=fanouts,
-            input_nodes=input_nodes,
-            batch_size=batch_size,
-            transform=partial(with_hop_counts, num_hops=len(fanouts)),
-            **order,
-        )
-    return NodeLoader(
-        data,
-        node_sampler=CSRNeighborSampler(data, fanouts, seed=int(seed)),
-        input_nodes=input_nodes,
-        batch_size=batch_size,
-        **order,
-    )
+    if sampler == "pyg" and not pyg_sampler_available():
+        raise UsageError("sampler 'pyg' needs pyg-lib or torch-sparse; run `pip install "
+                         "torch-sparse` or use --sampler builtin")
+    return fanouts, input_nodes, sampler
 
 
 class ShuffledIndices(Sampler[int]):

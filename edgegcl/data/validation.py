@@ -6,6 +6,7 @@ import math
 import sys
 
 import torch
+from torch import Tensor
 from torch_geometric.data import Data
 
 from edgegcl.errors import UsageError
@@ -29,6 +30,17 @@ def validate_graph(data: Data) -> Data:
     float32 products to overflow are kept, with a one-line warning on stderr.
     """
     name = str(getattr(data, "name", None) or "graph")
+    x = _checked_features(data, name)
+    n = x.size(0)
+    edge_index = _checked_edges(data, name, n)
+    y = _checked_labels(data, name, n)
+    masks = _split_masks(data, n, y is not None, name)
+    _warn_if_overflowing(x, name)  # last: a graph refused above gets its one line only
+    return Data(x=x, edge_index=edge_index, y=y, name=name, **masks)
+
+
+def _checked_features(data: Data, name: str) -> Tensor:
+    """``x`` as float32 [N, F], N >= 2 and F >= 1, every entry finite (one line otherwise)."""
     x = _tensor_attr(data, "x", name)
     if x is None:
         raise UsageError(f"{name}: has no node features x; store an [num_nodes, num_features] array as x")
@@ -50,7 +62,11 @@ def validate_graph(data: Data) -> Data:
         beyond = f" as float32 (values beyond +-{FLOAT32_MAX:.3g} become inf)" if wider else ""
         raise UsageError(f"{name}: x holds NaN or inf (first in row {bad_row}){beyond}; replace "
                          "non-finite features")
+    return x
 
+
+def _checked_edges(data: Data, name: str, n: int) -> Tensor:
+    """``edge_index`` as int64 [2, E], every index in 0..n-1 (one line otherwise)."""
     edge_index = _tensor_attr(data, "edge_index", name)
     if edge_index is None:
         raise UsageError(f"{name}: has no edge_index; store the edges as a [2, num_edges] integer array edge_index")
@@ -70,7 +86,12 @@ def validate_graph(data: Data) -> Data:
             raise UsageError(
                 f"{name}: edge_index holds node {hi} but the graph has {n} nodes (x has {n} rows); fix the indices or x"
             )
+    return edge_index
 
+
+def _checked_labels(data: Data, name: str, n: int) -> Tensor | None:
+    """``y`` as int64 class ids [n] (0, 1, 2, ..., fewer classes than nodes) or an [n, C] 0 / 1
+    multi-label target, or None (one line otherwise)."""
     y = _tensor_attr(data, "y", name)
     if y is not None and y.dim() == 2 and y.size(0) == n:
         y = _multilabel(y, name)
@@ -91,10 +112,7 @@ def validate_graph(data: Data) -> Data:
         if y.numel() > 0 and int(y.max()) >= n:
             raise UsageError(f"{name}: y holds label {int(y.max())} but the graph has {n} nodes, so at "
                              f"most {n} classes; number the classes 0, 1, 2, ... (below {n})")
-
-    masks = _split_masks(data, n, y is not None, name)
-    _warn_if_overflowing(x, name)  # last: a graph refused above gets its one line only
-    return Data(x=x, edge_index=edge_index, y=y, name=name, **masks)
+    return y
 
 
 SPLIT_MASKS = ("train_mask", "val_mask", "test_mask")

@@ -11,6 +11,7 @@ edgegcl.evaluation.authors, reported beside this one and never used to choose an
 from __future__ import annotations
 
 import math
+from functools import partial
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -358,45 +359,27 @@ class _Evaluated:
         return micro, macro, roc_auc(margins, torch.cat(self.labels))
 
 
-def linear_probe(
-    embeddings: Tensor,
-    y: Tensor,
-    split: Split,
-    *,
-    weight_decays: Sequence[float] = (0.0, 1e-4, 1e-3, 1e-2),
-    epochs: int = 300,
-    lr: float = 0.01,
-    seed: int = 0,
-    metric: str = "auto",
-) -> ProbeScores:
-    """Score frozen embeddings by logistic regression, with weight decay chosen on validation.
+def linear_probe(embeddings: Tensor, y: Tensor, split: Split, *,
+                 weight_decays: Sequence[float] = (0.0, 1e-4, 1e-3, 1e-2), epochs: int = 300,
+                 lr: float = 0.01, seed: int = 0, metric: str = "auto") -> ProbeScores:
+    """Score frozen [N, D] ``embeddings`` by logistic regression, with weight decay chosen on
+    validation.
 
     ``y`` is [N] class ids (multi-class, or binary: two classes) or an [N, C] 0/1 multi-label
     target (then one logistic regression per label, one-vs-rest, each label decided at
     probability 0.5). ``metric`` (``edgegcl.evaluation.metrics.NODE_METRICS``, or ``auto``:
-    ROC-AUC for binary labels, micro-F1 otherwise) is what chooses the weight decay.
+    ROC-AUC for binary labels, micro-F1 otherwise) is what chooses among ``weight_decays``.
 
     Rows are L2-normalised (so the scale of the encoder output does not interact with the
-    weight-decay grid), then one classifier per weight decay is trained with Adam on
-    ``split.train`` only. The classifier with the best validation ``metric`` (ties: the first
-    in the grid) is kept and its validation and test scores are reported; test labels influence
-    nothing but the reported test numbers. Initialisation is ``nn.Linear``'s uniform
-    ``U(-1/sqrt(D), 1/sqrt(D))`` drawn from a local generator seeded with ``seed``, so the
-    result is deterministic and the global RNG is left alone. Runs on ``embeddings.device``.
-
-    Memory beyond the embeddings (which may be memory-mapped, ``model.npy_embeddings``): the
-    training rows; validation and test rows are normalised and classified PROBE_CHUNK_ROWS at
-    a time and only their F1 counts are kept.
-
-    Args:
-        embeddings: [N, D] frozen embeddings.
-        y: [N] class labels, or [N, C] 0/1 labels.
-        split: train / validation / test node indices.
-        weight_decays: the grid chosen from on validation.
-        epochs: Adam steps per classifier.
-        lr: Adam learning rate.
-        seed: seed of the classifiers' initialisation.
-        metric: what chooses the weight decay (auto, micro_f1, macro_f1, roc_auc).
+    weight-decay grid), then one classifier per weight decay is trained with Adam (``epochs``
+    steps at ``lr``) on ``split.train`` only. The classifier with the best validation
+    ``metric`` (ties: the first in the grid) is kept and its validation and test scores are
+    reported; test labels influence nothing but the reported test numbers. Initialisation is
+    ``nn.Linear``'s uniform ``U(-1/sqrt(D), 1/sqrt(D))`` from a local generator seeded with
+    ``seed``: the result is deterministic and the global RNG is left alone. Runs on
+    ``embeddings.device``. Memory beyond the embeddings (which may be memory-mapped,
+    ``model.npy_embeddings``): the training rows; validation and test rows are normalised and
+    classified PROBE_CHUNK_ROWS at a time and only their counts are kept.
 
     Example:
         >>> y = torch.arange(200) % 4
@@ -407,36 +390,20 @@ def linear_probe(
     _check_probe(embeddings, y, split, weight_decays, epochs, lr)
     kind = label_kind(y)
     chosen = resolve_metric(metric, kind)
-    device = embeddings.device
     embeddings = embeddings.detach()
+    device, multilabel = embeddings.device, kind == "multilabel"
     y = y.to(device=device, dtype=torch.long)
     train, val, test = (idx.to(device) for idx in (split.train, split.val, split.test))
-    multilabel = kind == "multilabel"
     num_classes = y.shape[1] if multilabel else max(2, int(y.max()) + 1)
-    dim = embeddings.shape[1]
-    groups = len(weight_decays)
-
-    generator = torch.Generator().manual_seed(seed)
-    bound = 1.0 / math.sqrt(dim)
-    weight = (torch.rand(num_classes, dim, generator=generator) * 2 - 1) * bound
-    bias = (torch.rand(num_classes, generator=generator) * 2 - 1) * bound
-    packed_w, packed_b = fit_logreg(
-        _normalised_rows(embeddings, train), y[train], num_classes, weight_decays, epochs, lr,
-        weight.to(device), bias.to(device), multilabel=multilabel,
-    )
-
-    def evaluate(index: Tensor) -> _Evaluated:
-        out = _Evaluated(groups, num_classes, device, multilabel)
-        with torch.no_grad():
-            for part in index.split(PROBE_CHUNK_ROWS):
-                logits = torch.addmm(packed_b, _normalised_rows(embeddings, part), packed_w)
-                out.add(logits.view(part.numel(), groups, num_classes), y[part])
-        return out
-
-    on_val, on_test = evaluate(val), evaluate(test)
-    val_scores = [on_val.scores(g) for g in range(groups)]
+    weight, bias = _initial_classifier(num_classes, embeddings.shape[1], seed)
+    packed = fit_logreg(_normalised_rows(embeddings, train), y[train], num_classes,
+                        weight_decays, epochs, lr, weight.to(device), bias.to(device),
+                        multilabel=multilabel)
+    classify = partial(_classified, embeddings, y, packed, len(weight_decays), multilabel)
+    on_val, on_test = classify(val), classify(test)
+    val_scores = [on_val.scores(g) for g in range(len(weight_decays))]
     pick = {"micro_f1": 0, "macro_f1": 1, "roc_auc": 2}[chosen]
-    best = max(range(groups), key=lambda g: (_finite(val_scores[g][pick]), -g))
+    best = max(range(len(weight_decays)), key=lambda g: (_finite(val_scores[g][pick]), -g))
     test_scores = on_test.scores(best)
     return ProbeScores(val_micro=val_scores[best][0], val_macro=val_scores[best][1],
                        test_micro=test_scores[0], test_macro=test_scores[1],
@@ -444,6 +411,30 @@ def linear_probe(
                        num_val=val.numel(), num_test=test.numel(), metric=chosen,
                        val_roc_auc=val_scores[best][2], test_roc_auc=test_scores[2],
                        majority=math.nan if multilabel else majority_rate(y[test]))
+
+
+def _initial_classifier(num_classes: int, dim: int, seed: int) -> tuple[Tensor, Tensor]:
+    """``nn.Linear(dim, num_classes)``'s weight and bias, U(-1/sqrt(D), 1/sqrt(D)), from a
+    generator seeded with ``seed`` (weight first)."""
+    generator = torch.Generator().manual_seed(seed)
+    bound = 1.0 / math.sqrt(dim)
+    weight = (torch.rand(num_classes, dim, generator=generator) * 2 - 1) * bound
+    bias = (torch.rand(num_classes, generator=generator) * 2 - 1) * bound
+    return weight, bias
+
+
+def _classified(embeddings: Tensor, y: Tensor, packed: tuple[Tensor, Tensor], groups: int,
+                multilabel: bool, index: Tensor) -> _Evaluated:
+    """The counts of every weight decay's classifier (``packed``: weights [D, groups x C] and
+    biases) on the nodes ``index``, classified PROBE_CHUNK_ROWS at a time."""
+    packed_w, packed_b = packed
+    num_classes = packed_b.numel() // groups
+    out = _Evaluated(groups, num_classes, embeddings.device, multilabel)
+    with torch.no_grad():
+        for part in index.split(PROBE_CHUNK_ROWS):
+            logits = torch.addmm(packed_b, _normalised_rows(embeddings, part), packed_w)
+            out.add(logits.view(part.numel(), groups, num_classes), y[part])
+    return out
 
 
 def _finite(value: float) -> float:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime
 import scipy.sparse
 import torch
 from torch import Tensor
@@ -31,7 +32,9 @@ from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
 from edgegcl import __version__
-from edgegcl.errors import ExportCheckError
+from edgegcl.data import load_recorded
+from edgegcl.errors import ExportCheckError, PathNotNamed, UsageError, first_line
+from edgegcl.nn.augment import as_features
 from edgegcl.training.checkpoint import Checkpoint
 from edgegcl.training.config import TrainConfig
 from edgegcl.onnx.metadata import write_metadata
@@ -39,9 +42,13 @@ from edgegcl.nn.family import encoder_name
 from edgegcl.onnx.module import STAGES, Stages
 from edgegcl.onnx.opset import DEFAULT_OPSET
 from edgegcl.onnx.portable import portable_model
+from edgegcl.onnx.quantize import int8_report, quantize_int8
 from edgegcl_embed.contract import (INPUT_EDGE_INDEX, INPUT_X, OUTPUT, ModelMetadata,
                                     aggregate_input, carry_input, carry_output,
                                     stage_output)
+from edgegcl_embed.errors import InputError
+from edgegcl_embed.files import replacing
+from edgegcl_embed.graph import write_npz
 from edgegcl_embed.runtime import EncoderSession, portable_session
 
 
@@ -194,10 +201,6 @@ def export_any_encoder(ckpt: Checkpoint, path: Path, x: Tensor, edge_index: Tens
     scatter reductions) is one UsageError line naming the reason; a model onnxruntime cannot
     run, or that disagrees with torch beyond ``tolerance``, is an ExportCheckError.
     """
-    import onnxruntime
-
-    from edgegcl.errors import UsageError, first_line
-
     encoder = ckpt.encoder.eval()
     x = x.to_dense().float() if x.layout != torch.strided else x.float()
     buffer = io.BytesIO()
@@ -263,8 +266,6 @@ class ExportPlan:
 
     def paths(self) -> dict[str, Path]:
         """Every file the export may write, checked before any work (a UsageError line)."""
-        from edgegcl.errors import UsageError
-
         out = Path(self.out)
         paths = {"fp32": out}
         if self.quantize:
@@ -293,9 +294,6 @@ def _reuse(path: Path, ckpt: Checkpoint, data: Data) -> str:
     """Why the existing ``path`` can be used instead of exported again (the line to print):
     it is a portable fp32 export of ``ckpt``'s configuration that computes its encoder.
     Anything else is a UsageError."""
-    from edgegcl.errors import UsageError
-    from edgegcl_embed.errors import InputError
-
     fix = "pass --force to export it again, or choose another output path"
     try:
         meta = EncoderSession(path, threads=1, kernel="scipy").metadata
@@ -324,9 +322,6 @@ def training_graph(cfg: TrainConfig, graph: str | None = None, *,
     when given), else rebuilt from its config, read from ``source``, whose paths are used only
     when the user passes them (edgegcl.data.datasets.check_recorded_paths; a CSV edge list's
     ``node_table`` too); one UsageError line when neither can be loaded."""
-    from edgegcl.data import load_recorded
-    from edgegcl.errors import PathNotNamed, UsageError
-
     try:
         return load_recorded(cfg.data.dataset, cfg.data.root, cfg.synthetic_spec(), source,
                              graph=graph or None, user_root=root, node_table=node_table,
@@ -352,8 +347,6 @@ def _checked_fp32(ckpt: Checkpoint, path: Path, data: Data, opset: int,
 def _int8(fp32: Path, int8: Path, report_path: Path, names: tuple[Path, Path, Path],
           data: Data, log: Callable[[str], None]) -> str:
     """Quantise ``fp32`` into ``int8`` and write its report (fp32 against int8); the line."""
-    from edgegcl.onnx.quantize import int8_report, quantize_int8
-
     log("quantising to int8 and comparing embeddings and micro-F1 with fp32")
     quantize_int8(fp32, int8)
     report = int8_report(fp32, int8, data)
@@ -369,9 +362,6 @@ def _int8(fp32: Path, int8: Path, report_path: Path, names: tuple[Path, Path, Pa
 def _graph_file(path: Path, name: Path, model: Path, data: Data) -> str:
     """The training graph as edgegcl-embed reads it (x dense or CSR as training fed it); the
     line."""
-    from edgegcl.nn.augment import as_features
-    from edgegcl_embed.graph import write_npz
-
     x = data.x.numpy()
     sparse = as_features(data.x).layout == torch.sparse_csr
     with path.open("wb") as fh:
@@ -396,9 +386,6 @@ def export_checkpoint(ckpt: Checkpoint, plan: ExportPlan, data: Data,
         >>> export_checkpoint(ckpt, ExportPlan(Path("m.onnx"), quantize="int8"),
         ...                   training_graph(ckpt.config))  # doctest: +SKIP
     """
-    from edgegcl.errors import UsageError
-    from edgegcl_embed.files import replacing
-
     if data.x.size(1) != ckpt.in_dim:
         raise UsageError(f"graph {data.name} has {data.x.size(1)} features but the encoder "
                          f"expects {ckpt.in_dim}; pass the training graph with --graph")

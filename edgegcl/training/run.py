@@ -207,11 +207,23 @@ def run_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
         results.append(result)
     if not main:
         return {}
+    metrics = _run_metrics(results, cfg, data, run_dir, device, world, threads)
+    if report is not None:
+        metrics.update(report(results))
+    write_atomic(run_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+    return metrics
+
+
+def _run_metrics(results: list[SeedResult], cfg: TrainConfig, data: Data, run_dir: Path,
+                 device: torch.device, world: World | None,
+                 threads: ThreadChoice | None) -> dict[str, Any]:
+    """metrics.json's entries over the seeds; the run's checkpoint, the seed chosen on
+    validation, copied to RUN_DIR/checkpoint.pt."""
     best = max(results, key=lambda r: _chosen_value(r))
     save_checkpoint(run_dir / "checkpoint.pt", best.encoder_state,
                     _trained(best, cfg, run_dir / f"seed-{best.seed}"), data.x.size(1),
                     best.seed, best.selected_epoch)
-    metrics = {
+    return {
         "edgegcl_version": __version__,
         "dataset": getattr(data, "name", cfg.data.dataset),
         "num_nodes": data.num_nodes,
@@ -225,10 +237,6 @@ def run_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
         "seeds": [seed_metrics(r) for r in results],
         "summary": summarise(results),
     }
-    if report is not None:
-        metrics.update(report(results))
-    write_atomic(run_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")
-    return metrics
 
 
 def _trained(result: SeedResult, cfg: TrainConfig, seed_dir: Path) -> TrainConfig:
