@@ -92,7 +92,7 @@ def test_run_directory_layout(two_seed_run) -> None:
     run_dir, code, _, err = two_seed_run
     assert code == 0, err
     assert sorted(p.name for p in run_dir.iterdir()) == [
-        "checkpoint.pt", "config.toml", "metrics.json", "seed-0", "seed-1"]
+        "checkpoint.pt", "config.toml", "graph.json", "metrics.json", "seed-0", "seed-1"]
     for seed in (0, 1):
         seed_dir = run_dir / f"seed-{seed}"
         assert sorted(p.name for p in seed_dir.iterdir()) == [

@@ -250,6 +250,6 @@ class ScheduledContrast(nn.Module):
         """Restore a ``get_extra_state()``; the kept strata go to ``strata_device``."""
         self.scheduler.load_state_dict(state["hans"])
         self.selector.load_state_dict(state["selector"], self.strata_device)
-        self.calls = int(state.get("calls", 0))  # older seed states count none
+        self.calls = int(state.get("calls", 0))
         self._epoch = []
 

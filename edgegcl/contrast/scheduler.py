@@ -322,8 +322,7 @@ class NegativeScheduler:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a ``state_dict()``; the scheduler then continues exactly where it was.
-        Entries this scheduler does not keep (a file of an older layout, whose baselines
-        carried HANS's) are left aside."""
+        Entries this scheduler does not keep are left aside."""
         for k, v in state.items():
             if k == "events":
                 self.events = [ScheduleEvent(**ev) for ev in v]

@@ -20,6 +20,7 @@ from torch_geometric.data import Data
 
 from edgegcl.budget.profiler import Calibration, auto_budget_line, auto_budget_report, pace_line
 from edgegcl.budget.profiles import DeviceProfile
+from edgegcl.data.identity import check_identity, write_identity
 from edgegcl.errors import RankLost, Stopped, UsageError
 from edgegcl.evaluation.authors import AUTHORS_LABEL
 from edgegcl.evaluation.metrics import labels_line, metric_name
@@ -88,6 +89,12 @@ def _prepare(plan: Plan, graph: Data | None, hold: ExitStack) -> _Prepared:
     starts: list[Callable[[], None]] = []  # rank 0's new directory: mark it started
     run_dir = plan.resume if plan.resume is not None else on_main(
         world, partial(_new_run_dir, hold, cfg, starts))
+    if plan.resume is not None:  # the run continues on its own graph, or not at all
+        on_main(world, lambda: check_identity(
+            run_dir, data, "--resume", "give the run the graph it trained on (the same "
+            "--dataset file or graph= as then), or start a new run"))
+    elif main:
+        write_identity(run_dir, data, s.source)
     threads = choose_threads(s, main)
     cal = None
     if plan.auto_budget:  # measured on rank 0's device, its choice used by every rank

@@ -67,6 +67,8 @@ def export(out: str | Path, *, run: str | Path | None = None,
                          f"{MIN_OPSET}, torch exports up to {MAX_OPSET}), got {opset}")
     if run is not None and checkpoint is not None:
         raise UsageError("--run and --checkpoint name the same thing: pass one")
+    from edgegcl.data.identity import (GRAPH_FILE, PYTHON, check_identity, recorded_source,
+                                       same_graph)
     from edgegcl.onnx.export import ExportPlan, export_checkpoint, training_graph
     from edgegcl.training.checkpoint import load_checkpoint
     from edgegcl.trust import allow_encoder
@@ -84,5 +86,20 @@ def export(out: str | Path, *, run: str | Path | None = None,
     if encoder:
         allow_encoder(encoder)
     ckpt = load_checkpoint(path)
-    data = training_graph(ckpt.config, graph, root=root, source=path, node_table=node_table)
+    # the run directory that records the checkpoint's graph: RUN_DIR or RUN_DIR/seed-K's
+    run_dir = next((f for f in (path.parent, path.parent.parent) if (f / GRAPH_FILE).is_file()),
+                   None)
+    python = graph is None and run_dir is not None and recorded_source(run_dir) == PYTHON
+    asked = f"{run_dir} trained on {PYTHON}: save it as a graph file and pass it with --graph"
+    try:
+        data = training_graph(ckpt.config, graph, root=root, source=path, node_table=node_table)
+    except UsageError:
+        if not python:
+            raise
+        raise UsageError(asked) from None  # its configuration does not rebuild it
+    if python and not same_graph(run_dir, data):
+        raise UsageError(asked)
+    if run_dir is not None:  # the check against torch runs on the training graph, or not at all
+        check_identity(run_dir, data, "export", "pass the graph the run trained on with --graph")
     return export_checkpoint(ckpt, plan, data, opset, str(path), log=log)
+

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 WRITTEN = re.compile(r"config\.toml|profile\.json|metrics\.json|checkpoint\.pt|seed-\d+|"
-                     r"\.edgegcl\.lock|\..+\.\d+\.[0-9a-f]+\.tmp")
+                     r"graph\.json|node_ids\.txt|\.edgegcl\.lock|\..+\.\d+\.[0-9a-f]+\.tmp")
 """The names a run writes in its directory (and its temporaries): a failed start removes
 these and nothing else."""
 

@@ -18,6 +18,7 @@ from torch_geometric.data import Data
 
 from edgegcl.budget.profiles import DeviceProfile
 from edgegcl.data import check_recorded_paths, load_graph
+from edgegcl.data.identity import PYTHON
 from edgegcl.data.validation import validate_graph
 from edgegcl.jobs.plan import Plan
 from edgegcl.jobs.ranks import world_size
@@ -34,7 +35,8 @@ from edgegcl.training.threads import ThreadChoice, resolve_threads
 class Start:
     """A job ready for its work: the checked configuration, the graph (None until it is
     loaded: under torchrun after the ranks have joined), the device, the device profile and
-    the dataset's tuned defaults the configuration started from."""
+    the dataset's tuned defaults the configuration started from; ``source``: where the graph
+    comes from, as the run directory records it (edgegcl.data.identity)."""
 
     cfg: TrainConfig
     data: Data | None
@@ -42,6 +44,7 @@ class Start:
     profile: DeviceProfile | None
     tuned: Path | None = None
     remeasure: bool = False
+    source: str = PYTHON
 
     def with_data(self, data: Data, device: torch.device | None = None) -> Start:
         return replace(self, data=data, device=self.device if device is None else device)
@@ -67,7 +70,8 @@ def start(plan: Plan, graph: Data | None = None, load: bool = True) -> Start:
         data = load_data(cfg)
     if plan.resume is not None:  # refused here, before the run is announced
         check_resume(plan.resume, cfg, None if data is None else data.x.size(1), world_size())
-    return Start(cfg, data, device, plan.profile, plan.tuned, plan.remeasure)
+    return Start(cfg, data, device, plan.profile, plan.tuned, plan.remeasure,
+                 PYTHON if graph is not None else cfg.data.dataset)
 
 
 def load_data(cfg: TrainConfig) -> Data:

@@ -27,8 +27,6 @@ FIELDS = ("epoch", "loss", "loss_hard", "loss_inter", "loss_easy", "eta_hard", "
 ``metric``)."""
 CSV_LIMIT = 256 << 20
 """The most bytes an epochs.csv is read for: about a million epochs' rows."""
-ADDED = ("budget_used",)
-"""Columns newer than some files: read as NaN where a file lacks them."""
 
 
 def csv_text(rows: list[dict[str, object]], header: bool = True) -> str:
@@ -65,14 +63,14 @@ def _read(path: Path) -> dict[str, list[float]]:
     try:
         reader = csv.DictReader(lines)
         header = reader.fieldnames or []
-        missing = [f for f in FIELDS if f not in header and f not in ADDED]
+        missing = [f for f in FIELDS if f not in header]
         if missing:
             raise UsageError(f"{path} is not an edgegcl epochs.csv (its header lacks "
                              f"{', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); "
                              f"{fix}")
         for row in reader:
             for f in FIELDS:
-                value = row.get(f) if f in header else ""  # an ADDED column an older file lacks
+                value = row.get(f)
                 if value is None:
                     raise UsageError(f"{path} line {reader.line_num} has no {f} value (a "
                                      f"damaged row); {fix}")
@@ -81,7 +79,7 @@ def _read(path: Path) -> dict[str, list[float]]:
                 except ValueError:
                     raise UsageError(f"{path} line {reader.line_num}: {f} = {shown(value)} is not "
                                      f"a number; {fix}") from None
-                if math.isinf(number):  # a diverged epoch of an older run: not drawn
+                if math.isinf(number):  # a diverged epoch: not drawn
                     number = math.nan
                 elif abs(number) > FLOAT32_MAX:  # a run writes float32 values (and NaN)
                     raise UsageError(f"{path} line {reader.line_num}: {f} = {shown(value)} is "

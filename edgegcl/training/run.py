@@ -35,6 +35,7 @@ from edgegcl.training.results import (EncoderChoice, SeedResult, result_to_dict,
                                       summarise)
 from edgegcl.training.resume import check_resume, finished_seed, saved_encoder
 from edgegcl.training.seed import SeedRun, saved_state
+from edgegcl.data.identity import PYTHON, check_identity, read_identity, write_identity
 from edgegcl.training.lock import RunLock
 from edgegcl.training.state import (config_hash, guard_writes, save_atomic,
                                     write_atomic)
@@ -147,6 +148,8 @@ def train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.devic
         if resume:
             on_main(world, lambda: check_resume(run_dir, cfg, data.x.size(1),
                                                 1 if world is None else world.size))
+            on_main(world, lambda: check_identity(run_dir, data, "resume",
+                                                  "pass the graph the run trained on"))
         elif main:
             _refuse_used(run_dir)
         return run_seeds(cfg, data, run_dir, device, report, stop, resume, world, hooks,
@@ -175,6 +178,8 @@ def run_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
     main = world is None or world.is_main
     if main:
         write_atomic(run_dir / "config.toml", to_toml(cfg))
+        if read_identity(run_dir) is None:  # a job wrote its graph's source; here: Python's
+            write_identity(run_dir, data, PYTHON)
     results = []
     for seed in range(cfg.run.seeds):
         stopping = stop is not None and stop()

@@ -25,6 +25,9 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
+from edgegcl.data import load_recorded
+from edgegcl.data.identity import PYTHON, check_identity, recorded_source, same_graph
+from edgegcl.data.validation import validate_graph
 from edgegcl.errors import UsageError, first_line
 from edgegcl.nn.augment import as_features
 from edgegcl.nn.family import encoder_name
@@ -62,18 +65,35 @@ class Run:
         """``graph`` as a validated ``Data`` (a dataset name or graph file is loaded, under
         ``root`` when given), or the training graph rebuilt from the config when None. The
         run's files never choose a path: a graph file or dataset root they record is used
-        only when passed here (edgegcl.data.datasets.check_recorded_paths)."""
+        only when passed here (edgegcl.data.datasets.check_recorded_paths). Rebuilt, it must
+        be the graph the run trained on (RUN_DIR/graph.json, edgegcl.data.identity): a run
+        trained on a graph given in Python, or one whose file has changed since, is one
+        UsageError line asking for the graph."""
         if isinstance(graph, Data):
-            from edgegcl.data.validation import validate_graph
-
             return validate_graph(graph)
-        from edgegcl.data import load_recorded
-
+        source = recorded_source(self.path) if graph is None else ""
+        asked = (f"{self.path} records no training graph" if source is None else
+                 f"{self.path} trained on {PYTHON}") + (": pass the graph, run.embed(graph) "
+                                                         "(any graph with the same features)")
+        if source is None:
+            raise UsageError(asked)
         data = self.config.data
-        return load_recorded(data.dataset, data.root, self.config.synthetic_spec(), self.path,
-                             graph=graph, user_root=root, graph_flag="graph=",
-                             root_flag="root=", node_table=node_table,
-                             recorded_node_table=data.node_table, node_table_flag="node_table=")
+        try:
+            found = load_recorded(data.dataset, data.root, self.config.synthetic_spec(),
+                                  self.path, graph=graph, user_root=root, graph_flag="graph=",
+                                  root_flag="root=", node_table=node_table,
+                                  recorded_node_table=data.node_table,
+                                  node_table_flag="node_table=")
+        except UsageError:
+            if source != PYTHON:
+                raise
+            raise UsageError(asked) from None  # its configuration does not rebuild it
+        if source == PYTHON and not same_graph(self.path, found):
+            raise UsageError(asked)
+        if graph is None:
+            check_identity(self.path, found, "run.embed()", "pass the training graph: "
+                           "run.embed(graph)")
+        return found
 
     def embed(self, graph: Data | str | Path | None = None, *, out: Tensor | None = None,
               root: str | Path | None = None, node_table: str | Path | None = None) -> Tensor:

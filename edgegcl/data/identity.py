@@ -1,0 +1,117 @@
+"""What identifies the graph a run trained on, kept in its directory as ``graph.json``: where
+it came from (a named dataset, a graph file, or a graph given in Python), its size, and a
+SHA-256 of its content (x as float32, edge_index as int64, y and the split masks). Whatever
+later reads the run's training graph again (``Run.embed()``, ``--resume``, ``export``) rebuilds
+it only from the user's own arguments and refuses, in one line, a graph that is not this one,
+or a graph given in Python that is not given again: a run never embeds or continues on
+another graph than its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+from edgegcl.errors import UsageError
+from edgegcl_embed.errors import InputError, shown
+from edgegcl_embed.files import read_regular, replacing
+
+GRAPH_FILE = "graph.json"
+"""The file in a run directory that identifies its training graph."""
+PYTHON = "a graph given in Python"
+"""The source of a graph handed to ``edgegcl.train`` / ``train_seeds`` as a ``Data``."""
+IDENTITY_LIMIT = 1 << 16
+"""The most bytes a graph.json is read for."""
+_CHUNK = 1 << 24
+"""Bytes of a tensor hashed at a time (a view of its storage, never a copy of all of it)."""
+
+
+def _digest(hasher: Any, tensor: Tensor | None) -> None:
+    """Feed ``tensor``'s dtype, shape and bytes (C order) to ``hasher``; None as a marker."""
+    if tensor is None:
+        hasher.update(b"none")
+        return
+    flat = tensor.detach().cpu().contiguous().reshape(-1)
+    hasher.update(f"{flat.dtype}{tuple(tensor.shape)}".encode())
+    step = max(1, _CHUNK // max(flat.element_size(), 1))
+    for start in range(0, flat.numel(), step):
+        hasher.update(flat[start:start + step].numpy().tobytes())
+
+
+def content_hash(data: Data) -> str:
+    """SHA-256 over x (float32), edge_index (int64), y and the split masks of ``data``."""
+    hasher = hashlib.sha256()
+    x = data.x.to_dense() if data.x.layout != torch.strided else data.x
+    _digest(hasher, x.float())
+    _digest(hasher, data.edge_index.long())
+    for name in ("y", "train_mask", "val_mask", "test_mask"):
+        _digest(hasher, getattr(data, name, None))
+    return hasher.hexdigest()
+
+
+def identity(data: Data, source: str) -> dict[str, Any]:
+    """The record of ``data``: ``source`` (a dataset's name, a graph file as the user named it,
+    or ``PYTHON``), its nodes, edges and feature width, and its content hash."""
+    return {"source": source, "nodes": int(data.num_nodes), "edges": int(data.edge_index.size(1)),
+            "features": int(data.x.size(1)), "sha256": content_hash(data)}
+
+
+def write_identity(run_dir: Path, data: Data, source: str) -> None:
+    """RUN_DIR/graph.json, written atomically."""
+    fix = "free space or pick a writable --out (the previous files are intact)"
+    with replacing([Path(run_dir) / GRAPH_FILE], UsageError, fix) as (tmp,):
+        tmp.write_text(json.dumps(identity(data, source), indent=2) + "\n")
+
+
+def read_identity(run_dir: Path) -> dict[str, Any] | None:
+    """RUN_DIR/graph.json, or None when the run has none; one UsageError line for a file
+    that is not one (it came from a directory: every value is checked, none is used as a
+    path)."""
+    path = Path(run_dir) / GRAPH_FILE
+    if not path.exists() and not path.is_symlink():
+        return None
+    fix = "remove it and give the training graph again"
+    try:
+        record = json.loads(read_regular(path, "graph record", fix, IDENTITY_LIMIT))
+    except (InputError, ValueError) as exc:
+        raise UsageError(f"{path} is not a graph record ({shown(str(exc), 80)}); {fix}") from None
+    keys = {"source": str, "nodes": int, "edges": int, "features": int, "sha256": str}
+    if not (isinstance(record, dict) and set(record) == set(keys)
+            and all(type(record[k]) is kind for k, kind in keys.items())):
+        raise UsageError(f"{path} is not a graph record written by edgegcl; {fix}")
+    return record
+
+
+def check_identity(run_dir: Path, data: Data, what: str, fix: str) -> None:
+    """One UsageError line when ``data`` is not the graph RUN_DIR trained on (its record
+    names another size or content); nothing when the run has no record. ``what`` says what
+    the caller was about to do with it, ``fix`` how to get the right graph."""
+    record = read_identity(run_dir)
+    if record is None:
+        return
+    found = identity(data, record["source"])
+    if found != record:
+        differs = ("its size" if (found["nodes"], found["edges"], found["features"]) !=
+                   (record["nodes"], record["edges"], record["features"]) else "its content")
+        raise UsageError(f"{what}: the graph is not the one {run_dir} trained on ({differs} "
+                         f"differs from {shown(record['source'], 80)}'s: {record['nodes']} "
+                         f"nodes, {record['edges']} edges, sha256 {record['sha256'][:12]}...); "
+                         f"{fix}")
+
+
+def same_graph(run_dir: Path, data: Data) -> bool:
+    """Whether ``data`` is the graph RUN_DIR's record names (False without a record)."""
+    record = read_identity(run_dir)
+    return record is not None and identity(data, record["source"]) == record
+
+
+def recorded_source(run_dir: Path) -> str | None:
+    """The source RUN_DIR's record names, or None without a record."""
+    record = read_identity(run_dir)
+    return None if record is None else record["source"]

@@ -1,0 +1,93 @@
+"""A run knows the graph it trained on (RUN_DIR/graph.json, edgegcl.data.identity): embedding,
+resuming and exporting use that graph or refuse in one line, never another graph."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import edgegcl
+from edgegcl.data import SyntheticSpec, synthetic_graph
+from edgegcl.data.identity import PYTHON, content_hash, read_identity
+from edgegcl.errors import UsageError
+
+SMALL = {"epochs": 2, "eval_every": 1, "seeds": 1, "hidden_dim": 16, "out_dim": 8,
+         "proj_dim": 8, "encoder": "gcn"}
+
+
+def _graph(seed: int = 0, nodes: int = 150):
+    return synthetic_graph(SyntheticSpec(num_nodes=nodes, num_features=12, seed=seed))
+
+
+def test_a_python_graph_is_given_again_or_refused(tmp_path: Path) -> None:
+    """Trained from a Data in Python (with settings naming Cora, which it is not): the record
+    says so, and embed(), load_run's embed() and export without --graph ask for the graph in
+    one line instead of rebuilding another; given again, the graph embeds."""
+    data = _graph()
+    run = edgegcl.train(graph=data, settings={**SMALL, "dataset": "Cora"},
+                        out=tmp_path / "run")
+    record = read_identity(run.path)
+    assert record is not None and record["source"] == PYTHON
+    assert record["nodes"] == 150 and record["sha256"] == content_hash(data)
+    for loaded in (run, edgegcl.load_run(run.path)):
+        with pytest.raises(UsageError, match=f"trained on {PYTHON}: pass the graph"):
+            loaded.embed()
+        assert loaded.embed(data).shape == (150, 8)
+    with pytest.raises(UsageError, match="save it as a graph file and pass it with --graph"):
+        edgegcl.export(tmp_path / "m.onnx", run=run.path)
+    assert not (tmp_path / "m.onnx").exists()
+
+
+def test_a_graph_file_changed_after_training_is_refused(tmp_path: Path) -> None:
+    """The same file name with other content: --resume and export each refuse in one line
+    (run.embed() asks for the file by name, as any path a run records, and embeds whatever
+    graph it is given); the unchanged file resumes and exports."""
+    data = _graph()
+    path = tmp_path / "g.npz"
+    np.savez(path, x=data.x.numpy(), edge_index=data.edge_index.numpy(), y=data.y.numpy())
+    run = edgegcl.train(settings={**SMALL, "dataset": str(path)}, out=tmp_path / "run")
+    assert read_identity(run.path)["source"] == str(path)
+    with pytest.raises(UsageError, match="pass graph="):
+        run.embed()
+    other = _graph(seed=1)  # same size and features, other content
+    np.savez(path, x=other.x.numpy(), edge_index=other.edge_index.numpy(), y=other.y.numpy())
+    with pytest.raises(UsageError, match="not the one .* trained on \\(its (size|content) differs"):
+        edgegcl.train(resume=run.path, settings={"epochs": 3, "dataset": str(path)})
+    with pytest.raises(UsageError, match="export: the graph is not the one"):
+        edgegcl.export(tmp_path / "m.onnx", run=run.path, graph=str(path))
+    assert not (tmp_path / "m.onnx").exists()
+    np.savez(path, x=data.x.numpy(), edge_index=data.edge_index.numpy(), y=data.y.numpy())
+    edgegcl.train(resume=run.path, settings={"epochs": 3, "dataset": str(path)})
+    assert edgegcl.export(tmp_path / "m.onnx", run=run.path, graph=str(path))
+    assert edgegcl.load_run(run.path).embed(str(path)).shape == (150, 8)
+
+
+def test_a_rebuilt_graph_must_be_the_one_trained_on(tmp_path: Path) -> None:
+    """A run on the generated graph rebuilds it from its configuration for run.embed(); a record
+    whose hash no longer matches what the configuration rebuilds is refused in one line."""
+    import json
+
+    run = edgegcl.train(settings={**SMALL, "nodes": 120, "features": 12}, out=tmp_path / "run")
+    assert run.embed().shape == (120, 8)  # rebuilt, and the same graph
+    record = read_identity(run.path)
+    (run.path / "graph.json").write_text(json.dumps({**record, "sha256": "0" * 64}))
+    with pytest.raises(UsageError, match="run.embed\\(\\): the graph is not the one .* content"):
+        edgegcl.load_run(run.path).embed()
+
+
+def test_train_seeds_records_a_python_graph_and_refuses_another_on_resume(
+        tmp_path: Path) -> None:
+    data = _graph()
+    cfg = edgegcl.TrainConfig(**SMALL)
+    stopped = iter([False, True])
+    with pytest.raises(edgegcl.Stopped):
+        edgegcl.train_seeds(cfg, data, tmp_path, torch.device("cpu"),
+                            stop=lambda: next(stopped, True))
+    assert read_identity(tmp_path)["source"] == PYTHON
+    with pytest.raises(UsageError, match="resume: the graph is not the one .* \\(its size"):
+        edgegcl.train_seeds(cfg, _graph(nodes=160), tmp_path, torch.device("cpu"), resume=True)
+    edgegcl.train_seeds(cfg, data, tmp_path, torch.device("cpu"), resume=True)
+    assert (tmp_path / "metrics.json").is_file()  # the same graph continues to the end
