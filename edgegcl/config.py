@@ -105,13 +105,25 @@ def _check_bounds(f: Field[Any], value: Any) -> None:
     if ok:
         return
     if hi is not None and (lo is not None or gt is not None):
-        rule = f"in {'[' if lo is not None else '('}{lo if lo is not None else gt:g}, {hi:g}]"
+        rule = (f"in {'[' if lo is not None else '('}{_number_text(lo if lo is not None else gt)}"
+                f", {_number_text(hi)}]")
     elif hi is not None:
-        rule = f"<= {hi:g}"
+        rule = f"<= {_number_text(hi)}"
     else:
-        rule = f"at least {lo:g}" if lo is not None else f"> {gt:g}"
+        rule = (f"at least {_number_text(lo)}" if lo is not None else f"> {_number_text(gt)}")
     why = f" ({meta['why']})" if meta["why"] else ""
-    raise UsageError(f"{flag(f.name)} must be {rule}{why}, got {value!r}")
+    raise UsageError(f"{flag(f.name)} must be {rule}{why}, got {_number_text(value)}")
+
+
+def _number_text(value: Any) -> str:
+    """A bound or a refused value as a refusal shows it: an integer in full up to 20 digits
+    (2147483648, not 2.14748e+09), a longer one by its size (Python refuses to print integers
+    of more than 4300 digits), a float as ``g`` does."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value) if abs(value) < 10**20 else f"an integer of {value.bit_length()} bits"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return repr(value)
 
 
 CATEGORY_ORDER = ("hard", "inter", "easy")

@@ -38,19 +38,21 @@ class PathNotNamed(UsageError):
 
 class Stopped(Exception):
     """Training stopped on request (SIGINT / SIGTERM) after an epoch, its state saved, or
-    before seed ``seed`` started (``epoch`` 0: the seeds before it are finished). A job sets
-    ``run_dir`` (where ``--resume`` continues) and ``signum`` (the signal that asked, if
-    any).
+    before seed ``seed`` (0-based) trained an epoch (``epoch`` 0: the seeds before it are
+    finished). A job sets ``run_dir`` (where ``--resume`` continues; None when the stop came
+    before the run's first epoch, whose new directory is then removed: nothing to resume)
+    and ``signum`` (the signal that asked, if any). The message counts seeds from 1, as the
+    progress line does.
 
     Example:
         >>> str(Stopped(seed=0, epoch=12))
-        'stopped after epoch 12 of seed 0'
+        'stopped after epoch 12 of seed 1'
     """
 
     def __init__(self, seed: int, epoch: int, run_dir: Path | None = None,
                  signum: int | None = None) -> None:
-        super().__init__(f"stopped after epoch {epoch} of seed {seed}" if epoch else
-                         f"stopped before seed {seed}")
+        super().__init__(f"stopped after epoch {epoch} of seed {seed + 1}" if epoch else
+                         f"stopped before seed {seed + 1} trained an epoch")
         self.seed, self.epoch, self.run_dir, self.signum = seed, epoch, run_dir, signum
 
 

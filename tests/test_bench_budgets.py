@@ -103,7 +103,7 @@ def test_a_named_logits_path_is_the_only_one_measured(
 @pytest.mark.parametrize("argv, says", [
     (["--thetas", "0.5"], "--out DIR"),
     (["--thetas", "0,1", "--out", "r"], "--thetas must be"),
-    (["--repeats", "0", "--out", "r"], "--repeats must be at least 1"),
+    (["--repeats", "0", "--out", "r"], "--repeats must be in [1, 1000]"),
     (["--out", "no/such/dir/r"], "does not exist"),
     (["--out", "/proc/edgegcl-r"], "cannot write into /proc"),  # no file there, root or not
 ])

@@ -192,7 +192,7 @@ def test_a_stop_during_the_search_stops_before_the_seed(tmp_path: Path) -> None:
         calls.append(1)
         return len(calls) > 1  # the first poll is the run's, before the seed
 
-    with pytest.raises(Stopped, match="before seed 0"):
+    with pytest.raises(Stopped, match="before seed 1 trained an epoch"):
         _run(cfg, data, tmp_path / "run", stop=stop)
     assert not (tmp_path / "run" / "seed-0" / "state.pt").exists()
 
@@ -210,3 +210,16 @@ def test_a_low_homophily_graph_whose_features_carry_the_classes(tmp_path: Path) 
     assert max(scores["ego"], scores["poly"]) >= scores["gcn"] + 5  # 10-20 on graph seeds 0-3
     assert metrics["seeds"][0]["encoder"] != "gcn"  # more than the margin (~6 points) above
     assert "raw_features_test_micro_f1" in metrics["summary"]
+
+
+def test_a_stop_before_the_first_epoch_names_nothing_to_resume(tmp_path: Path) -> None:
+    """Stopped during the encoder search (before any epoch of the run): the new directory is
+    removed and the stop names no directory to resume (the command line then says nothing
+    was kept)."""
+    import edgegcl
+
+    polls = []
+    with pytest.raises(Stopped, match="before seed 1 trained an epoch") as stopped:
+        edgegcl.train(settings={**SMALL, "encoder": "auto"}, out=tmp_path / "r",
+                      stop=lambda: bool(polls.append(1)) or len(polls) > 1)
+    assert stopped.value.run_dir is None and not (tmp_path / "r").exists()

@@ -237,6 +237,28 @@ def test_validate_accepts(changes: dict) -> None:
     validate(dataclasses.replace(TrainConfig(), **changes))
 
 
+@pytest.mark.parametrize("name, value, says", [
+    ("seeds", 10**20, "--seeds must be in [1, 10000], got an integer of 67 bits"),
+    ("batch_size", 10**19, "--batch-size must be in [2, 2147483648]"),
+    ("nodes", 10**5000, "got an integer of 16610 bits"),
+    ("epochs", 2**64, "--epochs must be in [1, 1000000]"),
+    ("graph_seed", -1, "--graph-seed must be in [0, 9223372036854775807]"),
+], ids=["seeds", "batch_size", "nodes", "epochs", "graph_seed"])
+def test_every_integer_option_has_an_upper_bound_said_without_printing_huge_numbers(
+        name: str, value: int, says: str) -> None:
+    """Integers beyond 64 bits are refused in one line (no overflow traceback later), and a
+    refusal never prints a number Python cannot (over 4300 digits)."""
+    assert says in _usage_error(lambda: TrainConfig(**{name: value}))
+
+
+def test_every_integer_option_is_bounded() -> None:
+    from edgegcl.config import section_fields
+
+    unbounded = [name for name, (_, f) in section_fields(TrainConfig).items()
+                 if f.type in ("int", int) and f.metadata["at_most"] is None]
+    assert unbounded == []
+
+
 def test_validate_rejects_malformed_cuda_index() -> None:
     message = _usage_error(lambda: dataclasses.replace(TrainConfig(), device="cuda:abc"))
     assert "device" in message

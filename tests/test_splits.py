@@ -78,6 +78,9 @@ def test_edgegcls_layout_reads_one_or_several_splits(tmp_path: Path, layout: str
     ({"test_mask": torch.zeros(2, N, dtype=torch.bool)}, "hold 3, 3, 2 splits"),
     ({"test_mask": "train"}, "in both its train and test sets"),
     ({"val_mask": torch.zeros(3, N, dtype=torch.bool)}, "val_mask selects no node"),
+    ({"train_mask": torch.zeros(0, N, dtype=torch.bool),
+      "val_mask": torch.zeros(0, N, dtype=torch.bool),
+      "test_mask": torch.zeros(0, N, dtype=torch.bool)}, "hold no split"),
 ])
 def test_masks_that_cannot_be_a_split_are_one_line(change: dict, expected: str) -> None:
     g = _graph()

@@ -27,7 +27,10 @@ def train_command(args: argparse.Namespace) -> int:
                     remeasure=args.remeasure, logger=args.logger,
                     save_embeddings=args.save_embeddings, handle_signals=True)
     except Stopped as stopped:
-        if os.environ.get("RANK", "0") == "0":  # rank 0 speaks for all
+        if os.environ.get("RANK", "0") == "0" and stopped.run_dir is None:
+            print(f"edgegcl: {stopped}, before the run's first epoch: nothing was kept (its new "
+                  "directory is removed); run the command again to start over", file=sys.stderr)
+        elif os.environ.get("RANK", "0") == "0":  # rank 0 speaks for all
             again = torchrun if ranks else "edgegcl train"
             print(f"edgegcl: {stopped}; state saved; continue with: {again} --resume "
                   f"{stopped.run_dir}{_paths(args)}", file=sys.stderr)

@@ -83,7 +83,7 @@ class ContrastConfig(Section):
                                 "about as many as it uses; --pick random only), or auto (exact "
                                 "with --pick hardest, sampled with --pick random)")
     stratify_sample: int = option(SAMPLE_MIN, "sampled strata: least number of candidates each "
-                                  "anchor ranks", at_least=16)
+                                  "anchor ranks", at_least=16, at_most=1 << 20)
     logits: Logits = option("auto", "auto (the cheaper of the two for HANS's current state), "
                             "dense (B x B similarity blocks with their gradients) or pairs (a "
                             "gradient for the scheduled pairs only)")

@@ -70,7 +70,7 @@ class HANSConfig(Section):
 
     TITLE = "HANS's loss gate (Algorithm 1; the paper's names; with --scheduler hans)"
     e: int = option(5, "loss-gate window: the last e epochs against the e before (Eq. 7)",
-                    at_least=1)
+                    at_least=1, at_most=1_000_000)
     gamma: float = option(0.99, "loss-gate factor: grow when the loss fell by less than "
                           "1 - gamma (Eq. 7)", above=0.0)
     gate: Gate = option("total", "what the loss gate (Eq. 7) reads: total (the sum of the "

@@ -112,8 +112,9 @@ class ScheduleConfig(Section):
                         "as given, the paper's: a short run may never reach theta_max)")
     reach: float = option(0.4, "deadline pace: the fraction of --epochs by which theta_max is "
                           "in use, in (0, 1]", above=0.0, at_most=1.0)
-    T_init: int = option(20, "bootstrap epochs at eta_0 before the first decision", at_least=0)
-    T_int: int = option(10, "epochs between decisions", at_least=1)
+    T_init: int = option(20, "bootstrap epochs at eta_0 before the first decision", at_least=0,
+                         at_most=1_000_000)
+    T_int: int = option(10, "epochs between decisions", at_least=1, at_most=1_000_000)
     b: float = option(0.05, "base step size of eta (Eq. 9)", above=0.0)
     c_cat: dict[str, float] = option({"hard": 0.05, "inter": 0.05, "easy": 0.025},
                                      "per-step caps c_cat on eta's growth (flag: "
@@ -122,7 +123,7 @@ class ScheduleConfig(Section):
                           at_most=1.0)
     floor: float = option(0.05, "least eta of a category", at_least=0.0, at_most=1.0)
     swap_every: int = option(0, "epochs between stochastic swaps once saturated (0: T_int)",
-                             at_least=0)
+                             at_least=0, at_most=1_000_000)
 
     def check(self) -> None:
         try:

@@ -123,13 +123,16 @@ class SyntheticConfig(Section):
     """
 
     TITLE = "the generated graph (dataset = synthetic)"
-    nodes: int = option(_SPEC.num_nodes, "number of nodes", at_least=2)
-    classes: int = option(_SPEC.num_classes, "planted classes", at_least=1)
-    features: int = option(_SPEC.num_features, "feature dimension", at_least=1)
+    nodes: int = option(_SPEC.num_nodes, "number of nodes", at_least=2, at_most=1 << 31,
+                        why="node indices are int64 tensors, and 2^31 nodes outgrow any memory")
+    classes: int = option(_SPEC.num_classes, "planted classes", at_least=1, at_most=1 << 20)
+    features: int = option(_SPEC.num_features, "feature dimension", at_least=1,
+                           at_most=1 << 20)
     avg_degree: float = option(_SPEC.avg_degree, "average degree", above=0.0)
     homophily: float = option(_SPEC.homophily, "fraction of edges inside a class",
                               at_least=0.0, at_most=1.0)
-    graph_seed: int = option(_SPEC.seed, "seed of the generated graph")
+    graph_seed: int = option(_SPEC.seed, "seed of the generated graph", at_least=0,
+                             at_most=(1 << 63) - 1, why="torch's generators take 64-bit seeds")
 
     def check(self) -> None:
         self.spec()

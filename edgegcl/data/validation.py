@@ -170,6 +170,9 @@ def _split_masks(data: Data, n: int, labelled: bool, name: str) -> dict[str, tor
                              f"[{n}, splits] or [splits, {n}]; store one mask per split")
         rows[key] = mask.contiguous()
     splits = max(mask.size(0) for mask in rows.values())
+    if splits == 0:
+        raise UsageError(f"{name}: the split masks hold no split (shape [0, {n}]); give at "
+                         "least one, or drop the masks")
     for key, mask in rows.items():  # one mask shared by every split (WikiCS's test set)
         if mask.size(0) not in (1, splits):
             counts = ", ".join(str(m.size(0)) for m in rows.values())

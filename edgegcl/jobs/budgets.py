@@ -77,8 +77,9 @@ def bench_budgets(out: str | Path, config: TrainConfig | str | Path | None = Non
     if not thetas or not all(0.0 < t <= 1.0 for t in thetas):
         raise UsageError(f"--thetas must be theta_max values in (0, 1], comma-separated, got "
                          f"{','.join(f'{t:g}' for t in thetas)!r}")
-    if repeats < 1:
-        raise UsageError(f"--repeats must be at least 1, got {repeats}")
+    if not 1 <= repeats <= 1000:
+        raise UsageError("--repeats must be in [1, 1000] (each repeat measures every theta_max "
+                         f"again), got {repeats if abs(repeats) < 10**20 else 'a larger integer'}")
     path = check_out_dir(out, force)
     if importlib.util.find_spec("matplotlib") is None:  # checked before minutes of measuring
         raise UsageError("edgegcl bench budgets draws budgets.png with matplotlib: pip install "

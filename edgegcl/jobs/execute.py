@@ -190,22 +190,23 @@ def _auto_budget_report(cal: Calibration, profile: DeviceProfile | None
 
 def _train(p: _Prepared, hooks: Sequence[Hook], logger: Hook | None, save_embeddings: bool,
            stop: Callable[[], bool] | None, handle_signals: bool) -> Run | None:
-
     main = p.world is None or p.world.is_main
     if INTERRUPTED:  # a Ctrl-C while starting up that a library swallowed
         raise KeyboardInterrupt
     signals = StopAfterEpoch(p.world, main)
-    every = [AfterFirstEpoch(p.started), *([] if logger is None else [logger]), *hooks]
+    first = AfterFirstEpoch(p.started)
+    every = [first, *([] if logger is None else [logger]), *hooks]
     asked = (lambda: bool(signals) or (stop is not None and stop()))
     try:
         with signals.installed() if handle_signals else ExitStack():
             run_seeds(p.s.cfg, p.s.data, p.run_dir, p.s.device,  # type: ignore[arg-type]
-                        report=None if p.cal is None else _auto_budget_report(p.cal,
-                                                                              p.s.profile),
-                        stop=asked, resume=p.resume, world=p.world, hooks=every,
-                        threads=p.threads)
-    except Stopped as stopped:
-        raise Stopped(stopped.seed, stopped.epoch, p.run_dir,
+                      report=None if p.cal is None else _auto_budget_report(p.cal,
+                                                                            p.s.profile),
+                      stop=asked, resume=p.resume, world=p.world, hooks=every,
+                      threads=p.threads)
+    except Stopped as stopped:  # a new directory before its first epoch is removed: no run_dir
+        kept = p.resume or first.then is None
+        raise Stopped(stopped.seed, stopped.epoch, p.run_dir if kept else None,
                       signals.signals[0] if signals.signals else None) from None
     except RuntimeError as exc:  # a collective failed: gloo / NCCL raise RuntimeErrors
         if p.world is None:

@@ -81,18 +81,19 @@ def plan(request: Request, hold: ExitStack) -> Plan:
     settings = {name: value for name, value in request.settings.items() if value is not None}
     if "encoder" in settings:  # named here: files may name it too; as the run directory records it
         settings["encoder"] = allow_encoder(str(settings["encoder"]))
-    tuned = None
+    tuned, from_file = None, {}
     if request.resume is not None:
         cfg = build(_resume_values(request, settings, hold), {})
     elif isinstance(request.config, TrainConfig):
         cfg = TrainConfig(**{name: getattr(request.config, name) for name in SECTIONS},
                           **settings)
     elif request.config is not None:
-        cfg = _from_file(request.config, settings)
+        cfg, from_file = _from_file(request.config, settings)
     else:
         tuned, values = tuned_defaults(str(settings.get("dataset", "")))
         cfg = build(values, settings)
     _refuse_unused(cfg, settings)
+    _refuse_unused(cfg, from_file, f" (set in {shown(str(request.config), 120)})")
     profile = _profile(request)
     if profile is not None:
         if cfg.run.device != "auto" and not cfg.run.device.startswith(profile.device):
@@ -124,22 +125,29 @@ def _check_request(request: Request) -> None:
                          "lists them")
 
 
-def _from_file(config: str | Path, settings: dict[str, object]) -> TrainConfig:
-    """A config file or preset with ``settings`` over it; a run directory it names is not
-    used (a file does not choose where a run writes), said in one warning line."""
-    cfg = build(load_toml(config), settings)
+def _from_file(config: str | Path, settings: dict[str, object]
+               ) -> tuple[TrainConfig, dict[str, object]]:
+    """A config file or preset with ``settings`` over it, and the values the file sets away
+    from their defaults (what it asks the run to do: checked as flags are); a run directory
+    it names is not used (a file does not choose where a run writes), said in one warning
+    line."""
+    values = load_toml(config)
+    defaults = TrainConfig()
+    changed = {name: value for name, value in values.items() if name not in settings
+               and coerce(name, value) != option_value(defaults, name)}
+    cfg = build(values, settings)
     if cfg.run.out and "out" not in settings:
         print(f"edgegcl: warning: {shown(str(config), 120)} names the run directory "
               f"{shown(cfg.run.out, 120)}, which a file cannot choose: this run gets a new "
               f"one under runs/ (pass --out {shown(cfg.run.out, 200)} to write there)",
               file=sys.stderr, flush=True)
         cfg = cfg.replace(run={"out": ""})
-    return cfg
+    return cfg, changed
 
 
-def _refuse_unused(cfg: TrainConfig, settings: dict[str, object]) -> None:
+def _refuse_unused(cfg: TrainConfig, settings: Mapping[str, object], where: str = "") -> None:
     """An option the run would not read is refused, not ignored: the chosen encoder's or
-    scheduler's."""
+    scheduler's (``where``: the file that set it, said in the line)."""
     model_unused = [name for name in settings if name in cfg.model.unused()]
     if model_unused:  # another encoder has widths of its own; a built-in one its own settings
         named = ", ".join("--" + name.replace("_", "-") for name in model_unused)
@@ -148,14 +156,15 @@ def _refuse_unused(cfg: TrainConfig, settings: dict[str, object]) -> None:
                              "encoders' widths and activation; set them in the encoder's "
                              "function, or drop them")
         it = "it" if len(model_unused) == 1 else "them"
-        raise UsageError(f"{named}: --encoder {cfg.model.encoder} does not use {it}; drop {it}"
-                         " (or choose the encoder that does)")
+        raise UsageError(f"{named}{where}: --encoder {cfg.model.encoder} does not use {it}; "
+                         f"drop {it} (or choose the encoder that does)")
     unused = [name for name in settings if name in unused_settings(cfg)]
     if unused:
         named = ", ".join("--" + name.replace("_", "-") for name in unused)
         it = "it" if len(unused) == 1 else "them"
-        raise UsageError(f"{named}: --scheduler {cfg.schedule.scheduler} does not use {it} (HANS's "
-                         f"settings it does without); add --scheduler hans, or drop {it}")
+        raise UsageError(f"{named}{where}: --scheduler {cfg.schedule.scheduler} does not use "
+                         f"{it} (HANS's settings it does without); add --scheduler hans, or "
+                         f"drop {it}")
 
 
 def _profile(request: Request) -> DeviceProfile | None:

@@ -60,9 +60,10 @@ class ModelConfig(Section):
     """
 
     TITLE = "encoder and projection head"
-    hidden_dim: int = option(512, "width of the first layer", at_least=1)
-    out_dim: int = option(256, "embedding width (the last layer)", at_least=1)
-    proj_dim: int = option(256, "hidden width of the projection head", at_least=1)
+    hidden_dim: int = option(512, "width of the first layer", at_least=1, at_most=1 << 20)
+    out_dim: int = option(256, "embedding width (the last layer)", at_least=1, at_most=1 << 20)
+    proj_dim: int = option(256, "hidden width of the projection head", at_least=1,
+                           at_most=1 << 20)
     activation: Activation = option("prelu", f"activation: {', '.join(ACTIVATIONS)}")
     num_layers: int = option(2, "layers of gcn and ego (the paper's 2), hops of poly: in_dim -> "
                              "hidden_dim -> ... -> out_dim; in mini-batches give --fanout one "
@@ -83,7 +84,7 @@ class ModelConfig(Section):
                                   "comma-separated", omit_default=True)
     search_epochs: int = option(0, "auto: epochs each candidate trains before the choice (0: a "
                                 "quarter of --epochs, up to a probe epoch)", at_least=0,
-                                omit_default=True)
+                                at_most=1_000_000, omit_default=True)
 
     GCN_ONLY: ClassVar[tuple[str, ...]] = ("hidden_dim", "out_dim", "activation", "num_layers",
                                            "poly_alpha")

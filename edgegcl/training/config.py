@@ -106,15 +106,16 @@ class RunConfig(Section):
     mode: Mode = option("auto", "full (the whole graph is one batch), minibatch "
                         "(neighbour-sampled batches), or auto (full up to 10000 nodes)")
     batch_size: int = option(1024, "minibatch: seed nodes (anchors) per batch (per rank under "
-                             "torchrun)", at_least=2, why="one anchor has no negatives: its "
-                             "loss is 0")
+                             "torchrun)", at_least=2, at_most=1 << 31,
+                             why="one anchor has no negatives: its loss is 0; no graph has more "
+                             "seed nodes than 2^31")
     fanout: list[int] = option([10, 10], "minibatch: neighbours sampled per hop (-1: all); "
                                "flag: 10,10")
     sampler: SamplerName = option("auto", "minibatch: auto (PyG's NeighborLoader when pyg-lib "
                                   "or torch-sparse is installed), builtin, or pyg")
     epochs: int = option(300, "training epochs per seed", at_least=1, at_most=MAX_EPOCHS)
     seeds: int = option(1, "independent runs, each with its own split and initialisation",
-                        at_least=1)
+                        at_least=1, at_most=10_000)
     lr: float = option(5e-4, "Adam learning rate", above=0.0, at_most=10.0,
                        why="Adam moves each weight by about lr a step: beyond it training only "
                        "diverges (and float32 overflows)")
@@ -126,12 +127,14 @@ class RunConfig(Section):
                           "measure fastest; a GPU run keeps torch's default)", at_least=0,
                           at_most=MAX_THREADS, omit_default=True)
     out: str = option("", "run directory to create ('': runs/DATASET-TIMESTAMP)")
-    eval_every: int = option(20, "epochs between linear-probe checkpoints", at_least=1)
+    eval_every: int = option(20, "epochs between linear-probe checkpoints", at_least=1,
+                             at_most=MAX_EPOCHS)
     checkpoint_every: int = option(0, "epochs between saves of each seed's full state for "
-                                   "--resume (0: every probe)", at_least=0)
+                                   "--resume (0: every probe)", at_least=0, at_most=MAX_EPOCHS)
     patience: int = option(0, "early stopping: end a seed once this many probes in a row have "
                            "not raised its validation --metric (the best checkpoint is kept); "
-                           "0: train every epoch", at_least=0, omit_default=True)
+                           "0: train every epoch", at_least=0, at_most=MAX_EPOCHS,
+                           omit_default=True)
     task: Task = option("node", "what the embeddings are judged on: node (their labels, by "
                         "a linear probe) or link (which pairs connect: 85 / 5 / 10 %% of the "
                         "edges held out for training / validation / test, with as many "
