@@ -251,7 +251,7 @@ def test_exact_strata_remain_available():
 def test_stratify_options_are_validated():
     with pytest.raises(UsageError, match="--stratify must be one of auto, sampled, exact"):
         validate(TrainConfig(encoder="gcn", stratify="approx"))
-    with pytest.raises(UsageError, match="--stratify-sample must be at least 16"):
+    with pytest.raises(UsageError, match=r"--stratify-sample must be in \[16, 1048576\]"):
         validate(TrainConfig(encoder="gcn", stratify_sample=4))
 
 
