@@ -41,7 +41,7 @@ SAMPLERS: tuple[str, ...] = choices(SamplerName)
 
 
 def canonical_name(name: str) -> str | None:
-    """The DATASETS spelling of a benchmark dataset's name or alias (``"citeseer"`` ->
+    """The DATASETS spelling of a benchmark dataset's name or short name (``"citeseer"`` ->
     ``"CiteSeer"``), or None for anything else (a file, ``synthetic``)."""
     return _DATASET_KEYS.get(_normalise(name))
 

@@ -78,7 +78,7 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
 
     ``root`` only matters for the named benchmark datasets (``None`` means
     :func:`default_data_root`); ``synthetic`` only matters for the generated graph.
-    Names are matched case-insensitively, ignoring ``-``/``_``/spaces, and the aliases
+    Names are matched case-insensitively, ignoring ``-``/``_``/spaces, and the short names
     ``Computers``, ``Photo`` and ``CS`` are accepted.
 
     Args:
