@@ -20,6 +20,7 @@ from edgegcl.training.checkpoint import Checkpoint, save_checkpoint
 from edgegcl.cli.main import main
 from edgegcl.training.config import TrainConfig
 from edgegcl.data import SyntheticSpec, synthetic_graph
+from edgegcl.errors import UsageError
 from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.export import (
     FEATURE_PREPROCESSING,
@@ -460,3 +461,13 @@ def test_graph_out_must_not_be_a_model_file(tmp_path: Path) -> None:
     line = _usage_error(*_run_main(["export", "m.onnx", "--quantize", "int8", "--graph-out",
                                     "m.int8.onnx"]))
     assert "--graph-out m.int8.onnx is one of the model files" in line
+
+
+@pytest.mark.parametrize("quantize", ["int4", "INT8", 8])
+def test_export_refuses_a_quantisation_it_does_not_write(tmp_path: Path, quantize) -> None:
+    """Only int8 is written: anything else is one line before any work, nothing written."""
+    import edgegcl
+
+    with pytest.raises(UsageError, match="quantize must be None or 'int8'"):
+        edgegcl.export(tmp_path / "m.onnx", run=tmp_path / "no-run", quantize=quantize)
+    assert list(tmp_path.iterdir()) == []

@@ -67,6 +67,9 @@ def export(out: str | Path, *, run: str | Path | None = None,
                          f"{MIN_OPSET}, torch exports up to {MAX_OPSET}), got {opset}")
     if run is not None and checkpoint is not None:
         raise UsageError("--run and --checkpoint name the same thing: pass one")
+    if quantize not in (None, "int8"):
+        raise UsageError(f"quantize must be None or 'int8' (the one quantisation edgegcl "
+                         f"writes), got {str(quantize)[:40]!r}")
     from edgegcl.data.identity import (GRAPH_FILE, PYTHON, check_identity, recorded_source,
                                        same_graph)
     from edgegcl.onnx.export import ExportPlan, export_checkpoint, training_graph

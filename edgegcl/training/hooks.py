@@ -3,7 +3,8 @@ progress line and anything a user passes (Lightning's callbacks, in the seed loo
 ``edgegcl.training.run``).
 
 A hook is told when a seed starts (``seed_start``, after a resumed seed's state is read), after
-every batch (``batch_end``), after every epoch with that epoch's ``epochs.csv`` row and HANS
+every batch of a mini-batch epoch (``batch_end``; a full-graph epoch is one step and sends
+none), after every epoch with that epoch's ``epochs.csv`` row and HANS
 events (``epoch_end``; hooks run in order, so the probe fills the row's F1 cells before the
 writers see it) and when the seed ends, however it ends (``seed_end``). Every hook receives the
 ``SeedRun`` (``edgegcl.training.seed``): its config, directory, trainer, prober and whether a
@@ -58,7 +59,8 @@ class Hook:
 
     def batch_end(self, seed: SeedRun, epoch: int, batch: int, batches: int,
                   mean_loss: float) -> None:
-        """Batch ``batch`` of ``batches`` of ``epoch`` is trained; ``mean_loss`` so far."""
+        """Batch ``batch`` of ``batches`` of a mini-batch ``epoch`` is trained; ``mean_loss`` so
+        far. Full-graph mode trains one step per epoch and calls ``epoch_end`` alone."""
 
     def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
         """``row``: the epoch's ``epochs.csv`` row; ``events``: the HANS events its end made."""
