@@ -214,7 +214,8 @@ def _warn_if_overflowing(x: torch.Tensor, name: str) -> None:
 
 
 def _tensor_attr(data: Data, key: str, name: str) -> torch.Tensor | None:
-    """Fetch ``data[key]`` if present, insisting that it is a dense tensor."""
+    """Fetch ``data[key]`` if present, insisting that it is a dense tensor of plain numbers on
+    the CPU (without its autograd history)."""
     value = getattr(data, key, None)
     if value is None:
         return None
@@ -225,7 +226,10 @@ def _tensor_attr(data: Data, key: str, name: str) -> torch.Tensor | None:
     if value.is_quantized or value.dtype not in PLAIN_DTYPES:
         raise UsageError(f"{name}: {key} has dtype {value.dtype}, not plain numbers; store it "
                          "as float32 (x) or int64 (edge_index, y)")
-    return value
+    if value.device.type != "cpu":
+        raise UsageError(f"{name}: {key} is on the {value.device.type} device; give the graph on "
+                         "the CPU (.cpu(): the run moves it to its own device)")
+    return value.detach()
 
 
 def _is_integer(dtype: torch.dtype) -> bool:

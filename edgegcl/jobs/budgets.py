@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgegcl.errors import UsageError
-from edgegcl.jobs.plan import Request, plan
+from edgegcl.jobs.arguments import flag_argument, path_argument, settings_argument
+from edgegcl.jobs.plan import Request, config_argument, plan
 
 if TYPE_CHECKING:
     from torch_geometric.data import Data
@@ -73,6 +74,15 @@ def bench_budgets(out: str | Path, config: TrainConfig | str | Path | None = Non
     """
     from edgegcl.budget.bench import THETAS
 
+    if thetas is not None and (not isinstance(thetas, Sequence) or isinstance(thetas, str) or
+                               not all(isinstance(t, (int, float)) and not isinstance(t, bool)
+                                       for t in thetas)):
+        raise UsageError("thetas must be a list of theta_max values in (0, 1]")
+    if isinstance(repeats, bool) or not isinstance(repeats, int):
+        raise UsageError(f"repeats must be an integer, not {type(repeats).__name__}")
+    flag_argument("force", force)
+    settings = settings_argument(settings)
+    out = path_argument("out", out)  # type: ignore[assignment]
     thetas = list(THETAS if thetas is None else thetas)
     if not thetas or not all(0.0 < t <= 1.0 for t in thetas):
         raise UsageError(f"--thetas must be theta_max values in (0, 1], comma-separated, got "
@@ -85,8 +95,9 @@ def bench_budgets(out: str | Path, config: TrainConfig | str | Path | None = Non
         raise UsageError("edgegcl bench budgets draws budgets.png with matplotlib: pip install "
                          "matplotlib (or the plot extra)")
     with ExitStack() as hold:
-        settled = plan(Request(config, {k: v for k, v in (settings or {}).items()
-                                        if k != "out"}), hold)  # refusals before torch loads
+        settled = plan(Request(config_argument(config), {k: v for k, v in settings.items()
+                                                         if k != "out"}),
+                               hold)  # refusals before torch loads
         # torch loads here, once the plan has refused what it would (bench/results/cli-latency.md)
         from edgegcl.budget.bench import measure_budgets, progress_line, write_budgets
         from edgegcl.budget.profiler import pick_threads

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from edgegcl.errors import UsageError
+from edgegcl.jobs.arguments import callable_argument, flag_argument, path_argument
 from edgegcl.onnx.opset import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
 
 RUNS_DIR = Path("runs")
@@ -62,6 +63,16 @@ def export(out: str | Path, *, run: str | Path | None = None,
         >>> print("\\n".join(edgegcl.export("model.onnx", run="runs/mine",
         ...                                  quantize="int8")))  # doctest: +SKIP
     """
+    out = path_argument("out", out)
+    run, checkpoint = path_argument("run", run), path_argument("checkpoint", checkpoint)
+    root, graph_out = path_argument("root", root), path_argument("graph_out", graph_out)
+    node_table = path_argument("node_table", node_table)
+    if graph is not None:
+        graph = str(path_argument("graph", graph))
+    flag_argument("force", force)
+    callable_argument("log", log)
+    if isinstance(opset, bool) or not isinstance(opset, int):
+        raise UsageError(f"opset must be an integer, not {type(opset).__name__}")
     if not MIN_OPSET <= opset <= MAX_OPSET:  # refused before torch loads
         raise UsageError(f"--opset must be in {MIN_OPSET}..{MAX_OPSET} (the encoder's ops need "
                          f"{MIN_OPSET}, torch exports up to {MAX_OPSET}), got {opset}")

@@ -23,6 +23,7 @@ from typing import Any
 from edgegcl.budget.profiles import DeviceProfile, check_device_present, load_profile, with_budgets
 from edgegcl.config import resolve_config
 from edgegcl.errors import UsageError
+from edgegcl.jobs.arguments import path_argument
 from edgegcl.training.config import (FIELDS, RESUMABLE, SECTIONS, TrainConfig, build, coerce,
                                      load_toml, option_text, option_value, tuned_defaults,
                                      unused_settings)
@@ -72,6 +73,22 @@ class Plan:
     named: frozenset[str] = frozenset()
     auto_budget: bool = False
     remeasure: bool = False
+
+
+def config_argument(config: object) -> TrainConfig | Path | str | None:
+    """``config``: a ``TrainConfig``, a file or preset name, or None (one line otherwise)."""
+    if config is None or isinstance(config, TrainConfig):
+        return config
+    path = path_argument("config", config)
+    return config if isinstance(config, str) else path
+
+
+def profile_argument(profile: object) -> DeviceProfile | Path | str | None:
+    """``profile``: a ``DeviceProfile``, a profile's name or file, or None."""
+    if profile is None or isinstance(profile, DeviceProfile):
+        return profile
+    path = path_argument("profile", profile)
+    return profile if isinstance(profile, str) else path
 
 
 def plan(request: Request, hold: ExitStack) -> Plan:

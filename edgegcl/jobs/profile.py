@@ -9,7 +9,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from edgegcl.jobs.plan import Request, plan
+from edgegcl.errors import UsageError
+from edgegcl.jobs.arguments import (budget_argument, flag_argument, path_argument,
+                                    settings_argument)
+from edgegcl.jobs.plan import Request, config_argument, plan, profile_argument
 
 if TYPE_CHECKING:
     from torch_geometric.data import Data
@@ -34,10 +37,16 @@ def profile(config: TrainConfig | str | Path | None = None, graph: Data | None =
         >>> cal = edgegcl.profile(settings={"dataset": "cora"}, profile="cpu")  # doctest: +SKIP
         >>> cal.chosen  # doctest: +SKIP
     """
-    given = dict(settings or {})
+    given = settings_argument(settings)
+    out = path_argument("out", out)
     if out is not None:
         given["out"] = str(out)
-    request = Request(config, given, None, profile, target_epoch_s, memory_gib, remeasure)
+    if profile is None:
+        raise UsageError("profile must name a device profile (see 'edgegcl profiles')")
+    request = Request(config_argument(config), given, None, profile_argument(profile),
+                      budget_argument("target_epoch_s", target_epoch_s),
+                      budget_argument("memory_gib", memory_gib),
+                      flag_argument("remeasure", remeasure))
     with ExitStack() as hold:
         settled = plan(request, hold)  # every refusal before torch loads
         # torch loads here, once the plan has refused what it would (bench/results/cli-latency.md)

@@ -12,13 +12,17 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from edgegcl.budget.profiles import DeviceProfile
-from edgegcl.jobs.plan import Plan, Request, plan
+from edgegcl.errors import UsageError
+from edgegcl.jobs.arguments import (budget_argument, callable_argument, flag_argument,
+                                    hooks_argument, path_argument, settings_argument)
+from edgegcl.jobs.plan import Plan, Request, config_argument, plan, profile_argument
 from edgegcl.training.hooks import Hook
 from edgegcl.training.logger import make_logger
 
@@ -60,11 +64,22 @@ def train(config: TrainConfig | str | Path | None = None, graph: Data | None = N
         ...                     profile="cpu", auto_budget=True)  # doctest: +SKIP
         >>> run.path, run.config.schedule.theta_max  # doctest: +SKIP
     """
-    given = dict(settings or {})
+    given = settings_argument(settings)
+    out, resume = path_argument("out", out), path_argument("resume", resume)
     if out is not None:
         given["out"] = str(out)
-    request = Request(config, given, resume, profile, target_epoch_s, memory_gib, remeasure,
-                      auto_budget)
+    hooks = hooks_argument(hooks, Hook)
+    stop = callable_argument("stop", stop)
+    for name, flag in (("auto_budget", auto_budget), ("remeasure", remeasure),
+                       ("save_embeddings", save_embeddings),
+                       ("handle_signals", handle_signals)):
+        flag_argument(name, flag)
+    if handle_signals and threading.current_thread() is not threading.main_thread():
+        raise UsageError("handle_signals=True works in the main thread only (Python delivers "
+                         "signals there); pass False, and stop= to stop the run")
+    request = Request(config_argument(config), given, resume, profile_argument(profile),
+                      budget_argument("target_epoch_s", target_epoch_s),
+                      budget_argument("memory_gib", memory_gib), remeasure, auto_budget)
     made_logger = make_logger(logger)
     try:
         with ExitStack() as hold:  # the run directory's lock, released however training ends

@@ -1,0 +1,75 @@
+"""The Python API's arguments checked at the boundary, as the command line's flags are: each
+of the wrong type or kind is one ``UsageError`` line naming the argument and what it takes
+(never a TypeError from deep inside, and no value formatted as a number it may not be).
+Standard library alone: the jobs check their arguments before torch loads.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from edgegcl.errors import UsageError
+
+
+def _kind(value: object) -> str:
+    return type(value).__name__
+
+
+def path_argument(name: str, value: object) -> Path | None:
+    """``value`` as a Path (a str or PathLike of text, no NUL byte), None as None."""
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray)) or not isinstance(value, (str, Path)):
+        raise UsageError(f"{name} must be a path (str or pathlib.Path), not {_kind(value)}")
+    if "\0" in str(value) or not str(value):
+        raise UsageError(f"{name} must be a non-empty path without NUL bytes")
+    return Path(value)
+
+
+def settings_argument(value: object) -> dict[str, object]:
+    """``settings``: a mapping of option names (str) to values, or None."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise UsageError(f"settings must be a dict of option names to values (as "
+                         f"{{'theta_max': 0.3}}), not {_kind(value)}")
+    return dict(value)
+
+
+def flag_argument(name: str, value: object) -> bool:
+    """A yes / no argument: True or False only (a string "no" is not False)."""
+    if not isinstance(value, bool):
+        raise UsageError(f"{name} must be True or False, not {_kind(value)}")
+    return value
+
+
+def callable_argument(name: str, value: object) -> Callable[..., Any] | None:
+    """A function argument (``stop``, ``log``), or None."""
+    if value is not None and not callable(value):
+        raise UsageError(f"{name} must be a function (or None), not {_kind(value)}")
+    return value  # type: ignore[return-value]
+
+
+def hooks_argument(value: object, hook_type: type) -> list[Any]:
+    """``hooks``: a list or tuple of ``Hook`` instances."""
+    if not isinstance(value, Sequence) or isinstance(value, (str, bytes)) or not all(
+            isinstance(h, hook_type) for h in value):
+        raise UsageError("hooks must be a list of edgegcl.Hook instances (subclass "
+                         f"edgegcl.Hook), not {_kind(value)}")
+    return list(value)
+
+
+def budget_argument(name: str, value: object) -> float | None:
+    """A number (seconds, GiB) as a float, an integer too large for one as inf (its range is
+    the profile's to check: edgegcl.budget.profiles.with_budgets), or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UsageError(f"{name} must be a number, not {_kind(value)}")
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
