@@ -185,6 +185,17 @@ def _sparse_x(npz: NpzArchive, p: Path) -> csr_matrix:
                          "with edgegcl_embed.graph.save_npz") from None
 
 
+def signed_indices(indices: np.ndarray, path: Path, name: str) -> np.ndarray:
+    """Node indices of an unsigned integer type as int64 (what every reader computes with),
+    one InputError line when one exceeds int64; any other array as it is."""
+    if indices.dtype.kind != "u":
+        return indices
+    if indices.size and int(indices.max()) > np.iinfo(np.int64).max:
+        raise InputError(f"graph file {path}: {name} holds a node index beyond 2^63 - 1; "
+                         "number the nodes 0, 1, 2, ...")
+    return indices.astype(np.int64)
+
+
 def benchmark_edges(edges: np.ndarray, path: Path) -> np.ndarray:
     """The heterophilous-graph benchmark's ``edges`` [E, 2] as an ``edge_index`` [2, E']: each
     undirected edge both ways (once, however the file lists it), as the benchmark's own loader
@@ -193,7 +204,7 @@ def benchmark_edges(edges: np.ndarray, path: Path) -> np.ndarray:
     if edges.ndim != 2 or edges.shape[1] != 2:
         raise InputError(f"graph file {path}: edges has shape {edges.shape}, not "
                          "[num_edges, 2]; store one (source, target) row per edge")
-    edge_index = np.ascontiguousarray(edges.T)
+    edge_index = np.ascontiguousarray(signed_indices(edges, path, "edges").T)
     if "directed" not in path.name.lower() and edges.dtype.kind in "iu":  # others: refused later
         both = np.concatenate([edge_index, edge_index[::-1]], axis=1)
         edge_index = np.unique(both, axis=1)  # an edge listed both ways counts once
@@ -220,7 +231,8 @@ def load_npz(path: str | Path) -> tuple[Features, np.ndarray]:
                              f"{', '.join(map(shown, npz.names[:10])) or 'nothing'}); store "
                              "arrays named x [num_nodes, in_dim] (or a CSR x as "
                              f"{', '.join(SPARSE_X_KEYS)}) and edge_index [2, num_edges]")
-        return (_sparse_x(npz, p) if sparse else npz["x"]), npz["edge_index"]
+        return ((_sparse_x(npz, p) if sparse else npz["x"]),
+                signed_indices(npz["edge_index"], p, "edge_index"))
 
 
 def _check_sparse_x(x: spmatrix) -> csr_matrix:

@@ -515,3 +515,39 @@ def test_the_flags_list_every_graph_file_reader() -> None:
     from edgegcl_embed.tables import TABLE_SUFFIXES
 
     assert tuple(READERS) + TABLE_SUFFIXES == GRAPH_FILES
+
+
+@pytest.mark.parametrize("layout", ["edgegcl", "benchmark"])
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32, np.uint64])
+def test_unsigned_edge_arrays_are_read_as_indices_that_fit(tmp_path: Path, layout: str,
+                                                           dtype) -> None:
+    """Edges of any unsigned integer type read as int64 by train and by edgegcl-embed alike; an
+    index beyond int64 is one line."""
+    from edgegcl_embed.errors import InputError
+    from edgegcl_embed.graph import load_npz
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((40, 4)).astype(np.float32)
+    pairs = rng.integers(0, 40, (120, 2))
+    path = tmp_path / "g.npz"
+
+    def save(edges: np.ndarray) -> None:
+        if layout == "edgegcl":
+            np.savez(path, x=x, edge_index=edges.T, y=np.arange(40) % 3)
+        else:
+            np.savez(path, node_features=x, edges=edges, node_labels=np.arange(40) % 3)
+
+    save(pairs.astype(dtype))
+    signed = load_graph(str(path), None)
+    save(pairs.astype(np.int64))
+    assert torch.equal(signed.edge_index, load_graph(str(path), None).edge_index)
+    save(pairs.astype(dtype))
+    assert load_npz(path)[1].dtype == np.int64
+    if dtype == np.uint64:
+        beyond = pairs.astype(np.uint64)
+        beyond[0, 0] = 2**63
+        save(beyond)
+        with pytest.raises(UsageError, match="beyond 2\\^63 - 1"):
+            load_graph(str(path), None)
+        with pytest.raises(InputError, match="beyond 2\\^63 - 1"):
+            load_npz(path)

@@ -22,7 +22,7 @@ from edgegcl.progress import say
 from edgegcl_embed.errors import InputError, shown
 from edgegcl.memory import memory_limit
 from edgegcl_embed.files import open_regular
-from edgegcl_embed.graph import benchmark_edges, check_file, open_npz
+from edgegcl_embed.graph import benchmark_edges, check_file, open_npz, signed_indices
 from edgegcl_embed.tables import STRUCTURAL_FEATURES, TABLE_SUFFIXES, read_tables
 
 
@@ -159,6 +159,8 @@ def _load_npz(path: Path) -> Data:
         raise UsageError(f"{path} lacks array(s) {', '.join(needed)}; {fix}")
     if "edges" in arrays:
         arrays["edge_index"] = benchmark_edges(arrays.pop("edges"), path)
+    elif "edge_index" in arrays:
+        arrays["edge_index"] = signed_indices(arrays["edge_index"], path, "edge_index")
     tensors: dict[str, torch.Tensor] = {}
     for key, array in arrays.items():
         if array.dtype.kind not in "biuf":
