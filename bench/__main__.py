@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import bench
+from edgegcl.errors import UsageError
+from edgegcl_embed.errors import InputError
 
 HERE = Path(bench.__path__[0])
 
@@ -44,7 +46,11 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     sys.argv = [f"python -m bench {name}", *rest]
-    result = importlib.import_module(f"bench.{name}").main()
+    try:
+        result = importlib.import_module(f"bench.{name}").main()
+    except (UsageError, InputError) as exc:  # a bad graph, root or option: one line
+        print(f"python -m bench {name}: error: {exc}", file=sys.stderr)
+        return 2
     return int(result or 0)
 
 

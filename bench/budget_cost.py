@@ -276,7 +276,7 @@ def report(res: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p = harness.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--root", required=True)
     p.add_argument("--dataset", default="Cora")
     p.add_argument("--rounds", type=int, default=3, help="timed blocks of T_int epochs")

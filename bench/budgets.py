@@ -115,7 +115,7 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", default=None, help="datasets root holding Cora")
     p.add_argument("--device", default="cpu")
     p.add_argument("--nodes", type=int, default=100_000, help="synthetic graph size")

@@ -77,7 +77,7 @@ def report(times: dict[str, list[float]], rounds: int, res: dict) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p = harness.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--out", default=str(harness.RESULTS / "cli-latency.md"))
     args = p.parse_args()

@@ -96,7 +96,7 @@ def run(n: int, args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--procs", default="1,2")
     p.add_argument("--nodes", type=int, default=100_000)
     p.add_argument("--batch-size", type=int, default=1024, help="seed nodes per rank and step")

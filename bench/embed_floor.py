@@ -176,7 +176,7 @@ def report(res: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p = harness.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--nodes", type=int, default=100_000)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--child", nargs=4, metavar=("GRAPH", "MODEL", "THREADS", "REPEATS"),

@@ -690,7 +690,7 @@ def _fail(message: str) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    p = harness.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     p.add_argument("--root", default="", help="datasets root holding Cora")
     p.add_argument("--run", default="", help="a Cora run directory (default: train 50 epochs)")
     p.add_argument("--nodes", type=int, default=100_000, help="synthetic graph size")

@@ -66,7 +66,7 @@ def measure(data: Any, rounds: int, threads: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p = harness.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--root", default=None)
     p.add_argument("--graphs", default="Cora,synthetic-50k")
     p.add_argument("--rounds", type=int, default=7)

@@ -123,7 +123,7 @@ def table_row(theta: float, t: dict[str, float]) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dataset", default="Cora")
     p.add_argument("--root", default=None)
     p.add_argument("--theta-max", default="1.0,0.5", help="comma-separated theta_max values")

@@ -162,7 +162,7 @@ def one_run(greet: str, root: str, dataset: str, seed: int, epochs: int | None,
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p = harness.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--greet", required=True, help="a checkout of yixinliu233/GREET")
     p.add_argument("--root", required=True, help="datasets folder (PyG's raw files)")
     p.add_argument("--dataset", default="Actor", choices=sorted(SETTINGS))

@@ -148,7 +148,7 @@ def report(res: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = harness.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--progcl", required=True, help="a checkout of junxia97/ProGCL")
     p.add_argument("--root", required=True, help="directory holding Cora/")
     p.add_argument("--dataset", default="Cora")

@@ -177,7 +177,7 @@ def report(res: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p = harness.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--root", required=True)
     p.add_argument("--epochs", type=int, default=100, help="training epochs before measuring")
     p.add_argument("--synthetic-nodes", type=int, default=4096,

@@ -222,7 +222,7 @@ def plot(records: list[dict], datasets: list[str], path: Path) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p = harness.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--root", required=True, help="directory holding Cora/ and CiteSeer/")
     p.add_argument("--datasets", default="Cora,CiteSeer")
     p.add_argument("--cells", default=DEFAULT_CELLS, help="comma-separated cells, in order")

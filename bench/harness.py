@@ -10,6 +10,7 @@ bench/results/NAME.{json,md} atomically.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
@@ -20,10 +21,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 RESULTS = Path(os.environ.get("EDGEGCL_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
 """Where results go: bench/results/, or ``$EDGEGCL_BENCH_RESULTS`` (a trial run's own folder)."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """A benchmark's flags: a bad one is one line and exit code 2, as edgegcl's commands do
+    (argparse's own error prints the usage too)."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def stamp() -> str:
@@ -132,6 +142,12 @@ def train(args: Sequence[str], out: Path, root: str | None = None,
                           stdout=None if show else subprocess.DEVNULL,
                           stderr=None if show else subprocess.PIPE)
     wall = time.perf_counter() - t0
+    if proc.returncode == 2:  # the command refused its input in one line: say it so
+        from edgegcl.errors import UsageError
+
+        said = ("its line is above" if show else
+                ((proc.stderr or "").strip().splitlines() or ["no line"])[-1])
+        raise UsageError(f"{shown(cmd, root, out)} refused its input ({said})")
     if proc.returncode != 0:
         tail = "" if show else "\n".join((proc.stderr or "").splitlines()[-5:])
         raise RuntimeError(f"{shown(cmd, root, out)} exited {proc.returncode}\n{tail}")

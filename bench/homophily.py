@@ -68,7 +68,7 @@ def report(res: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.homophily", description=__doc__.split(
+    p = harness.ArgumentParser(prog="python -m bench.homophily", description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--root", help="datasets folder (PyG's raw files) for graphs given by name")
     p.add_argument("--files", help="folder of .npz graph files (the heterophilous-graph "

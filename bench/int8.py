@@ -191,7 +191,7 @@ def markdown(results: list[dict[str, Any]], res: dict[str, Any], tag: str) -> st
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(prog="bench.int8", description=__doc__.splitlines()[0])
+    p = harness.ArgumentParser(prog="bench.int8", description=__doc__.splitlines()[0])
     p.add_argument("--root", default="", help="datasets root")
     p.add_argument("--run", action="append", required=True, metavar="DATASET=RUN_DIR",
                    help="a dataset and the run directory of an encoder trained on it")

@@ -37,7 +37,7 @@ def stop(history: list[dict[str, Any]], patience: int | None) -> dict[str, Any]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p = harness.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--root", default=None)
     p.add_argument("--datasets", default="synthetic,Cora,CiteSeer")
     p.add_argument("--seeds", type=int, default=5)

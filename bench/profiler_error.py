@@ -63,7 +63,7 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace, res: dict[str, 
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p = harness.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--root", default="")
     p.add_argument("--dataset", default="Cora")
     p.add_argument("--profile", default="cpu")

@@ -75,7 +75,7 @@ def purity_rows(name: str, sims: torch.Tensor, ratios: dict[str, float]) -> list
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = harness.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", required=True, help="directory holding Cora/")
     ap.add_argument("--out", default=str(harness.RESULTS / "purity.md"))
     args = ap.parse_args()

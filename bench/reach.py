@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p = harness.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--root", required=True)
     p.add_argument("--dataset", default="Cora")
     p.add_argument("--theta-max", default="0.5")

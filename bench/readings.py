@@ -33,7 +33,7 @@ VARIANTS = {"default": {}, "fixed_half=run": {"fixed_half": "run"},
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", required=True)
     p.add_argument("--datasets", default="Cora")
     p.add_argument("--config", default=None, help="a config file or preset as the base")

@@ -81,7 +81,7 @@ def child(nodes: int, task: str = "node", encoder: str = "gcn") -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="10000,100000,1000000")
     p.add_argument("--task", choices=("node", "link"), default="node",
                    help="what the run evaluates (edgegcl train --task)")

@@ -39,7 +39,7 @@ def one_round(loader, batches: int) -> tuple[float, int, int]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nodes", type=int, default=100_000)
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--batches", type=int, default=40, help="batches per timed round")

@@ -118,7 +118,7 @@ def live_tensor_peak(step: Callable[[], None]) -> int:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="10000,100000,1000000")
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--batches", type=int, default=30)

@@ -56,7 +56,7 @@ def summary(runs: list[dict], key: str) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = harness.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", required=True, help="directory holding Cora/ and CiteSeer/")
     p.add_argument("--datasets", default="Cora,CiteSeer")
     p.add_argument("--seeds", type=int, default=3)

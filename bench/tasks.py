@@ -95,7 +95,7 @@ def report(res: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p = harness.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--root", default=None, help="datasets folder (PyG's raw files)")
     p.add_argument("--files", default=None, help="folder of the .npz graphs")
     p.add_argument("--graphs", default="Cora,CiteSeer")

@@ -168,3 +168,20 @@ def test_budget_cost_refuses_a_per_seed_encoder_before_measuring(
     with pytest.raises(SystemExit, match="--flags encoder=gcn"):
         budget_cost.main()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_python_m_bench_with_bad_arguments_is_one_line(capsys: pytest.CaptureFixture,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    """A bad flag, or a graph the run refuses, ends `python -m bench NAME` in one line and
+    exit code 2 (no traceback)."""
+    from bench.__main__ import main
+
+    monkeypatch.setattr(sys, "argv", sys.argv)
+    with pytest.raises(SystemExit) as stop:
+        main(["hardness", "--seeds", "abc"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and "--seeds" in err
+    assert main(["homophily", "--files", str(tmp_path), "--graphs", "nosuch.npz"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not exist" in err and "Traceback" not in err
