@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import threading
 import time
 from types import TracebackType
 
 import psutil
 import torch
+
+from edgegcl.errors import UsageError
 
 _LIBC_NAME = ctypes.util.find_library("c")
 _LIBC = ctypes.CDLL(_LIBC_NAME) if _LIBC_NAME else None
@@ -34,7 +37,7 @@ def memory_limit() -> int:
     RLIMIT_AS: what this process may still map)."""
     free = int(psutil.virtual_memory().available)
     try:
-        import resource
+        import resource  # Unix only: elsewhere there is no such limit to read
 
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     except (ImportError, OSError, ValueError):  # no such limit on this system
@@ -47,8 +50,6 @@ def memory_limit() -> int:
 def check_allocation(nbytes: float, what: str, fix: str) -> None:
     """One UsageError line when ``nbytes`` (what ``what`` would take) exceeds the memory
     available now, before anything is allocated, instead of an allocator's traceback."""
-    from edgegcl.errors import UsageError
-
     free = memory_limit()
     if not nbytes <= free:  # NaN and inf too
         raise UsageError(f"{what} would take {nbytes / 2**30:.3g} GiB, more than the "
@@ -85,8 +86,6 @@ def reuse_freed_memory() -> bool:
     ``edgegcl train`` and ``edgegcl profile``; returns whether the settings took effect (not
     on other C libraries, or with ``EDGEGCL_MALLOC=system``).
     """
-    import os
-
     if _LIBC is None or not hasattr(_LIBC, "mallopt") or os.environ.get(KEEP_HEAP_ENV) == "system":
         return False
     return bool(_LIBC.mallopt(_M_MMAP_MAX, 0)) and bool(

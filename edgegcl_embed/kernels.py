@@ -137,7 +137,7 @@ def one_shot_kernel(kernel: str, work: int) -> str:
 def _numba_kernels() -> dict[str, Callable[..., Any]]:
     """The compiled kernels, built (or loaded from numba's disk cache) on first use."""
     if not _compiled:
-        import numba
+        import numba  # optional: scipy's kernel runs without it
 
         @numba.njit(nogil=True, cache=True)
         def csr_rows_times_dense(data: Any, indices: Any, indptr: Any, lo: int, hi: int,

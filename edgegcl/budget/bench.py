@@ -38,6 +38,7 @@ from edgegcl.errors import UsageError
 from edgegcl.progress import Progress
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.placement import resolve_mode
+from edgegcl_embed.files import replacing
 
 THETAS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0)
 """The budgets measured unless others are asked for."""
@@ -275,7 +276,7 @@ def table_csv(table: BudgetTable) -> str:
 
 
 def _plot(table: BudgetTable, path: Path) -> None:
-    import matplotlib
+    import matplotlib  # optional (the plot extra): checked before the job measures
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -307,8 +308,6 @@ def _plot(table: BudgetTable, path: Path) -> None:
 
 def write_budgets(table: BudgetTable, out: Path) -> list[Path]:
     """``FILES`` into the directory ``out``, each written atomically; their paths."""
-    from edgegcl_embed.files import replacing
-
     paths = [out / name for name in FILES]
     with replacing(paths, UsageError, "free space or choose another --out") as (md, cs, png):
         md.write_text(table_markdown(table))

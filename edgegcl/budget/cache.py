@@ -30,13 +30,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from edgegcl import __version__
 from edgegcl.budget.search import Cost
 from edgegcl.errors import UsageError, first_line
+from edgegcl.training.state import write_atomic
 from edgegcl_embed.files import open_checked
 
 if TYPE_CHECKING:
-    import torch
     from torch_geometric.data import Data
 
     from edgegcl.training.config import TrainConfig
@@ -79,8 +81,6 @@ def cpu_model() -> str:
 
 def device_key(device: torch.device) -> dict[str, Any]:
     """What makes one machine's measurements another's: see the module docstring."""
-    import torch
-
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
     return {"kind": device.type, "name": name, "cores": os.cpu_count(),
             "threads": torch.get_num_threads(), "torch": torch.__version__,
@@ -89,8 +89,6 @@ def device_key(device: torch.device) -> dict[str, Any]:
 
 def graph_digest(data: Data) -> str:
     """A digest of the graph's features and edges (their layout, shapes and values)."""
-    import torch
-
     h = hashlib.blake2b(digest_size=16)
     x = data.x
     if x.layout == torch.sparse_csr:
@@ -178,8 +176,6 @@ class ProfileCache:
         self._costs[(batch_size, round(theta, 6), logits)] = cost
         if not self._writable:
             return
-        from edgegcl.training.state import write_atomic
-
         body = {"format": FORMAT, "version": VERSION, "key": self.key,
                 "costs": [{"batch_size": b, "theta": t, "logits": p, "epoch_s": c.epoch_s,
                            "peak_bytes": c.peak_bytes, "phases": [list(ph) for ph in c.phases]}

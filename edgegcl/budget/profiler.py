@@ -48,6 +48,9 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from edgegcl.contrast.module import ScheduledContrast
+from edgegcl.contrast.negatives import num_candidates
+from edgegcl.contrast.pairs import choose_logits
 from edgegcl.contrast.scheduler import scheduler_class
 from edgegcl.nn.augment import as_features
 from edgegcl.nn.config import AUTO
@@ -262,10 +265,6 @@ def auto_logits(data: Data, cfg: TrainConfig, theta: float,
     ``measure_theta`` holds (``eta``, default ``reachable_eta``), for a step of the run's
     anchors (the graph, or a batch): what a run without ``--auto-budget`` trains on there
     (edgegcl.contrast.pairs.choose_logits)."""
-    from edgegcl.contrast.module import ScheduledContrast
-    from edgegcl.contrast.negatives import num_candidates
-    from edgegcl.contrast.pairs import choose_logits
-
     cfg = cfg.replace(schedule={"theta_max": theta})
     mode = resolve_mode(cfg.run.mode, data.num_nodes)
     anchors = data.num_nodes if mode == "full" else min(cfg.run.batch_size, data.num_nodes)

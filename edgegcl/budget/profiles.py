@@ -171,7 +171,7 @@ def _is_number(value: Any) -> bool:
 
 def check_device_present(profile: DeviceProfile) -> None:
     """Raise a one-line ``UsageError`` when the profile's device is not usable from this torch."""
-    import torch
+    import torch  # profiles load without torch (edgegcl profiles, the plan); a device needs it
 
     if profile.device != "cuda" or torch.cuda.is_available():
         return
@@ -190,7 +190,7 @@ def memory_budget_bytes(profile: DeviceProfile, device: torch.device | None = No
     or ``torch.cuda.mem_get_info``), so call it where the profiler takes its memory baseline.
     ``device`` picks the GPU of a cuda profile (default: the current one).
     """
-    import torch
+    import torch  # profiles load without torch (edgegcl profiles, the plan)
 
     check_device_present(profile)
     if profile.device == "cuda":

@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type[argparse.Argu
 
 
 def _options(p: argparse.ArgumentParser) -> None:
-    from edgegcl.budget.bench import THETAS
+    from edgegcl.budget.bench import THETAS  # lazy: loaded when `bench` is named
 
     p.add_argument("--thetas", default=",".join(f"{t:g}" for t in THETAS),
                    help="the theta_max values to measure, comma-separated (default: %(default)s)")
@@ -59,7 +59,7 @@ def _thetas(text: str) -> list[float]:
 
 
 def _cmd_budgets(args: argparse.Namespace) -> int:
-    from edgegcl.jobs.budgets import bench_budgets
+    from edgegcl.jobs.budgets import bench_budgets  # lazy: the command named loads alone
 
     paths = bench_budgets(args.out, args.config, settings=config_settings(args),
                           thetas=_thetas(args.thetas), repeats=args.repeats, force=args.force,

@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _options(p: argparse.ArgumentParser) -> None:
-    from edgegcl.onnx.opset import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
+    from edgegcl.onnx.opset import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET  # lazy: `export` named
 
     p.add_argument("out", metavar="OUT.onnx", help="the model file to write")
     source = p.add_mutually_exclusive_group()
@@ -59,7 +59,7 @@ def _options(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from edgegcl.jobs.export import export
+    from edgegcl.jobs.export import export  # lazy: the command named loads alone
 
     try:
         lines = export(args.out, run=args.run, checkpoint=args.checkpoint, graph=args.graph,

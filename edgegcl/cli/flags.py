@@ -10,6 +10,7 @@ import argparse
 
 def add_config_flags(p: argparse.ArgumentParser) -> None:
     """``--config`` and one flag per option of every section (flags win over the file)."""
+    # lazy: every section loads only when a command that takes the flags is named (start-up)
     from edgegcl.config import flag, section_fields
     from edgegcl.contrast.scheduler import scheduler_names
     from edgegcl.training.config import SECTIONS, TrainConfig, option_text
@@ -43,6 +44,6 @@ def add_budget_flags(p: argparse.ArgumentParser) -> None:
 
 def config_settings(args: argparse.Namespace) -> dict[str, object]:
     """The config options the user gave as flags, by name (the settings of a job)."""
-    from edgegcl.training.config import FIELDS
+    from edgegcl.training.config import FIELDS  # lazy: as above
 
     return {name: getattr(args, name) for name in FIELDS if getattr(args, name, None) is not None}

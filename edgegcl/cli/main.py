@@ -64,8 +64,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 
 def _train_options(p: argparse.ArgumentParser) -> None:
-    from edgegcl.training.logger import LOGGERS
-    from edgegcl.training.config import RESUMABLE
+    from edgegcl.training.logger import LOGGERS  # lazy: loaded when `train` is named (start-up)
+    from edgegcl.training.config import RESUMABLE  # lazy: the same
 
     p.add_argument("--profile", metavar="NAME|FILE.toml",
                    help="device profile (see 'edgegcl profiles'): trains on its device")
@@ -108,13 +108,13 @@ def _profile_options(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from edgegcl.cli.train import train_command
+    from edgegcl.cli.train import train_command  # lazy: the command named loads alone
 
     return train_command(args)
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from edgegcl.jobs.profile import profile
+    from edgegcl.jobs.profile import profile  # lazy: the command named loads alone
 
     profile(args.config, profile=args.profile, settings=config_settings(args),
             target_epoch_s=args.target_epoch_s, memory_gib=args.memory_gib,
@@ -135,7 +135,7 @@ def _add_plot(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from edgegcl.training.curves import plot_run
+    from edgegcl.training.curves import plot_run  # lazy: the command named loads alone
 
     print(plot_run(args.run_dir, args.out, args.force))
     return 0
@@ -162,6 +162,7 @@ def _negative_values(argv: Sequence[str]) -> list[str]:
 
 def _parser() -> _Parser:
     """The whole command line; the subcommands' options are added when one is parsed."""
+    # lazy: `edgegcl --version` answers before these load (bench/results/cli-latency.md)
     from edgegcl.budget.profiles import add_profiles_parser
     from edgegcl.cli.bench import add_parser as add_bench_parser
     from edgegcl.cli.export import add_parser as add_export_parser
@@ -182,7 +183,7 @@ def _os_error_line(exc: OSError) -> str | None:
     """One line for an OSError a user's path caused (a name too long, a loop of links), or
     None for one that is a bug."""
     if exc.errno in (errno.ENAMETOOLONG, errno.ELOOP, errno.ENOTDIR):
-        from edgegcl_embed.errors import shown
+        from edgegcl_embed.errors import shown  # lazy: only on this error's way out
 
         name = f" {shown(str(exc.filename), 80)}" if exc.filename else ""
         return f"the path{name} cannot be used ({exc.strerror}); pass a shorter or plain path"

@@ -16,7 +16,7 @@ from edgegcl.jobs.ranks import world_size
 
 def train_command(args: argparse.Namespace) -> int:
     """``edgegcl train`` with its parsed ``args``; the exit code."""
-    from edgegcl.jobs.train import train
+    from edgegcl.jobs.train import train  # lazy: `edgegcl train --help` answers without it
 
     torchrun = "torchrun ... -m edgegcl train"
     ranks = world_size() > 1

@@ -266,7 +266,7 @@ class _RawUnpickler(pickle._Unpickler):  # the Python unpickler: its BUILD can b
 def _check_raw(name: str, obj: Any) -> Any:
     """A Planetoid raw object whose shapes and indices fit dataset ``name``, else an error
     (raised before PyG densifies or indexes by it)."""
-    import scipy.sparse
+    import scipy.sparse  # only the Planetoid reader needs scipy here
 
     nodes, features, classes = PLANETOID_SHAPES[name]
     if isinstance(obj, dict):  # the graph: node -> neighbours
@@ -300,7 +300,7 @@ class _RawPickle:
 @contextmanager
 def _restricted_raw_pickles(name: str) -> Iterator[None]:
     """PyG's Planetoid reader unpickles with ``_RawPickle`` instead of ``pickle``."""
-    import torch_geometric.io.planetoid as planetoid
+    import torch_geometric.io.planetoid as planetoid  # loaded only to read Planetoid files
 
     real = planetoid.pickle
     _RawPickle.dataset = name

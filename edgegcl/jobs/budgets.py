@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 def check_out_dir(out: str | Path | None, force: bool) -> Path:
     """The results' directory, checked before anything is measured: named, its parent
     exists, nothing in it is overwritten unless ``force``."""
-    from edgegcl.budget.bench import FILES
+    from edgegcl.budget.bench import FILES  # torch loads with it: the job measures next
 
     if not out:
         raise UsageError(f"edgegcl bench budgets writes {', '.join(FILES)}: say where with "
@@ -46,8 +47,6 @@ def check_out_dir(out: str | Path | None, force: bool) -> Path:
 def _check_writable(folder: Path) -> None:
     """One line, before minutes of measuring, when ``folder`` takes no new file (read-only,
     full, not ours): a file is created there exclusively and removed."""
-    import tempfile
-
     try:
         fd, probe = tempfile.mkstemp(prefix=".edgegcl-probe-", dir=folder)
     except OSError as exc:
@@ -72,7 +71,7 @@ def bench_budgets(out: str | Path, config: TrainConfig | str | Path | None = Non
         >>> edgegcl.bench_budgets("budgets-cora", settings={"dataset": "cora"},
         ...                       thetas=[0.1, 1.0])  # doctest: +SKIP
     """
-    from edgegcl.budget.bench import THETAS
+    from edgegcl.budget.bench import THETAS  # torch loads with it: the job measures next
 
     if thetas is not None and (not isinstance(thetas, Sequence) or isinstance(thetas, str) or
                                not all(isinstance(t, (int, float)) and not isinstance(t, bool)

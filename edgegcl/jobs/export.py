@@ -9,6 +9,8 @@ from pathlib import Path
 
 from edgegcl.errors import UsageError
 from edgegcl.jobs.arguments import callable_argument, flag_argument, path_argument
+from edgegcl.trust import allow_encoder
+from edgegcl_embed.files import refuse_inputs_as_outputs, refuse_planted_links, run_files
 from edgegcl.onnx.opset import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
 
 RUNS_DIR = Path("runs")
@@ -33,8 +35,6 @@ def checkpoint_path(run: str | Path | None = None, checkpoint: str | Path | None
     run_dir = Path(run) if run is not None else latest_run()
     if run is None:
         log(f"exporting the most recent run, {run_dir} (choose another with --run)")
-    from edgegcl_embed.files import refuse_planted_links
-
     refuse_planted_links(run_dir, UsageError)
     if not (run_dir / "checkpoint.pt").is_file():
         raise UsageError(f"{run_dir} has no checkpoint.pt; pass a run directory written by "
@@ -81,12 +81,12 @@ def export(out: str | Path, *, run: str | Path | None = None,
     if quantize not in (None, "int8"):
         raise UsageError(f"quantize must be None or 'int8' (the one quantisation edgegcl "
                          f"writes), got {str(quantize)[:40]!r}")
+    # torch and onnx load here, once the arguments are checked: `edgegcl export --help` and
+    # its refusals answer without them (tests/test_cli_startup.py)
     from edgegcl.data.identity import (GRAPH_FILE, PYTHON, check_identity, recorded_source,
                                        same_graph)
     from edgegcl.onnx.export import ExportPlan, export_checkpoint, training_graph
     from edgegcl.training.checkpoint import load_checkpoint
-    from edgegcl.trust import allow_encoder
-    from edgegcl_embed.files import refuse_inputs_as_outputs, run_files
 
     plan = ExportPlan(Path(out), quantize, Path(graph_out) if graph_out else None, force)
     plan.paths()  # refused before any work

@@ -14,13 +14,10 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from edgegcl.data.config import canonical_name
 from edgegcl.errors import UsageError
-
-if TYPE_CHECKING:
-    from edgegcl.training.lock import RunLock
-
+from edgegcl.training.lock import LOCK_NAME, RunLock
 
 WRITTEN = re.compile(r"config\.toml|profile\.json|metrics\.json|checkpoint\.pt|seed-\d+|"
                      r"graph\.json|node_ids\.txt|\.edgegcl\.lock|\..+\.\d+\.[0-9a-f]+\.tmp")
@@ -31,8 +28,6 @@ these and nothing else."""
 def run_name(dataset: str) -> str:
     """A run directory's name for ``dataset``: the benchmark's canonical spelling (``cora``
     -> Cora), ``synthetic``, or a graph file's name without its suffix."""
-    from edgegcl.data.config import canonical_name
-
     if dataset.strip().lower() == "synthetic":
         return "synthetic"
     return canonical_name(dataset) or Path(dataset).stem
@@ -97,8 +92,6 @@ def prepare_run_dir(out: str, name: str) -> RunLock:
     run_dir``): ``out``, or ``runs/NAME-TIMESTAMP`` (``-2``, ``-3``... when a run started in
     the same second has it); an existing non-empty one is never written, nor one another
     process holds."""
-    from edgegcl.training.lock import LOCK_NAME, RunLock
-
     stamp = time.strftime("%Y%m%d-%H%M%S")
     path = Path(out) if out else _unique(Path("runs") / f"{name}-{stamp}")
 

@@ -20,6 +20,7 @@ from edgegcl.errors import UsageError, first_line
 from edgegcl.nn.encoders import load_encoder
 from edgegcl.nn.config import AUTO
 from edgegcl.nn.family import build_encoder
+from edgegcl.training.state import config_hash, load_tensors, save_atomic
 from edgegcl.trust import check_named
 
 FORMAT = "edgegcl-checkpoint-1"
@@ -29,8 +30,6 @@ def save_checkpoint(path: Path, encoder_state: dict[str, Tensor], cfg: TrainConf
                     seed: int, epoch: int) -> None:
     """Write encoder weights + config (+ provenance) to ``path`` (atomically). ``cfg`` names
     the encoder trained (``auto`` is resolved first: ``TrainConfig.with_encoder``)."""
-    from edgegcl.training.state import config_hash, save_atomic
-
     if cfg.model.encoder == AUTO:
         raise ValueError("a checkpoint records the encoder trained, not 'auto': save it with "
                          "cfg.with_encoder(name)")
@@ -74,8 +73,6 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     """Read a checkpoint written by ``save_checkpoint``; anything else is a usage error."""
     p = Path(path)
     fix = "pass a checkpoint.pt written by edgegcl train"
-    from edgegcl.training.state import load_tensors
-
     try:
         raw = load_tensors(p, "checkpoint", fix)
     except UsageError:

@@ -115,7 +115,7 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None, force: bool = F
     refuse_inputs_as_outputs([target], inputs, UsageError)  # the run's files, --force or not
     curves = {path: _read(path) for path in files}  # every file checked before drawing any
     try:
-        import matplotlib
+        import matplotlib  # optional (the plot extra); the CLI's plot answers without torch
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:

@@ -14,6 +14,7 @@ directory. Without torchrun (``WORLD_SIZE`` unset or 1) none of this is used.
 from __future__ import annotations
 
 import os
+import warnings
 import socket
 import sys
 import tempfile
@@ -76,8 +77,7 @@ class World:
         gradient back to each rank's own rows; local negatives: ``h1, h2`` unchanged."""
         if self.negatives != "global":
             return h1, h2
-        import warnings
-
+        # global negatives only: torch.distributed.nn loads its autograd collectives here
         from torch.distributed.nn.functional import all_gather
 
         with _naming_failures(self), warnings.catch_warnings():

@@ -119,7 +119,7 @@ class Trainer:
                            unfixed=unfixed, device=self.device)
         self.net: nn.Module = self.model
         if world is not None:
-            from torch.nn.parallel import DistributedDataParallel
+            from torch.nn.parallel import DistributedDataParallel  # torchrun only
 
             # both views' encoder passes run through the wrapper; the head's gradients are
             # averaged by the same hooks

@@ -121,6 +121,7 @@ class _Appended(Hook):
         raise NotImplementedError
 
     def seed_start(self, seed: SeedRun) -> None:
+        # lazy: this module stays torch-free (the CLI's logger imports it); state loads torch
         from edgegcl.training.state import guard_writes, write_atomic
 
         if not seed.main:
@@ -132,7 +133,7 @@ class _Appended(Hook):
             self.fh = path.open("a")
 
     def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
-        from edgegcl.training.state import guard_writes
+        from edgegcl.training.state import guard_writes  # lazy: as in seed_start
 
         if self.fh is not None:
             with guard_writes(seed.run_dir / self.name):
@@ -140,7 +141,7 @@ class _Appended(Hook):
                 self.fh.flush()
 
     def seed_end(self, seed: SeedRun) -> None:
-        from edgegcl.training.state import guard_writes
+        from edgegcl.training.state import guard_writes  # lazy: as in seed_start
 
         if self.fh is not None:
             fh, self.fh = self.fh, None

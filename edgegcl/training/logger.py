@@ -55,7 +55,7 @@ class TensorBoardLogger(Hook):
         step = int(row["epoch"])  # type: ignore[call-overload]
         writer = self._writers.get(seed_dir)
         if writer is None:
-            from torch.utils.tensorboard import SummaryWriter
+            from torch.utils.tensorboard import SummaryWriter  # optional: the tensorboard extra
 
             writer = SummaryWriter(str(seed_dir), purge_step=step if step > 1 else None)
             self._writers[seed_dir] = writer

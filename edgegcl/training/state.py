@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from edgegcl.config import to_toml
+from edgegcl.memory import memory_limit
 from edgegcl.training.config import FIELDS, RESUMABLE, TrainConfig
 from edgegcl.errors import UsageError
 from edgegcl_embed.errors import shown
@@ -112,7 +113,6 @@ def load_tensors(path: Path, what: str, fix: str) -> Any:
     """``torch.load(weights_only=True)`` of a regular file no larger than the memory available
     (a FIFO, device or oversized file is one UsageError line naming ``what``); torch's own
     errors for a damaged file pass through for the caller to name."""
-    from edgegcl.memory import memory_limit
 
     with open_regular(path, what, fix, memory_limit(), UsageError) as fh, \
             warnings.catch_warnings():
