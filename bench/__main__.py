@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import bench
+from bench import harness
 from edgegcl.errors import UsageError
 from edgegcl_embed.errors import InputError
 
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name, rest = args[0].replace("-", "_"), args[1:]
     if name not in known:
-        print(f"python -m bench: no benchmark {args[0]!r}; 'python -m bench' lists them",
+        print(f"python -m bench: error: no benchmark {args[0]!r}; 'python -m bench' lists them",
               file=sys.stderr)
         return 2
     sys.argv = [f"python -m bench {name}", *rest]
@@ -50,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         result = importlib.import_module(f"bench.{name}").main()
     except (UsageError, InputError) as exc:  # a bad graph, root or option: one line
         print(f"python -m bench {name}: error: {exc}", file=sys.stderr)
+        return 2
+    except harness.Refused:  # the command it ran said why, in its one line
         return 2
     return int(result or 0)
 

@@ -27,6 +27,11 @@ RESULTS = Path(os.environ.get("EDGEGCL_BENCH_RESULTS") or Path(__file__).resolve
 """Where results go: bench/results/, or ``$EDGEGCL_BENCH_RESULTS`` (a trial run's own folder)."""
 
 
+class Refused(Exception):
+    """An ``edgegcl`` command a benchmark ran refused its input, and its one line is already
+    on the terminal: the benchmark ends with exit code 2 and says nothing more."""
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """A benchmark's flags: a bad one is one line and exit code 2, as edgegcl's commands do
     (argparse's own error prints the usage too)."""
@@ -142,11 +147,12 @@ def train(args: Sequence[str], out: Path, root: str | None = None,
                           stdout=None if show else subprocess.DEVNULL,
                           stderr=None if show else subprocess.PIPE)
     wall = time.perf_counter() - t0
-    if proc.returncode == 2:  # the command refused its input in one line: say it so
+    if proc.returncode == 2:  # the command refused its input in one line
+        if show:
+            raise Refused(shown(cmd, root, out))  # its line is on the terminal already
         from edgegcl.errors import UsageError
 
-        said = ("its line is above" if show else
-                ((proc.stderr or "").strip().splitlines() or ["no line"])[-1])
+        said = ((proc.stderr or "").strip().splitlines() or ["no line"])[-1]
         raise UsageError(f"{shown(cmd, root, out)} refused its input ({said})")
     if proc.returncode != 0:
         tail = "" if show else "\n".join((proc.stderr or "").splitlines()[-5:])

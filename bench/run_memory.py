@@ -80,9 +80,21 @@ def child(nodes: int, task: str = "node", encoder: str = "gcn") -> dict:
             "encoder": seed.get("encoder", encoder), "choice": seed.get("encoder_choice")}
 
 
+def _sizes(text: str) -> list[int]:
+    """``--sizes``: node counts, each 100..10^8 (argparse says what is wrong in one line)."""
+    try:
+        sizes = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not comma-separated integers: {text[:40]!r}") from None
+    if not sizes or not all(100 <= n <= 10**8 for n in sizes):
+        raise argparse.ArgumentTypeError("each size must be in 100..100000000")
+    return sizes
+
+
 def main() -> None:
     p = harness.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sizes", default="10000,100000,1000000")
+    p.add_argument("--sizes", default="10000,100000,1000000", type=_sizes,
+                   help="comma-separated node counts, each 100..100000000")
     p.add_argument("--task", choices=("node", "link"), default="node",
                    help="what the run evaluates (edgegcl train --task)")
     p.add_argument("--encoder", choices=("auto", "gcn", "ego", "poly"), default="auto",
@@ -103,7 +115,7 @@ def main() -> None:
 
     res_ = harness.record("run_memory", sys.argv[1:])
     rows = []
-    for n in (int(s) for s in args.sizes.split(",")):
+    for n in args.sizes:
         cmd = [sys.executable, "-m", "bench.run_memory", "--child", str(n), "--task", args.task,
                "--encoder", args.encoder]
         res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True

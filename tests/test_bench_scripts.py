@@ -185,3 +185,9 @@ def test_python_m_bench_with_bad_arguments_is_one_line(capsys: pytest.CaptureFix
     assert main(["homophily", "--files", str(tmp_path), "--graphs", "nosuch.npz"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "does not exist" in err and "Traceback" not in err
+    with pytest.raises(SystemExit) as stop:
+        main(["run_memory", "--sizes", "abc"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and "not comma-separated" in err
+    assert main(["nosuch"]) == 2
+    assert capsys.readouterr().err.startswith("python -m bench: error: no benchmark")
