@@ -304,6 +304,10 @@ def load_values(path: str | Path, config: type) -> dict[str, Any]:
                                      + (f"; it belongs in [{home}]" if home else
                                         f"; its keys are {', '.join(keys)}"))
                 values[name] = v
+        elif isinstance(value, dict):  # a table of its own, whatever keys share its name
+            name = key[:40] if key.isprintable() else repr(key[:40])
+            raise UsageError(f"config file {p}: [{name}] is not a table of a run; "
+                             f"the tables are {', '.join('[' + t + ']' for t in tables)}")
         elif key in owner:
             raise UsageError(f"config file {p}: key {key!r} sits outside any table; it "
                              f"belongs in [{owner[key]}] (a run's config.toml shows the "

@@ -131,6 +131,14 @@ def test_load_toml_unknown_key(tmp_path: Path) -> None:
     assert "thetamax" in message
 
 
+def test_an_unknown_table_named_like_a_key_says_it_is_a_table(tmp_path: Path) -> None:
+    """[scheduler] (a key of [schedule], not a table) is refused as a table, not as a key
+    outside any table."""
+    path = _write(tmp_path, "[scheduler]\ntheta_max = 0.3\n")
+    message = _usage_error(load_toml, path)
+    assert "[scheduler] is not a table of a run; the tables are" in message
+
+
 def test_load_toml_unknown_table(tmp_path: Path) -> None:
     path = _write(tmp_path, "[train]\nepochs = 3\n")
     assert "train" in _usage_error(load_toml, path)
