@@ -4,7 +4,8 @@ For each graph: the adjusted homophily of all its edges (Platonov et al. 2023) a
 of the edges between that seed's training and validation nodes (its random 10/10/80 split, the
 nodes the search would read), with the lower bound the run compares with
 ``HOMOPHILY_THRESHOLD`` (the estimate less two standard errors). A seed whose bound reaches the
-threshold trains the GCN without a search (edgegcl.training.choice). Seconds per graph: no
+threshold trains the GCN without a search (edgegcl.training.choice). Beside them, the
+majority-class rate of the seeds' test nodes, what a micro-F1 must beat. Seconds per graph: no
 training.
 
     python -m bench.homophily --root ROOT --graphs Cora,CiteSeer
@@ -26,6 +27,7 @@ def measure(graph: str, root: str | None, files: str | None, seeds: int) -> dict
 
     from edgegcl.data import load_graph
     from edgegcl.data.homophily import adjusted_homophily
+    from edgegcl.evaluation.metrics import majority_rate
     from edgegcl.evaluation.probe import random_split
     from edgegcl.training.choice import HOMOPHILY_THRESHOLD
 
@@ -38,7 +40,8 @@ def measure(graph: str, root: str | None, files: str | None, seeds: int) -> dict
         bound = None if found is None else found.value - 2 * found.standard_error
         per_seed.append({"value": None if found is None else found.value,
                          "edges": 0 if found is None else found.edges, "bound": bound,
-                         "skips_search": bound is not None and bound >= HOMOPHILY_THRESHOLD})
+                         "skips_search": bound is not None and bound >= HOMOPHILY_THRESHOLD,
+                         "majority": majority_rate(data.y[split.test])})
     return {"nodes": data.num_nodes, "edges": int(data.edge_index.size(1)),
             "whole": None if whole is None else whole.value, "seeds": per_seed}
 
@@ -55,15 +58,18 @@ def report(res: dict[str, Any]) -> str:
              "for edges inside them, whatever the class balance. Per seed: the edges between "
              "its training and validation nodes (random 10/10/80 split), with the lower bound "
              f"(estimate - 2 standard errors) that must reach {HOMOPHILY_THRESHOLD} for the "
-             "run to skip its search.", "",
+             "run to skip its search. Beside them, the majority class's share of each seed's "
+             "test nodes: the micro-F1 of always predicting it (mean over the seeds).", "",
              "| graph | nodes | edges | whole graph | per seed: estimate / lower bound (edges) "
-             "| seeds without a search |", "|---|---|---|---|---|---|"]
+             "| seeds without a search | majority class on test nodes |",
+             "|---|---|---|---|---|---|---|"]
     for graph, cell in res["cells"].items():
         seeds = "; ".join(f"{number(s['value'])} / {number(s['bound'])} ({s['edges']})"
                           for s in cell["seeds"])
         skipped = sum(s["skips_search"] for s in cell["seeds"])
+        majority = sum(s["majority"] for s in cell["seeds"]) / len(cell["seeds"])
         lines.append(f"| {graph} | {cell['nodes']} | {cell['edges']} | {number(cell['whole'])} "
-                     f"| {seeds} | {skipped} of {len(cell['seeds'])} |")
+                     f"| {seeds} | {skipped} of {len(cell['seeds'])} | {majority:.2f} |")
     return "\n".join(lines) + "\n"
 
 

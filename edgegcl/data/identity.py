@@ -88,30 +88,28 @@ def read_identity(run_dir: Path) -> dict[str, Any] | None:
     return record
 
 
-def check_identity(run_dir: Path, data: Data, what: str, fix: str) -> None:
-    """One UsageError line when ``data`` is not the graph RUN_DIR trained on (its record
-    names another size or content); nothing when the run has no record. ``what`` says what
-    the caller was about to do with it, ``fix`` how to get the right graph."""
-    record = read_identity(run_dir)
+def differs(record: dict[str, Any], data: Data) -> str | None:
+    """What sets ``data`` apart from the graph ``record`` names ("its size", "its content"),
+    or None when it is that graph."""
+    found = identity(data, record["source"])
+    if found == record:
+        return None
+    return ("its size" if (found["nodes"], found["edges"], found["features"]) !=
+            (record["nodes"], record["edges"], record["features"]) else "its content")
+
+
+def check_identity(run_dir: Path, data: Data, what: str, fix: str,
+                   record: dict[str, Any] | None = None) -> None:
+    """One UsageError line when ``data`` is not the graph RUN_DIR trained on (its record, read
+    here unless given, names another size or content); nothing when the run has no record.
+    ``what`` says what the caller was about to do with it, ``fix`` how to get the right
+    graph."""
+    record = read_identity(run_dir) if record is None else record
     if record is None:
         return
-    found = identity(data, record["source"])
-    if found != record:
-        differs = ("its size" if (found["nodes"], found["edges"], found["features"]) !=
-                   (record["nodes"], record["edges"], record["features"]) else "its content")
-        raise UsageError(f"{what}: the graph is not the one {run_dir} trained on ({differs} "
+    differing = differs(record, data)
+    if differing is not None:
+        raise UsageError(f"{what}: the graph is not the one {run_dir} trained on ({differing} "
                          f"differs from {shown(record['source'], 80)}'s: {record['nodes']} "
                          f"nodes, {record['edges']} edges, sha256 {record['sha256'][:12]}...); "
                          f"{fix}")
-
-
-def same_graph(run_dir: Path, data: Data) -> bool:
-    """Whether ``data`` is the graph RUN_DIR's record names (False without a record)."""
-    record = read_identity(run_dir)
-    return record is not None and identity(data, record["source"]) == record
-
-
-def recorded_source(run_dir: Path) -> str | None:
-    """The source RUN_DIR's record names, or None without a record."""
-    record = read_identity(run_dir)
-    return None if record is None else record["source"]

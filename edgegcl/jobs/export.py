@@ -83,8 +83,8 @@ def export(out: str | Path, *, run: str | Path | None = None,
                          f"writes), got {str(quantize)[:40]!r}")
     # torch and onnx load here, once the arguments are checked: `edgegcl export --help` and
     # its refusals answer without them (tests/test_cli_startup.py)
-    from edgegcl.data.identity import (GRAPH_FILE, PYTHON, check_identity, recorded_source,
-                                       same_graph)
+    from edgegcl.data.identity import (GRAPH_FILE, PYTHON, check_identity, differs,
+                                       read_identity)
     from edgegcl.onnx.export import ExportPlan, export_checkpoint, training_graph
     from edgegcl.training.checkpoint import load_checkpoint
 
@@ -103,7 +103,8 @@ def export(out: str | Path, *, run: str | Path | None = None,
     # the run directory that records the checkpoint's graph: RUN_DIR or RUN_DIR/seed-K's
     run_dir = next((f for f in (path.parent, path.parent.parent) if (f / GRAPH_FILE).is_file()),
                    None)
-    python = graph is None and run_dir is not None and recorded_source(run_dir) == PYTHON
+    record = None if run_dir is None else read_identity(run_dir)
+    python = graph is None and record is not None and record["source"] == PYTHON
     asked = f"{run_dir} trained on {PYTHON}: save it as a graph file and pass it with --graph"
     try:
         data = training_graph(ckpt.config, graph, root=root, source=path, node_table=node_table)
@@ -111,9 +112,10 @@ def export(out: str | Path, *, run: str | Path | None = None,
         if not python:
             raise
         raise UsageError(asked) from None  # its configuration does not rebuild it
-    if python and not same_graph(run_dir, data):
+    if python and differs(record, data) is not None:  # type: ignore[arg-type]
         raise UsageError(asked)
     if run_dir is not None:  # the check against torch runs on the training graph, or not at all
-        check_identity(run_dir, data, "export", "pass the graph the run trained on with --graph")
+        check_identity(run_dir, data, "export", "pass the graph the run trained on with --graph",
+                       record)
     return export_checkpoint(ckpt, plan, data, opset, str(path), log=log)
 

@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 
 from edgegcl.data import load_recorded
-from edgegcl.data.identity import PYTHON, check_identity, recorded_source, same_graph
+from edgegcl.data.identity import PYTHON, check_identity, differs, read_identity
 from edgegcl.data.validation import validate_graph
 from edgegcl.errors import UsageError, first_line
 from edgegcl.nn.augment import as_features
@@ -71,11 +71,12 @@ class Run:
         UsageError line asking for the graph."""
         if isinstance(graph, Data):
             return validate_graph(graph)
-        source = recorded_source(self.path) if graph is None else ""
-        asked = (f"{self.path} records no training graph" if source is None else
-                 f"{self.path} trained on {PYTHON}") + (": pass the graph, run.embed(graph) "
-                                                         "(any graph with the same features)")
-        if source is None:
+        record = read_identity(self.path) if graph is None else None
+        python = record is not None and record["source"] == PYTHON
+        asked = (f"{self.path} trained on {PYTHON}" if graph is not None or record is not None
+                 else f"{self.path} records no training graph") + (
+                     ": pass the graph, run.embed(graph) (any graph with the same features)")
+        if graph is None and record is None:
             raise UsageError(asked)
         data = self.config.data
         try:
@@ -85,14 +86,14 @@ class Run:
                                   recorded_node_table=data.node_table,
                                   node_table_flag="node_table=")
         except UsageError:
-            if source != PYTHON:
+            if not python:
                 raise
             raise UsageError(asked) from None  # its configuration does not rebuild it
-        if source == PYTHON and not same_graph(self.path, found):
-            raise UsageError(asked)
-        if graph is None:
+        if record is not None:
+            if python and differs(record, found) is not None:
+                raise UsageError(asked)
             check_identity(self.path, found, "run.embed()", "pass the training graph: "
-                           "run.embed(graph)")
+                           "run.embed(graph)", record)
         return found
 
     def embed(self, graph: Data | str | Path | None = None, *, out: Tensor | None = None,
