@@ -34,6 +34,7 @@ import torch
 
 from edgegcl import __version__
 from edgegcl.budget.search import Cost
+from edgegcl.data.identity import feed
 from edgegcl.errors import UsageError, first_line
 from edgegcl.training.state import write_atomic
 from edgegcl_embed.files import open_checked
@@ -90,18 +91,8 @@ def device_key(device: torch.device) -> dict[str, Any]:
 def graph_digest(data: Data) -> str:
     """A digest of the graph's features and edges (their layout, shapes and values)."""
     h = hashlib.blake2b(digest_size=16)
-    x = data.x
-    if x.layout == torch.sparse_csr:
-        parts = [x.crow_indices(), x.col_indices(), x.values()]
-    elif x.is_sparse:
-        x = x.coalesce()
-        parts = [x.indices(), x.values()]
-    else:
-        parts = [x]
-    for t in [*parts, data.edge_index]:
-        t = t.detach().cpu().contiguous()
-        h.update(f"{t.dtype}{tuple(t.shape)}{x.layout};".encode())
-        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    feed(h, data.x)
+    feed(h, data.edge_index)
     return h.hexdigest()
 
 

@@ -32,26 +32,36 @@ _CHUNK = 1 << 24
 """Bytes of a tensor hashed at a time (a view of its storage, never a copy of all of it)."""
 
 
-def _digest(hasher: Any, tensor: Tensor | None) -> None:
-    """Feed ``tensor``'s dtype, shape and bytes (C order) to ``hasher``; None as a marker."""
+def feed(hasher: Any, tensor: Tensor | None) -> None:
+    """Feed ``tensor``'s layout, dtype, shape and bytes to ``hasher`` (a sparse one by its
+    index and value parts), a chunk at a time, never a copy of the whole; None as a marker.
+    The graph record's hash and the profile cache's key (edgegcl.budget.cache) are made by
+    it."""
     if tensor is None:
         hasher.update(b"none")
         return
-    flat = tensor.detach().cpu().contiguous().reshape(-1)
-    hasher.update(f"{flat.dtype}{tuple(tensor.shape)}".encode())
-    step = max(1, _CHUNK // max(flat.element_size(), 1))
-    for start in range(0, flat.numel(), step):
-        hasher.update(flat[start:start + step].numpy().tobytes())
+    if tensor.layout == torch.sparse_csr:
+        parts = [tensor.crow_indices(), tensor.col_indices(), tensor.values()]
+    elif tensor.is_sparse:
+        coalesced = tensor.coalesce()
+        parts = [coalesced.indices(), coalesced.values()]
+    else:
+        parts = [tensor]
+    hasher.update(f"{tensor.layout}{tensor.dtype}{tuple(tensor.shape)};".encode())
+    for part in parts:
+        flat = part.detach().cpu().contiguous().reshape(-1)
+        step = max(1, _CHUNK // max(flat.element_size(), 1))
+        for start in range(0, flat.numel(), step):
+            hasher.update(flat[start:start + step].numpy().tobytes())
 
 
 def content_hash(data: Data) -> str:
     """SHA-256 over x (float32), edge_index (int64), y and the split masks of ``data``."""
     hasher = hashlib.sha256()
-    x = data.x.to_dense() if data.x.layout != torch.strided else data.x
-    _digest(hasher, x.float())
-    _digest(hasher, data.edge_index.long())
+    feed(hasher, data.x.float())
+    feed(hasher, data.edge_index.long())
     for name in ("y", "train_mask", "val_mask", "test_mask"):
-        _digest(hasher, getattr(data, name, None))
+        feed(hasher, getattr(data, name, None))
     return hasher.hexdigest()
 
 
