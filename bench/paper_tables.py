@@ -2,7 +2,7 @@
 and the all-negatives baseline, honest and authors' protocol side by side with the paper.
 
 Every run is one seed of ``edgegcl train --config paper-DATASET`` (presets/; 2000 epochs,
-probes every 50) with one cell's change, through ``edgegcl.training.run.train_seed``:
+probes every 50) with one cell's change, through ``edgegcl.training.seeds.train_seed``:
 
 - ``preset``: the paper's best row (Cora theta_max 0.6, ratios 10,40,50; CiteSeer 1.0, 10,30,60);
 - ``theta=X``: the preset at theta_max = X (the paper's theta_max table);

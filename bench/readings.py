@@ -49,7 +49,7 @@ def main() -> None:
 
     from edgegcl.training.config import build, load_toml
     from edgegcl.data import load_graph
-    from edgegcl.training.run import train_seed
+    from edgegcl.training.seeds import train_seed
 
     res = harness.record("readings", sys.argv[1:], root=args.root)
     records = []

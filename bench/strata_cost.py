@@ -1,6 +1,6 @@
 """What HANS's negatives cost and buy: default runs beside all-negatives and exact-strata runs.
 
-Per dataset and seed, three full training runs through ``edgegcl.training.run.train_seed`` (the code
+Per dataset and seed, three full training runs through ``edgegcl.training.seeds.train_seed`` (the code
 ``edgegcl train`` runs), interleaved seed by seed in a rotating order so that a drifting
 machine favours none of them:
 
@@ -33,7 +33,7 @@ import torch
 from edgegcl.memory import reuse_freed_memory
 from edgegcl.training.config import TrainConfig
 from edgegcl.data import load_graph
-from edgegcl.training.run import train_seed
+from edgegcl.training.seeds import train_seed
 
 HERE = Path(__file__).resolve().parent
 VARIANTS = {"default": {}, "exact": {"stratify": "exact"}, "all-negatives": {"eta_0": 1.0}}

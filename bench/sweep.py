@@ -60,7 +60,7 @@ def train_record(root: str, dataset: str, base: str | None, flags: dict[str, Any
     from edgegcl.data import load_graph
     from edgegcl.evaluation.authors import authors_figure
     from edgegcl.memory import reuse_freed_memory
-    from edgegcl.training.run import train_seed
+    from edgegcl.training.seeds import train_seed
     from edgegcl.training.placement import resolve_mode
 
     torch.set_num_threads(threads)

@@ -56,7 +56,7 @@ _EXPORTS = {
     "authors_probe": "edgegcl.evaluation.authors",
     "load_run": "edgegcl.training.runs",
     "Run": "edgegcl.training.runs",
-    "train_seeds": "edgegcl.training.run",
+    "train_seeds": "edgegcl.training.seeds",
     "Stopped": "edgegcl.errors",
     "UsageError": "edgegcl.errors",
     "train": "edgegcl.jobs.train",

@@ -1,5 +1,5 @@
 """``edgegcl bench budgets``: what each theta_max costs, as a table, CSV and plot where told
-(edgegcl.budget.bench)."""
+(edgegcl.budget.bench, edgegcl.budget.table)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from edgegcl.budget.bench import BUSY_CORES, BudgetTable, Cell, table_csv, table_markdown
+from edgegcl.budget.table import BUSY_CORES, BudgetTable, Cell, table_csv, table_markdown
 from edgegcl.budget.cache import cpu_model
 from edgegcl.cli.main import main
 

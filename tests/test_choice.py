@@ -21,7 +21,7 @@ from edgegcl.evaluation.probe import random_split
 from edgegcl.training.choice import pick, search_epochs
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.results import EncoderChoice
-from edgegcl.training.run import Stopped, train_seeds
+from edgegcl.training.seeds import Stopped, train_seeds
 
 CPU = torch.device("cpu")
 SMALL = dict(nodes=150, features=12, hidden_dim=16, out_dim=8, proj_dim=8, epochs=8,

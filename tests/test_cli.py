@@ -569,7 +569,7 @@ def test_an_option_the_scheduler_does_not_use_is_refused(tmp_path: Path, argv: l
 def test_a_failed_start_leaves_no_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     from edgegcl.data.sampling import pyg_sampler_available
-    from edgegcl.training import run as run_module
+    from edgegcl.training import seeds as run_module
 
     if not pyg_sampler_available():  # the real case: a sampler that is not installed
         out = tmp_path / "pyg"
@@ -593,7 +593,7 @@ def test_a_failed_start_leaves_no_run_directory(tmp_path: Path, capsys: pytest.C
 def test_a_crash_after_an_epoch_keeps_the_run_directory(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Past the first epoch a run can be resumed: its directory is kept."""
-    from edgegcl.training import run as run_module
+    from edgegcl.training import seeds as run_module
     from edgegcl.training.hooks import Hook
 
     real = run_module.train_seed

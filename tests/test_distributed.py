@@ -50,7 +50,7 @@ def _worker(rank: int, port: int, tmp: str, conn: Connection) -> None:
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     from edgegcl.training import distributed
-    from edgegcl.training.run import train_seeds
+    from edgegcl.training.seeds import train_seeds
 
     out: dict[str, object] = {}
     world = distributed.start(distributed.DistributedConfig(

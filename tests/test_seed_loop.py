@@ -1,4 +1,4 @@
-"""The seed loop (edgegcl.training.run): a hook passed from Python sees every epoch."""
+"""The seed loop (edgegcl.training.seeds): a hook passed from Python sees every epoch."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from helpers import EpochRows
 
 from edgegcl.data import SyntheticSpec, synthetic_graph
 from edgegcl.training.config import TrainConfig
-from edgegcl.training.run import train_seeds
+from edgegcl.training.seeds import train_seeds
 
 
 def test_a_python_hook_receives_every_epochs_row(tmp_path: Path) -> None:

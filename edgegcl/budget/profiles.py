@@ -22,7 +22,6 @@ without loading torch); what asks the device (``check_device_present``,
 
 from __future__ import annotations
 
-import argparse
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -214,21 +213,3 @@ def format_profiles(profiles: list[DeviceProfile]) -> str:
                      f"{p.batch_size_min}-{p.batch_size_max}", p.description))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return "\n".join("  ".join([*(c.ljust(w) for c, w in zip(r, widths)), r[-1]]) for r in rows)
-
-
-def add_profiles_parser(sub: argparse._SubParsersAction) -> None:
-    """Register ``edgegcl profiles [PROFILE ...]``."""
-    p = sub.add_parser("profiles", help="list the device profiles, or check your own",
-                       description="List the shipped device profiles (for --profile NAME), or "
-                                   "validate and show the given ones (names or PATH.toml files).")
-    p.add_argument("profile", nargs="*", metavar="PROFILE",
-                   help="a shipped profile's name or your own PATH.toml (default: all shipped)")
-    p.set_defaults(func=_cmd_profiles)
-
-
-def _cmd_profiles(args: argparse.Namespace) -> int:
-    profiles = [load_profile(p) for p in args.profile] if args.profile else list_profiles()
-    print(format_profiles(profiles))
-    if not args.profile:
-        print(f"\n(from {SHIPPED_DIR}; memory: the budget before headroom; epoch: target epoch time)")
-    return 0

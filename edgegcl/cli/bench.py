@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import argparse
 
+from edgegcl.budget.table import THETAS
 from edgegcl.cli.flags import add_config_flags, config_settings
 from edgegcl.errors import UsageError
+from edgegcl.jobs.budgets import bench_budgets
 
 
-def add_parser(sub: argparse._SubParsersAction, parser_class: type[argparse.ArgumentParser]
-               ) -> None:
-    """Register ``bench`` and its ``budgets`` (options added when it is parsed)."""
-    bench = sub.add_parser("bench", help="measure what each theta_max costs on this device",
-                           description="Benchmarks of the device edgegcl runs on.")
-    kinds = bench.add_subparsers(dest="bench", metavar="budgets", required=True,
-                                 parser_class=parser_class)
-    p = kinds.add_parser(
+DESCRIPTION = "Benchmarks of the device edgegcl runs on."
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    """``bench``'s kinds: ``budgets``, its options added when it is parsed."""
+    kinds = p.add_subparsers(dest="bench", metavar="budgets", required=True,
+                             parser_class=type(p))
+    budgets = kinds.add_parser(
         "budgets", help="epoch time and peak memory per theta_max: table, CSV and plot",
         description="Measure the epoch time and peak training memory of every theta_max in "
                     "--thetas on both logits paths (on one with --logits dense or pairs), as "
@@ -26,14 +28,12 @@ def add_parser(sub: argparse._SubParsersAction, parser_class: type[argparse.Argu
                     "write DIR/budgets.md (median and spread), DIR/budgets.csv (every repeat) "
                     "and DIR/budgets.png. A figure measured while other processes used the "
                     "CPU is marked busy.",
-        options=_options)
-    p.set_defaults(func=_cmd_budgets, profile=None, target_epoch_s=None, memory_gib=None,
-                   remeasure=False, resume=None)
+        options=_budgets_options)
+    budgets.set_defaults(profile=None, target_epoch_s=None, memory_gib=None, remeasure=False,
+                         resume=None)
 
 
-def _options(p: argparse.ArgumentParser) -> None:
-    from edgegcl.budget.bench import THETAS  # lazy: loaded when `bench` is named
-
+def _budgets_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--thetas", default=",".join(f"{t:g}" for t in THETAS),
                    help="the theta_max values to measure, comma-separated (default: %(default)s)")
     p.add_argument("--repeats", type=int, default=3,
@@ -58,9 +58,9 @@ def _thetas(text: str) -> list[float]:
     return values
 
 
-def _cmd_budgets(args: argparse.Namespace) -> int:
-    from edgegcl.jobs.budgets import bench_budgets  # lazy: the command named loads alone
-
+def run(args: argparse.Namespace) -> int:
+    """``edgegcl bench KIND`` with its parsed ``args`` (``budgets``, the one kind); the exit
+    code."""
     paths = bench_budgets(args.out, args.config, settings=config_settings(args),
                           thetas=_thetas(args.thetas), repeats=args.repeats, force=args.force,
                           command=args.command_line)

@@ -7,27 +7,21 @@ import argparse
 import sys
 
 from edgegcl.errors import ExportCheckError
+from edgegcl.jobs.export import export
+from edgegcl.onnx.opset import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
 from edgegcl_embed.errors import one_line
 
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register the ``export`` subcommand; its options (which import torch and onnx, for the
-    opset range) are added when it is parsed (edgegcl.cli.main._Parser)."""
-    p = sub.add_parser(
-        "export", help="write a trained encoder to ONNX for torch-free inference",
-        description="Export a run's encoder (not the projection head) to a portable ONNX model "
-                    "(inputs x and edge_index, output embeddings, standard ops: any ONNX "
-                    "runtime runs it alone; edgegcl-embed cuts it into its dense stages), then "
-                    "check it against torch on the training graph and a random subgraph, run by "
-                    "onnxruntime alone and by edgegcl-embed's runtime (dense and sparse first "
-                    "layer): max abs difference <= 1e-4.",
-        options=_options)
-    p.set_defaults(func=_cmd_export)
+DESCRIPTION = ("Export a run's encoder (not the projection head) to a portable ONNX model "
+               "(inputs x and edge_index, output embeddings, standard ops: any ONNX runtime runs "
+               "it alone; edgegcl-embed cuts it into its dense stages), then check it against "
+               "torch on the training graph and a random subgraph, run by onnxruntime alone and "
+               "by edgegcl-embed's runtime (dense and sparse first layer): max abs difference "
+               "<= 1e-4.")
 
 
-def _options(p: argparse.ArgumentParser) -> None:
-    from edgegcl.onnx.opset import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET  # lazy: `export` named
-
+def add_options(p: argparse.ArgumentParser) -> None:
+    """``export``'s options: the model file, where the encoder comes from, the graph, the
+    opset, the extra files."""
     p.add_argument("out", metavar="OUT.onnx", help="the model file to write")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--run", metavar="RUN_DIR",
@@ -58,9 +52,8 @@ def _options(p: argparse.ArgumentParser) -> None:
                         "this checkpoint's fp32 export is reused by --quantize and --graph-out)")
 
 
-def _cmd_export(args: argparse.Namespace) -> int:
-    from edgegcl.jobs.export import export  # lazy: the command named loads alone
-
+def run(args: argparse.Namespace) -> int:
+    """``edgegcl export`` with its parsed ``args``; the exit code."""
     try:
         lines = export(args.out, run=args.run, checkpoint=args.checkpoint, graph=args.graph,
                        node_table=args.node_table,

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import argparse
 
+from edgegcl.config import flag, section_fields
+from edgegcl.contrast.scheduler import scheduler_names
+from edgegcl.training.config import FIELDS, SECTIONS, TrainConfig, option_text
+
 
 def add_config_flags(p: argparse.ArgumentParser) -> None:
     """``--config`` and one flag per option of every section (flags win over the file)."""
-    # lazy: every section loads only when a command that takes the flags is named (start-up)
-    from edgegcl.config import flag, section_fields
-    from edgegcl.contrast.scheduler import scheduler_names
-    from edgegcl.training.config import SECTIONS, TrainConfig, option_text
-
     p.add_argument("--config", metavar="FILE.toml|PRESET",
                    help="TOML file setting any of the options below (flags win), or a shipped "
                         "preset: paper-Cora, paper-CiteSeer (the paper's settings, presets/)")
@@ -44,6 +43,4 @@ def add_budget_flags(p: argparse.ArgumentParser) -> None:
 
 def config_settings(args: argparse.Namespace) -> dict[str, object]:
     """The config options the user gave as flags, by name (the settings of a job)."""
-    from edgegcl.training.config import FIELDS  # lazy: as above
-
     return {name: getattr(args, name) for name in FIELDS if getattr(args, name, None) is not None}

@@ -1,8 +1,8 @@
 """The ``edgegcl`` command line. Usage errors print one line and exit with code 2.
 
-Importing this module loads the standard library alone, and so does building the parser: a
-subcommand's options that need the library (``train``'s one flag per config field, ``export``'s
-opset range) are added when that subcommand is parsed (``_Parser``'s ``options``). So
+Importing this module loads the standard library alone, and so does building the parser:
+each command is a module of edgegcl.cli (``COMMANDS``), loaded with its options only when that
+command is parsed (``_Parser``'s ``options``), and no command module imports torch. So
 ``--version``, ``--help``, ``profiles``, ``plot``'s errors and the errors of the command line
 itself answer before torch is imported; torch loads inside ``main``, so that Ctrl-C while it
 loads is one line and exit code 130 too.
@@ -12,20 +12,21 @@ from __future__ import annotations
 
 import argparse
 import errno
+import importlib
 import os
 import re
 import shlex
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, NoReturn
 
 from edgegcl import __version__
-from edgegcl.cli.flags import add_budget_flags, add_config_flags, config_settings
 from edgegcl.jobs.ranks import RANK_VARIABLES, rank_environment_problem
 from edgegcl.jobs.signals import INTERRUPTED, interrupt
 from edgegcl.errors import UsageError
-from edgegcl_embed.errors import one_line
+from edgegcl_embed.errors import one_line, shown
 from edgegcl_embed.interrupt import forget_handled_interrupt
 
 
@@ -55,90 +56,26 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"edgegcl: error: {one_line(message)} (see '{self.prog} --help')\n")
 
 
-def _add_train(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train AdNGCL with HANS and evaluate it",
-                       description="Train AdNGCL with HANS; writes config, metrics, the HANS "
-                                   "event log and checkpoints into a run directory.",
-                       options=_train_options)
-    p.set_defaults(func=_cmd_train)
+COMMANDS: dict[str, str] = {
+    "train": "train AdNGCL with HANS and evaluate it",
+    "profile": "measure epoch time and memory per theta_max on a device",
+    "export": "write a trained encoder to ONNX for torch-free inference",
+    "plot": "draw a run's training curves (loss, eta, micro-F1) to a PNG",
+    "bench": "measure what each theta_max costs on this device",
+    "profiles": "list the device profiles, or check your own",
+}
+"""Every command, by its module in edgegcl.cli, with the line ``edgegcl --help`` shows. A
+command's module holds ``DESCRIPTION``, ``add_options(parser)`` and ``run(args) -> int``."""
 
 
-def _train_options(p: argparse.ArgumentParser) -> None:
-    from edgegcl.training.logger import LOGGERS  # lazy: loaded when `train` is named (start-up)
-    from edgegcl.training.config import RESUMABLE  # lazy: the same
-
-    p.add_argument("--profile", metavar="NAME|FILE.toml",
-                   help="device profile (see 'edgegcl profiles'): trains on its device")
-    p.add_argument("--auto-budget", action="store_true",
-                   help="with --profile: measure theta_max on the device first (measurements "
-                        "are cached) and train with the largest that fits the profile's memory "
-                        "and epoch-time budgets, or, when none meets the epoch time, the "
-                        "fastest that fits in memory")
-    add_budget_flags(p)
-    p.add_argument("--logger", choices=LOGGERS, default=LOGGERS[0],
-                   help="where the per-epoch rows and HANS events go besides the run "
-                        "directory's files: none, or tensorboard (event files in each "
-                        "RUN_DIR/seed-K; 'tensorboard --logdir RUN_DIR'; needs the tensorboard "
-                        "extra) (default: none)")
-    p.add_argument("--save-embeddings", action="store_true",
-                   help="also write RUN_DIR/embeddings.npy: the kept encoder's embeddings of "
-                        "every node of the training graph (float32 [nodes, out_dim], "
-                        "np.load reads it)")
-    p.add_argument("--resume", metavar="RUN_DIR",
-                   help="continue a stopped or crashed run from its seeds' saved state; only "
-                        f"{', '.join('--' + f.replace('_', '-') for f in RESUMABLE)} (and "
-                        "--logger) may change")
-    add_config_flags(p)
-
-
-def _add_profile(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("profile", help="measure epoch time and memory per theta_max on a device",
-                       description="Run the resource profiler alone: per theta_max, the epoch "
-                                   "latency and peak memory on the profile's device, and the "
-                                   "largest theta_max within its budgets (no training).",
-                       options=_profile_options)
-    p.set_defaults(func=_cmd_profile)
-
-
-def _profile_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", metavar="NAME|FILE.toml", required=True,
-                   help="device profile (see 'edgegcl profiles')")
-    add_budget_flags(p)
-    add_config_flags(p)
-
-
-def _cmd_train(args: argparse.Namespace) -> int:
-    from edgegcl.cli.train import train_command  # lazy: the command named loads alone
-
-    return train_command(args)
-
-
-def _cmd_profile(args: argparse.Namespace) -> int:
-    from edgegcl.jobs.profile import profile  # lazy: the command named loads alone
-
-    profile(args.config, profile=args.profile, settings=config_settings(args),
-            target_epoch_s=args.target_epoch_s, memory_gib=args.memory_gib,
-            remeasure=args.remeasure)
-    return 0
-
-
-def _add_plot(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plot", help="draw a run's training curves (loss, eta, micro-F1) to a PNG",
-                       description="Draw every seed's loss, eta per category and probe "
-                                   "micro-F1 against the epoch, from RUN_DIR/seed-*/epochs.csv "
-                                   "(a finished, running or stopped run). Needs matplotlib.")
-    p.add_argument("run_dir", metavar="RUN_DIR", help="the --out of an edgegcl train run")
-    p.add_argument("--out", metavar="FILE.png", help="where to write (default RUN_DIR/curves.png, "
-                   "redrawn each time); an existing FILE is kept unless --force")
-    p.add_argument("--force", action="store_true", help="replace an existing --out file")
-    p.set_defaults(func=_cmd_plot)
-
-
-def _cmd_plot(args: argparse.Namespace) -> int:
-    from edgegcl.training.curves import plot_run  # lazy: the command named loads alone
-
-    print(plot_run(args.run_dir, args.out, args.force))
-    return 0
+def _command(name: str, parser: argparse.ArgumentParser) -> None:
+    """Load the command ``name``'s module and give ``parser`` its description, options and
+    ``run``: only the command named loads what it imports (the start-up of ``--version`` and
+    ``--help``, bench/results/cli-latency.md), here, the one place the CLI loads lazily."""
+    module = importlib.import_module(f"edgegcl.cli.{name}")
+    parser.description = module.DESCRIPTION
+    module.add_options(parser)
+    parser.set_defaults(func=module.run)
 
 
 _NEGATIVE_VALUE = re.compile(r"-\d[\d.,]*")
@@ -161,21 +98,12 @@ def _negative_values(argv: Sequence[str]) -> list[str]:
 
 
 def _parser() -> _Parser:
-    """The whole command line; the subcommands' options are added when one is parsed."""
-    # lazy: `edgegcl --version` answers before these load (bench/results/cli-latency.md)
-    from edgegcl.budget.profiles import add_profiles_parser
-    from edgegcl.cli.bench import add_parser as add_bench_parser
-    from edgegcl.cli.export import add_parser as add_export_parser
-
+    """The whole command line; a command's options are added when it is parsed."""
     parser = _Parser(prog="edgegcl", description="Graph contrastive learning with HANS.")
     parser.add_argument("--version", action="version", version=f"edgegcl {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    _add_train(sub)
-    _add_profile(sub)
-    add_export_parser(sub)
-    _add_plot(sub)
-    add_bench_parser(sub, _Parser)
-    add_profiles_parser(sub)
+    for name, summary in COMMANDS.items():
+        sub.add_parser(name, help=summary, options=partial(_command, name))
     return parser
 
 
@@ -183,8 +111,6 @@ def _os_error_line(exc: OSError) -> str | None:
     """One line for an OSError a user's path caused (a name too long, a loop of links), or
     None for one that is a bug."""
     if exc.errno in (errno.ENAMETOOLONG, errno.ELOOP, errno.ENOTDIR):
-        from edgegcl_embed.errors import shown  # lazy: only on this error's way out
-
         name = f" {shown(str(exc.filename), 80)}" if exc.filename else ""
         return f"the path{name} cannot be used ({exc.strerror}); pass a shorter or plain path"
     return None

@@ -9,19 +9,50 @@ import shlex
 import signal
 import sys
 
-from edgegcl.cli.flags import config_settings
+from edgegcl.cli.flags import add_budget_flags, add_config_flags, config_settings
 from edgegcl.errors import RankLost, Stopped
 from edgegcl.jobs.ranks import world_size
+from edgegcl.jobs.train import train
+from edgegcl.training.config import RESUMABLE
+from edgegcl.training.logger import LOGGERS
+
+DESCRIPTION = ("Train AdNGCL with HANS; writes config, metrics, the HANS event log and "
+               "checkpoints into a run directory.")
 
 
-def train_command(args: argparse.Namespace) -> int:
+def add_options(p: argparse.ArgumentParser) -> None:
+    """``train``'s options: a device profile and its budgets, the logger, the embeddings, a
+    resume, and one flag per config option."""
+    p.add_argument("--profile", metavar="NAME|FILE.toml",
+                   help="device profile (see 'edgegcl profiles'): trains on its device")
+    p.add_argument("--auto-budget", action="store_true",
+                   help="with --profile: measure theta_max on the device first (measurements "
+                        "are cached) and train with the largest that fits the profile's memory "
+                        "and epoch-time budgets, or, when none meets the epoch time, the "
+                        "fastest that fits in memory")
+    add_budget_flags(p)
+    p.add_argument("--logger", choices=LOGGERS, default=LOGGERS[0],
+                   help="where the per-epoch rows and HANS events go besides the run "
+                        "directory's files: none, or tensorboard (event files in each "
+                        "RUN_DIR/seed-K; 'tensorboard --logdir RUN_DIR'; needs the tensorboard "
+                        "extra) (default: none)")
+    p.add_argument("--save-embeddings", action="store_true",
+                   help="also write RUN_DIR/embeddings.npy: the kept encoder's embeddings of "
+                        "every node of the training graph (float32 [nodes, out_dim], "
+                        "np.load reads it)")
+    p.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue a stopped or crashed run from its seeds' saved state; only "
+                        f"{', '.join('--' + f.replace('_', '-') for f in RESUMABLE)} (and "
+                        "--logger) may change")
+    add_config_flags(p)
+
+
+def run(args: argparse.Namespace) -> int:
     """``edgegcl train`` with its parsed ``args``; the exit code."""
-    from edgegcl.jobs.train import train  # lazy: `edgegcl train --help` answers without it
-
     torchrun = "torchrun ... -m edgegcl train"
     ranks = world_size() > 1
     try:
-        run = train(args.config, settings=config_settings(args), resume=args.resume,
+        trained = train(args.config, settings=config_settings(args), resume=args.resume,
                     profile=args.profile, auto_budget=args.auto_budget,
                     target_epoch_s=args.target_epoch_s, memory_gib=args.memory_gib,
                     remeasure=args.remeasure, logger=args.logger,
@@ -39,16 +70,16 @@ def train_command(args: argparse.Namespace) -> int:
         print(f"edgegcl: error: {lost}; the last saved state is kept: continue with {torchrun} "
               f"--resume {lost.run_dir}{_paths(args)}", file=sys.stderr)
         return 1
-    if run is None:  # a rank other than 0 under torchrun
+    if trained is None:  # a rank other than 0 under torchrun
         return 0
-    assert run.metrics is not None
-    from edgegcl.jobs.execute import summary_lines  # loaded with the training, at no cost
+    assert trained.metrics is not None
+    from edgegcl.jobs.execute import summary_lines  # torch's side: loaded by the training
 
-    for warning, line in summary_lines(run.metrics, run.path):
+    for warning, line in summary_lines(trained.metrics, trained.path):
         print(f"edgegcl: {line}" if warning else line, file=sys.stderr if warning else sys.stdout,
               flush=warning)
     if args.save_embeddings:
-        print(f"wrote {run.path / 'embeddings.npy'}")
+        print(f"wrote {trained.path / 'embeddings.npy'}")
     return 0
 
 

@@ -1,5 +1,6 @@
 """What each theta_max costs on this device (``edgegcl bench budgets``): a table, a CSV file
-and a plot in a directory the user names (edgegcl.budget.bench), writing nowhere else."""
+and a plot in a directory the user names (edgegcl.budget.bench measures, edgegcl.budget.table
+writes), writing nowhere else."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from edgegcl.budget.table import FILES, THETAS, write_budgets
 from edgegcl.errors import UsageError
 from edgegcl.jobs.arguments import flag_argument, path_argument, settings_argument
 from edgegcl.jobs.plan import Request, config_argument, plan
@@ -25,8 +27,6 @@ if TYPE_CHECKING:
 def check_out_dir(out: str | Path | None, force: bool) -> Path:
     """The results' directory, checked before anything is measured: named, its parent
     exists, nothing in it is overwritten unless ``force``."""
-    from edgegcl.budget.bench import FILES  # torch loads with it: the job measures next
-
     if not out:
         raise UsageError(f"edgegcl bench budgets writes {', '.join(FILES)}: say where with "
                          "--out DIR")
@@ -71,8 +71,6 @@ def bench_budgets(out: str | Path, config: TrainConfig | str | Path | None = Non
         >>> edgegcl.bench_budgets("budgets-cora", settings={"dataset": "cora"},
         ...                       thetas=[0.1, 1.0])  # doctest: +SKIP
     """
-    from edgegcl.budget.bench import THETAS  # torch loads with it: the job measures next
-
     if thetas is not None and (not isinstance(thetas, Sequence) or isinstance(thetas, str) or
                                not all(isinstance(t, (int, float)) and not isinstance(t, bool)
                                        for t in thetas)):
@@ -98,7 +96,7 @@ def bench_budgets(out: str | Path, config: TrainConfig | str | Path | None = Non
                                                          if k != "out"}),
                                hold)  # refusals before torch loads
         # torch loads here, once the plan has refused what it would (bench/results/cli-latency.md)
-        from edgegcl.budget.bench import measure_budgets, progress_line, write_budgets
+        from edgegcl.budget.bench import measure_budgets, progress_line
         from edgegcl.budget.profiler import pick_threads
         from edgegcl.jobs.start import choose_threads, start
 

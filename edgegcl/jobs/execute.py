@@ -1,6 +1,6 @@
 """A training plan executed: the graph, the ranks under torchrun, a new (or resumed) run
 directory, the thread count, the auto-budget's choice, the lines a run says before its first
-epoch, the seeds trained (edgegcl.training.run.run_seeds) and the run loaded back; and what a
+epoch, the seeds trained (edgegcl.training.seeds.train_planned) and the run loaded back; and what a
 finished run reports (``summary_lines``). The plan (edgegcl.jobs.plan) settled and checked
 what the run will do, and nothing here checks it again; this is the torch side of
 ``edgegcl.train``.
@@ -43,7 +43,7 @@ from edgegcl.training.linkprober import resolve_link_metric
 from edgegcl.training.placement import check_full_graph_memory, resolve_mode
 from edgegcl.training.prober import MIN_LABELLED_NODES
 from edgegcl.training.results import SeedResult
-from edgegcl.training.run import run_seeds
+from edgegcl.training.seeds import train_planned
 from edgegcl.training.runs import Run, load_run
 from edgegcl.training.state import write_atomic
 from edgegcl.training.threads import ThreadChoice
@@ -199,7 +199,7 @@ def _train(p: _Prepared, hooks: Sequence[Hook], logger: Hook | None, save_embedd
     asked = (lambda: bool(signals) or (stop is not None and stop()))
     try:
         with signals.installed() if handle_signals else ExitStack():
-            run_seeds(p.s.cfg, p.s.data, p.run_dir, p.s.device,  # type: ignore[arg-type]
+            train_planned(p.s.cfg, p.s.data, p.run_dir, p.s.device,  # type: ignore[arg-type]
                       report=None if p.cal is None else _auto_budget_report(p.cal,
                                                                             p.s.profile),
                       stop=asked, resume=p.resume, world=p.world, hooks=every,

@@ -39,7 +39,7 @@ from edgegcl.training.config import TrainConfig
 from edgegcl.training.distributed import World
 from edgegcl.training.results import AGREEMENT_THRESHOLD, HOMOPHILY_THRESHOLD, EncoderChoice
 from edgegcl.training.prober import MIN_LABELLED_NODES
-from edgegcl.training.seed import SeedRun
+from edgegcl.training.seed import SeedTraining
 from edgegcl.training.threads import ThreadChoice
 
 __all__ = ["AGREEMENT_THRESHOLD", "HOMOPHILY_THRESHOLD", "EncoderChoice", "choose_encoder",
@@ -115,13 +115,13 @@ def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_d
     announce = (main and threads is not None and threads.picker is not None
                 and not threads.picker.done)  # the thread count's line, once it is measured
     for name in candidates:
-        run = SeedRun(data, cfg, seed, device, run_dir, world, threads, encoder=name)
+        training = SeedTraining(data, cfg, seed, device, run_dir, world, threads, encoder=name)
         bar = Progress(epochs, f"{label}: choosing the encoder, {name}", enabled=main)
         for epoch in range(1, epochs + 1):
-            row, _ = run.epoch(epoch)
+            row, _ = training.epoch(epoch)
             if main and (epoch % cfg.run.eval_every == 0 or epoch == epochs):
-                row.update(run.prober.probe(epoch, run.trainer.model, run.x, run.edge_index,
-                                            epoch == cfg.run.epochs))
+                row.update(training.prober.probe(epoch, training.trainer.model, training.x,
+                                                 training.edge_index, epoch == cfg.run.epochs))
             if announce and threads is not None and threads.picker.done:  # type: ignore[union-attr]
                 bar.close()
                 say(threads.line())
@@ -132,12 +132,12 @@ def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_d
                 bar.close()
                 return None
         bar.close()
-        best = float(run.prober.best_val)
+        best = float(training.prober.best_val)
         score = best if main and math.isfinite(best) else 0.0
         scores[name] = world.broadcast(score) if world is not None else score
         if name == candidates[0]:  # the reference's spread: the margin to beat it by
-            margin, metric = run.prober.standard_error(scores[name]), run.prober.metric
-        del run
+            margin, metric = training.prober.standard_error(scores[name]), training.prober.metric
+        del training
     return EncoderChoice(pick(scores, candidates, margin), "search", scores, epochs,
                          time.perf_counter() - start, margin=margin, metric=metric)
 

@@ -1,13 +1,13 @@
 """What the seed loop calls around its epochs: the run directory's writers, the probe, the
 progress line and anything a user passes (Lightning's callbacks, in the seed loop of
-``edgegcl.training.run``).
+``edgegcl.training.seeds``).
 
 A hook is told when a seed starts (``seed_start``, after a resumed seed's state is read), after
 every batch of a mini-batch epoch (``batch_end``; a full-graph epoch is one step and sends
 none), after every epoch with that epoch's ``epochs.csv`` row and HANS
 events (``epoch_end``; hooks run in order, so the probe fills the row's F1 cells before the
 writers see it) and when the seed ends, however it ends (``seed_end``). Every hook receives the
-``SeedRun`` (``edgegcl.training.seed``): its config, directory, trainer, prober and whether a
+``SeedTraining`` (``edgegcl.training.seed``): its config, directory, trainer, prober and whether a
 stop was requested after this epoch (``stopping``).
 
 Example:
@@ -17,7 +17,7 @@ Example:
     ...     def epoch_end(self, seed, row, events):
     ...         self.losses.append(row["loss"])
     >>> losses = Losses()
-    >>> run(cfg, data, run_dir, torch.device("cpu"), hooks=[losses])  # doctest: +SKIP
+    >>> train_seeds(cfg, data, run_dir, torch.device("cpu"), hooks=[losses])  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from edgegcl.training.curves import csv_text  # the standard library alone, as t
 from edgegcl_embed.files import refuse_link
 
 if TYPE_CHECKING:
-    from edgegcl.training.seed import SeedRun
+    from edgegcl.training.seed import SeedTraining
     from edgegcl.training.threads import ThreadChoice
 
 Row = dict[str, object]
@@ -54,18 +54,18 @@ class Hook:
         2.5
     """
 
-    def seed_start(self, seed: SeedRun) -> None:
+    def seed_start(self, seed: SeedTraining) -> None:
         """The seed's state is ready (read back when resuming); no epoch trained yet."""
 
-    def batch_end(self, seed: SeedRun, epoch: int, batch: int, batches: int,
+    def batch_end(self, seed: SeedTraining, epoch: int, batch: int, batches: int,
                   mean_loss: float) -> None:
         """Batch ``batch`` of ``batches`` of a mini-batch ``epoch`` is trained; ``mean_loss`` so
         far. Full-graph mode trains one step per epoch and calls ``epoch_end`` alone."""
 
-    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+    def epoch_end(self, seed: SeedTraining, row: Row, events: list[Any]) -> None:
         """``row``: the epoch's ``epochs.csv`` row; ``events``: the HANS events its end made."""
 
-    def seed_end(self, seed: SeedRun) -> None:
+    def seed_end(self, seed: SeedTraining) -> None:
         """The seed is finished, stopped or failed: release what the hook holds."""
 
 
@@ -73,7 +73,7 @@ class Probe(Hook):
     """The linear probe every ``eval_every`` epochs and at the last (rank 0): fills the row's
     F1 cells and keeps the encoder that validation chooses (edgegcl.training.prober)."""
 
-    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+    def epoch_end(self, seed: SeedTraining, row: Row, events: list[Any]) -> None:
         epoch, run = int(row["epoch"]), seed.cfg.run  # type: ignore[call-overload]
         if seed.main and (epoch % run.eval_every == 0 or epoch == run.epochs):
             row.update(seed.prober.probe(epoch, seed.trainer.model, seed.x, seed.edge_index,
@@ -89,15 +89,15 @@ class EarlyStop(Hook):
     def __init__(self, patience: int) -> None:
         self.patience = patience
 
-    def _stale(self, seed: SeedRun) -> bool:
+    def _stale(self, seed: SeedTraining) -> bool:
         history = seed.prober.history
         best = next((i for i, (e, _) in enumerate(history) if e == seed.prober.best_epoch), None)
         return best is not None and len(history) - 1 - best >= self.patience
 
-    def seed_start(self, seed: SeedRun) -> None:
+    def seed_start(self, seed: SeedTraining) -> None:
         seed.finished = seed.finished or self._stale(seed)
 
-    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+    def epoch_end(self, seed: SeedTraining, row: Row, events: list[Any]) -> None:
         epoch, run = int(row["epoch"]), seed.cfg.run  # type: ignore[call-overload]
         if epoch % run.eval_every and epoch != run.epochs:  # no probe: nothing new to read
             return
@@ -117,10 +117,10 @@ class _Appended(Hook):
     def __init__(self) -> None:
         self.fh: Any = None
 
-    def text(self, seed: SeedRun, row: Row | None, events: list[Any]) -> str:
+    def text(self, seed: SeedTraining, row: Row | None, events: list[Any]) -> str:
         raise NotImplementedError
 
-    def seed_start(self, seed: SeedRun) -> None:
+    def seed_start(self, seed: SeedTraining) -> None:
         # lazy: this module stays torch-free (the CLI's logger imports it); state loads torch
         from edgegcl.training.state import guard_writes, write_atomic
 
@@ -132,7 +132,7 @@ class _Appended(Hook):
         with guard_writes(path):
             self.fh = path.open("a")
 
-    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+    def epoch_end(self, seed: SeedTraining, row: Row, events: list[Any]) -> None:
         from edgegcl.training.state import guard_writes  # lazy: as in seed_start
 
         if self.fh is not None:
@@ -140,7 +140,7 @@ class _Appended(Hook):
                 self.fh.write(self.text(seed, row, events))
                 self.fh.flush()
 
-    def seed_end(self, seed: SeedRun) -> None:
+    def seed_end(self, seed: SeedTraining) -> None:
         from edgegcl.training.state import guard_writes  # lazy: as in seed_start
 
         if self.fh is not None:
@@ -154,7 +154,7 @@ class EventLog(_Appended):
 
     name = "hans_events.jsonl"
 
-    def text(self, seed: SeedRun, row: Row | None, events: list[Any]) -> str:
+    def text(self, seed: SeedTraining, row: Row | None, events: list[Any]) -> str:
         return "".join(json.dumps(asdict(ev)) + "\n"
                        for ev in (seed.trainer.scheduler.events if row is None else events))
 
@@ -164,7 +164,7 @@ class Curve(_Appended):
 
     name = "epochs.csv"
 
-    def text(self, seed: SeedRun, row: Row | None, events: list[Any]) -> str:
+    def text(self, seed: SeedTraining, row: Row | None, events: list[Any]) -> str:
         return csv_text(seed.rows) if row is None else csv_text([row], header=False)
 
 
@@ -173,14 +173,14 @@ class StateSaver(Hook):
     interval), at the last epoch and when a stop was requested; every rank takes part (rank 0
     writes the others' random streams)."""
 
-    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+    def epoch_end(self, seed: SeedTraining, row: Row, events: list[Any]) -> None:
         run, epoch = seed.cfg.run, int(row["epoch"])  # type: ignore[call-overload]
         if (epoch % (run.checkpoint_every or run.eval_every) == 0 or epoch == run.epochs
                 or seed.stopping or seed.finished):
             seed.save()
 
 
-def _schedule_text(seed: SeedRun, row: Row) -> str:
+def _schedule_text(seed: SeedTraining, row: Row) -> str:
     """An epoch's loss and what the schedule uses: the negatives per anchor and their share of
     the budget theta_max, and, for a scheduler with hardness strata (HANS), how full each
     category's cap is (eta)."""
@@ -201,19 +201,19 @@ class ProgressLine(Hook):
         self.label, self.threads, self.bar = label, threads, None
         self.announce = False
 
-    def seed_start(self, seed: SeedRun) -> None:
+    def seed_start(self, seed: SeedTraining) -> None:
         self.bar = Progress(seed.cfg.run.epochs, self.label, start=seed.trainer.epoch,
                             enabled=seed.main)
         picker = None if self.threads is None else self.threads.picker
         self.announce = seed.main and picker is not None and not picker.done
 
-    def batch_end(self, seed: SeedRun, epoch: int, batch: int, batches: int,
+    def batch_end(self, seed: SeedTraining, epoch: int, batch: int, batches: int,
                   mean_loss: float) -> None:
         assert self.bar is not None
         self.bar.update(epoch - 1 + batch / batches,
                         f"epoch {epoch}: batch {batch}/{batches} loss {mean_loss:.4f}")
 
-    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+    def epoch_end(self, seed: SeedTraining, row: Row, events: list[Any]) -> None:
         assert self.bar is not None
         threads = self.threads
         if (self.announce and threads is not None and threads.picker is not None
@@ -228,7 +228,7 @@ class ProgressLine(Hook):
                 f"not risen for {seed.cfg.run.patience} probes; the checkpoint of epoch "
                 f"{seed.prober.best_epoch} is kept")
 
-    def seed_end(self, seed: SeedRun) -> None:
+    def seed_end(self, seed: SeedTraining) -> None:
         if self.bar is not None:
             self.bar.close()
 
@@ -240,7 +240,7 @@ class AfterFirstEpoch(Hook):
     def __init__(self, then: Callable[[], None] | None) -> None:
         self.then = then
 
-    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+    def epoch_end(self, seed: SeedTraining, row: Row, events: list[Any]) -> None:
         if self.then is not None and seed.main:
             self.then()
             self.then = None
@@ -250,6 +250,6 @@ def standard_hooks(label: str, threads: ThreadChoice | None = None,
                    patience: int = 0) -> list[Hook]:
     """What every seed of ``edgegcl train`` runs, in order: the probe, early stopping (with
     ``patience``), the curve, the event log, the progress line. The state saver comes after a
-    user's hooks (``run``)."""
+    user's hooks (``edgegcl.training.seeds.train_seed``)."""
     return [Probe(), *([EarlyStop(patience)] if patience else []), Curve(), EventLog(),
             ProgressLine(label, threads)]

@@ -27,7 +27,7 @@ from edgegcl.training.hooks import Hook, Row  # the standard library alone, as t
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
 
-    from edgegcl.training.seed import SeedRun
+    from edgegcl.training.seed import SeedTraining
 
 LOGGERS = ("none", "tensorboard")
 """``--logger``: the run directory's files alone, or TensorBoard event files besides them."""
@@ -41,10 +41,10 @@ class TensorBoardLogger(Hook):
         self._writers: dict[Path, SummaryWriter] = {}
         self._bootstrap = 0
 
-    def seed_start(self, seed: SeedRun) -> None:
+    def seed_start(self, seed: SeedTraining) -> None:
         self._bootstrap = len(seed.trainer.scheduler.events)  # a new seed's: its bootstrap
 
-    def epoch_end(self, seed: SeedRun, row: Row, events: list[Any]) -> None:
+    def epoch_end(self, seed: SeedTraining, row: Row, events: list[Any]) -> None:
         if seed.main:
             first = seed.trainer.scheduler.events[:self._bootstrap] if row["epoch"] == 1 else []
             self.log(seed.run_dir, row, [*first, *events])

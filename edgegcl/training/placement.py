@@ -3,7 +3,7 @@ memory check, and the mini-batch loader over the graph's structure.
 
 Full-graph mode is one batch holding every node: the anchors are all N nodes; mini-batch
 mode's anchors are a sampled subgraph's seed nodes. A step itself is
-``edgegcl.training.engine.Trainer.train_step``; ``edgegcl.training.run`` runs seeds.
+``edgegcl.training.engine.Trainer.train_step``; ``edgegcl.training.seeds`` runs seeds.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""One seed of a run between its epochs (``SeedRun``): its trainer and prober, its epochs' rows,
+"""One seed of a run between its epochs (``SeedTraining``): its trainer and prober, its epochs' rows,
 times and peak memory, one epoch of training, and its whole state to and from ``state.pt``.
-The seed loop (edgegcl.training.run.train_seed) drives it; hooks (edgegcl.training.hooks)
+The seed loop (edgegcl.training.seeds.train_seed) drives it; hooks (edgegcl.training.hooks)
 read it.
 """
 
@@ -33,7 +33,7 @@ from edgegcl.training.threads import ThreadChoice
 from edgegcl_embed.errors import shown
 
 
-class SeedRun:
+class SeedTraining:
     """One seed between epochs, as hooks see it: its config, directory, trainer and prober,
     the epoch times, the epochs.csv rows and the peak memory so far, and whether a stop was
     requested after this epoch (``stopping``); one epoch of training with its row (``epoch``),

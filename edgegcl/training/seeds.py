@@ -34,7 +34,7 @@ from edgegcl.training.hooks import Hook, StateSaver, standard_hooks
 from edgegcl.training.results import (EncoderChoice, SeedResult, result_to_dict, seed_metrics,
                                       summarise)
 from edgegcl.training.resume import check_resume, finished_seed, saved_encoder
-from edgegcl.training.seed import SeedRun, saved_state
+from edgegcl.training.seed import SeedTraining, saved_state
 from edgegcl.data.identity import PYTHON, check_identity, read_identity, write_identity
 from edgegcl.training.lock import RunLock
 from edgegcl.training.state import (config_hash, guard_writes, save_atomic,
@@ -49,37 +49,37 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                run_dir: Path, label: str, stop: Callable[[], bool] | None = None,
                resume: bool = False, world: World | None = None,
                hooks: Sequence[Hook] = (), threads: ThreadChoice | None = None) -> SeedResult:
-    """Train one independent run (own split, initialisation and random streams) and probe it.
+    """Train one independent training (own split, initialisation and random streams) and probe it.
 
     The loop trains epochs and polls ``stop()``; everything else is a hook
     (edgegcl.training.hooks): the probe, ``epochs.csv``, ``hans_events.jsonl``, the progress
     line, then ``hooks``, then the state saver. With ``resume`` a seed continues from
-    ``run_dir/state.pt`` and on the CPU ends exactly as the uninterrupted run would have. After
+    ``run_dir/state.pt`` and on the CPU ends exactly as the uninterrupted training would have. After
     ``stop()`` turns true the state is saved and ``Stopped`` raised; under torchrun
     (``world``) a stop reaching any rank stops all of them after the same epoch.
     ``threads``: the run's thread choice (edgegcl.training.threads).
     """
-    run = start_seed(data, cfg, seed, device, run_dir, label, resume, world, threads, stop)
+    training = start_seed(data, cfg, seed, device, run_dir, label, resume, world, threads, stop)
     every = [*standard_hooks(label, threads, cfg.run.patience), *hooks, StateSaver()]
     for hook in every:
-        hook.seed_start(run)
+        hook.seed_start(training)
     try:
-        for epoch in range(run.trainer.epoch + 1, cfg.run.epochs + 1):
-            if run.finished:  # early stopping: the best checkpoint is kept
+        for epoch in range(training.trainer.epoch + 1, cfg.run.epochs + 1):
+            if training.finished:  # early stopping: the best checkpoint is kept
                 break
-            row, events = run.epoch(epoch, partial(_batch_end, every, run, epoch))
+            row, events = training.epoch(epoch, partial(_batch_end, every, training, epoch))
             if not math.isfinite(float(row["loss"])):  # type: ignore[arg-type]
                 raise UsageError(_diverged(row["loss"], epoch, seed, cfg))
             stopping = stop is not None and stop()
-            run.stopping = world.any(stopping) if world is not None else stopping
+            training.stopping = world.any(stopping) if world is not None else stopping
             for hook in every:
-                hook.epoch_end(run, row, events)
-            if run.stopping and epoch < cfg.run.epochs:
+                hook.epoch_end(training, row, events)
+            if training.stopping and epoch < cfg.run.epochs:
                 raise Stopped(seed, epoch)
     finally:
         for hook in every:
-            hook.seed_end(run)
-    return run.result()
+            hook.seed_end(training)
+    return training.result()
 
 
 def _diverged(loss: object, epoch: int, seed: int, cfg: TrainConfig) -> str:
@@ -92,7 +92,7 @@ def _diverged(loss: object, epoch: int, seed: int, cfg: TrainConfig) -> str:
 def start_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_dir: Path,
                label: str, resume: bool = False, world: World | None = None,
                threads: ThreadChoice | None = None,
-               stop: Callable[[], bool] | None = None) -> SeedRun:
+               stop: Callable[[], bool] | None = None) -> SeedTraining:
     """Seed ``seed`` ready for its next epoch: continued from its ``state.pt`` (with the
     encoder it records), or new, its encoder chosen first when the run says ``auto``
     (edgegcl.training.choice; recorded in the seed's state from its first save on)."""
@@ -100,17 +100,17 @@ def start_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device, ru
     if state is not None:
         path = run_dir / "state.pt"
         choice = state.get("choice")
-        run = SeedRun(data, cfg, seed, device, run_dir, world, threads,
+        training = SeedTraining(data, cfg, seed, device, run_dir, world, threads,
                       saved_encoder(state.get("encoder"), cfg, path),
                       None if choice is None else EncoderChoice.from_dict(choice, path).to_dict())
-        run.restore(state)
-        return run
+        training.restore(state)
+        return training
     if cfg.model.encoder != AUTO:
-        return SeedRun(data, cfg, seed, device, run_dir, world, threads)
+        return SeedTraining(data, cfg, seed, device, run_dir, world, threads)
     choice = choose_encoder(data, cfg, seed, device, run_dir, label, world, threads, stop)
     if choice is None:  # stopped while searching: the seed starts afresh on --resume
         raise Stopped(seed, 0)
-    return SeedRun(data, cfg, seed, device, run_dir, world, threads, choice.encoder,
+    return SeedTraining(data, cfg, seed, device, run_dir, world, threads, choice.encoder,
                    choice.to_dict())
 
 
@@ -126,7 +126,7 @@ def train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.devic
     ``report``: more entries for ``metrics.json`` from the seeds' results (``--auto-budget``:
     the profiler's prediction beside what training measured,
     edgegcl.budget.profiler.auto_budget_report). ``stop``: polled
-    after every epoch (edgegcl.training.run.train_seed). ``resume``: continue the run in ``run_dir``:
+    after every epoch (edgegcl.training.seeds.train_seed). ``resume``: continue the run in ``run_dir``:
     finished seeds are kept, the others continue from their ``state.pt``. ``world``: this
     rank under torchrun; rank 0 writes everything, the others train and return ``{}``.
     ``hooks``: called by every seed's loop (edgegcl.training.hooks). ``threads``: how
@@ -152,7 +152,7 @@ def train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.devic
                                                   "pass the graph the run trained on"))
         elif main:
             _refuse_used(run_dir)
-        return run_seeds(cfg, data, run_dir, device, report, stop, resume, world, hooks,
+        return train_planned(cfg, data, run_dir, device, report, stop, resume, world, hooks,
                          threads)
 
 
@@ -167,7 +167,7 @@ def _refuse_used(run_dir: Path) -> None:
                          "directory (nothing was written)")
 
 
-def run_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
+def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
               report: Callable[[list[SeedResult]], dict[str, Any]] | None = None,
               stop: Callable[[], bool] | None = None, resume: bool = False,
               world: World | None = None, hooks: Sequence[Hook] = (),
@@ -250,10 +250,10 @@ def _trained(result: SeedResult, cfg: TrainConfig, seed_dir: Path) -> TrainConfi
     return cfg.with_encoder(saved_encoder(result.encoder, cfg, seed_dir / "result.pt"))
 
 
-def _batch_end(hooks: Sequence[Hook], run: SeedRun, epoch: int, batch: int, batches: int,
-               mean: float) -> None:
+def _batch_end(hooks: Sequence[Hook], training: SeedTraining, epoch: int, batch: int,
+               batches: int, mean: float) -> None:
     for hook in hooks:
-        hook.batch_end(run, epoch, batch, batches, mean)
+        hook.batch_end(training, epoch, batch, batches, mean)
 
 
 def _chosen_value(result: SeedResult) -> float:
