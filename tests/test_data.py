@@ -15,7 +15,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.datasets import Planetoid
 
-from edgegcl.data import DATASETS, SyntheticSpec, load_graph, validate_graph
+from edgegcl.data import DATASETS, SyntheticSpec, load_graph, synthetic_graph, validate_graph
 from edgegcl.errors import UsageError
 
 SHARED_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -108,10 +108,52 @@ def test_synthetic_features_informative_but_not_trivial() -> None:
 @pytest.mark.parametrize(
     "kwargs",
     [{"num_nodes": 1}, {"num_classes": 0}, {"num_features": 0}, {"avg_degree": 0.0}, {"homophily": 1.5},
-     {"num_classes": 1, "homophily": 0.5}],
+     {"num_classes": 1, "homophily": 0.5}, {"degree_exponent": 2.0}, {"degree_exponent": 11.0},
+     {"degree_exponent": float("nan")}, {"max_degree": 50},
+     {"degree_exponent": 2.5, "max_degree": 5}, {"degree_exponent": 2.5, "max_degree": 5000},
+     {"num_nodes": 20, "avg_degree": 15.0, "degree_exponent": 9.0}],
 )
 def test_synthetic_spec_rejects_bad_values(kwargs: dict) -> None:
     _usage_error(lambda: SyntheticSpec(**kwargs))
+
+
+def _tail_exponent(degree: torch.Tensor, d_min: int) -> float:
+    """The power law's exponent fitted to the degrees from ``d_min`` on (the discrete
+    maximum-likelihood estimate, Clauset, Shalizi and Newman 2009, eq. 3.7)."""
+    tail = degree[degree >= d_min].double()
+    return 1.0 + tail.numel() / float(torch.log(tail / (d_min - 0.5)).sum())
+
+
+@pytest.mark.parametrize("gamma, max_degree, classes", [(2.5, 1000, 5), (3.0, 400, 1), (2.2, 0, 4)])
+def test_power_law_degrees_have_the_tail_asked_for(gamma: float, max_degree: int,
+                                                   classes: int) -> None:
+    # The realised maximum is a sum of independent draws around the hub's expected degree
+    # (standard deviation ~ its square root, 3 % at 1000), and the fitted exponent's standard
+    # error is (gamma - 1) / sqrt(tail nodes) (~4 % here): 10 % is several of either.
+    spec = SyntheticSpec(num_nodes=20000, num_classes=classes, num_features=4, avg_degree=10.0,
+                         homophily=1.0 if classes == 1 else 0.8, degree_exponent=gamma,
+                         max_degree=max_degree)
+    data = synthetic_graph(spec)
+    degree = torch.bincount(data.edge_index[0], minlength=spec.num_nodes)
+    assert abs(int(degree.max()) - spec.hub_degree()) <= 0.1 * spec.hub_degree()
+    assert abs(_tail_exponent(degree, 20) - gamma) <= 0.1 * gamma
+    assert abs(float(degree.double().mean()) - spec.avg_degree) <= 0.05 * spec.avg_degree
+    uniform = synthetic_graph(SyntheticSpec(num_nodes=20000, num_features=4))
+    assert int(degree.max()) > 10 * int(torch.bincount(uniform.edge_index[0]).max())
+    same = (data.y[data.edge_index[0]] == data.y[data.edge_index[1]]).double().mean()
+    assert float(same) >= spec.homophily - 0.05  # coalescing hubs' repeats costs a little
+
+
+def test_power_law_graph_is_seeded_and_undirected() -> None:
+    spec = SyntheticSpec(num_nodes=3000, num_features=4, degree_exponent=2.5, seed=3)
+    a, b = synthetic_graph(spec), synthetic_graph(spec)
+    assert torch.equal(a.edge_index, b.edge_index) and torch.equal(a.x, b.x)
+    other = synthetic_graph(SyntheticSpec(num_nodes=3000, num_features=4, degree_exponent=2.5))
+    assert not torch.equal(a.edge_index, other.edge_index)
+    flipped = a.edge_index.flip(0)
+    keys = a.edge_index[0] * 3000 + a.edge_index[1]
+    assert torch.equal(torch.sort(keys).values, torch.sort(flipped[0] * 3000 + flipped[1]).values)
+    assert bool((a.edge_index[0] != a.edge_index[1]).all())
 
 
 # --------------------------------------------------------------------------- PyG datasets

@@ -63,7 +63,10 @@ class SyntheticSpec:
     """Parameters of the planted-class synthetic graph (a stochastic block model variant).
 
     ``homophily`` is the fraction of edges whose two ends share a class; the rest join
-    nodes of different classes. The same spec always yields the same graph.
+    nodes of different classes. The same spec always yields the same graph. With
+    ``degree_exponent`` the degrees follow a power law (a degree-corrected block model: each
+    node's expected degree is a Chung-Lu weight), as web, social and transaction graphs do;
+    without it they are near-uniform (Poisson around ``avg_degree``).
 
     Args:
         num_nodes: nodes (at least 2).
@@ -72,6 +75,11 @@ class SyntheticSpec:
         avg_degree: requested average degree.
         homophily: requested fraction of edges inside a class.
         seed: seed of every draw.
+        degree_exponent: gamma of P(degree = k) ~ k^-gamma, above 2; 0 for near-uniform
+            degrees.
+        max_degree: the largest expected degree (the hubs') with ``degree_exponent``, at most
+            a quarter of the nodes; 0 for the natural cutoff of a power law on ``num_nodes``
+            nodes, avg_degree * num_nodes ** (1 / (gamma - 1)) / 2, at most num_nodes // 4.
 
     Example:
         >>> SyntheticSpec(num_nodes=500, homophily=0.9).num_classes
@@ -84,6 +92,8 @@ class SyntheticSpec:
     avg_degree: float = 10.0
     homophily: float = 0.8
     seed: int = 0
+    degree_exponent: float = 0.0
+    max_degree: int = 0
 
     def __post_init__(self) -> None:
         """Reject specs that cannot produce a usable graph, before any work is done."""
@@ -107,6 +117,37 @@ class SyntheticSpec:
                 "synthetic homophily below 1 needs at least two classes for cross-class edges; "
                 "raise num_classes or set homophily to 1"
             )
+        self._check_power_law()
+
+    def _check_power_law(self) -> None:
+        """A power law's exponent above 2 (a finite mean degree) and hubs the graph can hold."""
+        if self.degree_exponent == 0.0:
+            if self.max_degree:
+                raise UsageError("synthetic max_degree sets the hubs of a power law: give "
+                                 "degree_exponent too (e.g. 2.5), or drop max_degree")
+            return
+        if not (math.isfinite(self.degree_exponent) and 2.0 < self.degree_exponent <= 10.0):
+            raise UsageError(f"synthetic degree_exponent must be in (2, 10] (a power law with a "
+                             f"finite mean degree), or 0 for near-uniform degrees (got "
+                             f"{self.degree_exponent}); pass e.g. 2.5")
+        if self.max_degree and not self.avg_degree <= self.max_degree <= self.num_nodes // 4:
+            raise UsageError(f"synthetic max_degree must be between avg_degree "
+                             f"({self.avg_degree:g}) and a quarter of the nodes "
+                             f"({self.num_nodes // 4}: hubs of more coalesce below the degree "
+                             f"asked), got {self.max_degree}; pass a value in that range, or 0 "
+                             "for the natural cutoff")
+        if self.hub_degree() < self.avg_degree:
+            raise UsageError(f"synthetic avg_degree {self.avg_degree:g} exceeds what "
+                             f"{self.num_nodes} nodes can hold as a power law with hubs of degree "
+                             f"{self.hub_degree():g}; ask for a smaller avg_degree or more nodes")
+
+    def hub_degree(self) -> float:
+        """The largest expected degree of a power-law graph (``max_degree``, or the natural
+        cutoff when it is 0)."""
+        if self.max_degree:
+            return float(self.max_degree)
+        natural = self.avg_degree * self.num_nodes ** (1.0 / (self.degree_exponent - 1.0)) / 2
+        return float(min(self.num_nodes // 4, natural))
 
 
 _SPEC = SyntheticSpec()
@@ -133,6 +174,15 @@ class SyntheticConfig(Section):
                               at_least=0.0, at_most=1.0)
     graph_seed: int = option(_SPEC.seed, "seed of the generated graph", at_least=0,
                              at_most=(1 << 63) - 1, why="torch's generators take 64-bit seeds")
+    degree_exponent: float = option(_SPEC.degree_exponent,
+                                    "power-law degrees: gamma of P(k) ~ k^-gamma, in (2, 10] "
+                                    "(hubs, as real graphs have); 0: near-uniform degrees",
+                                    at_least=0.0, omit_default=True)
+    max_degree: int = option(_SPEC.max_degree, "the hubs' expected degree with "
+                             "--degree-exponent; 0: the natural cutoff", at_least=0,
+                             at_most=1 << 31, omit_default=True,
+                             why="node indices are int64 tensors, and 2^31 nodes outgrow any "
+                                 "memory")
 
     def check(self) -> None:
         self.spec()
@@ -140,7 +190,8 @@ class SyntheticConfig(Section):
     def spec(self) -> SyntheticSpec:
         """The generated graph these values describe."""
         return SyntheticSpec(self.nodes, self.classes, self.features, self.avg_degree,
-                             self.homophily, self.graph_seed)
+                             self.homophily, self.graph_seed, self.degree_exponent,
+                             self.max_degree)
 
 
 @dataclass(frozen=True)
