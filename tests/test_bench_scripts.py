@@ -106,6 +106,10 @@ TINY_RUNS = {
     "sampler_speed": (["--nodes", "2000", "--batches", "2", "--rounds", "1"], ["sampler.md"]),
     "scaling": (["--sizes", "1000", "--batch-size", "64", "--batches", "4",
                  "--full-up-to", "0", "--out", "{out}/scaling.md"], ["scaling.md"]),
+    "scaling --degree-exponent": (["--sizes", "1000,2000", "--batch-size", "64", "--batches", "2",
+                                   "--full-up-to", "0", "--degree-exponent", "2.5",
+                                   "--out", "{out}/scaling-power-law.md"],
+                                  ["scaling-power-law.md"]),
     "hardness": (["--root", str(SHARED), "--datasets", "Cora", "--cells", "random@0.1",
                   "--seeds", "1", "--epochs", "2", "--name", "tiny"],
                  ["tiny.json", "tiny.md"]),  # through bench.sweep's runner

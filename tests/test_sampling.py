@@ -208,6 +208,37 @@ def test_sampling_is_uniform_over_neighbours():
     assert (per_neighbour - fanout / leaves).abs().max() < 0.2
 
 
+@pytest.mark.parametrize("draws", [sampling.HUB_DRAWS, 1])
+def test_hubs_draw_uniformly_without_listing_their_edges(draws: int,
+                                                         monkeypatch: pytest.MonkeyPatch):
+    # 20 hubs with 500 private in-neighbours each (past HUB_DEGREE and HUB_FANOUTS fanouts),
+    # fanout 10: each neighbour is drawn with probability 10/500 per round. With one draw
+    # per fanout about 9 % of the hubs meet a repeat and are drawn again by listing: the same
+    # law must hold through that path.
+    monkeypatch.setattr(sampling, "HUB_DRAWS", draws)
+    hubs, leaves, fanout, rounds = 20, 500, 10, 400
+    assert leaves >= max(sampling.HUB_DEGREE, sampling.HUB_FANOUTS * fanout)
+    centre = torch.arange(hubs).repeat_interleave(leaves)
+    leaf = hubs + torch.arange(hubs * leaves)
+    data = Data(edge_index=torch.stack([leaf, centre]), num_nodes=hubs * (leaves + 1))
+    sampler = CSRNeighborSampler(data, [fanout], seed=0)
+    hits = torch.zeros(hubs * leaves)
+    for _ in range(rounds):
+        out = sample(sampler, torch.arange(hubs))
+        assert torch.equal(out.col, torch.arange(hubs).repeat_interleave(fanout))  # grouped
+        drawn = out.node[out.row]
+        assert torch.equal((drawn - hubs) // leaves, out.col)  # each hub's own in-neighbours
+        assert drawn.unique().numel() == drawn.numel()  # without replacement
+        assert torch.equal(out.edge, drawn - hubs)  # edge ids: leaf k's edge is edge k
+        hits[drawn - hubs] += 1
+    # per position over hubs: binomial sd = sqrt(.02 * .98 / 8000) ~ 0.0016; 0.008 is 5 sd
+    freq_by_position = hits.view(hubs, leaves).sum(0) / (hubs * rounds)
+    assert torch.allclose(freq_by_position, torch.full((leaves,), fanout / leaves), atol=0.008)
+    # per hub: the draws spread over all of its neighbours (none always or never drawn by
+    # a bias): 400 rounds, p = 0.02, so a neighbour drawn 30 times would be 5.7 sd out
+    assert int(hits.max()) < 30 and (hits > 0).float().mean() > 0.95
+
+
 def test_sampler_rejects_what_it_cannot_do():
     data = random_graph()
     sampler = CSRNeighborSampler(data, [2], seed=0)

@@ -117,8 +117,12 @@ class CSRNeighborSampler(BaseSampler):
         # CSC of the graph = CSR over targets: the in-neighbours of node v are
         # self._col[self._rowptr[v]:self._rowptr[v + 1]], and self._perm maps those slots back
         # to positions in data.edge_index (stable sort: ties keep input order).
-        self._perm: Tensor = torch.argsort(dst, stable=True)
-        self._col: Tensor = src[self._perm].contiguous()
+        # Stored as int32 where the counts allow (half the index's memory: 160 MiB at 20M
+        # edges); a batch's picks are widened to int64 as they are read.
+        perm = torch.argsort(dst, stable=True)
+        self._col: Tensor = src[perm].to(_index_dtype(self.num_nodes))
+        self._perm: Tensor = perm.to(_index_dtype(src.numel()))
+        del perm
         rowptr = torch.zeros(self.num_nodes + 1, dtype=torch.long)
         torch.cumsum(torch.bincount(dst, minlength=self.num_nodes), dim=0, out=rowptr[1:])
         self._rowptr: Tensor = rowptr
@@ -217,7 +221,7 @@ class CSRNeighborSampler(BaseSampler):
             total = num_seeds
             for fanout in self._num_neighbors:
                 target, slot = self._draw(frontier, fanout)
-                nbr = self._col.index_select(0, slot)
+                nbr = self._col.index_select(0, slot).long()
                 src_local = local.index_select(0, nbr)
                 unseen = src_local == _UNSEEN
                 new_nodes = nbr[:0]
@@ -230,7 +234,7 @@ class CSRNeighborSampler(BaseSampler):
                     src_local = local.index_select(0, nbr)
                 rows.append(src_local)
                 cols.append(frontier_local.index_select(0, target))
-                edges.append(self._perm.index_select(0, slot))
+                edges.append(self._perm.index_select(0, slot).long())
                 nodes.append(new_nodes)
                 num_sampled_nodes.append(new_nodes.numel())
                 num_sampled_edges.append(slot.numel())
@@ -267,15 +271,37 @@ class CSRNeighborSampler(BaseSampler):
         grouped by target in frontier order. Nodes with ``in_degree <= fanout`` keep all
         their edges; for the others every candidate slot gets a uniform random key and the
         ``fanout`` smallest keys per node win (one sort over ``(node_index, key)``), which is
-        a uniform draw without replacement.
+        a uniform draw without replacement. A hub (in-degree of at least ``HUB_DEGREE`` and
+        ``HUB_FANOUTS`` fanouts) draws its edges without listing them all
+        (``_draw_at_hubs``): a power-law graph's hubs would otherwise expand a batch's last
+        hop to millions of slots.
         """
         start = self._rowptr.index_select(0, frontier)
         deg = self._rowptr.index_select(0, frontier + 1) - start
+        if fanout > 0:
+            hub = deg >= max(HUB_DEGREE, HUB_FANOUTS * fanout)
+            if bool(hub.any()):
+                rest = (~hub).nonzero().view(-1)
+                target, slot = self._draw_listed(rest, start.index_select(0, rest),
+                                                 deg.index_select(0, rest), fanout)
+                hubs = hub.nonzero().view(-1)
+                hub_target, hub_slot = self._draw_at_hubs(hubs, start.index_select(0, hubs),
+                                                          deg.index_select(0, hubs), fanout)
+                target = torch.cat([rest.index_select(0, target), hub_target])
+                order = torch.argsort(target, stable=True)  # grouped by target again
+                return (target.index_select(0, order),
+                        torch.cat([slot, hub_slot]).index_select(0, order))
+        return self._draw_listed(torch.arange(frontier.numel()), start, deg, fanout)
+
+    def _draw_listed(self, which: Tensor, start: Tensor, deg: Tensor, fanout: int
+                     ) -> tuple[Tensor, Tensor]:
+        """``_draw`` for the nodes whose slots start at ``start`` with ``deg`` slots each, by
+        listing every slot; targets are positions in ``which``."""
         total = int(deg.sum())
         if total == 0 or fanout == 0:
             empty = torch.empty(0, dtype=torch.long)
             return empty, empty
-        seg = torch.repeat_interleave(torch.arange(frontier.numel()), deg, output_size=total)
+        seg = torch.repeat_interleave(torch.arange(which.numel()), deg, output_size=total)
         seg_start = torch.cumsum(deg, 0) - deg  # first slot of each node in the expansion
         within = torch.arange(total) - seg_start.index_select(0, seg)  # rank among the node's edges
         slot = start.index_select(0, seg) + within
@@ -296,6 +322,53 @@ class CSRNeighborSampler(BaseSampler):
         rank.index_copy_(0, idx.index_select(0, order), within.index_select(0, idx))
         keep = rank < fanout
         return torch.masked_select(seg, keep), torch.masked_select(slot, keep)
+
+    def _draw_at_hubs(self, hubs: Tensor, start: Tensor, deg: Tensor, fanout: int
+                      ) -> tuple[Tensor, Tensor]:
+        """``fanout`` distinct slots of each hub, uniformly without replacement, from
+        ``HUB_DRAWS * fanout`` uniform draws with replacement: the first ``fanout`` distinct
+        values in draw order (sequential sampling without replacement). A hub whose draws
+        hold fewer distinct values (probability below 1e-6 at ``HUB_FANOUTS`` fanouts) is
+        drawn again by listing its slots. Targets are the hubs' positions in the frontier."""
+        draws = HUB_DRAWS * fanout
+        u = torch.rand(hubs.numel(), draws, generator=self._generator, dtype=torch.float64)
+        pick = (u * deg.unsqueeze(1)).long().clamp_max_(deg.unsqueeze(1) - 1)
+        ordered, position = torch.sort(pick, dim=1, stable=True)  # equal values: earliest first
+        first = torch.ones_like(ordered, dtype=torch.bool)
+        first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+        fresh = torch.zeros_like(first).scatter_(1, position, first)  # in draw order
+        keep = fresh & (torch.cumsum(fresh, 1) <= fanout)
+        short = keep.sum(1) < fanout
+        if bool(short.any()):  # too few distinct draws: list those hubs' slots instead
+            keep &= ~short.unsqueeze(1)
+            again = short.nonzero().view(-1)
+            listed_target, listed_slot = self._draw_listed(
+                again, start.index_select(0, again), deg.index_select(0, again), fanout)
+        else:
+            listed_target = listed_slot = torch.empty(0, dtype=torch.long)
+        row = torch.arange(hubs.numel()).unsqueeze(1).expand_as(pick)
+        slot = torch.masked_select(pick + start.unsqueeze(1), keep)
+        target = torch.masked_select(row, keep)
+        if short.any():
+            target = torch.cat([target, short.nonzero().view(-1).index_select(0, listed_target)])
+            slot = torch.cat([slot, listed_slot])
+        return hubs.index_select(0, target), slot
+
+
+def _index_dtype(count: int) -> torch.dtype:
+    """int32 for ids below ``count`` where they fit in it, else int64."""
+    return torch.int32 if count <= torch.iinfo(torch.int32).max else torch.long
+
+
+HUB_DEGREE = 256
+"""In-degree from which a node's edges are drawn without listing them (``_draw_at_hubs``);
+below it the draw is the listing sort's, so graphs without hubs (Cora's largest in-degree is
+168) sample as they always have."""
+HUB_FANOUTS = 8
+"""... and from which the in-degree is also at least this many fanouts: 2 fanouts of draws
+then hold fewer than a fanout of distinct slots with probability below 1e-6."""
+HUB_DRAWS = 2
+"""Draws with replacement per fanout at a hub."""
 
 
 def _seed_order(num_seeds: int, batch_size: int, shuffle: bool, seed: int,
