@@ -11,8 +11,10 @@ embedding is timed with numba's kernel and with scipy's, and the faster is what 
 "auto"`` should take on this machine.
 
     python -m bench.embed_floor --nodes 100000 --repeats 5
+    python -m bench.embed_floor --nodes 1000000 --avg-degree 20 --degree-exponent 2.5 \
+        --repeats 3 --name embedding-floor-power-law
 
-Writes bench/results/embedding-floor.{json,md}. Run it alone: it is a timing.
+Writes bench/results/embedding-floor.{json,md} (or --name). Run it alone: it is a timing.
 """
 
 from __future__ import annotations
@@ -36,12 +38,11 @@ def child(graph: Path, model: Path, threads: int, repeats: int) -> dict[str, Any
     """In a fresh process whose BLAS and numba were given ``threads``: the floor's parts and
     the session's embedding with each kernel."""
     from concurrent.futures import ThreadPoolExecutor
+    from functools import partial
 
     import numpy as np
 
     from edgegcl_embed.runtime import EncoderSession
-
-    _best = harness.median_seconds
 
     with np.load(graph) as g:
         x, edge_index = g["x"], g["edge_index"]
@@ -49,32 +50,36 @@ def child(graph: Path, model: Path, threads: int, repeats: int) -> dict[str, Any
         agg = [int(w) for w in g["aggregated"]]  # widths the two aggregations run at
     n, nnz = x.shape[0], edge_index.shape[1] + x.shape[0]  # A_hat's entries: edges + loops
     rng = np.random.default_rng(0)
-    dense_s, dense_by = 0.0, {name: 0.0 for name in GEMMS}
-    for a, b in zip(widths[:-1], widths[1:]):
+    calls = {}
+    for layer, (a, b) in enumerate(zip(widths[:-1], widths[1:])):
         left = rng.standard_normal((n, a), dtype=np.float32)
         right = rng.standard_normal((a, b), dtype=np.float32)
-        times = {name: _best(gemm(name, left, right, threads), repeats) for name in GEMMS}
-        for name, t in times.items():
-            dense_by[name] += t
-        dense_s += min(times.values())  # the fastest GEMM this machine has for the shape
+        for name in GEMMS:
+            calls[f"{name} {layer}"] = gemm(name, left, right, threads)
     src = rng.standard_normal(1 << 26, dtype=np.float32)  # 256 MiB: past any cache
     dst = np.empty_like(src)
     parts = np.array_split(np.arange(src.size), threads)
     bounds = [(int(p[0]), int(p[-1]) + 1) for p in parts if p.size]
+    pool = ThreadPoolExecutor(threads)
 
     def copy() -> None:
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(lambda b: np.copyto(dst[b[0]:b[1]], src[b[0]:b[1]]), bounds))
-    bandwidth = 2 * src.nbytes / _best(copy, repeats)  # read + write
-    sparse_bytes = sum(nnz * (4 * d + 8 + 4) + n * 4 * d for d in agg)
-    floor = dense_s + sparse_bytes / bandwidth
-    out: dict[str, Any] = {"threads": threads, "dense_s": dense_s, "dense_by": dense_by,
-                           "copy_GBps": bandwidth / 1e9,
-                           "sparse_bytes": sparse_bytes, "floor_s": floor, "embed_s": {}}
+        list(pool.map(lambda b: np.copyto(dst[b[0]:b[1]], src[b[0]:b[1]]), bounds))
+    calls["copy"] = copy
     for kernel in ("numba", "scipy"):
         session = EncoderSession(model, threads=threads, kernel=kernel)
-        out["embed_s"][kernel] = _best(lambda: session.embed(x, edge_index), repeats)
-    return out
+        calls[kernel] = partial(session.embed, x, edge_index)
+    # every part measured side by side, so that the ratio to the floor holds under drift
+    t = harness.interleaved_medians(calls, repeats)
+    dense_by = {name: sum(t[f"{name} {layer}"] for layer in range(len(widths) - 1))
+                for name in GEMMS}
+    dense_s = sum(min(t[f"{name} {layer}"] for name in GEMMS)  # the fastest GEMM per shape
+                  for layer in range(len(widths) - 1))
+    bandwidth = 2 * src.nbytes / t["copy"]  # read + write
+    sparse_bytes = sum(nnz * (4 * d + 8 + 4) + n * 4 * d for d in agg)
+    floor = dense_s + sparse_bytes / bandwidth
+    return {"threads": threads, "dense_s": dense_s, "dense_by": dense_by,
+            "copy_GBps": bandwidth / 1e9, "sparse_bytes": sparse_bytes, "floor_s": floor,
+            "embed_s": {kernel: t[kernel] for kernel in ("numba", "scipy")}}
 
 
 GEMMS = ("numpy", "torch", "onnxruntime")
@@ -111,21 +116,22 @@ def gemm(name: str, left: Any, right: Any, threads: int) -> Any:
     return lambda: session.run(["z"], {"a": left})
 
 
-def _prepare(nodes: int, work: Path) -> tuple[Path, Path, dict[str, Any]]:
-    """A synthetic graph (128 features, average degree 10) and a random-weight encoder of the
-    default widths, exported fp32."""
+def _prepare(nodes: int, work: Path, avg_degree: float = 10.0, degree_exponent: float = 0.0
+             ) -> tuple[Path, Path, dict[str, Any]]:
+    """A synthetic graph (128 features, average degree ``avg_degree``, power-law degrees with
+    ``degree_exponent``) and a random-weight encoder of the default widths, exported fp32."""
     import numpy as np
     import torch
 
-    from edgegcl.data import SyntheticSpec, synthetic_graph
+    from edgegcl.data import synthetic_graph
     from edgegcl.nn.model import GCNEncoder
     from edgegcl.onnx.export import export_encoder
     from edgegcl.training.checkpoint import load_checkpoint, save_checkpoint
     from edgegcl.training.config import TrainConfig
 
     cfg = TrainConfig(encoder="gcn", dataset="synthetic", nodes=nodes, classes=10, features=128,
-                      avg_degree=10.0, graph_seed=0)
-    data = synthetic_graph(SyntheticSpec(nodes, 10, 128, 10.0, 0.8, 0))
+                      avg_degree=avg_degree, degree_exponent=degree_exponent, graph_seed=0)
+    data = synthetic_graph(cfg.synthetic.spec())
     torch.manual_seed(0)
     m = cfg.model_config()
     ckpt = work / "model.pt"
@@ -139,6 +145,8 @@ def _prepare(nodes: int, work: Path) -> tuple[Path, Path, dict[str, Any]]:
     np.savez(graph, x=data.x.numpy(), edge_index=data.edge_index.numpy(), widths=widths,
              aggregated=aggregated)
     return graph, model, {"nodes": nodes, "edges": int(data.edge_index.size(1)),
+                          "degree_exponent": degree_exponent,
+                          "max_degree": int(data.edge_index[1].bincount().max()),
                           "widths": widths, "aggregated": aggregated}
 
 
@@ -146,14 +154,18 @@ def report(res: dict[str, Any]) -> str:
     g = res["graph"]
     lines = [f"# Embedding inference against its floor ({g['nodes']} nodes)", "",
              *harness.header(res),
-             f"Synthetic graph: {g['nodes']} nodes, {g['edges']} edges, widths "
+             f"Synthetic graph: {g['nodes']} nodes, {g['edges']} edges"
+             + (f", power-law degrees (exponent {g['degree_exponent']:g}, largest in-degree "
+                f"{g['max_degree']})" if g.get("degree_exponent") else "") + ", widths "
              f"{' -> '.join(map(str, g['widths']))} (random weights), aggregations at "
              f"{g['aggregated']} wide. Floor = the two dense products at the fastest GEMM "
              "this machine has for each shape (numpy's, torch's or onnxruntime's own MatMul, "
-             "same threads; results before that column existed: numpy's alone) + the sparse "
+             "same threads) + the sparse "
              "products' bytes (per stored entry: a source row, its index and value; each "
              "output row written once) at a plain copy's bandwidth with the same threads. "
-             "Median of the repeats after a warm-up.", "",
+             "Median of the repeats after a warm-up; every part (each GEMM, the copy, the "
+             "embedding with each kernel) is timed once per round, side by side, so that a "
+             "drift of the machine's speed falls on floor and embedding alike.", "",
              "| threads | dense ms (numpy / torch / onnxruntime) | copy GB/s | sparse MB | "
              "floor ms | numba ms | scipy ms | faster | best / floor |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -179,6 +191,11 @@ def main() -> None:
     p = harness.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--nodes", type=int, default=100_000)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--avg-degree", type=float, default=10.0)
+    p.add_argument("--degree-exponent", type=float, default=0.0,
+                   help="power-law degrees with this exponent (0: near-uniform)")
+    p.add_argument("--name", default="embedding-floor",
+                   help="results file name in bench/results (.json and .md)")
     p.add_argument("--child", nargs=4, metavar=("GRAPH", "MODEL", "THREADS", "REPEATS"),
                    help=argparse.SUPPRESS)
     p.add_argument("--report-only", action="store_true")
@@ -190,14 +207,15 @@ def main() -> None:
     from edgegcl_embed.runtime import available_cores
 
     if args.report_only:
-        res = harness.read("embedding-floor")
-        harness.write("embedding-floor", res, report(res))
+        res = harness.read(args.name)
+        harness.write(args.name, res, report(res))
         return
     res = harness.record("embed_floor", sys.argv[1:])
     cores = available_cores()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        graph, model, info = _prepare(args.nodes, Path(tmp))
+        graph, model, info = _prepare(args.nodes, Path(tmp), args.avg_degree,
+                                      args.degree_exponent)
         for threads in sorted({1, cores}):
             env = {**os.environ, "OMP_NUM_THREADS": str(threads),
                    "OPENBLAS_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
@@ -211,7 +229,7 @@ def main() -> None:
             rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
             print(f"embed_floor: {threads} thread(s) done", flush=True)
     res.update(graph=info, rows=rows, wall_min=harness.wall_min(res))
-    harness.write("embedding-floor", res, report(res))
+    harness.write(args.name, res, report(res))
     print(report(res))
 
 

@@ -89,6 +89,24 @@ def median_seconds(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> floa
     return statistics.median(times)
 
 
+def interleaved_medians(calls: dict[str, Callable[[], Any]], repeats: int,
+                        warmup: int = 1) -> dict[str, float]:
+    """Median wall seconds of each call, measured side by side: every round times each call
+    once (in reverse order every other round), so that a drift of the machine's speed falls
+    on all of them alike; ``warmup`` untimed rounds first."""
+    for _ in range(warmup):
+        for fn in calls.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    names = list(calls)
+    for r in range(repeats):
+        for name in names if r % 2 == 0 else names[::-1]:
+            t0 = time.perf_counter()
+            calls[name]()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def write(name: str, res: dict[str, Any], markdown: str) -> None:
     """bench/results/NAME.json (``res``) and NAME.md (``markdown``), each written atomically."""
     from edgegcl.training.state import write_atomic

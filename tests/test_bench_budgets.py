@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from edgegcl.budget.table import BUSY_CORES, BudgetTable, Cell, table_csv, table_markdown
+from edgegcl.budget.table import (BUSY_CORES, BudgetTable, Cell, choose, table_csv,
+                                  table_markdown)
 from edgegcl.budget.cache import cpu_model
 from edgegcl.cli.main import main
 
@@ -32,23 +33,58 @@ def test_cells_report_median_spread_and_busy_marks() -> None:
     assert "| 0.50 | dense | 0.2000 | 0.1000 - 0.3000 |" in text
     assert "yes *" in text and "1 cell(s) ran while other processes" in text
     # 0.2 / 0.5 s, 20 / 40 bytes; 0.2 s within 1.0's slowest 0.6 s, 20 within its 40 bytes
-    assert "| 0.50 | dense | 0.40 | 0.50 | yes, yes | dense | 0.40 | 0.50 |" in text
+    assert "| 0.50 | dense | 0.40 | 0.50 | yes, yes | dense |" in text
     assert "time grows with theta_max" in text
+    assert "**Choice: `--theta-max 1 --logits dense`**" in text  # two budgets: the largest
     rows = list(csv.DictReader(table_csv(_table([quiet, busy])).splitlines()))
     assert len(rows) == 6 and [r["busy"] for r in rows] == ["0", "0", "0", "0", "1", "0"]
 
 
-def test_the_auto_path_is_judged_against_the_largest_budget() -> None:
-    """Auto takes pairs at 0.5, slower and larger than theta_max = 1 on dense, and slower than
-    at 0.75: each said; the cheaper path is reported beside it."""
+def test_auto_takes_the_path_that_measured_cheaper() -> None:
+    """At 0.5 pairs measured slower than dense: auto is dense there, judged against theta_max
+    = 1; the run's rule (pairs there) is said beside it, with how to get the cheaper path."""
     cells = [Cell(0.5, "pairs", [0.9, 0.9, 0.9], [80] * 3, [0.0] * 3),
              Cell(0.5, "dense", [0.55] * 3, [30] * 3, [0.0] * 3),
              Cell(0.75, "dense", [0.5] * 3, [30] * 3, [0.0] * 3),
              Cell(1.0, "dense", [0.4, 0.5, 0.6], [40] * 3, [0.0] * 3)]
     text = table_markdown(_table(cells, {0.5: "pairs", 0.75: "dense", 1.0: "dense"}))
-    assert "| 0.50 | pairs | 1.80 | 2.00 | no, no | dense | 1.10 | 0.75 |" in text
+    assert "| 0.50 | dense | 1.10 | 0.75 | yes, yes | pairs |" in text
     assert "| 0.75 | dense | 1.00 | 0.75 | yes, yes | dense |" in text
-    assert "does not grow with theta_max" in text
+    assert "does not grow with theta_max" in text  # 0.5's 0.55 s above 0.75's 0.5 s
+    assert "At theta_max 0.5 a run's `--logits auto` rule" in text
+
+
+def _curve(times: dict[float, float], peak: int = 10) -> BudgetTable:
+    return _table([Cell(t, "pairs", [s] * 3, [peak] * 3, [0.0] * 3) for t, s in times.items()])
+
+
+def test_the_choice_is_the_knee_of_the_cost_curve() -> None:
+    # flat up to 0.25, then steep: the knee is the last budget before the climb
+    table = _curve({0.05: 0.10, 0.1: 0.11, 0.25: 0.12, 0.5: 0.30, 0.75: 0.50, 1.0: 0.70})
+    choice = choose(table)
+    assert choice is not None and (choice.theta, choice.logits) == (0.25, "pairs")
+    assert "knee" in choice.why and "theta_max 0.5 costs 0.300 s" in choice.why
+    # a flat curve (within FLAT): the largest budget costs nothing measurable
+    flat = choose(_curve({0.1: 0.100, 0.5: 0.102, 1.0: 0.104}))
+    assert flat is not None and flat.theta == 1.0 and "within 5 %" in flat.why
+    text = table_markdown(table)
+    assert "**Choice: `--theta-max 0.25 --logits pairs`**" in text
+    assert "Accuracy: with the random subset" in text and "docs/hans.md" in text
+
+
+def test_the_choice_meets_the_targets_given() -> None:
+    table = _curve({0.1: 0.1, 0.5: 0.3, 1.0: 0.7})
+    table.target_epoch_s = 0.35
+    choice = choose(table)
+    assert choice is not None and choice.theta == 0.5 and "within 0.35 s an epoch" in choice.why
+    table.memory_bytes = 5  # every cell peaks at 10 bytes: none fits, the fastest is said
+    choice = choose(table)
+    assert choice is not None and choice.theta == 0.1
+    assert choice.why.startswith("no theta_max meets 0.35 s an epoch")
+    table.target_epoch_s, table.memory_bytes = 0.01, None  # too fast for every budget
+    choice = choose(table)
+    assert choice is not None and choice.theta == 0.1 and "no theta_max meets" in choice.why
+    assert choose(_table([Cell(1.0, "dense", [None], [None], [0.0])])) is None
 
 
 def test_out_of_memory_cells_are_said_and_left_out_of_the_ratios() -> None:
@@ -85,7 +121,7 @@ def test_the_command_writes_where_told_from_any_directory(
 def test_a_named_logits_path_is_the_only_one_measured(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """``--logits dense`` sets the run measured, as every config flag does: its cells only,
-    and the table judges that path (before, both paths were measured whatever it said)."""
+    and the table judges that path."""
     pytest.importorskip("matplotlib")
     assert main(["bench", "budgets", *TINY, "--thetas", "0.5,1", "--repeats", "1",
                  "--logits", "dense", "--out", str(tmp_path / "res")]) == 0
@@ -93,7 +129,7 @@ def test_a_named_logits_path_is_the_only_one_measured(
     rows = list(csv.DictReader((tmp_path / "res" / "budgets.csv").open()))
     assert [(r["theta_max"], r["logits"]) for r in rows] == [("0.5", "dense"), ("1.0", "dense")]
     assert "x 1 logits path x 1 repeats" in captured.err
-    assert "on the path `--logits dense` takes (dense there)" in captured.out
+    assert "**Choice: `--theta-max 1 --logits dense`**" in captured.out
     assert "| 0.50 | dense |" in captured.out and "| 0.50 | pairs |" not in captured.out
     # whose figures they are: the command and the machine
     assert "    edgegcl bench budgets --dataset synthetic" in captured.out

@@ -59,6 +59,8 @@ COVERED: dict[str, str] = {
 SMALL = ["--epochs", "2", "--eval-every", "1", "--seeds", "1", "--hidden-dim", "16",
          "--out-dim", "8", "--proj-dim", "8"]
 """Appended to every ``edgegcl train`` a block runs: 2 epochs of one seed, narrow layers."""
+BENCH_IGNORES = ("--eval-every", "--seeds")
+"""Of SMALL, the flags ``edgegcl bench budgets`` does not take (they change no measurement)."""
 NO_GPU = "needs a CUDA GPU (torch.cuda.is_available() is False here)"
 
 
@@ -197,6 +199,9 @@ def _shortened(command: str, train: list[str]) -> str:
         argv = shlex.split(part, comments=True)
         at = next((i for i, a in enumerate(argv) if a in ("train", "profile", "bench")), None)
         if at is not None and any(a.endswith("edgegcl") for a in argv[:at]):
+            if argv[at] == "bench":  # what a measurement ignores is not among its flags
+                train = [a for a, prev in zip(train, ["", *train])
+                         if a not in BENCH_IGNORES and prev not in BENCH_IGNORES]
             argv = [*argv, *train]
         out.append(shlex.join(argv))
     return " && ".join(out)

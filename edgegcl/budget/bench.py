@@ -102,7 +102,8 @@ def measure_budgets(data: Data, cfg: TrainConfig, device: torch.device,
                        torch.get_num_threads(), repeats, list(cells.values()),
                        (load0, os.getloadavg()[0]), started, time.perf_counter() - t0,
                        {t: auto_logits(data, cfg, t) for t in sorted(set(thetas))},
-                       cfg.contrast.logits, machine_line(device))
+                       cfg.contrast.logits, machine_line(device),
+                       scheduler=cfg.schedule.scheduler)
 
 
 def machine_line(device: torch.device) -> str:

@@ -78,11 +78,112 @@ class BudgetTable:
     """The machine measured (``machine_line``)."""
     command: str = ""
     """The command line that measured it, when it came from one."""
+    scheduler: str = "random"
+    """The run's scheduler (the accuracy evidence depends on it)."""
+
+    target_epoch_s: float | None = None
+    """The epoch time the user asked the choice to meet, if any."""
+    memory_bytes: float | None = None
+    """The peak training memory the user asked the choice to stay within, if any."""
 
     def fastest(self, theta: float) -> Cell | None:
         """The cheaper path at ``theta`` (by median time), None when both ran out of memory."""
         fits = [c for c in self.cells if c.theta == theta and not c.oom]
         return min(fits, key=Cell.median_s) if fits else None
+
+    def thetas(self) -> list[float]:
+        return sorted({c.theta for c in self.cells})
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The theta_max (and logits path) the table recommends, and why, in one line."""
+
+    theta: float
+    logits: str
+    why: str
+
+
+FLAT = 1.05
+"""A cost curve whose dearest budget costs at most this multiple of its cheapest is flat: the
+knee is then the largest budget (a larger one costs nothing measurable)."""
+
+
+def choose(table: BudgetTable) -> Choice | None:
+    """The budget to train with: with a target (``table.target_epoch_s`` / ``memory_bytes``)
+    the largest theta_max whose cheaper path meets it; without one, the knee of the cheaper
+    path's time curve (the point farthest below the chord from the smallest to the largest
+    theta_max, both axes scaled to [0, 1]: beyond it each step of theta_max costs more than
+    before). None when every budget ran out of memory."""
+    best = {t: c for t in table.thetas() if (c := table.fastest(t)) is not None}
+    if not best:
+        return None
+    if table.target_epoch_s is not None or table.memory_bytes is not None:
+        return _within_targets(table, best)
+    thetas = sorted(best)
+    times = [best[t].median_s() for t in thetas]
+    lo, hi = min(times), max(times)
+    if len(thetas) < 3 or hi <= FLAT * lo:
+        top = thetas[-1]
+        return Choice(top, best[top].logits,
+                      f"theta_max {top:g}: the largest measured; every budget here costs within "
+                      f"{100 * (FLAT - 1):.0f} % of the others ({lo:.3f}-{hi:.3f} s an epoch)"
+                      if len(thetas) >= 3 else f"theta_max {top:g}: the largest measured")
+    span = thetas[-1] - thetas[0]
+    gain = [(t - thetas[0]) / span - (m - lo) / (hi - lo) for t, m in zip(thetas, times)]
+    knee = thetas[max(range(len(thetas)), key=gain.__getitem__)]
+    above = [t for t in thetas if t > knee]
+    return Choice(knee, best[knee].logits,
+                  f"theta_max {knee:g}: the knee of the cost curve, {best[knee].median_s():.3f} s "
+                  f"an epoch on the {best[knee].logits} path ({best[knee].median_s() / hi:.2f}x "
+                  f"the dearest budget)" + (f"; theta_max {above[0]:g} costs "
+                                           f"{best[above[0]].median_s():.3f} s" if above else ""))
+
+
+def _within_targets(table: BudgetTable, best: dict[float, Cell]) -> Choice:
+    """The largest theta_max whose cheaper path meets the epoch-time and memory targets, or,
+    when none does, the cheapest in time that fits in memory (said so)."""
+    def fits(c: Cell) -> tuple[bool, bool]:
+        return ((table.target_epoch_s is None or c.median_s() <= table.target_epoch_s),
+                (table.memory_bytes is None or c.median_peak() <= table.memory_bytes))
+
+    asked = " and ".join(([f"{table.target_epoch_s:g} s an epoch"]
+                          if table.target_epoch_s is not None else [])
+                         + ([f"{table.memory_bytes / 2**30:g} GiB"]
+                            if table.memory_bytes is not None else []))
+    ok = [t for t, c in best.items() if all(fits(c))]
+    if ok:
+        t = max(ok)
+        c = best[t]
+        return Choice(t, c.logits, f"theta_max {t:g}: the largest within {asked} "
+                      f"({c.median_s():.3f} s, {c.median_peak() / 2**20:.0f} MiB on the "
+                      f"{c.logits} path)")
+    in_memory = [t for t, c in best.items() if fits(c)[1]] or list(best)
+    t = min(in_memory, key=lambda t: best[t].median_s())
+    c = best[t]
+    return Choice(t, c.logits, f"no theta_max meets {asked}: theta_max {t:g} is the fastest "
+                  f"measured{' in that memory' if fits(c)[1] else ''} ({c.median_s():.3f} s, "
+                  f"{c.median_peak() / 2**20:.0f} MiB on the {c.logits} path); a smaller "
+                  "batch or graph, or a faster device, would be needed")
+
+
+ACCURACY = {
+    "random": ("with the random subset (this run's scheduler) test micro-F1 stayed flat from "
+               "theta_max 0.1 to 1 on Cora and CiteSeer, 5 seeds each: a smaller budget cost "
+               "no accuracy there"),
+    "hans": ("with HANS's hardest picks (this run's scheduler) test micro-F1 grew with "
+             "theta_max on Cora and CiteSeer and stayed below the random subset's at every "
+             "theta_max: a smaller budget costs accuracy there"),
+}
+"""What docs/hans.md ("Does hardness help?") measured of accuracy against theta_max, by
+scheduler; other schedulers have no measurement there."""
+
+
+def accuracy_line(scheduler: str) -> str:
+    """The accuracy evidence the docs hold for a choice of theta_max with ``scheduler``."""
+    what = ACCURACY.get(scheduler, f"for --scheduler {scheduler} there is no measurement of "
+                                   "accuracy against theta_max")
+    return f"Accuracy: {what} (docs/hans.md, \"Does hardness help?\")."
 
 def _mib(b: float) -> str:
     return f"{b / 2**20:.0f}"
@@ -113,6 +214,7 @@ def table_markdown(table: BudgetTable) -> str:
         lines.append(f"| {c.theta:.2f} | {c.logits} | {c.median_s():.4f} | {lo:.4f} - {hi:.4f} "
                      f"| {_mib(c.median_peak())} | {'yes *' if c.busy else ''} |")
     lines += _against_the_largest(table)
+    lines += choice_lines(table)
     if busy:
         lines += ["", f"\\* {len(busy)} cell(s) ran while other processes used more than "
                   f"{BUSY_CORES} of a core on average: those figures are a loaded machine's; "
@@ -121,39 +223,56 @@ def table_markdown(table: BudgetTable) -> str:
 
 
 def _against_the_largest(table: BudgetTable) -> list[str]:
-    """Each theta_max against the largest measured, on the path the run's ``--logits`` takes
-    and on the cheaper one: time and memory ratios of the medians, whether the median is within the
-    largest budget's slowest repeat and largest peak, and whether time grows with theta_max
-    along the path taken (each median at least the previous one's fastest repeat)."""
-    cell = {(c.theta, c.logits): c for c in table.cells if not c.oom}
-    thetas = sorted({c.theta for c in table.cells})
-    top = cell.get((thetas[-1], table.auto.get(thetas[-1], "")))
+    """Each theta_max against the largest measured on the path that measured cheaper there
+    (what ``auto`` takes in this table): time and memory ratios of the medians, whether the
+    median is within the largest budget's slowest repeat and largest peak, and whether time
+    grows with theta_max along it (each median at least the previous one's fastest repeat);
+    beside it, the path a run's ``--logits auto`` rule takes without measuring."""
+    thetas = table.thetas()
+    top = table.fastest(thetas[-1])
     if top is None:
         return []
-    lines = ["", f"Against theta_max = {top.theta:g} on the path `--logits {table.logits}` "
-             f"takes ({top.logits} there), and on the cheaper path:", "",
-             "| theta_max | path taken | time ratio | peak memory ratio | within theta_max = "
-             f"{top.theta:g} (time, memory) | cheaper path | its time ratio | its memory ratio |",
-             "|---|---|---|---|---|---|---|---|"]
-    previous, rising = None, True
+    lines = ["", f"Against theta_max = {top.theta:g}, each on the path that measured cheaper "
+             f"there (`auto`):", "",
+             "| theta_max | auto (cheaper) | time ratio | peak memory ratio | within theta_max = "
+             f"{top.theta:g} (time, memory) | a run's `--logits auto` rule |",
+             "|---|---|---|---|---|---|"]
+    previous, rising, differs = None, True, []
     for theta in thetas:
-        auto, best = cell.get((theta, table.auto.get(theta, ""))), table.fastest(theta)
-        if auto is None or best is None:
+        best = table.fastest(theta)
+        if best is None:
             continue
-        within = (auto.median_s() <= top.spread_s()[1],
-                  auto.median_peak() <= max(b for b in top.peak_bytes if b is not None))
-        if previous is not None and auto.median_s() < previous.spread_s()[0]:
+        within = (best.median_s() <= top.spread_s()[1],
+                  best.median_peak() <= max(b for b in top.peak_bytes if b is not None))
+        if previous is not None and best.median_s() < previous.spread_s()[0]:
             rising = False
-        previous = auto
-        lines.append(f"| {theta:.2f} | {auto.logits} | {auto.median_s() / top.median_s():.2f} | "
-                     f"{auto.median_peak() / top.median_peak():.2f} | "
-                     f"{', '.join('yes' if w else 'no' for w in within)} | {best.logits} | "
-                     f"{best.median_s() / top.median_s():.2f} | "
-                     f"{best.median_peak() / top.median_peak():.2f} |")
-    lines += ["", f"On the path `--logits {table.logits}` takes, time "
+        previous = best
+        rule = table.auto.get(theta, "")
+        if rule and rule != best.logits and table.logits == "auto":
+            differs.append(f"{theta:g}")
+        lines.append(f"| {theta:.2f} | {best.logits} | {best.median_s() / top.median_s():.2f} | "
+                     f"{best.median_peak() / top.median_peak():.2f} | "
+                     f"{', '.join('yes' if w else 'no' for w in within)} | {rule} |")
+    lines += ["", "Along the cheaper path, time "
               + ("grows with theta_max (within the spread)." if rising else
                  "does not grow with theta_max: a smaller budget took longer than a larger one.")]
+    if differs:
+        lines.append(f"At theta_max {', '.join(differs)} a run's `--logits auto` rule (which "
+                     "keeps the pairs path below a third of the candidates, where its memory "
+                     "passes the dense path's) takes the other path: pass the cheaper one with "
+                     "`--logits`, or train with `--auto-budget`, which measures both.")
     return lines
+
+
+def choice_lines(table: BudgetTable) -> list[str]:
+    """The table's answer: the budget to train with (``choose``), the flags that give it, and
+    the accuracy evidence the docs hold for it."""
+    choice = choose(table)
+    if choice is None:
+        return ["", "**No choice**: every theta_max ran out of memory; a smaller batch "
+                "(`--batch-size`) or `--mode minibatch` would be needed."]
+    return ["", f"**Choice: `--theta-max {choice.theta:g} --logits {choice.logits}`**: "
+            f"{choice.why}.", "", accuracy_line(table.scheduler)]
 
 
 def table_csv(table: BudgetTable) -> str:
@@ -177,6 +296,7 @@ def _plot(table: BudgetTable, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4))
+    busy_shown = False
     for logits in sorted({c.logits for c in table.cells}):
         cells = [c for c in table.cells if c.logits == logits and not c.oom]
         if not cells:
@@ -185,16 +305,25 @@ def _plot(table: BudgetTable, path: Path) -> None:
         med = [c.median_s() for c in cells]
         lo = [m - c.spread_s()[0] for m, c in zip(med, cells)]
         hi = [c.spread_s()[1] - m for m, c in zip(med, cells)]
-        ax_t.errorbar(thetas, med, yerr=[lo, hi], marker="o", capsize=3, label=f"{logits} logits")
+        line = ax_t.errorbar(thetas, med, yerr=[lo, hi], marker="o", capsize=3,
+                             label=f"{logits} logits")[0]
         ax_m.plot(thetas, [c.median_peak() / 2**20 for c in cells], marker="o",
-                  label=f"{logits} logits")
-        for c, m in zip(cells, med):
-            if c.busy:
-                ax_t.annotate("busy", (c.theta, m), fontsize=7)
+                  color=line.get_color(), label=f"{logits} logits")
+        busy = [(c.theta, m) for c, m in zip(cells, med) if c.busy]
+        if busy:  # a ring around the point: no text to collide with its neighbours
+            ax_t.scatter(*zip(*busy), s=160, facecolors="none", edgecolors="red", zorder=3,
+                         label=None if busy_shown else "measured while busy")
+            busy_shown = True
+    choice = choose(table)
+    if choice is not None:
+        for ax in (ax_t, ax_m):
+            ax.axvline(choice.theta, color="grey", linestyle="--", linewidth=1,
+                       label=f"choice: {choice.theta:g} ({choice.logits})")
     ax_t.set(title=f"epoch time ({table.graph}, {table.mode})", xlabel="theta_max",
              ylabel="seconds (median, spread)")
     ax_m.set(title="peak training memory", xlabel="theta_max", ylabel="MiB")
     for ax in (ax_t, ax_m):
+        ax.set_ylim(bottom=0)
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100, format="png")

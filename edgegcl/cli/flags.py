@@ -6,14 +6,16 @@ standard library alone (the config sections'), so ``--help`` answers before torc
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection
 
 from edgegcl.config import flag, section_fields
 from edgegcl.contrast.scheduler import scheduler_names
 from edgegcl.training.config import FIELDS, SECTIONS, TrainConfig, option_text
 
 
-def add_config_flags(p: argparse.ArgumentParser) -> None:
-    """``--config`` and one flag per option of every section (flags win over the file)."""
+def add_config_flags(p: argparse.ArgumentParser, leave_out: Collection[str] = ()) -> None:
+    """``--config`` and one flag per option of every section (flags win over the file), but
+    those named in ``leave_out`` (a command whose work they do not change)."""
     p.add_argument("--config", metavar="FILE.toml|PRESET",
                    help="TOML file setting any of the options below (flags win), or a shipped "
                         "preset: paper-Cora, paper-CiteSeer (the paper's settings, presets/)")
@@ -21,6 +23,8 @@ def add_config_flags(p: argparse.ArgumentParser) -> None:
     groups = {name: p.add_argument_group(f"{name}: {what}") for name, what in SECTIONS.items()}
     members = {"scheduler": f"; every member: {', '.join(scheduler_names())}"}
     for name, (section, f) in section_fields(TrainConfig).items():
+        if name in leave_out:
+            continue
         kind = {"int": int, "float": float}.get(str(f.type), str)
         groups[section].add_argument(
             flag(name), dest=name, type=kind, default=None, metavar=name.upper(),

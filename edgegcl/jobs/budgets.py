@@ -59,12 +59,15 @@ def _check_writable(folder: Path) -> None:
 def bench_budgets(out: str | Path, config: TrainConfig | str | Path | None = None,
                   graph: Data | None = None, *, settings: Mapping[str, object] | None = None,
                   thetas: Sequence[float] | None = None, repeats: int = 3,
-                  force: bool = False, command: str = "") -> list[Path]:
+                  force: bool = False, command: str = "", target_epoch_s: float | None = None,
+                  memory_gib: float | None = None) -> list[Path]:
     """Measure the epoch time and peak training memory of every theta_max in ``thetas`` on
     both logits paths (on one where the run's ``logits`` names it), ``repeats`` times
     interleaved, for the run ``config`` and ``settings`` describe (as ``edgegcl.train``'s),
-    and write DIR/budgets.md, .csv and .png into ``out``; the paths written. ``command``: the
-    command line to record above the table (the CLI's own).
+    and write DIR/budgets.md, .csv and .png into ``out``; the paths written. The table ends
+    with its choice (edgegcl.budget.table.choose): the largest theta_max within
+    ``target_epoch_s`` and ``memory_gib`` when given, else the knee of the cost curve.
+    ``command``: the command line to record above the table (the CLI's own).
 
     Example:
         >>> import edgegcl
@@ -87,6 +90,11 @@ def bench_budgets(out: str | Path, config: TrainConfig | str | Path | None = Non
     if not 1 <= repeats <= 1000:
         raise UsageError("--repeats must be in [1, 1000] (each repeat measures every theta_max "
                          f"again), got {repeats if abs(repeats) < 10**20 else 'a larger integer'}")
+    for name, value in (("target_epoch_s", target_epoch_s), ("memory_gib", memory_gib)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not 0 < value < float("inf")):
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive number, got "
+                             f"{value!r}")
     path = check_out_dir(out, force)
     if importlib.util.find_spec("matplotlib") is None:  # checked before minutes of measuring
         raise UsageError("edgegcl bench budgets draws budgets.png with matplotlib: pip install "
@@ -115,6 +123,8 @@ def bench_budgets(out: str | Path, config: TrainConfig | str | Path | None = Non
         table = measure_budgets(s.data, s.cfg, s.device, thetas, repeats,
                                 progress_line(total, "budgets"))
         table.command = command
+        table.target_epoch_s = target_epoch_s
+        table.memory_bytes = None if memory_gib is None else memory_gib * 2**30
         try:
             path.mkdir(exist_ok=True)
             return [Path(p) for p in write_budgets(table, path)]
