@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,7 @@ def test_cells_report_median_spread_and_busy_marks() -> None:
     # 0.2 / 0.5 s, 20 / 40 bytes; 0.2 s within 1.0's slowest 0.6 s, 20 within its 40 bytes
     assert "| 0.50 | dense | 0.40 | 0.50 | yes, yes | dense |" in text
     assert "time grows with theta_max" in text
-    assert "**Choice: `--theta-max 1 --logits dense`**" in text  # two budgets: the largest
+    assert "**Choice: `--theta-max 0.5 --logits dense`**" in text  # 1 costs 2.5x: not free
     rows = list(csv.DictReader(table_csv(_table([quiet, busy])).splitlines()))
     assert len(rows) == 6 and [r["busy"] for r in rows] == ["0", "0", "0", "0", "1", "0"]
 
@@ -67,6 +68,12 @@ def test_the_choice_is_the_knee_of_the_cost_curve() -> None:
     # a flat curve (within FLAT): the largest budget costs nothing measurable
     flat = choose(_curve({0.1: 0.100, 0.5: 0.102, 1.0: 0.104}))
     assert flat is not None and flat.theta == 1.0 and "within 5 %" in flat.why
+    # the largest budget the cheapest: chosen, whatever the smaller ones cost
+    cheapest = choose(_curve({0.1: 0.5, 0.5: 0.6, 1.0: 0.45}))
+    assert cheapest is not None and cheapest.theta == 1.0
+    # two budgets far apart: the larger one is not chosen for free
+    two = choose(_curve({0.1: 0.1, 1.0: 0.4}))
+    assert two is not None and two.theta == 0.1
     text = table_markdown(table)
     assert "**Choice: `--theta-max 0.25 --logits pairs`**" in text
     assert "Accuracy: with the random subset" in text and "docs/hans.md" in text
@@ -129,7 +136,7 @@ def test_a_named_logits_path_is_the_only_one_measured(
     rows = list(csv.DictReader((tmp_path / "res" / "budgets.csv").open()))
     assert [(r["theta_max"], r["logits"]) for r in rows] == [("0.5", "dense"), ("1.0", "dense")]
     assert "x 1 logits path x 1 repeats" in captured.err
-    assert "**Choice: `--theta-max 1 --logits dense`**" in captured.out
+    assert re.search(r"\*\*Choice: `--theta-max (0\.5|1) --logits dense`\*\*", captured.out)
     assert "| 0.50 | dense |" in captured.out and "| 0.50 | pairs |" not in captured.out
     # whose figures they are: the command and the machine
     assert "    edgegcl bench budgets --dataset synthetic" in captured.out

@@ -105,16 +105,18 @@ class Choice:
 
 
 FLAT = 1.05
-"""A cost curve whose dearest budget costs at most this multiple of its cheapest is flat: the
-knee is then the largest budget (a larger one costs nothing measurable)."""
+"""Budgets within this multiple of the cheapest one's time cost the same here (the noise of a
+median of a few repeats): the largest of them is chosen when it is the largest measured (or
+fewer than three were measured), as a larger budget then costs nothing measurable."""
 
 
 def choose(table: BudgetTable) -> Choice | None:
     """The budget to train with: with a target (``table.target_epoch_s`` / ``memory_bytes``)
-    the largest theta_max whose cheaper path meets it; without one, the knee of the cheaper
-    path's time curve (the point farthest below the chord from the smallest to the largest
-    theta_max, both axes scaled to [0, 1]: beyond it each step of theta_max costs more than
-    before). None when every budget ran out of memory."""
+    the largest theta_max whose cheaper path meets it; without one, the largest theta_max
+    when it costs within ``FLAT`` of the cheapest, else the knee of the cheaper path's time
+    curve (the point farthest below the chord from the smallest to the largest theta_max,
+    both axes scaled to [0, 1]: beyond it each step of theta_max costs more than before).
+    None when every budget ran out of memory."""
     best = {t: c for t in table.thetas() if (c := table.fastest(t)) is not None}
     if not best:
         return None
@@ -123,12 +125,13 @@ def choose(table: BudgetTable) -> Choice | None:
     thetas = sorted(best)
     times = [best[t].median_s() for t in thetas]
     lo, hi = min(times), max(times)
-    if len(thetas) < 3 or hi <= FLAT * lo:
-        top = thetas[-1]
-        return Choice(top, best[top].logits,
-                      f"theta_max {top:g}: the largest measured; every budget here costs within "
-                      f"{100 * (FLAT - 1):.0f} % of the others ({lo:.3f}-{hi:.3f} s an epoch)"
-                      if len(thetas) >= 3 else f"theta_max {top:g}: the largest measured")
+    cheap = max(t for t, m in zip(thetas, times) if m <= FLAT * lo)
+    if cheap == thetas[-1] or len(thetas) < 3:
+        c = best[cheap]
+        return Choice(cheap, c.logits,
+                      f"theta_max {cheap:g}: the largest measured within "
+                      f"{100 * (FLAT - 1):.0f} % of the cheapest budget's time "
+                      f"({c.median_s():.3f} s against {lo:.3f} s an epoch, {c.logits} path)")
     span = thetas[-1] - thetas[0]
     gain = [(t - thetas[0]) / span - (m - lo) / (hi - lo) for t, m in zip(thetas, times)]
     knee = thetas[max(range(len(thetas)), key=gain.__getitem__)]

@@ -14,10 +14,9 @@ masked sums (``sums``) and writes its gradients (``grads``). Two kinds:
 
 - ``BlockMasks``: a uniform draw from sampled strata (``ActiveNegatives.left_out``): the
   anchors of a block share a sample, so a chunk (inside one block of anchors) is weighted by
-  its block's row, and direction 2's columns by a [rows, blocks] x [blocks, B] product:
-  matrix-vector and small matrix products over exp, no weight matrix of the chunk's size in
-  the forward; each anchor's left-out entries are then taken back out. Nothing B x B is
-  stored.
+  its block's row, and direction 2's columns each by its own block's weights (one pass over
+  the chunk): matrix-vector products over exp, no weight matrix of the chunk's size in the
+  forward; each anchor's left-out entries are then taken back out. Nothing B x B is stored.
 - ``ColumnMasks``: any other active set: its columns scattered into uint8 masks once (B x 2B
   bytes per direction), a chunk cast to float when used (on a CPU several times faster than
   ``torch.where`` with a bool mask, and as small).
@@ -139,20 +138,27 @@ class BlockMasks:
         lo, hi = bounds[2 * k], bounds[2 * k + 1]
         return rows[lo:hi] - start, cols[lo:hi]
 
-    def _by_block(self, values: Tensor) -> Tensor:
-        """[blocks, B]: ``values`` ([B]) in its column's block's row, 0 elsewhere."""
-        out = values.new_zeros(self.inter_2t.size(1), values.size(0))
-        return out.scatter_(0, self.block_of.unsqueeze(0), values.unsqueeze(0))
+    def _column_sums(self, e: Tensor, weights: Tensor) -> Tensor:
+        """[B]: sum_i e[i, j] weights[i, block(j)], each column against its own block's
+        weights only (``align`` columns a block): one pass over ``e``, where a [blocks, rows]
+        x [rows, B] product would weigh every column by every block."""
+        rows, b = e.shape
+        whole = b // self.align
+        full = whole * self.align
+        out = e.new_empty(b)
+        out[:full] = (e[:, :full].view(rows, whole, self.align)
+                      * weights[:, :whole].unsqueeze(2)).sum(0).reshape(-1)
+        if full < b:  # the last, shorter block
+            out[full:] = weights[:, whole] @ e[:, full:]
+        return out
 
     def sums(self, start: int, stop: int, e12: Tensor, e11: Tensor | None,
              e22: Tensor | None) -> Sums:
         b, k = self.num_anchors, start // self.align
         r, c = self._left(0, start, stop)
         n1 = torch.mv(e12, self.rows_1[k, :b]).index_add_(0, r, e12[r, c], alpha=-1)
-        # direction 2: column i of s12 weighted by its block's row; [blocks, B], then each
-        # column's own block
-        per_block = self.inter_2t[start:stop].t() @ e12
-        n2_cols = per_block.gather(0, self.block_of.unsqueeze(0)).squeeze(0)
+        # direction 2: column j of s12 weighted by its own block's row of the chunk
+        n2_cols = self._column_sums(e12, self.inter_2t[start:stop])
         r, c = self._left(2, start, stop)
         n2_cols.index_add_(0, c, e12[r, c], alpha=-1)
         n2 = e12.new_zeros(stop - start)
@@ -168,11 +174,11 @@ class BlockMasks:
               ) -> None:
         b, k = self.num_anchors, start // self.align
         e12, rows = e[0], slice(start, stop)
-        # weights: g1_i on its block's row, plus g2_j on each column's block, as one product
-        # [g1 | blocks] x [row; g2 by block] written into the gradient, then times exp
-        torch.mm(torch.cat([g1[rows].unsqueeze(1), self.inter_2t[rows]], 1),
-                 torch.cat([self.rows_1[k, :b].unsqueeze(0), self._by_block(g2)]), out=out[0])
-        out[0].mul_(e12)
+        # weights: g1_i on its block's row, plus g2_j where anchor j's block drew candidate i,
+        # then times exp
+        w = self.inter_2t[rows].index_select(1, self.block_of)
+        w.mul_(g2).addr_(g1[rows], self.rows_1[k, :b])
+        torch.mul(w, e12, out=out[0])
         r, c = self._left(0, start, stop)  # left out of direction 1: no g1 there
         out[0].index_put_((r, c), -(e12[r, c] * g1[rows][r]), accumulate=True)
         r, c = self._left(2, start, stop)  # left out of direction 2: no g2 there
