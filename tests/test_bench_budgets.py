@@ -55,28 +55,42 @@ def test_auto_takes_the_path_that_measured_cheaper() -> None:
     assert "At theta_max 0.5 a run's `--logits auto` rule" in text
 
 
-def _curve(times: dict[float, float], peak: int = 10) -> BudgetTable:
-    return _table([Cell(t, "pairs", [s] * 3, [peak] * 3, [0.0] * 3) for t, s in times.items()])
+def _curve(times: dict[float, float], peak: int = 10, scheduler: str = "hans") -> BudgetTable:
+    table = _table([Cell(t, "pairs", [s] * 3, [peak] * 3, [0.0] * 3) for t, s in times.items()])
+    table.scheduler = scheduler
+    return table
 
 
 def test_the_choice_is_the_knee_of_the_cost_curve() -> None:
-    # flat up to 0.25, then steep: the knee is the last budget before the climb
+    # HANS (accuracy grows with theta_max): flat up to 0.25, then steep: the knee is the
+    # last budget before the climb
     table = _curve({0.05: 0.10, 0.1: 0.11, 0.25: 0.12, 0.5: 0.30, 0.75: 0.50, 1.0: 0.70})
     choice = choose(table)
     assert choice is not None and (choice.theta, choice.logits) == (0.25, "pairs")
     assert "knee" in choice.why and "theta_max 0.5 costs 0.300 s" in choice.why
+    text = table_markdown(table)
+    assert "**Choice: `--theta-max 0.25 --logits pairs`**" in text
+    assert "Accuracy: with HANS's hardest picks" in text and "docs/hans.md" in text
     # a flat curve (within FLAT): the largest budget costs nothing measurable
     flat = choose(_curve({0.1: 0.100, 0.5: 0.102, 1.0: 0.104}))
     assert flat is not None and flat.theta == 1.0 and "within 5 %" in flat.why
-    # the largest budget the cheapest: chosen, whatever the smaller ones cost
-    cheapest = choose(_curve({0.1: 0.5, 0.5: 0.6, 1.0: 0.45}))
-    assert cheapest is not None and cheapest.theta == 1.0
+    # the curve flattens (it rises fastest first): the largest budget costs little more
+    concave = choose(_curve({0.1: 0.1, 0.25: 0.3, 0.5: 0.36, 0.75: 0.38, 1.0: 0.37}))
+    assert concave is not None and concave.theta == 1.0 and "flattens from theta_max 0.25" in \
+        concave.why
     # two budgets far apart: the larger one is not chosen for free
     two = choose(_curve({0.1: 0.1, 1.0: 0.4}))
     assert two is not None and two.theta == 0.1
-    text = table_markdown(table)
-    assert "**Choice: `--theta-max 0.25 --logits pairs`**" in text
-    assert "Accuracy: with the random subset" in text and "docs/hans.md" in text
+
+
+def test_with_the_random_subset_the_choice_is_the_cheapest_budget_measured_for_accuracy(
+        ) -> None:
+    # accuracy flat in theta_max from 0.1 to 1: the cheapest there, not 0.05 (unmeasured),
+    # the largest of those within FLAT of it
+    table = _curve({0.05: 0.09, 0.1: 0.10, 0.25: 0.104, 0.5: 0.3, 1.0: 0.37}, scheduler="random")
+    choice = choose(table)
+    assert choice is not None and choice.theta == 0.25 and "accuracy stayed flat" in choice.why
+    assert "Accuracy: with the random subset" in table_markdown(table)
 
 
 def test_the_choice_meets_the_targets_given() -> None:

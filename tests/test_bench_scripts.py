@@ -106,6 +106,8 @@ TINY_RUNS = {
     "sampler_speed": (["--nodes", "2000", "--batches", "2", "--rounds", "1"], ["sampler.md"]),
     "scaling": (["--sizes", "1000", "--batch-size", "64", "--batches", "4",
                  "--full-up-to", "0", "--out", "{out}/scaling.md"], ["scaling.md"]),
+    "embed_kernels": (["--nodes", "2000", "--rounds", "1", "--name", "kernels"],
+                      ["kernels.md", "kernels.json"]),
     "scaling --degree-exponent": (["--sizes", "1000,2000", "--batch-size", "64", "--batches", "2",
                                    "--full-up-to", "0", "--degree-exponent", "2.5",
                                    "--out", "{out}/scaling-power-law.md"],

@@ -111,29 +111,51 @@ fewer than three were measured), as a larger budget then costs nothing measurabl
 
 
 def choose(table: BudgetTable) -> Choice | None:
-    """The budget to train with: with a target (``table.target_epoch_s`` / ``memory_bytes``)
-    the largest theta_max whose cheaper path meets it; without one, the largest theta_max
-    when it costs within ``FLAT`` of the cheapest, else the knee of the cheaper path's time
-    curve (the point farthest below the chord from the smallest to the largest theta_max,
-    both axes scaled to [0, 1]: beyond it each step of theta_max costs more than before).
-    None when every budget ran out of memory."""
+    """The budget to train with. With a target (``table.target_epoch_s`` / ``memory_bytes``):
+    the largest theta_max whose cheaper path meets it. Without one, by what the docs measured
+    of accuracy for the run's scheduler (``ACCURACY``): where it stayed flat in theta_max
+    (the random subset), the cheapest theta_max inside the range measured (``EVIDENCE``;
+    within ``FLAT`` of it, the largest); otherwise the knee of the cheaper path's time curve
+    (the point farthest below the chord from the smallest to the largest theta_max, both axes
+    scaled to [0, 1]: beyond it each step of theta_max costs more than before); the largest
+    theta_max when the curve bends the other way (it flattens: more budget costs little
+    more); else the largest theta_max within ``FLAT`` of the cheapest. None when every budget
+    ran out of memory."""
     best = {t: c for t in table.thetas() if (c := table.fastest(t)) is not None}
     if not best:
         return None
     if table.target_epoch_s is not None or table.memory_bytes is not None:
         return _within_targets(table, best)
+    if table.scheduler in FLAT_ACCURACY:
+        covered = {t: c for t, c in best.items() if EVIDENCE[0] <= t <= EVIDENCE[1]} or best
+        low = min(c.median_s() for c in covered.values())
+        t = max(t for t, c in covered.items() if c.median_s() <= FLAT * low)
+        c = covered[t]
+        return Choice(t, c.logits, f"theta_max {t:g}: accuracy stayed flat in theta_max for "
+                      f"this scheduler (below), and it is the cheapest budget measured from "
+                      f"{EVIDENCE[0]:g} to {EVIDENCE[1]:g} ({c.median_s():.3f} s an epoch on the "
+                      f"{c.logits} path; theta_max {max(best):g}: "
+                      f"{best[max(best)].median_s():.3f} s)")
     thetas = sorted(best)
     times = [best[t].median_s() for t in thetas]
     lo, hi = min(times), max(times)
-    cheap = max(t for t, m in zip(thetas, times) if m <= FLAT * lo)
-    if cheap == thetas[-1] or len(thetas) < 3:
+    gain = ([(t - thetas[0]) / (thetas[-1] - thetas[0]) - (m - lo) / (hi - lo)
+             for t, m in zip(thetas, times)] if len(thetas) >= 3 and hi > FLAT * lo else [])
+    if gain and -min(gain) > BEND and max(gain) <= BEND:  # the cost flattens: more is cheap
+        flat_from = thetas[min(range(len(thetas)), key=gain.__getitem__)]
+        top = best[thetas[-1]]
+        return Choice(thetas[-1], top.logits,
+                      f"theta_max {thetas[-1]:g}: the cost curve flattens from theta_max "
+                      f"{flat_from:g} on ({best[flat_from].median_s():.3f} s), so the largest "
+                      f"budget costs little more ({top.median_s():.3f} s an epoch, {top.logits} "
+                      "path)")
+    if not gain or max(gain) <= BEND:
+        cheap = max(t for t, m in zip(thetas, times) if m <= FLAT * lo)
         c = best[cheap]
         return Choice(cheap, c.logits,
                       f"theta_max {cheap:g}: the largest measured within "
                       f"{100 * (FLAT - 1):.0f} % of the cheapest budget's time "
                       f"({c.median_s():.3f} s against {lo:.3f} s an epoch, {c.logits} path)")
-    span = thetas[-1] - thetas[0]
-    gain = [(t - thetas[0]) / span - (m - lo) / (hi - lo) for t, m in zip(thetas, times)]
     knee = thetas[max(range(len(thetas)), key=gain.__getitem__)]
     above = [t for t in thetas if t > knee]
     return Choice(knee, best[knee].logits,
@@ -141,6 +163,14 @@ def choose(table: BudgetTable) -> Choice | None:
                   f"an epoch on the {best[knee].logits} path ({best[knee].median_s() / hi:.2f}x "
                   f"the dearest budget)" + (f"; theta_max {above[0]:g} costs "
                                            f"{best[above[0]].median_s():.3f} s" if above else ""))
+
+
+BEND = 0.1
+"""How far (in the scaled axes) the knee must lie below the chord for the curve to have one."""
+FLAT_ACCURACY = frozenset({"random"})
+"""Schedulers whose accuracy docs/hans.md measured flat in theta_max (``ACCURACY``)."""
+EVIDENCE = (0.1, 1.0)
+"""The theta_max range that measurement covers."""
 
 
 def _within_targets(table: BudgetTable, best: dict[float, Cell]) -> Choice:
@@ -229,7 +259,7 @@ def _against_the_largest(table: BudgetTable) -> list[str]:
     """Each theta_max against the largest measured on the path that measured cheaper there
     (what ``auto`` takes in this table): time and memory ratios of the medians, whether the
     median is within the largest budget's slowest repeat and largest peak, and whether time
-    grows with theta_max along it (each median at least the previous one's fastest repeat);
+    grows with theta_max along it (no median above a larger budget's by more than ``FLAT``);
     beside it, the path a run's ``--logits auto`` rule takes without measuring."""
     thetas = table.thetas()
     top = table.fastest(thetas[-1])
@@ -247,7 +277,7 @@ def _against_the_largest(table: BudgetTable) -> list[str]:
             continue
         within = (best.median_s() <= top.spread_s()[1],
                   best.median_peak() <= max(b for b in top.peak_bytes if b is not None))
-        if previous is not None and best.median_s() < previous.spread_s()[0]:
+        if previous is not None and FLAT * best.median_s() < previous.median_s():
             rising = False
         previous = best
         rule = table.auto.get(theta, "")
@@ -257,8 +287,10 @@ def _against_the_largest(table: BudgetTable) -> list[str]:
                      f"{best.median_peak() / top.median_peak():.2f} | "
                      f"{', '.join('yes' if w else 'no' for w in within)} | {rule} |")
     lines += ["", "Along the cheaper path, time "
-              + ("grows with theta_max (within the spread)." if rising else
-                 "does not grow with theta_max: a smaller budget took longer than a larger one.")]
+              + (f"grows with theta_max (no median above a larger budget's by more than "
+                 f"{100 * (FLAT - 1):.0f} %)." if rising else
+                 "does not grow with theta_max: a smaller budget took longer than a larger one "
+                 f"by more than {100 * (FLAT - 1):.0f} %.")]
     if differs:
         lines.append(f"At theta_max {', '.join(differs)} a run's `--logits auto` rule (which "
                      "keeps the pairs path below a third of the candidates, where its memory "

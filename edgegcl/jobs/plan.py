@@ -25,8 +25,8 @@ from edgegcl.config import resolve_config
 from edgegcl.errors import UsageError
 from edgegcl.jobs.arguments import path_argument
 from edgegcl.training.config import (FIELDS, RESUMABLE, SECTIONS, TrainConfig, build, coerce,
-                                     load_toml, option_text, option_value, tuned_defaults,
-                                     unused_settings)
+                                     load_toml, option_text, option_value, refuse_unused,
+                                     tuned_defaults)
 from edgegcl.training.lock import RunLock
 from edgegcl.trust import allow_encoder
 from edgegcl_embed.errors import shown
@@ -109,8 +109,8 @@ def plan(request: Request, hold: ExitStack) -> Plan:
     else:
         tuned, values = tuned_defaults(str(settings.get("dataset", "")))
         cfg = build(values, settings)
-    _refuse_unused(cfg, settings)
-    _refuse_unused(cfg, from_file, f" (set in {shown(str(request.config), 120)})")
+    refuse_unused(cfg, settings)
+    refuse_unused(cfg, from_file, f" (set in {shown(str(request.config), 120)})")
     profile = _profile(request)
     if profile is not None:
         if cfg.run.device != "auto" and not cfg.run.device.startswith(profile.device):
@@ -160,28 +160,6 @@ def _from_file(config: str | Path, settings: dict[str, object]
               file=sys.stderr, flush=True)
         cfg = cfg.replace(run={"out": ""})
     return cfg, changed
-
-
-def _refuse_unused(cfg: TrainConfig, settings: Mapping[str, object], where: str = "") -> None:
-    """An option the run would not read is refused, not ignored: the chosen encoder's or
-    scheduler's (``where``: the file that set it, said in the line)."""
-    model_unused = [name for name in settings if name in cfg.model.unused()]
-    if model_unused:  # another encoder has widths of its own; a built-in one its own settings
-        named = ", ".join("--" + name.replace("_", "-") for name in model_unused)
-        if cfg.model.user_encoder:
-            raise UsageError(f"{named}: --encoder {cfg.model.encoder} does not use the built-in "
-                             "encoders' widths and activation; set them in the encoder's "
-                             "function, or drop them")
-        it = "it" if len(model_unused) == 1 else "them"
-        raise UsageError(f"{named}{where}: --encoder {cfg.model.encoder} does not use {it}; "
-                         f"drop {it} (or choose the encoder that does)")
-    unused = [name for name in settings if name in unused_settings(cfg)]
-    if unused:
-        named = ", ".join("--" + name.replace("_", "-") for name in unused)
-        it = "it" if len(unused) == 1 else "them"
-        raise UsageError(f"{named}{where}: --scheduler {cfg.schedule.scheduler} does not use "
-                         f"{it} (HANS's settings it does without); add --scheduler hans, or "
-                         f"drop {it}")
 
 
 def _profile(request: Request) -> DeviceProfile | None:

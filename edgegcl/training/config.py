@@ -14,6 +14,7 @@ which is how files, flags and presets name them.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -329,6 +330,28 @@ def unused_settings(cfg: TrainConfig) -> tuple[str, ...]:
     scheduler = cfg.schedule.scheduler
     return (*cfg.schedule.unused(cfg.hans), *cfg.contrast.unused(scheduler),
             *cfg.model.unused())
+
+
+def refuse_unused(cfg: TrainConfig, settings: Mapping[str, Any], where: str = "") -> None:
+    """An option the run would not read is refused, not ignored: the chosen encoder's or
+    scheduler's (``where``: the file that set it, said in the line)."""
+    model_unused = [name for name in settings if name in cfg.model.unused()]
+    if model_unused:  # another encoder has widths of its own; a built-in one its own settings
+        named = ", ".join("--" + name.replace("_", "-") for name in model_unused)
+        if cfg.model.user_encoder:
+            raise UsageError(f"{named}: --encoder {cfg.model.encoder} does not use the built-in "
+                             "encoders' widths and activation; set them in the encoder's "
+                             "function, or drop them")
+        it = "it" if len(model_unused) == 1 else "them"
+        raise UsageError(f"{named}{where}: --encoder {cfg.model.encoder} does not use {it}; "
+                         f"drop {it} (or choose the encoder that does)")
+    unused = [name for name in settings if name in unused_settings(cfg)]
+    if unused:
+        named = ", ".join("--" + name.replace("_", "-") for name in unused)
+        it = "it" if len(unused) == 1 else "them"
+        raise UsageError(f"{named}{where}: --scheduler {cfg.schedule.scheduler} does not use "
+                         f"{it} (HANS's settings it does without); add --scheduler hans, or "
+                         f"drop {it}")
 
 
 def tuned_defaults(dataset: str) -> tuple[Path | None, dict[str, Any]]:
