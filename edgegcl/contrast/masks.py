@@ -138,6 +138,26 @@ class BlockMasks:
         lo, hi = bounds[2 * k], bounds[2 * k + 1]
         return rows[lo:hi] - start, cols[lo:hi]
 
+    def _weighted(self, e: Tensor, weights: Tensor, g2: Tensor, g1: Tensor, row: Tensor,
+                  out: Tensor) -> None:
+        """out[i, j] = e[i, j] (weights[i, block(j)] g2[j] + g1[i] row[j]): the weights of
+        each column's own block broadcast over its ``align`` columns (three passes over the
+        chunk, no weight matrix gathered)."""
+        rows, b = e.shape
+        whole = b // self.align
+        full = whole * self.align
+
+        def part(lo: int, hi: int, w: Tensor, shape: tuple[int, ...]) -> None:
+            cols = slice(lo, hi)
+            t = torch.mul(w, g2[cols].view(1, *shape))
+            t.addcmul_(g1.view(rows, *([1] * len(shape))), row[cols].view(1, *shape))
+            torch.mul(t, e[:, cols].view(rows, *shape), out=out[:, cols].view(rows, *shape))
+
+        if full:
+            part(0, full, weights[:, :whole].unsqueeze(2), (whole, self.align))
+        if full < b:  # the last, shorter block
+            part(full, b, weights[:, whole:whole + 1], (b - full,))
+
     def _column_sums(self, e: Tensor, weights: Tensor) -> Tensor:
         """[B]: sum_i e[i, j] weights[i, block(j)], each column against its own block's
         weights only (``align`` columns a block): one pass over ``e``, where a [blocks, rows]
@@ -176,9 +196,7 @@ class BlockMasks:
         e12, rows = e[0], slice(start, stop)
         # weights: g1_i on its block's row, plus g2_j where anchor j's block drew candidate i,
         # then times exp
-        w = self.inter_2t[rows].index_select(1, self.block_of)
-        w.mul_(g2).addr_(g1[rows], self.rows_1[k, :b])
-        torch.mul(w, e12, out=out[0])
+        self._weighted(e12, self.inter_2t[rows], g2, g1[rows], self.rows_1[k, :b], out[0])
         r, c = self._left(0, start, stop)  # left out of direction 1: no g1 there
         out[0].index_put_((r, c), -(e12[r, c] * g1[rows][r]), accumulate=True)
         r, c = self._left(2, start, stop)  # left out of direction 2: no g2 there
