@@ -43,6 +43,14 @@ def random_graph(num_nodes: int = 300, num_edges: int = 2400, seed: int = 0) -> 
     )
 
 
+def star_graph(centres: int, leaves: int) -> Data:
+    """``centres`` stars, centre k (node k) with ``leaves`` private in-neighbours: leaf j of
+    centre k is node centres + k * leaves + j, and its edge is edge k * leaves + j."""
+    centre = torch.arange(centres).repeat_interleave(leaves)
+    leaf = centres + torch.arange(centres * leaves)
+    return Data(edge_index=torch.stack([leaf, centre]), num_nodes=centres * (leaves + 1))
+
+
 def sample(sampler: CSRNeighborSampler, seeds: list[int] | torch.Tensor) -> SamplerOutput:
     return sampler.sample_from_nodes(NodeSamplerInput(None, torch.as_tensor(seeds, dtype=torch.long)))
 
@@ -188,10 +196,7 @@ def test_sampling_is_uniform_over_neighbours():
     # 100 stars, each centre with 20 private in-neighbours; fanout 5 => each neighbour
     # should be drawn with probability 5/20 regardless of its position in the edge list.
     stars, leaves, fanout, rounds = 100, 20, 5, 200
-    centre = torch.arange(stars).repeat_interleave(leaves)
-    leaf = stars + torch.arange(stars * leaves)
-    data = Data(edge_index=torch.stack([leaf, centre]), num_nodes=stars * (leaves + 1))
-    sampler = CSRNeighborSampler(data, [fanout], seed=0)
+    sampler = CSRNeighborSampler(star_graph(stars, leaves), [fanout], seed=0)
     hits = torch.zeros(stars * leaves)
     for _ in range(rounds):
         out = sample(sampler, torch.arange(stars))
@@ -218,10 +223,7 @@ def test_hubs_draw_uniformly_without_listing_their_edges(draws: int,
     monkeypatch.setattr(sampling, "HUB_DRAWS", draws)
     hubs, leaves, fanout, rounds = 20, 500, 10, 400
     assert leaves >= max(sampling.HUB_DEGREE, sampling.HUB_FANOUTS * fanout)
-    centre = torch.arange(hubs).repeat_interleave(leaves)
-    leaf = hubs + torch.arange(hubs * leaves)
-    data = Data(edge_index=torch.stack([leaf, centre]), num_nodes=hubs * (leaves + 1))
-    sampler = CSRNeighborSampler(data, [fanout], seed=0)
+    sampler = CSRNeighborSampler(star_graph(hubs, leaves), [fanout], seed=0)
     hits = torch.zeros(hubs * leaves)
     for _ in range(rounds):
         out = sample(sampler, torch.arange(hubs))

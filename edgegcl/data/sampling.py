@@ -339,18 +339,15 @@ class CSRNeighborSampler(BaseSampler):
         fresh = torch.zeros_like(first).scatter_(1, position, first)  # in draw order
         keep = fresh & (torch.cumsum(fresh, 1) <= fanout)
         short = keep.sum(1) < fanout
+        keep &= ~short.unsqueeze(1)
+        row = torch.arange(hubs.numel()).unsqueeze(1).expand_as(pick)
+        target = torch.masked_select(row, keep)
+        slot = torch.masked_select(pick + start.unsqueeze(1), keep)
         if bool(short.any()):  # too few distinct draws: list those hubs' slots instead
-            keep &= ~short.unsqueeze(1)
             again = short.nonzero().view(-1)
             listed_target, listed_slot = self._draw_listed(
                 again, start.index_select(0, again), deg.index_select(0, again), fanout)
-        else:
-            listed_target = listed_slot = torch.empty(0, dtype=torch.long)
-        row = torch.arange(hubs.numel()).unsqueeze(1).expand_as(pick)
-        slot = torch.masked_select(pick + start.unsqueeze(1), keep)
-        target = torch.masked_select(row, keep)
-        if short.any():
-            target = torch.cat([target, short.nonzero().view(-1).index_select(0, listed_target)])
+            target = torch.cat([target, again.index_select(0, listed_target)])
             slot = torch.cat([slot, listed_slot])
         return hubs.index_select(0, target), slot
 
@@ -362,8 +359,8 @@ def _index_dtype(count: int) -> torch.dtype:
 
 HUB_DEGREE = 256
 """In-degree from which a node's edges are drawn without listing them (``_draw_at_hubs``);
-below it the draw is the listing sort's, so graphs without hubs (Cora's largest in-degree is
-168) sample as they always have."""
+below it the draw is the listing sort's alone, which graphs without hubs (Cora's largest
+in-degree is 168) never leave."""
 HUB_FANOUTS = 8
 """... and from which the in-degree is also at least this many fanouts: 2 fanouts of draws
 then hold fewer than a fanout of distinct slots with probability below 1e-6."""
