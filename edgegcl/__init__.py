@@ -16,7 +16,7 @@ edgegcl`` stays light):
   own), ``authors_probe``, and ``feature_agreement`` (how alike linked nodes' features are);
 - ``train`` (a whole run as ``edgegcl train`` makes it: run directory, lock, profiler,
   resume, ``Hook`` objects called by every seed's loop; returns the ``Run``), ``profile``,
-  ``bench_budgets`` and ``export`` (the other commands), ``train_seeds`` (the seeds alone,
+  ``bench_budgets``, ``export`` and ``convert`` (the other commands), ``train_seeds`` (the seeds alone,
   into a directory you manage) and ``load_run`` (a finished run back: config, encoder,
   metrics, ``.embed(graph)``).
 """
@@ -63,6 +63,7 @@ _EXPORTS = {
     "profile": "edgegcl.jobs.profile",
     "bench_budgets": "edgegcl.jobs.budgets",
     "export": "edgegcl.jobs.export",
+    "convert": "edgegcl.jobs.convert",
     "Hook": "edgegcl.training.hooks",
 }
 

@@ -24,7 +24,8 @@ from .files import npy_writer, refuse_inputs_as_outputs, replacing
 from .graph import check_graph, load_npz
 from .interrupt import forget_handled_interrupt
 from .kernels import KERNELS, one_shot_kernel
-from .runtime import EncoderSession, available_cores
+from .folder import is_graph_folder, read_folder
+from .runtime import FOLDER_BATCH, EncoderSession, available_cores
 from .tables import TABLE_SUFFIXES, read_tables
 
 PROG = "edgegcl-embed"
@@ -54,7 +55,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("model", metavar="MODEL.onnx", help="the exported encoder (fp32 or int8)")
     p.add_argument("--graph", required=True, metavar="GRAPH.npz",
                    help="arrays x [num_nodes, in_dim] (or a sparse x as CSR arrays x_data, "
-                        "x_indices, x_indptr, x_shape) and edge_index [2, num_edges]")
+                        "x_indices, x_indptr, x_shape) and edge_index [2, num_edges]; or a "
+                        "graph folder (edgegcl convert), read memory-mapped a batch at a time")
     p.add_argument("--node-table", default=None, metavar="NODES.csv",
                    help="with a CSV / TSV / Parquet edge list as --graph: its node table (id, "
                         "feature columns, label), read as edgegcl train reads it")
@@ -63,7 +65,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
                         "edge list, each row's node id goes to EMB.ids.txt beside it")
     p.add_argument("--batch-size", type=int, default=0, metavar="B",
                    help="target nodes per run over their k-hop subgraph (default 0: the whole "
-                        "graph, memory O(nodes x width + edges))")
+                        f"graph, memory O(nodes x width + edges); a graph folder: {FOLDER_BATCH})")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help=f"worker threads (default: every core, {available_cores()} here); the "
                         "result does not depend on N")
@@ -101,6 +103,16 @@ def _embed(args: argparse.Namespace) -> None:
     if args.node_table is not None and not tables:
         raise InputError("--node-table goes with a CSV / TSV / Parquet edge list as --graph; "
                          "drop it")
+    if is_graph_folder(args.graph):  # on disk: a batch of targets at a time, mapped
+        folder = read_folder(args.graph, labels=False, say=lambda text: print(
+            f"{PROG}: {text}", file=sys.stderr))
+        shape = (folder.num_nodes, session.metadata.out_dim)
+        start = time.perf_counter()
+        with npy_writer(out, shape) as emb:
+            session.embed_folder(folder, args.batch_size or FOLDER_BATCH, _progress_printer(),
+                                 out=emb)
+        _wrote(out, shape, session, start)
+        return
     ids = None
     if tables:
         read = read_tables(args.graph, args.node_table)
@@ -118,6 +130,11 @@ def _embed(args: argparse.Namespace) -> None:
     if ids is not None:  # row i is the node named on line i
         with replacing([ids_path(out)]) as (tmp,):
             tmp.write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")
+    _wrote(out, shape, session, start)
+
+
+def _wrote(out: Path, shape: tuple[int, int], session: EncoderSession, start: float) -> None:
+    """The line saying what was written, how fast and how."""
     print(f"{PROG}: wrote {shape[0]} x {shape[1]} embeddings to {out} "
           f"({time.perf_counter() - start:.2f} s, {session.metadata.precision}, "
           f"{session.threads} thread{'s' if session.threads > 1 else ''}, "

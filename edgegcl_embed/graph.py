@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import errno
 import math
+import mmap
 import os
 import stat
+import struct
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -90,8 +92,10 @@ class NpzArchive:
     against the member's size, so a forged header fails in one line instead of allocating
     what it declares; Python objects (pickles) are never loaded. Use ``open_npz``."""
 
-    def __init__(self, path: Path, archive: zipfile.ZipFile, size: int, fix: str) -> None:
+    def __init__(self, path: Path, archive: zipfile.ZipFile, size: int, fix: str,
+                 file: BinaryIO | None = None) -> None:
         self.path, self._zip, self._size, self._fix = path, archive, size, fix
+        self._file = file
         self._members = {info.filename.removesuffix(".npy"): info for info in archive.infolist()}
 
     @property
@@ -137,6 +141,36 @@ class NpzArchive:
             raise self._fail(info, f"declares shape {shape} of {dtype} ({declared} bytes) but "
                                    f"holds {data_bytes} bytes (truncated or forged)")
 
+    def mapped(self, name: str) -> np.ndarray | None:
+        """The array ``name`` memory-mapped from the archive (copy-on-write: the file is never
+        written), for a member numpy stored uncompressed (``np.savez``) in C order and this
+        machine's byte order, its header checked first; None for any other (deflated by
+        ``np.savez_compressed``, Fortran order, byte-swapped, empty), which is read whole."""
+        info = self._members[name]
+        if info.compress_type != zipfile.ZIP_STORED or self._file is None:
+            return None
+        try:
+            self._check_member(info)
+            with self._zip.open(info) as fh:
+                version = np.lib.format.read_magic(fh)
+                shape, fortran, dtype = _NPY_HEADER_READERS[version](fh)
+                header = fh.tell()
+            self._file.seek(info.header_offset)  # the local header: 30 bytes, name, extra
+            local = self._file.read(30)
+            if len(local) < 30 or local[:4] != b"PK\x03\x04":
+                raise zipfile.BadZipFile("a damaged local file header")
+            name_len, extra_len = struct.unpack("<HH", local[26:30])
+        except _MEMBER_ERRORS as exc:
+            raise self._fail(info, f"cannot be read ({first_line(exc)})") from None
+        start = info.header_offset + 30 + name_len + extra_len + header
+        count = math.prod(shape)
+        if (fortran and len(shape) > 1) or not dtype.isnative or count == 0:
+            return None
+        if start + count * dtype.itemsize > self._size:
+            raise self._fail(info, "ends beyond the end of the file (truncated)")
+        mapping = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_COPY)
+        return np.frombuffer(mapping, dtype=dtype, count=count, offset=start).reshape(shape)
+
     def __getitem__(self, name: str) -> np.ndarray:
         """The array ``name``, read after ``_check_member``; any failure is one InputError."""
         info = self._members[name]
@@ -168,7 +202,7 @@ def open_npz(path: str | Path, fix: str) -> Iterator[NpzArchive]:
         except (zipfile.BadZipFile, ValueError, EOFError, OSError):
             raise InputError(f"graph file {p} is not a valid .npz (zip) file; {fix}") from None
         with archive:
-            yield NpzArchive(p, archive, os.fstat(fh.fileno()).st_size, fix)
+            yield NpzArchive(p, archive, os.fstat(fh.fileno()).st_size, fix, fh)
 
 
 def _sparse_x(npz: NpzArchive, p: Path) -> csr_matrix:
@@ -291,6 +325,16 @@ def check_graph(x: Features, edge_index: np.ndarray,
     return x, np.ascontiguousarray(edge_index, dtype=np.int64)
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def overflow_bound(num_features: int) -> float:
+    """The largest |x| whose float32 products cannot overflow: a row's squared norm, or the dot
+    product of two rows, sums ``num_features`` products of two features, each at most |x|^2,
+    so it stays below float32's maximum while |x| <= sqrt(max / num_features)."""
+    return math.sqrt(FLOAT32_MAX / num_features)
+
+
 def gcn_degree(edge_index: np.ndarray, num_nodes: int) -> np.ndarray:
     """Each node's degree in A + I as GCN normalises it: 1 + its in-edges that are not self-loops.
 
@@ -303,14 +347,21 @@ def gcn_degree(edge_index: np.ndarray, num_nodes: int) -> np.ndarray:
 
 
 class InNeighbourhoods:
-    """Edges grouped by target node (CSR), to cut k-hop in-neighbourhoods out of a graph."""
+    """Edges grouped by target node (CSR), to cut k-hop in-neighbourhoods out of a graph:
+    ``src`` each edge's source, ``order`` the edge ids grouped by target, ``indptr`` [N+1]
+    where each target's group starts. ``of(edge_index, n)`` sorts a graph's edges; a graph
+    folder's index is one already (edgegcl_embed.folder)."""
 
-    def __init__(self, edge_index: np.ndarray, num_nodes: int) -> None:
-        self.src = edge_index[0]
-        self.order = np.argsort(edge_index[1], kind="stable")
-        self.indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-        np.cumsum(np.bincount(edge_index[1], minlength=num_nodes), out=self.indptr[1:])
-        self._seen = np.zeros(num_nodes, dtype=bool)
+    def __init__(self, src: np.ndarray, order: np.ndarray, indptr: np.ndarray) -> None:
+        self.src, self.order, self.indptr = src, order, indptr
+        self._seen = np.zeros(indptr.shape[0] - 1, dtype=bool)
+
+    @classmethod
+    def of(cls, edge_index: np.ndarray, num_nodes: int) -> InNeighbourhoods:
+        """The in-neighbourhoods of ``edge_index`` [2, E] over ``num_nodes`` nodes."""
+        indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+        np.cumsum(np.bincount(edge_index[1], minlength=num_nodes), out=indptr[1:])
+        return cls(edge_index[0], np.argsort(edge_index[1], kind="stable"), indptr)
 
     def _edges_into(self, nodes: np.ndarray) -> np.ndarray:
         """Ids of all edges whose target is in ``nodes``."""

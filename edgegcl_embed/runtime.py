@@ -20,6 +20,7 @@ from .contract import (INPUT_X, STAGE0_WEIGHT,
 from .errors import InputError, first_line, shown
 from .features import dense_rows, density, sparse_product, use_sparse_product
 from .files import read_regular
+from .folder import Folder
 from .graph import Features, InNeighbourhoods, check_graph, gcn_degree
 from .kernels import resolve_kernel, warm_up
 from .bounds import MAX_NODES, check_bounded, node_count
@@ -36,6 +37,11 @@ MODEL_LIMIT = 2**31 - 1
 MAX_BLOCK_ROWS = 512
 MIN_BLOCK_ROWS = 64
 BLOCKS_PER_STAGE = 16
+
+FOLDER_BATCH = 512
+"""Target nodes per batch when a graph folder is embedded (``embed_folder``): a 2-layer
+model's neighbourhood of 512 targets at average degree 10 is at most about 57 000 rows (fewer
+where neighbourhoods overlap), 170 MiB of 768 float32 features."""
 
 DEVICES = ("cpu", "cuda")
 MAX_THREADS = 1024
@@ -451,10 +457,7 @@ class EncoderSession:
         n = x.shape[0]
         if batch_size < 0:
             raise InputError(f"batch size must be >= 0 (0: whole graph), got {batch_size}")
-        if out is not None and (out.shape != (n, self.metadata.out_dim)
-                                or out.dtype != np.float32):
-            raise InputError(f"out must be float32 [{n}, {self.metadata.out_dim}], got "
-                             f"{out.dtype} {list(out.shape)}; allocate it for this graph")
+        self._check_out(out, n)
         sparse0 = self._sparse_first_layer(x)
         if issparse(x) and not self._has_stage0:  # A_hat x needs any rows of x: densify it
             x = x.toarray()
@@ -466,13 +469,54 @@ class EncoderSession:
             return self._forward(features, adj, out, sparse0)
         return self._embed_batches(x, edge_index, batch_size, progress, out, sparse0)
 
+    def embed_folder(self, folder: Folder, batch_size: int = FOLDER_BATCH,
+                     progress: Callable[[int, int], None] | None = None,
+                     out: np.ndarray | None = None) -> np.ndarray:
+        """Embeddings [num_nodes, out_dim] of every node of a graph folder
+        (edgegcl_embed.folder.read_folder), ``batch_size`` target nodes at a time, each over
+        its k-hop in-neighbourhood read from the folder's index: features and edges come from
+        the mapped files a batch at a time (rows read ahead where the features outgrow
+        memory), so memory follows the batch, not the graph. Same numbers as ``embed`` of the
+        graph (up to float summation order). ``out`` as for ``embed``."""
+        n, width = folder.x.shape
+        if width != self.metadata.in_dim:
+            raise InputError(f"the graph folder's x has {width} features per node but the model "
+                             f"expects {self.metadata.in_dim}; pass the features the model was "
+                             "trained on")
+        if batch_size < 1:
+            raise InputError(f"batch size must be >= 1 for a graph folder, got {batch_size}")
+        self._check_out(out, n)
+        index = folder.index
+        hoods = InNeighbourhoods(folder.edge_index[0], index.in_eid, index.in_ptr)
+        deg = (np.diff(index.in_ptr) + 1).astype(np.float32)  # GCN's: self-loops not listed
+        z = self._embed_batches(folder.x, folder.edge_index, batch_size, progress, out, False,
+                                (hoods, deg, folder.prefetch))
+        if not np.isfinite(z).all():
+            raise InputError("the model computed non-finite embeddings (NaN or inf) from a "
+                             "finite graph: its weights or INT8 scales are not finite; "
+                             "re-export it with edgegcl export")
+        return z
+
+    def _check_out(self, out: np.ndarray | None, n: int) -> None:
+        if out is not None and (out.shape != (n, self.metadata.out_dim)
+                                or out.dtype != np.float32):
+            raise InputError(f"out must be float32 [{n}, {self.metadata.out_dim}], got "
+                             f"{out.dtype} {list(out.shape)}; allocate it for this graph")
+
     def _embed_batches(self, x: np.ndarray | csr_matrix, edge_index: np.ndarray,
                        batch_size: int, progress: Callable[[int, int], None] | None,
-                       out: np.ndarray | None, sparse0: bool) -> np.ndarray:
-        """``embed`` in batches of ``batch_size`` target nodes over their k-hop subgraphs."""
+                       out: np.ndarray | None, sparse0: bool,
+                       grouped: tuple[InNeighbourhoods, np.ndarray,
+                                      Callable[[np.ndarray], None] | None] | None = None
+                       ) -> np.ndarray:
+        """``embed`` in batches of ``batch_size`` target nodes over their k-hop subgraphs;
+        ``grouped``: the in-neighbourhoods, GCN degrees and row read-ahead of a graph folder
+        (else made from ``edge_index``). Rows of a half-float x are widened as they are read."""
         n = x.shape[0]
-        deg = gcn_degree(edge_index, n)
-        hoods = InNeighbourhoods(edge_index, n)
+        if grouped is None:
+            hoods, deg, prefetch = InNeighbourhoods.of(edge_index, n), gcn_degree(edge_index, n), None
+        else:
+            hoods, deg, prefetch = grouped
         relabel = np.zeros(n, dtype=np.int64)  # global -> subgraph id, valid for the batch's nodes
         if out is None:
             out = np.empty((n, self.metadata.out_dim), dtype=np.float32)
@@ -481,7 +525,12 @@ class EncoderSession:
             nodes, edges = hoods.khop(targets, self.metadata.num_layers)
             relabel[nodes] = np.arange(nodes.size)
             sub_edges = relabel[edge_index[:, edges]]
-            z = self._forward([x[nodes]], NormalisedAdjacency(
+            if prefetch is not None:
+                prefetch(nodes)
+            rows = x[nodes]
+            if rows.dtype != np.float32 and not issparse(rows):
+                rows = rows.astype(np.float32)
+            z = self._forward([rows], NormalisedAdjacency(
                 sub_edges, nodes.size, deg[nodes], self.kernel), None, sparse0)
             out[targets] = z[:targets.size]
             if progress is not None:

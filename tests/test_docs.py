@@ -53,6 +53,8 @@ COVERED: dict[str, str] = {
     "tasks-labels-line": "test_docs.py::test_tasks_labels_line",
     "embed-install": "test_docs.py::test_install_blocks",
     "embed-python": "test_docs.py::test_python_blocks",
+    "folder-numpy": "test_folder.py::test_docs_blocks",
+    "folder-commands": "test_folder.py::test_docs_blocks",
 }
 """Each block's tag -> the test that runs it (file::function)."""
 

@@ -378,7 +378,7 @@ def test_adjacency_is_the_gcn_normalisation() -> None:
 def test_khop_keeps_targets_first_and_only_needed_edges() -> None:
     # path 0 -> 1 -> 2 -> 3 -> 4 (edges point at the target): node 4 depends on 2, 3 in 2 hops
     edge_index = np.array([[0, 1, 2, 3], [1, 2, 3, 4]])
-    nodes, edges = InNeighbourhoods(edge_index, 5).khop(np.array([4]), 2)
+    nodes, edges = InNeighbourhoods.of(edge_index, 5).khop(np.array([4]), 2)
     assert nodes.tolist() == [4, 3, 2]
     assert sorted(edges.tolist()) == [2, 3]  # 3 -> 4 and 2 -> 3; 1 -> 2 only feeds node 2's output
 
@@ -590,7 +590,7 @@ def test_khop_stops_when_nothing_is_further_away() -> None:
     """khop must not cost one step per hop asked for once the neighbourhood is complete (a
     caller's hop count is not bounded by any graph)."""
     x, edge_index = _graph(30, 60, seed=4)
-    hoods = InNeighbourhoods(edge_index, 30)
+    hoods = InNeighbourhoods.of(edge_index, 30)
     targets = np.arange(3)
     far_nodes, far_edges = hoods.khop(targets, 10**12)
     nodes, edges = hoods.khop(targets, 30)  # 30 hops reach every node that can be reached

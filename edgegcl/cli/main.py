@@ -63,6 +63,7 @@ COMMANDS: dict[str, str] = {
     "plot": "draw a run's training curves (loss, eta, micro-F1) to a PNG",
     "bench": "measure what each theta_max costs on this device",
     "profiles": "list the device profiles, or check your own",
+    "convert": "write a graph as a graph folder, read memory-mapped by every command",
 }
 """Every command, by its module in edgegcl.cli, with the line ``edgegcl --help`` shows. A
 command's module holds ``DESCRIPTION``, ``add_options(parser)`` and ``run(args) -> int``."""

@@ -204,8 +204,8 @@ class DataConfig(Section):
     """
 
     TITLE = "which graph"
-    dataset: str = option("synthetic", f"{', '.join(DATASETS)}, or a {' / '.join(GRAPH_FILES)} "
-                          "graph file")
+    dataset: str = option("synthetic", f"{', '.join(DATASETS)}, a {' / '.join(GRAPH_FILES)} "
+                          "graph file, or a graph folder read memory-mapped (edgegcl convert)")
     root: str = option("", "directory holding the datasets ('': $EDGEGCL_DATA or "
                        "~/.cache/edgegcl/datasets)")
     node_table: str = option("", "a CSV / TSV / Parquet --dataset edge list's node table: "

@@ -23,6 +23,7 @@ from torch_geometric.utils import coalesce, remove_self_loops
 
 from edgegcl.data.config import DATASETS, GRAPH_FILES, PYG_SOURCES, SyntheticSpec, canonical_name
 from edgegcl.data.files import is_graph_file, load_file
+from edgegcl.data.folder import is_graph_folder, open_folder
 from edgegcl.data.synthetic import synthetic_graph
 from edgegcl.data.validation import SPLIT_MASKS, validate_graph
 from edgegcl.errors import PathNotNamed, UsageError, first_line
@@ -82,7 +83,8 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
     ``Computers``, ``Photo`` and ``CS`` are accepted.
 
     Args:
-        name: a name of DATASETS, a ``.pt`` / ``.npz`` graph file, or None for the generated graph.
+        name: a name of DATASETS, a graph file (``GRAPH_FILES``), a graph folder
+            (edgegcl.data.folder), or None for the generated graph.
         root: directory holding the benchmark datasets (None: ``default_data_root()``).
         synthetic: the generated graph's parameters.
         node_table: a CSV / TSV / Parquet edge list's node table (edgegcl_embed.tables).
@@ -101,10 +103,12 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
         return load_file(Path(name).expanduser(),
                          None if not node_table else Path(node_table).expanduser())
     canonical = canonical_name(name)
+    if canonical is None and is_graph_folder(name):
+        return open_folder(name)
     if canonical is None:
         raise UsageError(
             f"unknown dataset {name!r}; use one of {', '.join(DATASETS)}, or a path to a "
-            f"{' or '.join(GRAPH_FILES)} graph file"
+            f"{' or '.join(GRAPH_FILES)} graph file, or a graph folder (docs/graph-folder.md)"
         )
     if canonical == "synthetic":
         return synthetic_graph(synthetic)
@@ -129,11 +133,11 @@ def check_recorded_paths(dataset: str, root: str, source: str | Path, *,
         raise PathNotNamed(f"{source} names the node table {shown(node_table, 120)}, a path a "
                            "file cannot choose (nothing was read); if it is yours, pass "
                            f"--node-table {shown(node_table, 200)}")
-    if not dataset_named and is_graph_file(dataset):
+    if not dataset_named and (is_graph_file(dataset) or is_graph_folder(dataset)):
         raise PathNotNamed(f"{source} names the graph file {shown(dataset, 120)}, a path a file "
                          f"cannot choose (nothing was read); if it is yours, pass "
                          f"{passed(dataset_flag, dataset)}")
-    if root_named or not root or is_graph_file(dataset):
+    if root_named or not root or is_graph_file(dataset) or is_graph_folder(dataset):
         return
     if canonical_name(dataset) in (None, "synthetic"):
         return

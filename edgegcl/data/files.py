@@ -16,12 +16,13 @@ from torch_geometric.data import Data
 from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
 from torch_geometric.data.storage import GlobalStorage
 
-from edgegcl.data.validation import SPLIT_MASKS, validate_graph
+from edgegcl.data.validation import SPLIT_MASKS, checked_labels, split_masks, validate_graph
 from edgegcl.errors import UsageError, first_line
 from edgegcl.progress import say
 from edgegcl_embed.errors import InputError, shown
 from edgegcl.memory import memory_limit
 from edgegcl_embed.files import open_regular
+from edgegcl_embed.folder import check_arrays
 from edgegcl_embed.graph import benchmark_edges, check_file, open_npz, signed_indices
 from edgegcl_embed.tables import STRUCTURAL_FEATURES, TABLE_SUFFIXES, read_tables
 
@@ -169,6 +170,41 @@ def _load_npz(path: Path) -> Data:
         # torch holds native byte order only: a big-endian file's arrays are swapped on loading
         tensors[key] = torch.from_numpy(np.ascontiguousarray(array, array.dtype.newbyteorder("=")))
     return Data(**tensors)
+
+
+def mapped_npz(path: Path) -> Data | None:
+    """An ``.npz`` in edgegcl's layout whose ``x`` and ``edge_index`` numpy stored uncompressed
+    (``np.savez``), as a graph whose ``x`` and ``edge_index`` are the file's pages
+    (``NpzArchive.mapped``), checked a chunk at a time as a graph folder's arrays are, its
+    labels and split masks read and checked as every graph's; None for any other ``.npz``
+    (compressed, the benchmark's layout, a sparse x), which is read whole (``load_file``).
+    What ``edgegcl convert`` reads, so that converting a graph larger than memory stays
+    within memory."""
+    fix = "save it with np.savez(path, x=..., edge_index=..., y=...)"
+    try:
+        check_file(path, "graph file", "check the path")
+        with open_npz(path, fix) as npz:
+            if "x" not in npz or "edge_index" not in npz:
+                return None
+            x, edges = npz.mapped("x"), npz.mapped("edge_index")
+            if x is None or edges is None:
+                return None
+            small = {key: npz[key] for key in ("y", *SPLIT_MASKS) if key in npz}
+        if x.ndim != 2 or x.dtype.kind not in "fiu" or x.shape[0] < 2 or x.shape[1] < 1:
+            return None  # read whole, and refused there in its one line
+        if edges.ndim != 2 or edges.shape[0] != 2 or edges.dtype.kind not in "iu":
+            return None
+        check_arrays(path, x, edges, say)
+    except InputError as exc:
+        raise UsageError(str(exc)) from None
+    name = path.name
+    holder = Data(**{key: torch.from_numpy(np.ascontiguousarray(value, value.dtype.newbyteorder("=")))
+                     for key, value in small.items()})
+    y = checked_labels(holder, name, x.shape[0])
+    data = Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(edges), y=y, name=name,
+                **split_masks(holder, x.shape[0], y is not None, name))
+    data.num_nodes = x.shape[0]
+    return data
 
 
 READERS: dict[str, Callable[[Path], Data]] = {".pt": _load_pt, ".npz": _load_npz}

@@ -9,6 +9,7 @@ another graph than its own.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from pathlib import Path
@@ -32,11 +33,12 @@ _CHUNK = 1 << 24
 """Bytes of a tensor hashed at a time (a view of its storage, never a copy of all of it)."""
 
 
-def feed(hasher: Any, tensor: Tensor | None) -> None:
+def feed(hasher: Any, tensor: Tensor | None, dtype: torch.dtype | None = None) -> None:
     """Feed ``tensor``'s layout, dtype, shape and bytes to ``hasher`` (a sparse one by its
     index and value parts), a chunk at a time, never a copy of the whole; None as a marker.
-    The graph record's hash and the profile cache's key (edgegcl.budget.cache) are made by
-    it."""
+    ``dtype``: a dense tensor's bytes as that type, each chunk converted (a graph folder's
+    float16 features or int32 edges hash as the same graph in float32 / int64 does). The
+    graph record's hash and the profile cache's key (edgegcl.budget.cache) are made by it."""
     if tensor is None:
         hasher.update(b"none")
         return
@@ -47,19 +49,24 @@ def feed(hasher: Any, tensor: Tensor | None) -> None:
         parts = [coalesced.indices(), coalesced.values()]
     else:
         parts = [tensor]
-    hasher.update(f"{tensor.layout}{tensor.dtype}{tuple(tensor.shape)};".encode())
+    converted = dtype if dtype is not None and tensor.layout == torch.strided else tensor.dtype
+    hasher.update(f"{tensor.layout}{converted}{tuple(tensor.shape)};".encode())
     for part in parts:
         flat = part.detach().cpu().contiguous().reshape(-1)
         step = max(1, _CHUNK // max(flat.element_size(), 1))
         for start in range(0, flat.numel(), step):
-            hasher.update(flat[start:start + step].numpy().tobytes())
+            chunk = flat[start:start + step]
+            hasher.update(chunk.to(converted if part is tensor else chunk.dtype).numpy().tobytes())
 
 
 def content_hash(data: Data) -> str:
     """SHA-256 over x (float32), edge_index (int64), y and the split masks of ``data``."""
     hasher = hashlib.sha256()
-    feed(hasher, data.x.float())
-    feed(hasher, data.edge_index.long())
+    folder = getattr(data, "folder", None)  # a graph folder's features: read in order
+    with (folder.features.scanned() if folder is not None and folder.features is not None
+          else contextlib.nullcontext()):
+        feed(hasher, data.x, torch.float32)
+    feed(hasher, data.edge_index, torch.int64)
     for name in ("y", "train_mask", "val_mask", "test_mask"):
         feed(hasher, getattr(data, name, None))
     return hasher.hexdigest()

@@ -20,7 +20,7 @@ it), ``n_id`` (global node ids, the ``batch_size`` seed nodes first and in input
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -33,6 +33,7 @@ from torch_geometric.loader import NeighborLoader, NodeLoader
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
 from edgegcl.data.config import SAMPLERS
+from edgegcl.data.folder import FolderIndex
 from edgegcl.errors import UsageError
 
 # Marks "node not in the current batch" in the sampler's global-to-local id map.
@@ -92,40 +93,22 @@ class CSRNeighborSampler(BaseSampler):
     ``generator``. Not thread-safe: use one sampler per thread.
     """
 
-    def __init__(self, data: Data, num_neighbors: Sequence[int], *, seed: int | None = None) -> None:
+    def __init__(self, data: Data, num_neighbors: Sequence[int], *, seed: int | None = None,
+                 index: FolderIndex | None = None) -> None:
         if not isinstance(data, Data):
             raise UsageError(
                 f"CSRNeighborSampler needs a torch_geometric Data object, got "
                 f"{type(data).__name__}; convert HeteroData with to_homogeneous()"
             )
         self._num_neighbors = _check_num_neighbors(num_neighbors)
-        edge_index = data.edge_index
-        if edge_index is None:
-            raise UsageError("the graph has no edge_index; add one (adj_t / SparseTensor is not supported)")
-        if edge_index.dim() != 2 or edge_index.size(0) != 2:
-            raise UsageError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
-        num_nodes = data.num_nodes
+        num_nodes = data.num_nodes if index is None else index.num_nodes
         if num_nodes is None:
             raise UsageError("the graph has no node count; set data.num_nodes or data.x")
         self.num_nodes: int = int(num_nodes)
-        edge_index = edge_index.detach().to("cpu", torch.long)
-        if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= self.num_nodes):
-            raise UsageError(
-                f"edge_index refers to nodes outside [0, {self.num_nodes}); fix the edges or num_nodes"
-            )
-        src, dst = edge_index[0], edge_index[1]
-        # CSC of the graph = CSR over targets: the in-neighbours of node v are
-        # self._col[self._rowptr[v]:self._rowptr[v + 1]], and self._perm maps those slots back
-        # to positions in data.edge_index (stable sort: ties keep input order).
-        # Stored as int32 where the counts allow (half the index's memory: 160 MiB at 20M
-        # edges); a batch's picks are widened to int64 as they are read.
-        perm = torch.argsort(dst, stable=True)
-        self._col: Tensor = src[perm].to(_index_dtype(self.num_nodes))
-        self._perm: Tensor = perm.to(_index_dtype(src.numel()))
-        del perm
-        rowptr = torch.zeros(self.num_nodes + 1, dtype=torch.long)
-        torch.cumsum(torch.bincount(dst, minlength=self.num_nodes), dim=0, out=rowptr[1:])
-        self._rowptr: Tensor = rowptr
+        if index is not None:  # a graph folder's index, mapped and checked when it was opened
+            self._col, self._perm, self._rowptr = index.in_src, index.in_eid, index.in_ptr
+        else:
+            self._col, self._perm, self._rowptr = _in_index(data, self.num_nodes)
         self._local: Tensor = torch.full((self.num_nodes,), _UNSEEN, dtype=torch.long)
         self._generator = torch.Generator()
         self._seed = 0
@@ -352,6 +335,32 @@ class CSRNeighborSampler(BaseSampler):
         return hubs.index_select(0, target), slot
 
 
+def _in_index(data: Data, num_nodes: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The in-neighbour index of ``data``'s edges: (sources, edge ids, pointers)."""
+    edge_index = data.edge_index
+    if edge_index is None:
+        raise UsageError("the graph has no edge_index; add one (adj_t / SparseTensor is not supported)")
+    if edge_index.dim() != 2 or edge_index.size(0) != 2:
+        raise UsageError(f"edge_index must have shape [2, E], got {list(edge_index.shape)}")
+    edge_index = edge_index.detach().to("cpu", torch.long)
+    if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
+        raise UsageError(
+            f"edge_index refers to nodes outside [0, {num_nodes}); fix the edges or num_nodes"
+        )
+    src, dst = edge_index[0], edge_index[1]
+    # CSC of the graph = CSR over targets: the in-neighbours of node v are
+    # col[rowptr[v]:rowptr[v + 1]], and perm maps those slots back to positions in
+    # data.edge_index (stable sort: ties keep input order). Stored as int32 where the counts
+    # allow (half the index's memory: 160 MiB at 20M edges); a batch's picks are widened to
+    # int64 as they are read.
+    perm = torch.argsort(dst, stable=True)
+    col = src[perm].to(_index_dtype(num_nodes))
+    perm = perm.to(_index_dtype(src.numel()))
+    rowptr = torch.zeros(num_nodes + 1, dtype=torch.long)
+    torch.cumsum(torch.bincount(dst, minlength=num_nodes), dim=0, out=rowptr[1:])
+    return col, perm, rowptr
+
+
 def _index_dtype(count: int) -> torch.dtype:
     """int32 for ids below ``count`` where they fit in it, else int64."""
     return torch.int32 if count <= torch.iinfo(torch.int32).max else torch.long
@@ -387,7 +396,9 @@ def _seed_order(num_seeds: int, batch_size: int, shuffle: bool, seed: int,
 def make_loader(data: Data, batch_size: int, num_neighbors: Sequence[int], *,
                 sampler: str = "auto", shuffle: bool = True, seed: int = 0,
                 input_nodes: Tensor | None = None,
-                shard: tuple[int, int] | None = None) -> NodeLoader:
+                shard: tuple[int, int] | None = None,
+                index: FolderIndex | None = None,
+                prefetch: Callable[[Tensor], None] | None = None) -> NodeLoader:
     """Mini-batch loader over seed nodes of ``data`` with per-hop neighbour sampling
     (``num_neighbors`` per hop, -1: all).
 
@@ -401,7 +412,11 @@ def make_loader(data: Data, batch_size: int, num_neighbors: Sequence[int], *,
     ``"pyg"`` draws neighbours from pyg-lib / torch-sparse's own RNG (seed torch globally to
     pin those). ``shard = (rank, world_size)``: this process's share of every epoch's seeds
     under data-parallel training (:class:`ShardedIndices`); its neighbour draws are seeded
-    apart from the other ranks' while the seed order is the one all ranks share.
+    apart from the other ranks' while the seed order is the one all ranks share. ``index``: a
+    graph folder's mapped in-neighbour index (edgegcl.data.folder), which the built-in sampler
+    reads instead of building its own from ``data.edge_index`` (``auto`` then picks it).
+    ``prefetch``: called with each batch's node ids as it is made (a graph folder's feature
+    rows read ahead, ``MappedRows.prefetch``).
 
     Example:
         >>> from edgegcl.data import SyntheticSpec, synthetic_graph
@@ -410,8 +425,11 @@ def make_loader(data: Data, batch_size: int, num_neighbors: Sequence[int], *,
         >>> batch.batch_size, batch.x.size(0) >= 64
         (64, True)
     """
-    fanouts, input_nodes, sampler = _checked_loader_args(data, batch_size, num_neighbors,
-                                                         sampler, input_nodes)
+    if index is not None and sampler == "pyg":
+        raise UsageError("sampler 'pyg' builds its index in memory, and a graph folder's is on "
+                         "disk; use --sampler builtin (or auto)")
+    fanouts, input_nodes, sampler = _checked_loader_args(
+        data, batch_size, num_neighbors, "builtin" if index is not None else sampler, input_nodes)
     num_nodes = int(data.num_nodes or 0)
     num_seeds = num_nodes if input_nodes is None else (
         int(input_nodes.sum()) if input_nodes.dtype == torch.bool else input_nodes.numel())
@@ -423,8 +441,16 @@ def make_loader(data: Data, batch_size: int, num_neighbors: Sequence[int], *,
                               batch_size=batch_size,
                               transform=partial(with_hop_counts, num_hops=len(fanouts)),
                               **order)
-    return NodeLoader(data, node_sampler=CSRNeighborSampler(data, fanouts, seed=int(seed)),
+    transform = None if prefetch is None else partial(_prefetched, prefetch=prefetch)
+    return NodeLoader(data, node_sampler=CSRNeighborSampler(data, fanouts, seed=int(seed),
+                                                            index=index), transform=transform,
                       input_nodes=input_nodes, batch_size=batch_size, **order)
+
+
+def _prefetched(batch: Data, prefetch: Callable[[Tensor], None]) -> Data:
+    """``batch``, its nodes' rows asked for (``make_loader``'s ``prefetch``)."""
+    prefetch(batch.n_id)
+    return batch
 
 
 def _checked_loader_args(data: Data, batch_size: int, num_neighbors: Sequence[int],

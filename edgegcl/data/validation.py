@@ -10,6 +10,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from edgegcl.errors import UsageError
+from edgegcl_embed.graph import overflow_bound
 
 FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 PLAIN_DTYPES = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64,
@@ -33,8 +34,8 @@ def validate_graph(data: Data) -> Data:
     x = _checked_features(data, name)
     n = x.size(0)
     edge_index = _checked_edges(data, name, n)
-    y = _checked_labels(data, name, n)
-    masks = _split_masks(data, n, y is not None, name)
+    y = checked_labels(data, name, n)
+    masks = split_masks(data, n, y is not None, name)
     _warn_if_overflowing(x, name)  # last: a graph refused above gets its one line only
     return Data(x=x, edge_index=edge_index, y=y, name=name, **masks)
 
@@ -89,7 +90,7 @@ def _checked_edges(data: Data, name: str, n: int) -> Tensor:
     return edge_index
 
 
-def _checked_labels(data: Data, name: str, n: int) -> Tensor | None:
+def checked_labels(data: Data, name: str, n: int) -> Tensor | None:
     """``y`` as int64 class ids [n] (0, 1, 2, ..., fewer classes than nodes) or an [n, C] 0 / 1
     multi-label target, or None (one line otherwise)."""
     y = _tensor_attr(data, "y", name)
@@ -136,7 +137,7 @@ def _multilabel(y: torch.Tensor, name: str) -> torch.Tensor:
     return y.to(torch.int64)
 
 
-def _split_masks(data: Data, n: int, labelled: bool, name: str) -> dict[str, torch.Tensor]:
+def split_masks(data: Data, n: int, labelled: bool, name: str) -> dict[str, torch.Tensor]:
     """The graph's split masks as bool ``[S, N]`` each, or ``{}`` when it carries none (or not
     all three: a warning line); one UsageError line for masks that cannot be a split (a
     shape, values other than 0 / 1, overlapping or empty sets, no labels to evaluate on)."""
@@ -193,13 +194,6 @@ def _split_masks(data: Data, n: int, labelled: bool, name: str) -> dict[str, tor
             raise UsageError(f"{name}: split {int(empty[0, 0])}'s {key} selects no node; every "
                              "set of a split needs at least one")
     return rows
-
-
-def overflow_bound(num_features: int) -> float:
-    """The largest |x| whose float32 products cannot overflow: a row's squared norm, or the dot
-    product of two rows, sums ``num_features`` products of two features, each at most |x|^2,
-    so it stays below float32's maximum while |x| <= sqrt(max / num_features)."""
-    return math.sqrt(FLOAT32_MAX / num_features)
 
 
 def _warn_if_overflowing(x: torch.Tensor, name: str) -> None:

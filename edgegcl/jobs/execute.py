@@ -20,6 +20,7 @@ from torch_geometric.data import Data
 
 from edgegcl.budget.profiler import Calibration, auto_budget_line, auto_budget_report, pace_line
 from edgegcl.budget.profiles import DeviceProfile
+from edgegcl.data.folder import is_graph_folder
 from edgegcl.data.identity import check_identity, write_identity
 from edgegcl.errors import RankLost, Stopped, UsageError
 from edgegcl.evaluation.authors import AUTHORS_LABEL
@@ -113,7 +114,8 @@ def _prepare(plan: Plan, graph: Data | None, hold: ExitStack) -> _Prepared:
 def _join_world(s: Start, graph: Data | None, hold: ExitStack) -> tuple[Start, World]:
     """Under torchrun: join the ranks (left in ``hold``'s exit, so that a rank refused before
     training destroys its process group instead of aborting at exit), load the graph on each
-    machine's local rank 0 and share it, and refuse full-graph mode (one line). The graph loads after the ranks have joined, so
+    machine's local rank 0 and share it (a graph folder: every rank maps it), and refuse
+    full-graph mode (one line). The graph loads after the ranks have joined, so
     a graph that cannot load stops every rank at once with rank 0's line (not the others
     waiting for a rank that has gone)."""
     if s.cfg.run.mode != "auto":  # refused before joining the ranks; auto once the graph is known
@@ -121,7 +123,10 @@ def _join_world(s: Start, graph: Data | None, hold: ExitStack) -> tuple[Start, W
     world = start_world(s.cfg.distributed, s.cfg.run.device)
     hold.callback(stop_world)  # a rank that stops before training leaves the group cleanly
     problem, data = None, s.data
-    if world.local_rank == 0 and data is None:
+    # a graph folder: every rank maps it (the page cache holds one copy per machine); any
+    # other graph: local rank 0 loads it and shares it (share_graph)
+    mapped = graph is None and is_graph_folder(s.cfg.data.dataset)
+    if (world.local_rank == 0 or mapped) and data is None:
         try:
             data = load_data(s.cfg)
         except UsageError as exc:
@@ -129,7 +134,7 @@ def _join_world(s: Start, graph: Data | None, hold: ExitStack) -> tuple[Start, W
     found = next((p for p in world.gather(problem) if p is not None), None)
     if found is not None:  # every rank stops; rank 0 says why
         raise UsageError(found) if world.is_main else QuietUsageError(found)
-    data = data if graph is not None else share_graph(data, world)
+    data = data if graph is not None or mapped else share_graph(data, world)
     assert data is not None
     require_minibatch(resolve_mode(s.cfg.run.mode, data.num_nodes))
     return s.with_data(data, world.device), world

@@ -20,6 +20,7 @@ from edgegcl.budget.profiles import DeviceProfile
 from edgegcl.data import check_recorded_paths, load_graph
 from edgegcl.data.identity import PYTHON
 from edgegcl.data.validation import validate_graph
+from edgegcl.errors import UsageError
 from edgegcl.jobs.plan import Plan
 from edgegcl.jobs.ranks import world_size
 from edgegcl.memory import reuse_freed_memory
@@ -89,6 +90,13 @@ def checked_graph(cfg: TrainConfig, graph: Data) -> Data:
 def _check_models(cfg: TrainConfig, data: Data) -> Data:
     model = cfg.model
     names = model.candidates() if model.encoder == AUTO else [model.built_in]
+    if getattr(data, "folder", None) is not None:  # a graph on disk (edgegcl.data.folder)
+        if cfg.run.task == "link":
+            raise UsageError(f"{data.name} is a graph folder, and the link task splits its "
+                             "edges in memory; train --task link on an .npz of the graph")
+        if model.encoder == "poly":
+            raise UsageError(f"{data.name} is a graph folder, and the poly encoder embeds "
+                             "through N x hidden tensors in memory; use --encoder gcn or ego")
     for name in names:
         if name is not None:
             check_model_size(data.x.size(1), model, name)

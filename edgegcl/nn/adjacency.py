@@ -19,7 +19,7 @@ Embeddings of every node for evaluation read the whole graph's adjacency a chunk
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -123,6 +123,9 @@ class ChunkedAdjacency:
     in_src: Tensor
     out_ptr: Tensor
     out_dst: Tensor
+    read_ahead: tuple[Tensor, Callable[[Tensor], None]] | None = None
+    """(features, prefetch): ``pull`` from those features asks for the rows a chunk reads
+    before it reads them (a graph folder's features on disk, edgegcl.data.folder)."""
 
     @property
     def num_nodes(self) -> int:
@@ -137,7 +140,7 @@ class ChunkedAdjacency:
         counts = self.in_ptr[lo + 1: hi + 1] - self.in_ptr[lo:hi]
         crow = torch.zeros(t + 1, dtype=torch.long, device=device)
         torch.cumsum(counts + 1, 0, out=crow[1:])
-        src = self.in_src[e0:e1]
+        src = self.in_src[e0:e1].long()
         row = torch.repeat_interleave(torch.arange(t, device=device), counts, output_size=e1 - e0)
         col = torch.empty(e1 - e0 + t, dtype=torch.long, device=device)
         val = torch.empty(e1 - e0 + t, dtype=self.deg_inv_sqrt.dtype, device=device)
@@ -150,6 +153,20 @@ class ChunkedAdjacency:
         val[diagonal] = self.self_weight(lo, hi)
         return torch.sparse_csr_tensor(crow, col, val, (t, self.num_nodes),
                                        check_invariants=False)
+
+    def pull(self, lo: int, hi: int, h: Tensor) -> Tensor:
+        """A_hat[lo:hi] @ h. A float32 ``h`` is read where the rows point (a mapped one page by
+        page); a half-float one (a graph folder's float16 features) has just the rows the chunk
+        reads gathered and widened to float32, never the whole ``h``."""
+        rows = self.rows(lo, hi)
+        if self.read_ahead is not None and h is self.read_ahead[0]:
+            self.read_ahead[1](rows.col_indices())
+        if h.dtype not in (torch.float16, torch.bfloat16) or h.layout != torch.strided:
+            return rows @ h
+        cols, local = torch.unique(rows.col_indices(), return_inverse=True)
+        narrow = torch.sparse_csr_tensor(rows.crow_indices(), local, rows.values(),
+                                         (hi - lo, cols.numel()), check_invariants=False)
+        return narrow @ h.index_select(0, cols).float()
 
     def self_weight(self, lo: int, hi: int) -> Tensor:
         """The diagonal entries 1 / deg of rows lo..hi-1."""
@@ -166,7 +183,7 @@ class ChunkedAdjacency:
                                         output_size=e1 - e0)
         for b0 in range(e0, e1, max_edges):
             b1 = min(b0 + max_edges, e1)
-            src, dst = local[b0 - e0: b1 - e0], self.out_dst[b0:b1]
+            src, dst = local[b0 - e0: b1 - e0], self.out_dst[b0:b1].long()
             weight = self.deg_inv_sqrt.index_select(0, src + lo) * self.deg_inv_sqrt.index_select(
                 0, dst)
             yield src, dst, weight
@@ -175,7 +192,11 @@ class ChunkedAdjacency:
 def chunked_adjacency(edge_index: Tensor, num_nodes: int) -> ChunkedAdjacency:
     """The ``ChunkedAdjacency`` of a graph: self-loops dropped (Eq. 4 adds I), degrees and
     duplicate edges as in ``gcn_adjacency``; each grouping is a stable sort, skipped when the
-    edges already are in that order."""
+    edges already are in that order. Edges that carry their adjacency (``carry_adjacency``: a
+    graph folder's mapped index) give it instead, and nothing edge-sized is built."""
+    carried = getattr(edge_index, _CARRIED, None)
+    if carried is not None and carried.num_nodes == num_nodes:
+        return carried
     src, dst = edge_index[0], edge_index[1]
     loops = src == dst
     if bool(loops.any()):
@@ -200,3 +221,24 @@ def _pointers(counts: Tensor) -> Tensor:
 def _sorted(index: Tensor) -> bool:
     """Whether ``index`` is non-decreasing (then grouping by it needs no sort)."""
     return index.numel() < 2 or bool((index[1:] >= index[:-1]).all())
+
+
+_CARRIED = "edgegcl_adjacency"
+
+
+def grouped_adjacency(in_ptr: Tensor, in_src: Tensor, out_ptr: Tensor, out_dst: Tensor,
+                      read_ahead: tuple[Tensor, Callable[[Tensor], None]] | None = None
+                      ) -> ChunkedAdjacency:
+    """The ``ChunkedAdjacency`` of edges already grouped (self-loops left out): by target
+    (``in_ptr``, ``in_src``) and by source (``out_ptr``, ``out_dst``), e.g. a graph folder's
+    mapped index; only the degrees (N floats) are computed. ``read_ahead``: see
+    ``ChunkedAdjacency``."""
+    deg_inv_sqrt = ((in_ptr[1:] - in_ptr[:-1]) + 1).to(torch.float32).rsqrt()
+    return ChunkedAdjacency(deg_inv_sqrt, in_ptr, in_src, out_ptr, out_dst, read_ahead)
+
+
+def carry_adjacency(edge_index: Tensor, adjacency: ChunkedAdjacency) -> Tensor:
+    """``edge_index`` made to carry its ``adjacency``, which ``chunked_adjacency`` (every
+    all-node embedding) then reads instead of sorting the edges in memory; returned."""
+    setattr(edge_index, _CARRIED, adjacency)
+    return edge_index

@@ -64,7 +64,8 @@ def remove_edges(edge_index: Tensor, p_edge: float, generator: torch.Generator) 
 
 
 def as_features(x: Tensor) -> Tensor:
-    """``x`` as training input: sparse CSR when mostly zeros, else dense.
+    """``x`` as training input (half floats widened to float32): sparse CSR when mostly zeros,
+    else dense.
 
     A sparse first layer multiplies only the nonzeros, and CSR beats COO and dense for
     bag-of-words features (docs/performance.md, "Sparse first layer"). The encoder
@@ -72,6 +73,8 @@ def as_features(x: Tensor) -> Tensor:
     """
     if x.layout == torch.sparse_csr or x.numel() == 0:
         return x
+    if x.dtype in (torch.float16, torch.bfloat16):  # a graph folder's: steps compute in float32
+        x = x.float()
     if torch.count_nonzero(x).item() < SPARSE_DENSITY * x.numel():
         return x.to_sparse_csr()
     return x

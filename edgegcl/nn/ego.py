@@ -98,7 +98,7 @@ class EgoEncoder(nn.Module):
 
         def pulled(i: int, z: Tensor, lo: int, hi: int) -> Tensor:  # layer i's rows lo..hi-1
             conv, root, act = self.layer(i)
-            neighbours = F.linear(adj.rows(lo, hi) @ z, conv.lin.weight, conv.bias)
+            neighbours = F.linear(adj.pull(lo, hi, z), conv.lin.weight, conv.bias)
             return act(torch.cat([neighbours, root(row_block(z, lo, hi))], dim=1))
 
         z = x

@@ -178,7 +178,7 @@ class GCNEncoder(nn.Module):
 
         def pulled(i: int, z: Tensor, lo: int, hi: int) -> Tensor:  # layer i's rows lo..hi-1
             conv, act = self.layer(i)
-            return act(nn.functional.linear(adj.rows(lo, hi) @ z, conv.lin.weight, conv.bias))
+            return act(nn.functional.linear(adj.pull(lo, hi, z), conv.lin.weight, conv.bias))
 
         z = x
         for i in range(1, k - 1):  # the layers before the last two, whole

@@ -133,7 +133,7 @@ class PolyEncoder(nn.Module):
                 if following is None:
                     following = torch.empty_like(total)
                 for lo, hi in chunks:
-                    following[lo:hi] = adj.rows(lo, hi) @ power
+                    following[lo:hi] = adj.pull(lo, hi, power)
                 total.add_(following, alpha=float(self.gamma[k]))
                 # the old power's rows are the next one's buffer; x itself is never written over
                 power, following = following, (None if power is x else power)

@@ -389,6 +389,9 @@ def export_checkpoint(ckpt: Checkpoint, plan: ExportPlan, data: Data,
     if data.x.size(1) != ckpt.in_dim:
         raise UsageError(f"graph {data.name} has {data.x.size(1)} features but the encoder "
                          f"expects {ckpt.in_dim}; pass the training graph with --graph")
+    if data.x.dtype != torch.float32:  # a graph folder's float16 features: the checks' x
+        data = Data(x=data.x.float(), edge_index=data.edge_index, y=getattr(data, "y", None),
+                    name=data.name)
     paths, lines = plan.paths(), []
     fix = "free space or choose another output path (nothing was replaced)"
     if ckpt.config.model.user_encoder:

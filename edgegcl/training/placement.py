@@ -14,11 +14,12 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
 from edgegcl.data.sampling import make_loader
+from edgegcl.nn.adjacency import carry_adjacency, grouped_adjacency
 from edgegcl.errors import UsageError
 from edgegcl.training.config import RunConfig
 
-__all__ = ["check_full_graph_memory", "full_graph_bytes", "resolve_device", "resolve_mode",
-           "structure_loader"]
+__all__ = ["check_full_graph_memory", "full_graph_bytes", "on_disk", "resolve_device",
+           "resolve_mode", "structure_loader"]
 
 FULL_GRAPH_MAX_NODES = 10_000
 """``--mode auto`` trains full-graph up to this many nodes (Cora, CiteSeer, Amazon-Photo,
@@ -66,6 +67,19 @@ def check_full_graph_memory(num_nodes: int, device: torch.device) -> None:
                          f"{have / 2**30:.1f} GiB available; use --mode minibatch")
 
 
+def on_disk(data: Data) -> Data:
+    """``data`` as the steps read it: a graph folder's (edgegcl.data.folder) ``edge_index``
+    made to carry the adjacency of its mapped index, so that every all-node embedding reads
+    the index instead of sorting the edges in memory; any other graph as it is."""
+    folder = getattr(data, "folder", None)
+    if folder is not None:
+        index, prefetch = folder.index, folder.prefetch
+        carry_adjacency(data.edge_index, grouped_adjacency(
+            index.in_ptr, index.in_src, index.out_ptr, index.out_dst,
+            None if prefetch is None else (data.x, prefetch)))
+    return data
+
+
 def structure_loader(data: Data, cfg: RunConfig, seed: int,
                      shard: tuple[int, int] | None = None) -> NodeLoader:
     """The mini-batch loader of a run, over the graph's structure only.
@@ -75,5 +89,7 @@ def structure_loader(data: Data, cfg: RunConfig, seed: int,
     ``shard = (rank, world_size)`` under torchrun (edgegcl.data.sampling.ShardedIndices).
     """
     structure = Data(edge_index=data.edge_index, num_nodes=data.num_nodes)
+    folder = getattr(data, "folder", None)  # a graph folder: its mapped index, not a new one
     return make_loader(structure, cfg.batch_size, cfg.fanout, sampler=cfg.sampler,
-                       seed=seed, shard=shard)
+                       seed=seed, shard=shard, index=None if folder is None else folder.index,
+                       prefetch=None if folder is None else folder.prefetch)

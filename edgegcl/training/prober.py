@@ -12,7 +12,12 @@ from __future__ import annotations
 
 import copy
 import math
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,6 +27,7 @@ from torch_geometric.data import Data
 from edgegcl.evaluation.authors import AuthorsScore, authors_probe
 from edgegcl.evaluation.links import LinkScores
 from edgegcl.evaluation.metrics import label_kind, resolve_metric, standard_error
+from edgegcl.nn.model import npy_embeddings
 from edgegcl.evaluation.probe import (
     ProbeScores,
     Selection,
@@ -33,11 +39,29 @@ from edgegcl.evaluation.probe import (
     select_checkpoint,
 )
 
-__all__ = ["MIN_LABELLED_NODES", "Baselines", "Prober"]
+__all__ = ["MIN_LABELLED_NODES", "Baselines", "Prober", "embedded"]
 
 MIN_LABELLED_NODES = 3
 """The fewest nodes whose labels can be probed: one each to train on, validate and test.
 A smaller labelled graph trains as an unlabelled one (its last epoch kept)."""
+
+
+@contextmanager
+def embedded(model: nn.Module, x: Tensor, edge_index: Tensor,
+             scratch: Path | None = None) -> Iterator[Tensor]:
+    """Every node's frozen embeddings (``model.embed``): in memory, or, with a ``scratch``
+    folder (a graph on disk), in a mapped ``.npy`` made there exclusively and removed when the
+    block ends, so their N x out_dim floats are file-backed pages, not the process's memory."""
+    if scratch is None:
+        yield model.embed(x, edge_index)
+        return
+    fd, name = tempfile.mkstemp(prefix=".embeddings-", suffix=".npy", dir=scratch)
+    os.close(fd)
+    try:
+        out = npy_embeddings(name, x.size(0), model.head.fc1.in_features)
+        yield model.embed(x, edge_index, out=out)
+    finally:
+        os.unlink(name)
 
 
 class _Track:
@@ -46,8 +70,8 @@ class _Track:
     encoder state (kept only where the chosen checkpoint must be probed again on the whole
     split, or is the run's)."""
 
-    def __init__(self, split: Split, keep_state: bool) -> None:
-        self.split = split
+    def __init__(self, split: Split, keep_state: bool, scratch: Path | None = None) -> None:
+        self.split, self.scratch = split, scratch
         self.probe_split = checkpoint_probe_split(split)
         self.keep_state = keep_state or self.probe_split is not split
         self.history: list[tuple[int, ProbeScores]] = []
@@ -74,8 +98,9 @@ class _Track:
         if selection is not None and self.probe_split is not self.split:
             assert self.best_state is not None
             model.encoder.load_state_dict(self.best_state)
-            selection = replace(selection, scores=linear_probe(
-                model.embed(x, edge_index), y, self.split, seed=seed, metric=metric))
+            with embedded(model, x, edge_index, self.scratch) as z:
+                selection = replace(selection, scores=linear_probe(
+                    z, y, self.split, seed=seed, metric=metric))
         return selection
 
     def state_dict(self) -> dict[str, Any]:
@@ -131,22 +156,23 @@ class Prober:
     """
 
     def __init__(self, data: Data, seed: int, device: torch.device, protocol: str,
-                 metric: str = "auto") -> None:
+                 metric: str = "auto", scratch: Path | None = None) -> None:
         self.y = getattr(data, "y", None)
         if data.num_nodes < MIN_LABELLED_NODES:  # no train, validation and test nodes to probe
             self.y = None
         self.seed, self.device, self.protocol = seed, device, protocol
+        self.scratch = scratch
         self.metric = "micro_f1" if self.y is None else resolve_metric(metric, label_kind(self.y))
         if self.y is not None and label_kind(self.y) == "multilabel":
             self.protocol = "honest"  # the authors' protocol is single-label micro-F1
         self.features = data.x  # the raw features' baseline is probed on the same splits
         self.split = random_split(data.num_nodes, seed) if self.y is not None else None
-        self.track = None if self.split is None else _Track(self.split, keep_state=True)
+        self.track = None if self.split is None else _Track(self.split, True, scratch)
         self.probe_split = None if self.track is None else self.track.probe_split
         found = published_split(data, seed) if self.y is not None else None
         self.published_count = 0 if found is None else int(data.train_mask.size(0))
         self.published_number = None if found is None else found[0]
-        self.published = None if found is None else _Track(found[1], keep_state=False)
+        self.published = None if found is None else _Track(found[1], False, scratch)
         self.authors: list[tuple[int, AuthorsScore]] = []
         self.authors_stream = torch.Generator().manual_seed(seed)  # its splits and classifiers
         self.best_state: dict[str, Tensor] | None = None
@@ -177,7 +203,13 @@ class Prober:
                 self._last_epoch = epoch
             return row
         y = self.y.to(self.device)
-        embeddings = model.embed(x, edge_index)
+        with embedded(model, x, edge_index, self.scratch) as embeddings:
+            return self._probed(epoch, model, embeddings, y, row)
+
+    def _probed(self, epoch: int, model: nn.Module, embeddings: Tensor, y: Tensor,
+                row: dict[str, float]) -> dict[str, float]:
+        """``probe``'s scores of a checkpoint's ``embeddings``."""
+        assert self.track is not None
         scores = linear_probe(embeddings, y, self.track.probe_split, seed=self.seed,
                               metric=self.metric)
         row.update(val_micro_f1=scores.val_micro, test_micro_f1=scores.test_micro,

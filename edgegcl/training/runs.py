@@ -33,6 +33,7 @@ from edgegcl.nn.augment import as_features
 from edgegcl.nn.family import encoder_name
 from edgegcl.training.checkpoint import load_checkpoint
 from edgegcl.training.config import TrainConfig
+from edgegcl.training.placement import on_disk
 from edgegcl.trust import allow_encoder
 from edgegcl_embed.files import read_regular, refuse_planted_links
 
@@ -104,12 +105,14 @@ class Run:
         preallocated tensor to fill (``edgegcl.nn.model.npy_embeddings`` maps one to a file);
         ``root``: where a named dataset is read, ``node_table``: a CSV edge list's node
         table (``graph()``)."""
-        data = self.graph(graph, root=root, node_table=node_table)
+        data = on_disk(self.graph(graph, root=root, node_table=node_table))
         if data.x.size(1) != self.in_dim:
             raise UsageError(f"graph {data.name} has {data.x.size(1)} features but the encoder "
                              f"of {self.path} takes {self.in_dim}; pass a graph with the "
                              "training graph's features")
-        x = as_features(data.x)  # sparse CSR where training fed it so
+        # sparse CSR where training fed it so; a graph folder's features stay mapped, read a
+        # chunk of rows at a time
+        x = data.x if getattr(data, "folder", None) is not None else as_features(data.x)
         with torch.no_grad():
             if encoder_name(self.encoder) is not None:  # built in: a chunk of nodes at a time
                 return self.encoder.embed_nodes(x, data.edge_index, out)

@@ -28,7 +28,7 @@ from edgegcl.training.resume import check_seed_file, check_world, state_parts
 from edgegcl.training.results import SeedResult
 from edgegcl.training.state import (STATE_FORMAT, config_hash, load_loader_state, loader_state,
                                     read_state, save_atomic)
-from edgegcl.training.placement import resolve_mode, structure_loader
+from edgegcl.training.placement import on_disk, resolve_mode, structure_loader
 from edgegcl.training.threads import ThreadChoice
 from edgegcl_embed.errors import shown
 
@@ -57,11 +57,16 @@ class SeedTraining:
         # reaches message passing, the views or the negatives)
         self.link_split = (seed_link_split(data, seed) if cfg.run.task == "link" else None)
         full_graph = data
-        data = data if self.link_split is None else training_graph(data, self.link_split)
+        data = on_disk(data) if self.link_split is None else training_graph(data, self.link_split)
         self.mode = mode = resolve_mode(cfg.run.mode, data.num_nodes)
         self.features, self.edge_index = data.x.to(device), data.edge_index.to(device)
         # full-graph steps and the probe's embeddings (rank 0 alone probes under torchrun)
-        self.x = as_features(self.features) if self.main or mode == "full" else self.features
+        # a graph folder's mapped features stay on disk in mini-batches: each batch's rows are
+        # gathered and widened to float32 as it trains (Trainer.project), and the probe's
+        # all-node embedding reads them a chunk at a time
+        mapped = getattr(data, "folder", None) is not None and mode == "minibatch"
+        self.x = (as_features(self.features) if (self.main or mode == "full") and not mapped
+                  else self.features)
         self.loader = None if mode != "minibatch" else structure_loader(
             data, cfg.run, seed, None if world is None else (world.rank, world.size))
         # Training's memory is measured above this level: the graph and the sampler's index
@@ -73,7 +78,8 @@ class SeedTraining:
         self.picker = None if threads is None else threads.picker
         self.trainer.threads = self.picker
         self.prober: Prober | LinkProber = (  # rank 0 alone probes
-            Prober(data, seed, device, cfg.run.protocol, cfg.run.metric)
+            Prober(data, seed, device, cfg.run.protocol, cfg.run.metric,
+                   scratch=run_dir if mapped else None)
             if self.link_split is None else
             LinkProber(self.link_split, full_graph.x, seed, device, cfg.run.metric))
         self.anchors = data.num_nodes if mode == "full" else min(cfg.run.batch_size, data.num_nodes)

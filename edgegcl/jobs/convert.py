@@ -1,0 +1,47 @@
+"""``edgegcl convert``: any graph ``train`` reads written as a graph folder
+(edgegcl.data.folder), with its sampler index, for runs whose memory depends on the batch
+alone (docs/graph-folder.md)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from edgegcl.data.config import SyntheticSpec
+from edgegcl.errors import UsageError
+from edgegcl.jobs.arguments import flag_argument, path_argument
+from edgegcl.progress import say
+
+
+def convert(graph: str | Path, out: str | Path, *, root: str | Path | None = None,
+            node_table: str | Path | None = None, half: bool = False) -> Path:
+    """Write ``graph`` (a dataset name, a graph file, an edge list with its ``node_table``, or
+    a graph folder) as a new graph folder ``out``, its features float16 with ``half``; the
+    folder's path. ``out`` must not exist; it appears whole or not at all. A graph folder and
+    an uncompressed ``.npz`` (``np.savez``) are read mapped, a chunk at a time; any other
+    graph is read into memory first.
+
+    Example:
+        >>> import edgegcl
+        >>> edgegcl.convert("my_graph.npz", "my_graph")  # doctest: +SKIP
+        PosixPath('my_graph')
+    """
+    name = path_argument("graph", graph)
+    target = path_argument("out", out)
+    if name is None or target is None:
+        raise UsageError("convert needs a graph and an out folder: convert(graph, out)")
+    if os.path.lexists(target):  # refused before the graph is read
+        raise UsageError(f"{target} already exists; name a new folder with --out")
+    # torch loads here, once the arguments are checked (the CLI's start-up)
+    from edgegcl.data.datasets import load_graph
+    from edgegcl.data.files import mapped_npz
+    from edgegcl.data.folder import write_folder
+
+    table = path_argument("node_table", node_table)
+    data = (mapped_npz(name.expanduser()) if name.suffix.lower() == ".npz" and table is None
+            else None)  # mapped: a chunk in memory at a time
+    if data is None:
+        data = load_graph(str(name), path_argument("root", root), SyntheticSpec(), table)
+    say(f"writing {data.name} ({data.num_nodes} nodes, {data.edge_index.size(1)} edges) as "
+        f"the graph folder {target}")
+    return write_folder(data, target, half=flag_argument("half", half))
