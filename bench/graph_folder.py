@@ -27,6 +27,7 @@ process over it), which needs root; without one the capped steps are skipped and
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -216,6 +217,21 @@ def _metrics(run_dir: Path) -> dict[str, Any]:
             "epoch_s": seed["train_time_s"]}
 
 
+STEPS = ("convert_capped", "convert_npz_capped", "train_capped", "embed_capped",
+         "side_by_side")
+"""The steps, in the order they run."""
+
+
+def _steps(text: str) -> list[str]:
+    """``--steps``: names of STEPS, comma-separated (one argparse line otherwise)."""
+    names = [t for t in text.split(",") if t]
+    unknown = [t for t in names if t not in STEPS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown step {unknown[0] if unknown else text!r}; "
+                                         f"choose from {', '.join(STEPS)}")
+    return names
+
+
 def main() -> None:
     p = harness.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--nodes", type=int, default=600_000)
@@ -234,6 +250,10 @@ def main() -> None:
                    help="keep the steps bench/results/NAME.json holds and run the others (the "
                         "same --work, which then keeps its graphs)")
     p.add_argument("--name", default="graph-folder", help="bench/results/NAME.{json,md}")
+    p.add_argument("--steps", default=",".join(STEPS), type=_steps,
+                   help=f"the steps to run, comma-separated (default all: {','.join(STEPS)})")
+    p.add_argument("--note", default="nothing else running",
+                   help="what else the machine ran meanwhile, for the report's header")
     args = p.parse_args()
     if args.nodes < 100 or args.features < 1 or not 0 < args.cap <= 1 or args.batch_size < 1:
         p.error("need --nodes >= 100, --features >= 1, 0 < --cap <= 1 and --batch-size >= 1")
@@ -246,7 +266,7 @@ def main() -> None:
         res["graph"], res["steps"] = kept.get("graph"), kept.get("steps", {})
         res["resumed_from"] = kept.get("resumed_from") or kept.get("started")
     res.setdefault("steps", {})
-    res["batch_size"], res["cap"] = args.batch_size, args.cap
+    res["batch_size"], res["cap"], res["note"] = args.batch_size, args.cap, args.note
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="edgegcl-folder-"))
     try:
         _run(args, work, res)
@@ -283,7 +303,7 @@ def _run(args: Any, work: Path, res: dict[str, Any]) -> None:
              "--batch-size", str(args.batch_size), "--threads", "2"]
 
     def step(name: str, run: Any) -> None:
-        if name in steps:
+        if name in steps or name not in args.steps:
             return
         steps[name] = run()
         print(name, steps[name], flush=True)
@@ -358,7 +378,8 @@ def report(res: dict[str, Any]) -> str:
     g, steps = res["graph"], res["steps"]
     if not g:
         return "# A graph folder under a memory cap\n\nNo graph written yet.\n"
-    lines = ["# A graph folder under a memory cap", "", *harness.header(res),
+    lines = ["# A graph folder under a memory cap", "",
+             *harness.header(res, res.get("note", "nothing else running")),
              f"Graph: {g['nodes']} nodes, {g['edges']} directed edges, {g['features']} float32 "
              f"features, planted classes: {g['storage_MiB']:.0f} MiB as numpy wrote it, "
              f"{g.get('folder_MiB', 0):.0f} MiB with the sampler's index (written in "

@@ -426,12 +426,14 @@ def _initial_classifier(num_classes: int, dim: int, seed: int) -> tuple[Tensor, 
 def _classified(embeddings: Tensor, y: Tensor, packed: tuple[Tensor, Tensor], groups: int,
                 multilabel: bool, index: Tensor) -> _Evaluated:
     """The counts of every weight decay's classifier (``packed``: weights [D, groups x C] and
-    biases) on the nodes ``index``, classified PROBE_CHUNK_ROWS at a time."""
+    biases) on the nodes ``index``, classified PROBE_CHUNK_ROWS at a time in node order: what
+    is counted does not depend on the order, and embeddings on disk (a mapped file) are then
+    read front to back instead of a row here and there."""
     packed_w, packed_b = packed
     num_classes = packed_b.numel() // groups
     out = _Evaluated(groups, num_classes, embeddings.device, multilabel)
     with torch.no_grad():
-        for part in index.split(PROBE_CHUNK_ROWS):
+        for part in torch.sort(index).values.split(PROBE_CHUNK_ROWS):
             logits = torch.addmm(packed_b, _normalised_rows(embeddings, part), packed_w)
             out.add(logits.view(part.numel(), groups, num_classes), y[part])
     return out
