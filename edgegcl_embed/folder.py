@@ -371,8 +371,14 @@ def _small_arrays(r: _Reader, n: int) -> dict[str, np.ndarray]:
             array = r.array(key, None, labels if key == "y" else masks,
                             f"[{n}] or [{n}, labels]" if key == "y"
                             else f"[{n}], [splits, {n}] or [{n}, splits]")
+            need = array.size * 8  # read, then held as int64 / bool by whoever checks it
+            if need > memory_total() // 2:
+                raise r.fail(f"{key}.npy", f"holds {array.size} values ({need / 2**30:.3g} GiB "
+                             "as int64), more than half the memory this process may use",
+                             "store fewer label columns or splits")
             found[key] = np.array(array)
     return found
+
 
 def _check_features(r: _Reader, x: np.ndarray, say: Callable[[str], None]) -> None:
     """Every feature finite, a chunk at a time; a warning when one is large enough for

@@ -294,6 +294,17 @@ def test_docs_blocks(tmp_path: Path) -> None:
     assert "test micro-F1" in "".join(r.out + r.err for r in shell.ran)
 
 
+def test_labels_larger_than_memory_are_refused_before_they_are_read(
+        tmp_path: Path, graph: Data, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A y whose size the header declares beyond what memory allows is one line, before a
+    byte of it is copied."""
+    where = write_folder(graph, tmp_path / "g")
+    np.save(where / "y.npy", np.zeros((graph.num_nodes, 50), dtype=np.uint8))
+    monkeypatch.setattr(folder_module, "memory_total", lambda: 2 * 8 * graph.num_nodes * 49)
+    with pytest.raises(UsageError, match=r"y\.npy holds 20000 values .* more than half"):
+        open_folder(where)
+
+
 def test_features_larger_than_memory_are_read_ahead(tmp_path: Path, graph: Data,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Where x exceeds half the memory the process may use, each batch and each embedding
