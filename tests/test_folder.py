@@ -313,7 +313,8 @@ def test_features_larger_than_memory_are_read_ahead(tmp_path: Path, graph: Data,
     from edgegcl.training.placement import structure_loader
 
     write_folder(graph, tmp_path / "g")
-    monkeypatch.setattr(folder_module, "memory_total", lambda: 1024)
+    # x (400 x 16 float32: 25 600 bytes) beyond half of it, the labels (3 200 bytes) within
+    monkeypatch.setattr(folder_module, "memory_total", lambda: 8192)
     data = open_folder(tmp_path / "g")
     assert data.folder.read_ahead and data.folder.prefetch is not None
     asked: list[torch.Tensor] = []
