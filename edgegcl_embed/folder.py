@@ -57,11 +57,13 @@ FORMAT = "edgegcl graph folder"
 VERSION = 1
 """The layout version this edgegcl reads and writes."""
 METADATA = "metadata.json"
-GRAPH_FILES = ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask")
-"""The graph's arrays, by name (``NAME.npy``)."""
 SPLIT_MASKS = ("train_mask", "val_mask", "test_mask")
+"""A graph's published splits: one boolean mask per set, ``[N]`` for one split, ``[N, S]``
+(PyG's layout) or ``[S, N]`` for S of them (edgegcl.data.validation reads these names)."""
+GRAPH_FILES = ("x", "edge_index", "y", *SPLIT_MASKS)
+"""The graph's arrays, by name (``NAME.npy``)."""
 MAX_LABELS = 10_000
-"""The most label columns a multi-label ``y`` may have (edgegcl.data.validation's bound)."""
+"""The most labels a multi-label ``y`` may have (its probe holds [N, labels] floats)."""
 INDEX_FILES = ("in_ptr", "in_src", "in_eid", "out_ptr", "out_dst")
 """The sampler's and the chunked embedding's index (``FolderIndex``), by name."""
 FEATURE_DTYPES = (np.dtype(np.float32), np.dtype(np.float16))

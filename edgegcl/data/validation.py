@@ -10,6 +10,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from edgegcl.errors import UsageError
+from edgegcl_embed.folder import MAX_LABELS, SPLIT_MASKS
 from edgegcl_embed.graph import overflow_bound
 
 FLOAT32_MAX = float(torch.finfo(torch.float32).max)
@@ -116,13 +117,10 @@ def checked_labels(data: Data, name: str, n: int) -> Tensor | None:
     return y
 
 
-SPLIT_MASKS = ("train_mask", "val_mask", "test_mask")
-"""A graph's published splits: one boolean mask per set, ``[N]`` for one split, ``[N, S]``
-(PyG's layout) or ``[S, N]`` for S of them."""
-
-
-MAX_LABELS = 10_000
-"""The most labels a multi-label target may have (its probe holds [N, labels] floats)."""
+# SPLIT_MASKS (a graph's published splits: one boolean mask per set, [N] for one split,
+# [N, S] as PyG lays them out or [S, N] for S of them) and MAX_LABELS (the most labels a
+# multi-label target may have: its probe holds [N, labels] floats) are the runtime's, which
+# a graph folder's reader checks against too
 
 
 def _multilabel(y: torch.Tensor, name: str) -> torch.Tensor:

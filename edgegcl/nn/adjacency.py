@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from edgegcl.nn.linear import HALF_FLOATS
 from edgegcl.nn.sparse import TransposeCache, row_sums
 
 # CSR products are the point of this module; torch's "beta" notice would print on every run.
@@ -161,7 +162,7 @@ class ChunkedAdjacency:
         rows = self.rows(lo, hi)
         if self.read_ahead is not None and h is self.read_ahead[0]:
             self.read_ahead[1](rows.col_indices())
-        if h.dtype not in (torch.float16, torch.bfloat16) or h.layout != torch.strided:
+        if h.dtype not in HALF_FLOATS or h.layout != torch.strided:
             return rows @ h
         cols, local = torch.unique(rows.col_indices(), return_inverse=True)
         narrow = torch.sparse_csr_tensor(rows.crow_indices(), local, rows.values(),

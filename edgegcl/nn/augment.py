@@ -29,6 +29,7 @@ import torch
 from torch import Tensor
 
 from edgegcl.nn.config import AugmentConfig
+from edgegcl.nn.linear import HALF_FLOATS
 
 SPARSE_DENSITY = 0.1
 """Feature matrices with fewer nonzeros than this fraction are kept sparse (``as_features``)."""
@@ -73,7 +74,7 @@ def as_features(x: Tensor) -> Tensor:
     """
     if x.layout == torch.sparse_csr or x.numel() == 0:
         return x
-    if x.dtype in (torch.float16, torch.bfloat16):  # a graph folder's: steps compute in float32
+    if x.dtype in HALF_FLOATS:  # a graph folder's: steps compute in float32
         x = x.float()
     if torch.count_nonzero(x).item() < SPARSE_DENSITY * x.numel():
         return x.to_sparse_csr()

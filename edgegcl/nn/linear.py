@@ -64,13 +64,18 @@ class FeatureLinear(nn.Module):
                 f"bias={self.bias is not None}")
 
 
+HALF_FLOATS = (torch.float16, torch.bfloat16)
+"""Feature types stored at half width (a graph folder's ``--half``) and widened to float32
+where they are computed with."""
+
+
 def row_block(h: Tensor, lo: int, hi: int) -> Tensor:
     """Rows lo..hi-1 of a dense or sparse CSR node tensor (a CSR slice shares h's arrays
     except its shifted row pointers); dense rows of another float type (a graph folder's
     float16 features) widened to float32."""
     if h.layout != torch.sparse_csr:
         rows = h[lo:hi]
-        return rows.float() if rows.dtype in (torch.float16, torch.bfloat16) else rows
+        return rows.float() if rows.dtype in HALF_FLOATS else rows
     crow = h.crow_indices()
     start, end = int(crow[lo]), int(crow[hi])
     return torch.sparse_csr_tensor(crow[lo:hi + 1] - start, h.col_indices()[start:end],
