@@ -9,7 +9,7 @@ report compares its peak's growth from the smallest to the largest size with the
 folder's storage.
 
     python -m bench.folder_memory [--sizes 100000,1000000] [--features 128]
-        [--batch-size 1024] [--work DIR] [--name folder-memory]
+        [--batch-size 1024] [--work DIR] [--name folder-memory] [--note TEXT]
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ def main() -> None:
     p.add_argument("--work", help="where the graphs and runs go (default: a new temporary "
                                   "folder, removed at the end)")
     p.add_argument("--name", default="folder-memory", help="bench/results/NAME.{json,md}")
+    p.add_argument("--note", default="nothing else running",
+                   help="what else the machine ran meanwhile, for the report's header")
     args = p.parse_args()
     sizes = args.sizes
     if args.features < 1 or args.batch_size < 1:
@@ -86,6 +88,7 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
     res["rows"] = json.loads(json.dumps(rows).replace(str(work), "WORK"))
     res["batch_size"], res["wall_min"] = args.batch_size, harness.wall_min(res)
+    res["note"] = args.note
     harness.write(args.name, res, report(res))
     print(report(res))
 
@@ -93,7 +96,7 @@ def main() -> None:
 def report(res: dict[str, Any]) -> str:
     rows = res["rows"]
     lines = ["# Anonymous memory of runs on graph folders, as the graph grows", "",
-             *harness.header(res),
+             *harness.header(res, res.get("note", "nothing else running")),
              "Each size: a planted-class graph folder (10 classes, float32 features), then "
              f"`edgegcl train` in a fresh process: one mini-batch epoch (batch "
              f"{res['batch_size']}, fanout 10,10, default budget), the GCN, the probe after "
@@ -118,7 +121,7 @@ def report(res: dict[str, Any]) -> str:
     anon = large["train"]["peak_anon_MiB"] - small["train"]["peak_anon_MiB"]
     lines += ["", f"From {small['nodes']} to {large['nodes']} nodes the storage grew by "
                   f"{storage:.0f} MiB and the run's peak anonymous memory by {anon:.0f} MiB: "
-                  f"ratio {anon / storage:.2f} (target: at most {TARGET})."]
+                  f"ratio {anon / storage:.3f} (target: at most {TARGET})."]
     return "\n".join(lines) + "\n"
 
 

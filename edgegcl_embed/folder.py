@@ -306,7 +306,7 @@ def chunk_ranges(rows: int, row_bytes: int) -> Iterator[tuple[int, int]]:
         yield lo, min(rows, lo + step)
 
 
-def _edge_chunks(count: int) -> Iterator[tuple[int, int]]:
+def edge_chunks(count: int) -> Iterator[tuple[int, int]]:
     """(lo, hi) ranges over ``count`` edges, EDGE_CHUNK_BYTES of int64 pairs each."""
     step = max(1, EDGE_CHUNK_BYTES // 16)
     for lo in range(0, count, step):
@@ -452,7 +452,7 @@ def _read_index(r: _Reader, edges: np.ndarray, n: int) -> FolderIndex:
         if ptr[0] != 0 or not np.array_equal(np.diff(ptr), counts):
             raise r.fail(f"{name}.npy", "does not count the edges of edge_index.npy", fix)
     in_ptr = np.asarray(ptrs["in_ptr"])
-    for lo, hi in _edge_chunks(kept):
+    for lo, hi in edge_chunks(kept):
         eid = np.asarray(arrays["in_eid"][lo:hi], dtype=np.int64)
         if eid.size and (eid.min() < 0 or eid.max() >= e):
             raise r.fail("in_eid.npy", f"holds an edge id outside 0..{e - 1}", fix)
@@ -464,13 +464,13 @@ def _read_index(r: _Reader, edges: np.ndarray, n: int) -> FolderIndex:
         if not (grouped | (np.diff(target) != 0)).all():
             raise r.fail("in_eid.npy", "is not in edge_index.npy's order within a node", fix)
     out_ptr = np.asarray(ptrs["out_ptr"])
-    for lo, hi in _edge_chunks(kept):
+    for lo, hi in edge_chunks(kept):
         dst = np.asarray(arrays["out_dst"][lo:hi], dtype=np.int64)
         if dst.size and (dst.min() < 0 or dst.max() >= n):
             raise r.fail("out_dst.npy", f"holds node {int(dst.max())} outside 0..{n - 1}", fix)
     # out_dst as a multiset per source: the same in-degree counts from its side
     targets_seen = np.zeros(n, np.int64)
-    for lo, hi in _edge_chunks(kept):
+    for lo, hi in edge_chunks(kept):
         targets_seen += np.bincount(np.asarray(arrays["out_dst"][lo:hi], dtype=np.int64),
                                     minlength=n)
     if not np.array_equal(targets_seen, in_counts):
@@ -485,7 +485,7 @@ def _degrees(edges: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Each node's in- and out-degree in ``edges`` [2, E], self-loops left out, a chunk of
     edges at a time."""
     in_counts, out_counts = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    for lo, hi in _edge_chunks(edges.shape[1]):
+    for lo, hi in edge_chunks(edges.shape[1]):
         src, dst = np.asarray(edges[0, lo:hi]), np.asarray(edges[1, lo:hi])
         keep = src != dst
         in_counts += np.bincount(dst[keep], minlength=n)
@@ -495,6 +495,29 @@ def _degrees(edges: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 def index_dtype(count: int) -> np.dtype:
     return np.dtype(np.int32) if count <= np.iinfo(np.int32).max else np.dtype(np.int64)
+
+
+def counting_slots(key: np.ndarray, cursor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One chunk's step of a counting sort by ``key`` (node ids): the chunk's order by key
+    (stable) and, for each in that order, its slot in the sorted whole; ``cursor`` (each
+    key's next free slot) is advanced past the chunk."""
+    order = np.argsort(key, kind="stable")
+    sorted_key = key[order]
+    first = np.searchsorted(sorted_key, sorted_key, side="left")
+    slot = cursor[sorted_key] + (np.arange(sorted_key.size) - first)
+    cursor += np.bincount(key, minlength=cursor.size)
+    return order, slot
+
+
+def finish_folder(folder: Path, num_nodes: int) -> None:
+    """A folder whose graph arrays are written finished: its index built from its
+    ``edge_index.npy`` (``build_index``), then ``metadata.json``, written last."""
+    edges = np.load(folder / "edge_index.npy", mmap_mode="r")
+    build_index(edges, num_nodes, folder)
+    meta = {"format": FORMAT, "version": VERSION, "num_nodes": num_nodes,
+            "num_edges": int(edges.shape[1])}
+    del edges
+    (folder / METADATA).write_text(json.dumps(meta, indent=1) + "\n")
 
 
 def build_index(edges: np.ndarray, num_nodes: int, out: Path) -> None:
@@ -516,20 +539,16 @@ def build_index(edges: np.ndarray, num_nodes: int, out: Path) -> None:
     in_eid = np.lib.format.open_memmap(out / "in_eid.npy", "w+", edge_t, (kept,))
     out_dst = np.lib.format.open_memmap(out / "out_dst.npy", "w+", node_t, (kept,))
     cursor_in, cursor_out = sides["in"][:-1].copy(), sides["out"][:-1].copy()
-    for lo, hi in _edge_chunks(e):
+    for lo, hi in edge_chunks(e):
         src = np.asarray(edges[0, lo:hi], dtype=np.int64)
         dst = np.asarray(edges[1, lo:hi], dtype=np.int64)
         keep = np.nonzero(src != dst)[0]
         src, dst, eid = src[keep], dst[keep], keep + lo
         for key, cursor, columns in ((dst, cursor_in, ((in_src, src), (in_eid, eid))),
                                      (src, cursor_out, ((out_dst, dst),))):
-            order = np.argsort(key, kind="stable")
-            sorted_key = key[order]
-            first = np.searchsorted(sorted_key, sorted_key, side="left")
-            slot = cursor[sorted_key] + (np.arange(sorted_key.size) - first)
+            order, slot = counting_slots(key, cursor)
             for target, values in columns:
                 target[slot] = values[order]
-            cursor += np.bincount(key, minlength=n)
     for array in (in_src, in_eid, out_dst):
         array.flush()
     del in_src, in_eid, out_dst

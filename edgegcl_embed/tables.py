@@ -23,16 +23,20 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .errors import InputError, shown
-from .files import read_regular
+from .files import open_regular, read_regular
+from .folder import edge_chunks
 from .graph import check_file
 
-__all__ = ["TABLE_SUFFIXES", "STRUCTURAL_FEATURES", "TableGraph", "read_tables",
+__all__ = ["TABLE_SUFFIXES", "STRUCTURAL_FEATURES", "NodeTable", "Numbering", "TableGraph",
+           "check_ids", "delimited_chunks", "edge_id_chunks", "read_node_table", "read_tables",
            "structural_features"]
 
 TABLE_SUFFIXES: tuple[str, ...] = (".csv", ".tsv", ".parquet")
@@ -72,22 +76,51 @@ def _columns(path: Path) -> tuple[list[str], list[np.ndarray]]:
 
 def _delimited(raw: bytes, path: Path) -> tuple[list[str], list[np.ndarray]]:
     """CSV / TSV: a header row, then one row per edge (or node), every row as wide."""
-    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
     try:
-        rows = [row for row in csv.reader(io.StringIO(raw.decode("utf-8"), newline=""),
-                                          delimiter=delimiter) if row]
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(f"table {path} cannot be read as {'TSV' if delimiter == chr(9) else 'CSV'}"
-                         f" ({shown(str(exc), 120)}); save it as UTF-8 text") from None
-    if len(rows) < 2:
-        return (rows[0] if rows else []), []
-    header, body = rows[0], rows[1:]
-    if any(len(r) != len(header) for r in body):
-        bad = next(i for i, r in enumerate(body, start=2) if len(r) != len(header))
-        raise InputError(f"table {path}: row {bad} has another number of columns than its "
-                         f"header ({len(header)}); every row needs one value per column")
-    table = np.asarray(body, dtype=str)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _unreadable(path, exc) from None
+    parts = list(delimited_chunks(io.StringIO(text, newline=""), path, None))
+    header = parts[0][0]
+    if len(parts) == 1 and parts[0][1].shape[0] == 0:
+        return header, []
+    table = parts[0][1] if len(parts) == 1 else np.concatenate([t for _, t in parts])
     return header, [table[:, i] for i in range(len(header))]
+
+
+def delimited_chunks(text: Iterable[str], path: Path, rows: int | None
+                     ) -> Iterator[tuple[list[str], np.ndarray]]:
+    """A CSV / TSV table's header and its rows, ``rows`` at a time (all at once for None), as
+    [rows, columns] arrays of strings: blank lines skipped, every row as wide as the header
+    (else one InputError line naming the row); at least one, maybe empty, chunk."""
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    reader = csv.reader(text, delimiter=delimiter)
+    try:
+        header = next((row for row in reader if row), [])
+        chunk: list[list[str]] = []
+        number, yielded = 1, False
+        for row in reader:
+            if not row:
+                continue
+            number += 1
+            if len(row) != len(header):
+                raise InputError(f"table {path}: row {number} has another number of columns "
+                                 f"than its header ({len(header)}); every row needs one value "
+                                 "per column")
+            chunk.append(row)
+            if rows is not None and len(chunk) == rows:
+                yield header, np.asarray(chunk, dtype=str)
+                chunk, yielded = [], True
+        if chunk or not yielded:
+            yield header, np.asarray(chunk, dtype=str).reshape(len(chunk), len(header))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise _unreadable(path, exc) from None
+
+
+def _unreadable(path: Path, exc: Exception) -> InputError:
+    kind = "TSV" if path.suffix.lower() == ".tsv" else "CSV"
+    return InputError(f"table {path} cannot be read as {kind} ({shown(str(exc), 120)}); save "
+                      "it as UTF-8 text")
 
 
 def _parquet(raw: bytes, path: Path) -> tuple[list[str], list[np.ndarray]]:
@@ -149,13 +182,97 @@ def _numbers(columns: list[np.ndarray], what: str, path: Path) -> np.ndarray:
 
 
 def structural_features(edge_index: np.ndarray, num_nodes: int) -> np.ndarray:
-    """STRUCTURAL_FEATURES of each node from its edges (vectorised): [N, 4] float32."""
-    degree = np.bincount(edge_index[0], minlength=num_nodes).astype(np.float64)
+    """STRUCTURAL_FEATURES of each node from its edges (each undirected edge listed both
+    ways), a chunk of edges at a time (``edge_chunks``): [N, 4] float32. The sums run chunk
+    by chunk in the edges' order, so edges read from disk give the same floats as edges in
+    memory."""
+    degree = np.zeros(num_nodes, np.float64)
+    for lo, hi in edge_chunks(edge_index.shape[1]):
+        degree += np.bincount(np.asarray(edge_index[0, lo:hi]), minlength=num_nodes)
     log_degree = np.log1p(degree)
-    neighbours = np.bincount(edge_index[0], weights=log_degree[edge_index[1]],
-                             minlength=num_nodes) / np.maximum(degree, 1.0)
+    neighbours = np.zeros(num_nodes, np.float64)
+    for lo, hi in edge_chunks(edge_index.shape[1]):
+        src, dst = np.asarray(edge_index[0, lo:hi]), np.asarray(edge_index[1, lo:hi])
+        neighbours += np.bincount(src, weights=log_degree[dst], minlength=num_nodes)
+    neighbours /= np.maximum(degree, 1.0)
     return np.stack([np.ones(num_nodes), log_degree, log_degree ** 2 / 10.0, neighbours],
                     axis=1).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class NodeTable:
+    """What a node table says: each row's id (str), its features [N, F] float32 (None without
+    feature columns), its labels [N] int64 (None without a label column) and their names."""
+
+    ids: np.ndarray
+    x: np.ndarray | None
+    y: np.ndarray | None
+    classes: list[str]
+
+
+def read_node_table(nodes: str | Path) -> NodeTable:
+    """The node table ``nodes`` (the module's docstring: its columns), read whole."""
+    nodes = Path(nodes)
+    node_header, node_columns = _columns(nodes)
+    if node_columns[0].ndim != 1:
+        raise InputError(f"table {nodes}: its first column must be the node ids, one per row")
+    ids = _ids(node_columns[0])
+    if np.unique(ids).size != ids.size:
+        raise InputError(f"table {nodes} lists an id twice; give each node one row")
+    check_ids(ids, nodes)
+    label_at = next((i for i, h in enumerate(node_header[1:], 1)
+                     if h.strip().lower() in ("label", "y")), None)
+    feature_at = [i for i in range(1, len(node_header)) if i != label_at]
+    x = (_numbers([node_columns[i] for i in feature_at], "its feature columns", nodes)
+         if feature_at else None)
+    y, classes = (None, []) if label_at is None else _labels(_ids(node_columns[label_at]))
+    return NodeTable(ids, x, y, classes)
+
+
+def _labels(labels: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Labels as class numbers and the classes' names: integer labels keep their numbers,
+    others map in sorted order."""
+    try:
+        y = labels.astype(np.int64)
+        if (y >= 0).all():
+            return y, [str(c) for c in range(int(y.max()) + 1)]
+    except ValueError:
+        pass
+    names, y = np.unique(labels, return_inverse=True)
+    return y.astype(np.int64), [str(n) for n in names]
+
+
+def check_ids(ids: np.ndarray, table: Path) -> None:
+    """Ids are one line each (embeddings are matched back to them line by line)."""
+    if any("\n" in i or "\r" in i for i in ids.tolist()):
+        raise InputError(f"table {table}: an id holds a line break; keep each id on one line")
+
+
+@dataclass(frozen=True)
+class Numbering:
+    """Node numbers of ids: the ids sorted (``sorted_ids``) and each one's node number
+    (``number``: the node table's row, or, without one, its place in the sort)."""
+
+    sorted_ids: np.ndarray
+    number: np.ndarray
+
+    @staticmethod
+    def of(ids: np.ndarray) -> Numbering:
+        """Ids numbered in the order given (a node table's rows)."""
+        order = np.argsort(ids, kind="stable")
+        return Numbering(ids[order], order.astype(np.int64))
+
+    def edges(self, ends: np.ndarray, edges: Path, nodes: Path | None) -> np.ndarray:
+        """[2, m] ids as node numbers, self-loops dropped; an id no row lists is one line."""
+        at = np.searchsorted(self.sorted_ids, ends)
+        found = (at < self.sorted_ids.size) & (
+            self.sorted_ids[np.minimum(at, self.sorted_ids.size - 1)] == ends)
+        if not found.all():
+            missing = ends[~found][0]
+            raise InputError(f"table {edges} names node {shown(str(missing), 60)}, which the "
+                             f"node table {nodes} does not list; add a row for it")
+        numbered = self.number[at]
+        return numbered[:, numbered[0] != numbered[1]]
 
 
 def read_tables(edges: str | Path, nodes: str | Path | None = None) -> TableGraph:
@@ -164,52 +281,43 @@ def read_tables(edges: str | Path, nodes: str | Path | None = None) -> TableGrap
     edges = Path(edges)
     header, columns = _columns(edges)
     if len(header) < 2 or columns[0].ndim != 1 or columns[1].ndim != 1:
-        raise InputError(f"table {edges} has {len(header)} column(s); an edge list needs two "
-                         "(source, target) and may have a third (weight)")
+        raise _too_narrow(edges, len(header))
     ends = np.stack([_ids(columns[0]), _ids(columns[1])])
     if nodes is not None:
-        nodes = Path(nodes)
-        node_header, node_columns = _columns(nodes)
-        if node_columns[0].ndim != 1:
-            raise InputError(f"table {nodes}: its first column must be the node ids, one per "
-                             "row")
-        ids = _ids(node_columns[0])
-        if np.unique(ids).size != ids.size:
-            raise InputError(f"table {nodes} lists an id twice; give each node one row")
-        label_at = next((i for i, h in enumerate(node_header[1:], 1)
-                         if h.strip().lower() in ("label", "y")), None)
-        feature_at = [i for i in range(1, len(node_header)) if i != label_at]
-        x = (_numbers([node_columns[i] for i in feature_at], "its feature columns", nodes)
-             if feature_at else None)
-        labels = None if label_at is None else _ids(node_columns[label_at])
+        table = read_node_table(nodes)
+        numbering = Numbering.of(table.ids)
     else:
-        ids, x, labels = np.unique(ends), None, None
-    if any("\n" in i or "\r" in i for i in ids.tolist()):
-        raise InputError(f"table {nodes or edges}: an id holds a line break; keep each id on "
-                         "one line")
-    order = np.argsort(ids, kind="stable")
-    at = np.searchsorted(ids[order], ends)
-    found = (at < ids.size) & (ids[order][np.minimum(at, ids.size - 1)] == ends)
-    if not found.all():
-        missing = ends[~found][0]
-        raise InputError(f"table {edges} names node {shown(str(missing), 60)}, which the node "
-                         f"table {nodes} does not list; add a row for it")
-    edge_index = order[at].astype(np.int64)
-    edge_index = edge_index[:, edge_index[0] != edge_index[1]]
+        table = NodeTable(np.unique(ends), None, None, [])
+        check_ids(table.ids, edges)
+        numbering = Numbering(table.ids, np.arange(table.ids.size, dtype=np.int64))
+    edge_index = numbering.edges(ends, edges, None if nodes is None else Path(nodes))
     both = np.concatenate([edge_index, edge_index[::-1]], axis=1)
     edge_index = np.unique(both, axis=1) if both.size else both.reshape(2, 0)
-    structural = x is None
-    if structural:
-        x = structural_features(edge_index, ids.size)
-    classes: list[str] = []
-    y = None
-    if labels is not None:  # integer labels keep their numbers; others map in sorted order
-        try:
-            y = labels.astype(np.int64)
-            classes = [str(c) for c in range(int(y.max()) + 1)] if (y >= 0).all() else []
-        except ValueError:
-            classes = []
-        if not classes:
-            names, y = np.unique(labels, return_inverse=True)
-            classes, y = [str(n) for n in names], y.astype(np.int64)
-    return TableGraph(x, edge_index, y, ids, classes, structural)
+    structural = table.x is None
+    x = structural_features(edge_index, table.ids.size) if structural else table.x
+    return TableGraph(x, edge_index, table.y, table.ids, table.classes, structural)
+
+
+def _too_narrow(edges: Path, columns: int) -> InputError:
+    return InputError(f"table {edges} has {columns} column(s); an edge list needs two "
+                      "(source, target) and may have a third (weight)")
+
+
+def edge_id_chunks(edges: str | Path, rows: int) -> Iterator[tuple[np.ndarray, float]]:
+    """A CSV / TSV edge table's [2, m] ids (str), ``rows`` edges at a time, each with the
+    share of the file read so far: what reads an edge list larger than memory (the module's
+    docstring: the columns). At least one edge, else one InputError line."""
+    edges = Path(edges)
+    check_file(edges, "table", "check the path")
+    with open_regular(edges, "table", "split it into smaller tables", MAX_TABLE_BYTES) as fh:
+        size = max(1, os.fstat(fh.fileno()).st_size)
+        text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+        total = 0
+        for header, table in delimited_chunks(text, edges, rows):
+            if len(header) < 2:
+                raise _too_narrow(edges, len(header))
+            total += table.shape[0]
+            if total == 0:
+                raise InputError(f"table {edges} has no rows under its header; the first row "
+                                 "names the columns and each row after it is one edge")
+            yield np.stack([table[:, 0], table[:, 1]]), min(1.0, fh.tell() / size)

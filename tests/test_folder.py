@@ -27,8 +27,13 @@ from edgegcl.data.sampling import CSRNeighborSampler
 from edgegcl.errors import UsageError
 from edgegcl.nn.config import ModelConfig
 from edgegcl.nn.adjacency import chunked_adjacency
+from edgegcl.evaluation import probe as probe_module
+from edgegcl.evaluation.probe import linear_probe, random_split
+from edgegcl.nn.family import build_encoder
 from edgegcl.nn.model import AdNGCL
+from edgegcl.scratch import mapped_scratch
 from edgegcl.training.placement import on_disk
+from edgegcl.training.prober import Prober
 from helpers import capture
 
 _cli = partial(capture, edgegcl_main)
@@ -405,3 +410,178 @@ def test_torchrun_ranks_map_the_folder(tmp_path: Path, graph: Data) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "run" / "metrics.json").is_file()
     assert proc.stderr.count("has no sampler index; building it") == 2, proc.stderr[-3000:]
+
+
+def _recording(folder: Path, made: list[torch.Tensor]):
+    """``mapped_scratch(folder)`` that keeps every buffer it makes in ``made``."""
+    allocate = mapped_scratch(folder)
+
+    def record(rows: int, cols: int) -> torch.Tensor:
+        made.append(allocate(rows, cols))
+        return made[-1]
+    return record
+
+
+@pytest.mark.parametrize("name", ["gcn", "ego", "poly"])
+def test_all_node_layers_go_to_unlinked_files(tmp_path: Path, graph: Data, name: str) -> None:
+    """With a scratch, every whole layer of an all-node embedding is a mapped file (unlinked:
+    the folder is empty), written front to back and pulled from, and the embeddings are the
+    full forward pass's up to float32 summation order."""
+    torch.manual_seed(0)
+    encoder = build_encoder(name, 16, ModelConfig(32, 8, 8, "prelu", encoder=name))
+    with torch.no_grad():
+        expected = encoder(graph.x, graph.edge_index)
+    made: list[torch.Tensor] = []
+    found = encoder.embed_nodes(graph.x, graph.edge_index, chunk_rows=37,
+                                scratch=_recording(tmp_path, made))
+    torch.testing.assert_close(found, expected, atol=1e-5 * float(expected.abs().max()),
+                               rtol=0)
+    assert made and all(t.size(0) == graph.num_nodes for t in made)
+    assert all(str(_mapped_from(t)).endswith("(deleted)") for t in made)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_probe_training_rows_in_a_file_score_the_same(tmp_path: Path, graph: Data) -> None:
+    """The probe's training rows written to a mapped file are the rows it trains on in
+    memory: the same classifier, the same scores (the arithmetic is the same)."""
+    z = torch.randn(graph.num_nodes, 8, generator=torch.Generator().manual_seed(1))
+    z += torch.nn.functional.one_hot(graph.y, 8).float()
+    split = random_split(graph.num_nodes, 0)
+    made: list[torch.Tensor] = []
+    in_file = linear_probe(z, graph.y, split, scratch=_recording(tmp_path, made))
+    assert [tuple(t.shape) for t in made] == [(split.train.numel(), 8)]
+    assert in_file == linear_probe(z, graph.y, split)
+
+
+def test_the_chosen_checkpoint_is_embedded_once(tmp_path: Path, graph: Data,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a graph on disk, when the checkpoint chosen on a sample of the split is the last one
+    probed, its embeddings (kept in a file) are probed on the whole split without embedding
+    the graph again, and score what a fresh embedding scores."""
+    monkeypatch.setattr(probe_module, "CHECKPOINT_PROBE_MAX_LABELLED", 20)
+    torch.manual_seed(0)
+    model = AdNGCL(16, ModelConfig(32, 8, 8, "prelu"))
+    prober = Prober(graph, seed=0, device=torch.device("cpu"), protocol="honest",
+                    scratch=tmp_path)
+    calls = []
+    embed = model.embed
+    monkeypatch.setattr(model, "embed", lambda *a, **k: calls.append(1) or embed(*a, **k))
+    prober.probe(1, model, graph.x, graph.edge_index, last=True)
+    selection = prober.selection(model, graph.x, graph.edge_index)
+    assert len(calls) == 1 and selection is not None
+    fresh = linear_probe(embed(graph.x, graph.edge_index), graph.y,
+                         random_split(graph.num_nodes, 0))
+    assert selection.scores == fresh
+
+
+def test_poly_trains_on_a_folder_and_own_encoders_are_refused(tmp_path: Path,
+                                                              graph: Data) -> None:
+    write_folder(graph, tmp_path / "g")
+    code, out, err = _cli(["train", "--dataset", str(tmp_path / "g"), "--mode", "minibatch",
+                           "--epochs", "1", "--eval-every", "1", "--encoder", "poly",
+                           "--batch-size", "128", "--out", str(tmp_path / "run")])
+    assert code == 0, err
+    assert not [p for p in (tmp_path / "run").rglob(".scratch-*")]
+    (tmp_path / "enc.py").write_text("def make(in_dim):\n    import torch\n"
+                                     "    return torch.nn.Linear(in_dim, 4)\n")
+    code, _, err = _cli(["train", "--dataset", str(tmp_path / "g"), "--encoder",
+                         f"{tmp_path / 'enc.py'}:make", "--out", str(tmp_path / "own")])
+    assert code == 2 and "an encoder of your own runs on the whole graph" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "own").exists()
+
+
+def _edge_table(where: Path, suffix: str = ".csv", nodes: bool = False) -> tuple[Path, Path | None]:
+    """An edge list of named nodes with repeats, both directions and self-loops (and, with
+    ``nodes``, a node table of 3 features and a label, in an order of its own)."""
+    rng = np.random.default_rng(0)
+    ends = rng.integers(0, 300, size=(2500, 2))
+    ends[:5, 1] = ends[:5, 0]  # self-loops
+    ends = np.concatenate([ends, ends[:40, ::-1], ends[:40]])  # both ways, repeated
+    sep = "\t" if suffix == ".tsv" else ","
+    edges = where / f"edges{suffix}"
+    edges.write_text(f"source{sep}target\n" + "".join(f"n{a}{sep}n{b}\n" for a, b in ends))
+    if not nodes:
+        return edges, None
+    table = where / "nodes.csv"
+    order = rng.permutation(300)
+    table.write_text("id,f1,f2,f3,label\n" + "".join(
+        f"n{i},{rng.normal():.6f},{i % 7},{rng.normal():.3f},{i % 4}\n" for i in order))
+    return edges, table
+
+
+@pytest.mark.parametrize("suffix,nodes", [(".csv", False), (".tsv", False), (".csv", True)])
+def test_an_edge_table_converts_a_chunk_at_a_time_to_the_graph_in_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str, nodes: bool) -> None:
+    """Read in chunks of 500 rows and sorted in runs of 700 edges, the folder holds the arrays
+    the whole table gives in memory (ids numbered alike, repeats and self-loops dropped,
+    structural features or the node table's, labels), and trains."""
+    from edgegcl_embed import table_folder
+    from edgegcl_embed.tables import read_tables
+
+    monkeypatch.setattr(table_folder, "TABLE_CHUNK_ROWS", 500)
+    monkeypatch.setattr(table_folder, "EDGE_CHUNK_BYTES", 16 * 700)
+    monkeypatch.setattr(folder_module, "EDGE_CHUNK_BYTES", 16 * 700)
+    edges, table = _edge_table(tmp_path, suffix, nodes)
+    args = ["convert", str(edges), "--out", str(tmp_path / "g")]
+    code, _, err = _cli(args + (["--node-table", str(table)] if table else []))
+    assert code == 0, err
+    assert ("structural ones" in err) is not nodes
+    whole = read_tables(edges, table)
+    for name, expected in (("x", whole.x), ("edge_index", whole.edge_index),
+                           *((("y", whole.y),) if nodes else ())):
+        assert np.array_equal(np.load(tmp_path / "g" / f"{name}.npy"), expected), name
+    assert sorted(p.name for p in (tmp_path / "g").iterdir()) == sorted(
+        ["metadata.json", "x.npy", "edge_index.npy", *(f"{f}.npy" for f in INDEX_FILES),
+         *(["y.npy"] if nodes else [])])
+    assert [p for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    if nodes:
+        code, _, err = _cli(["train", "--dataset", str(tmp_path / "g"), "--mode", "minibatch",
+                             "--epochs", "1", "--eval-every", "1", "--encoder", "gcn",
+                             "--batch-size", "128", "--out", str(tmp_path / "run")])
+        assert code == 0, err
+
+
+def test_a_table_that_does_not_hold_converts_to_nothing(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bad row past the first chunk, or an id the node table lacks: one line, exit 2, and
+    neither the folder nor a temporary is left."""
+    from edgegcl_embed import table_folder
+
+    monkeypatch.setattr(table_folder, "TABLE_CHUNK_ROWS", 100)
+    edges, table = _edge_table(tmp_path, nodes=True)
+    lines = edges.read_text().splitlines()
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join(lines[:300] + ["n1,n2,n3"] + lines[300:]) + "\n")
+    missing = tmp_path / "missing.csv"
+    missing.write_text(edges.read_text() + "n1,nowhere\n")
+    for graph, extra, needle in ((bad, [], "row 301 has another number of columns"),
+                                 (missing, ["--node-table", str(table)],
+                                  "names node nowhere, which the node table")):
+        code, _, err = _cli(["convert", str(graph), "--out", str(tmp_path / "g"), *extra])
+        assert code == 2 and needle in err, err
+        assert len([ln for ln in err.splitlines() if ln.startswith("edgegcl: error")]) == 1
+        assert not (tmp_path / "g").exists()
+        assert [p for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_large_layers_are_read_ahead_and_small_ones_are_not(tmp_path: Path, graph: Data,
+                                                             monkeypatch: pytest.MonkeyPatch
+                                                             ) -> None:
+    """A mapped layer larger than half the memory the process may use has the rows each chunk
+    pulls asked for first (and gives the same embeddings); one that fits is read as it is."""
+    import edgegcl.scratch as scratch_module
+    from edgegcl_embed.folder import MappedRows
+
+    asked: list[int] = []
+    monkeypatch.setattr(MappedRows, "prefetch", lambda self, ids: asked.append(len(ids)))
+    torch.manual_seed(0)
+    model = AdNGCL(16, ModelConfig(32, 8, 8, "prelu"))
+    expected = model.embed(graph.x, graph.edge_index)
+    for total, read_ahead in ((1 << 40, False), (1024, True)):
+        monkeypatch.setattr(scratch_module, "memory_total", lambda: total)
+        asked.clear()
+        found = model.embed(graph.x, graph.edge_index, chunk_rows=50,
+                            scratch=mapped_scratch(tmp_path))
+        torch.testing.assert_close(found, expected, atol=1e-5 * float(expected.abs().max()),
+                                   rtol=0)
+        assert bool(asked) is read_ahead

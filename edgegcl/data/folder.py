@@ -8,7 +8,6 @@ what ``edgegcl convert`` does). docs/graph-folder.md describes the format.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import tempfile
@@ -23,12 +22,15 @@ from torch_geometric.data import Data
 
 from edgegcl.data.validation import SPLIT_MASKS, checked_labels, split_masks
 from edgegcl.errors import UsageError
-from edgegcl.progress import say
+from edgegcl.progress import Progress, say
 from edgegcl_embed.errors import InputError
-from edgegcl_embed.folder import (FORMAT, METADATA, VERSION, MappedRows, build_index,
-                                  chunk_ranges, is_graph_folder, read_folder)
+from edgegcl_embed.folder import (MappedRows, chunk_ranges, finish_folder, is_graph_folder,
+                                  read_folder)
+from edgegcl_embed.table_folder import write_edge_table
+from edgegcl_embed.tables import STRUCTURAL_FEATURES
 
-__all__ = ["FolderIndex", "GraphFolder", "is_graph_folder", "open_folder", "write_folder"]
+__all__ = ["FolderIndex", "GraphFolder", "is_graph_folder", "open_folder", "write_folder",
+           "write_table_folder"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,38 @@ def write_folder(data: Data, out: str | Path, *, half: bool = False,
     index: a chunk of rows at a time into a new temporary folder beside ``out`` (made
     exclusively), renamed into place when complete. ``out`` must not exist. ``half``: x as
     float16 (half the storage; the steps compute in float32)."""
+    return _new_folder(out, lambda tmp: _write_arrays(data, tmp, half,
+                                                      progress or (lambda text: None)))
+
+
+def write_table_folder(edges: str | Path, out: str | Path, *,
+                       node_table: str | Path | None = None, half: bool = False) -> Path:
+    """Write the CSV / TSV edge list ``edges`` (with its ``node_table``) as a graph folder at
+    ``out``, out of core (edgegcl_embed.table_folder: memory O(N) plus a chunk, whatever the
+    number of edges), as ``write_folder`` does otherwise, with a progress line and its ETA;
+    the graph is the one training on the table reads. A table that does not hold is one
+    UsageError line."""
+    line = Progress(100, "convert")
+
+    def progress(done: float, text: str) -> None:
+        line.update(100 * done, text)
+
+    def write(tmp: Path) -> None:
+        try:
+            structural = write_edge_table(edges, tmp, node_table, half=half, progress=progress)
+        except InputError as exc:
+            raise UsageError(str(exc)) from None
+        finally:
+            line.close()
+        if structural:
+            say(f"{Path(edges).name}: no feature columns, so each node's features are its "
+                f"structural ones ({', '.join(STRUCTURAL_FEATURES)})")
+    return _new_folder(out, write)
+
+
+def _new_folder(out: str | Path, write: Callable[[Path], None]) -> Path:
+    """``write`` into a new temporary folder beside ``out`` (made exclusively), renamed to
+    ``out`` when it returns, removed when it raises; ``out`` must not exist."""
     target = Path(out).expanduser()
     if os.path.lexists(target):
         raise UsageError(f"{target} already exists; name a new folder with --out")
@@ -117,7 +151,7 @@ def write_folder(data: Data, out: str | Path, *, half: bool = False,
         raise UsageError(f"cannot create a folder beside {target} ({exc.strerror or exc}); "
                          "name a writable place with --out") from None
     try:
-        _write_arrays(data, tmp, half, progress or (lambda text: None))
+        write(tmp)
         os.rename(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -150,6 +184,4 @@ def _write_arrays(data: Data, tmp: Path, half: bool, progress: Callable[[str], N
         if value is not None:
             np.save(tmp / f"{key}.npy", value.numpy())
     progress("the sampler's index")
-    build_index(np.load(tmp / "edge_index.npy", mmap_mode="r"), n, tmp)
-    meta = {"format": FORMAT, "version": VERSION, "num_nodes": n, "num_edges": e}
-    (tmp / METADATA).write_text(json.dumps(meta, indent=1) + "\n")
+    finish_folder(tmp, n)

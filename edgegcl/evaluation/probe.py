@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from edgegcl.evaluation.metrics import label_kind, majority_rate, resolve_metric, roc_auc
+from edgegcl.scratch import Scratch
 
 __all__ = [
     "CHECKPOINT_PROBE_MAX_LABELLED",
@@ -273,6 +274,18 @@ def _normalised_rows(embeddings: Tensor, index: Tensor) -> Tensor:
     return rows.div_(rows.norm(p=2, dim=1, keepdim=True).clamp_min(1e-12))
 
 
+def _training_rows(embeddings: Tensor, train: Tensor, scratch: Scratch | None) -> Tensor:
+    """The probe's training rows, L2-normalised: in memory, or written PROBE_CHUNK_ROWS at a
+    time into a ``scratch`` buffer."""
+    if scratch is None:
+        return _normalised_rows(embeddings, train)
+    rows = scratch(train.numel(), embeddings.size(1))
+    for lo in range(0, train.numel(), PROBE_CHUNK_ROWS):
+        part = train[lo: lo + PROBE_CHUNK_ROWS]
+        rows[lo: lo + part.numel()] = _normalised_rows(embeddings, part)
+    return rows
+
+
 class _GroupCounts:
     """``f1_scores``'s counts for G classifiers at once, accumulated over chunks of nodes."""
 
@@ -361,7 +374,8 @@ class _Evaluated:
 
 def linear_probe(embeddings: Tensor, y: Tensor, split: Split, *,
                  weight_decays: Sequence[float] = (0.0, 1e-4, 1e-3, 1e-2), epochs: int = 300,
-                 lr: float = 0.01, seed: int = 0, metric: str = "auto") -> ProbeScores:
+                 lr: float = 0.01, seed: int = 0, metric: str = "auto",
+                 scratch: Scratch | None = None) -> ProbeScores:
     """Score frozen [N, D] ``embeddings`` by logistic regression, with weight decay chosen on
     validation.
 
@@ -378,8 +392,10 @@ def linear_probe(embeddings: Tensor, y: Tensor, split: Split, *,
     ``nn.Linear``'s uniform ``U(-1/sqrt(D), 1/sqrt(D))`` from a local generator seeded with
     ``seed``: the result is deterministic and the global RNG is left alone. Runs on
     ``embeddings.device``. Memory beyond the embeddings (which may be memory-mapped,
-    ``model.npy_embeddings``): the training rows; validation and test rows are normalised and
-    classified PROBE_CHUNK_ROWS at a time and only their counts are kept.
+    ``model.npy_embeddings``): the training rows (in a ``scratch`` buffer when one is given,
+    ``edgegcl.scratch.mapped_scratch``: a file, for a graph on disk, where they grow with
+    N); validation and test rows are normalised and classified PROBE_CHUNK_ROWS at a time
+    and only their counts are kept.
 
     Example:
         >>> y = torch.arange(200) % 4
@@ -396,7 +412,7 @@ def linear_probe(embeddings: Tensor, y: Tensor, split: Split, *,
     train, val, test = (idx.to(device) for idx in (split.train, split.val, split.test))
     num_classes = y.shape[1] if multilabel else max(2, int(y.max()) + 1)
     weight, bias = _initial_classifier(num_classes, embeddings.shape[1], seed)
-    packed = fit_logreg(_normalised_rows(embeddings, train), y[train], num_classes,
+    packed = fit_logreg(_training_rows(embeddings, train, scratch), y[train], num_classes,
                         weight_decays, epochs, lr, weight.to(device), bias.to(device),
                         multilabel=multilabel)
     classify = partial(_classified, embeddings, y, packed, len(weight_decays), multilabel)

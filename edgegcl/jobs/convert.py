@@ -12,14 +12,18 @@ from edgegcl.errors import UsageError
 from edgegcl.jobs.arguments import flag_argument, path_argument
 from edgegcl.progress import say
 
+STREAMED_TABLES = (".csv", ".tsv")
+"""Edge lists converted a chunk of rows at a time (Parquet is read whole)."""
+
 
 def convert(graph: str | Path, out: str | Path, *, root: str | Path | None = None,
             node_table: str | Path | None = None, half: bool = False) -> Path:
     """Write ``graph`` (a dataset name, a graph file, an edge list with its ``node_table``, or
     a graph folder) as a new graph folder ``out``, its features float16 with ``half``; the
     folder's path. ``out`` must not exist; it appears whole or not at all. A graph folder and
-    an uncompressed ``.npz`` (``np.savez``) are read mapped, a chunk at a time; any other
-    graph is read into memory first.
+    an uncompressed ``.npz`` (``np.savez``) are read mapped, a chunk at a time; a CSV / TSV
+    edge list a chunk of rows at a time (its node table whole); any other graph is read into
+    memory first.
 
     Example:
         >>> import edgegcl
@@ -35,9 +39,13 @@ def convert(graph: str | Path, out: str | Path, *, root: str | Path | None = Non
     # torch loads here, once the arguments are checked (the CLI's start-up)
     from edgegcl.data.datasets import load_graph
     from edgegcl.data.files import mapped_npz
-    from edgegcl.data.folder import write_folder
+    from edgegcl.data.folder import write_folder, write_table_folder
 
     table = path_argument("node_table", node_table)
+    if name.suffix.lower() in STREAMED_TABLES:  # out of core: an edge list larger than memory
+        say(f"writing {name.name} as the graph folder {target}, a chunk of its rows at a time")
+        return write_table_folder(name.expanduser(), target, half=flag_argument("half", half),
+                                  node_table=None if table is None else table.expanduser())
     data = (mapped_npz(name.expanduser()) if name.suffix.lower() == ".npz" and table is None
             else None)  # mapped: a chunk in memory at a time
     if data is None:

@@ -94,9 +94,9 @@ def _check_models(cfg: TrainConfig, data: Data) -> Data:
         if cfg.run.task == "link":
             raise UsageError(f"{data.name} is a graph folder, and the link task splits its "
                              "edges in memory; train --task link on an .npz of the graph")
-        if model.encoder == "poly":
-            raise UsageError(f"{data.name} is a graph folder, and the poly encoder embeds "
-                             "through N x hidden tensors in memory; use --encoder gcn or ego")
+        if model.user_encoder:
+            raise UsageError(f"{data.name} is a graph folder, and an encoder of your own runs "
+                             "on the whole graph in memory; use --encoder gcn, ego or poly")
     for name in names:
         if name is not None:
             check_model_size(data.x.size(1), model, name)

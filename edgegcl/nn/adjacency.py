@@ -27,6 +27,7 @@ from torch import Tensor
 
 from edgegcl.nn.linear import HALF_FLOATS
 from edgegcl.nn.sparse import TransposeCache, row_sums
+from edgegcl.scratch import prefetch
 
 # CSR products are the point of this module; torch's "beta" notice would print on every run.
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
@@ -157,11 +158,14 @@ class ChunkedAdjacency:
 
     def pull(self, lo: int, hi: int, h: Tensor) -> Tensor:
         """A_hat[lo:hi] @ h. A float32 ``h`` is read where the rows point (a mapped one page by
-        page); a half-float one (a graph folder's float16 features) has just the rows the chunk
-        reads gathered and widened to float32, never the whole ``h``."""
+        page, its rows asked for first where it is read ahead); a half-float one (a graph
+        folder's float16 features) has just the rows the chunk reads gathered and widened to
+        float32, never the whole ``h``."""
         rows = self.rows(lo, hi)
         if self.read_ahead is not None and h is self.read_ahead[0]:
             self.read_ahead[1](rows.col_indices())
+        else:  # a whole layer in a mapped file (edgegcl.scratch) larger than memory allows
+            prefetch(h, rows.col_indices())
         if h.dtype not in HALF_FLOATS or h.layout != torch.strided:
             return rows @ h
         cols, local = torch.unique(rows.col_indices(), return_inverse=True)

@@ -21,9 +21,10 @@ from torch import Tensor, nn
 from edgegcl.nn.adjacency import chunked_adjacency, gcn_adjacency
 from edgegcl.nn.config import ModelConfig
 from edgegcl.nn.linear import FeatureLinear, row_block
-from edgegcl.nn.model import (EMBED_EDGE_BLOCK, GCNLayer, embed_output,
-                              hop_targets, layer_widths, make_activation, push_rows,
+from edgegcl.nn.model import (EMBED_EDGE_BLOCK, GCNLayer, embed_output, hop_targets,
+                              layer_widths, make_activation, pulled_layers, push_rows,
                               row_chunks)
+from edgegcl.scratch import Scratch, in_memory
 
 __all__ = ["EgoEncoder"]
 
@@ -82,13 +83,16 @@ class EgoEncoder(nn.Module):
 
     @torch.no_grad()
     def embed_nodes(self, x: Tensor, edge_index: Tensor, out: Tensor | None = None,
-                    chunk_rows: int | None = None, edge_block: int = EMBED_EDGE_BLOCK) -> Tensor:
+                    chunk_rows: int | None = None, edge_block: int = EMBED_EDGE_BLOCK,
+                    scratch: Scratch | None = None) -> Tensor:
         """``forward(x, edge_index)`` of every node without autograd, as
         ``GCNEncoder.embed_nodes`` computes it: the layer before the last pulled a chunk of
         rows at a time and the last one's neighbour part pushed along the edges into ``out``
         (its ego part is the chunk's own rows), so besides ``out`` the graph-sized memory is
         the adjacency's index arrays (layers before the last two are pulled whole, N x hidden
-        each). Equal to ``forward`` up to float summation order."""
+        each). ``scratch``: where whole layers go instead
+        (``edgegcl.scratch.mapped_scratch``), and the last layer is pulled from its P, as
+        ``GCNEncoder.embed_nodes`` does. Equal to ``forward`` up to float summation order."""
         n, k = x.size(0), self.num_layers
         out = embed_output(n, self.out_dim, x, out)
         widest = max(self.layer(i)[0].lin.out_features + self.layer(i)[1].out_features
@@ -101,27 +105,30 @@ class EgoEncoder(nn.Module):
             neighbours = F.linear(adj.pull(lo, hi, z), conv.lin.weight, conv.bias)
             return act(torch.cat([neighbours, root(row_block(z, lo, hi))], dim=1))
 
-        z = x
-        for i in range(1, k - 1):  # the layers before the last two, whole
-            z_next = torch.empty(n, self.layer(i)[0].lin.out_features
-                                 + self.layer(i)[1].out_features, device=x.device)
-            for lo, hi in chunks:
-                z_next[lo:hi] = pulled(i, z, lo, hi)
-            z = z_next
+        def width(i: int) -> int:
+            return self.layer(i)[0].lin.out_features + self.layer(i)[1].out_features
+
+        z = pulled_layers(pulled, x, k - 2, chunks, width, scratch or in_memory(x.device))
         if k == 1:
             for lo, hi in chunks:
                 out[lo:hi] = pulled(1, z, lo, hi)
             return out
         conv, root, act = self.layer(k)
-        width = conv.lin.out_features
-        neighbours = out[:, :width]
+        width_k = conv.lin.out_features
+        neighbours = out[:, :width_k]
+        p = None if scratch is None else scratch(n, width_k)
         for lo, hi in chunks:
             h = pulled(k - 1, z, lo, hi)
-            push_rows(adj, F.linear(h, conv.lin.weight).to(out.dtype), neighbours, lo, hi,
-                      edge_block)
-            out[lo:hi, width:] = root(h)
+            p_c = F.linear(h, conv.lin.weight).to(out.dtype)
+            if p is None:
+                push_rows(adj, p_c, neighbours, lo, hi, edge_block)
+            else:
+                p[lo:hi] = p_c
+            out[lo:hi, width_k:] = root(h)
         for lo, hi in chunks:
             rows = out[lo:hi]
-            rows[:, :width].add_(conv.bias)
+            if p is not None:
+                rows[:, :width_k] = adj.pull(lo, hi, p)
+            rows[:, :width_k].add_(conv.bias)
             rows.copy_(act(rows))
         return out

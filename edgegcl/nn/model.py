@@ -9,7 +9,7 @@ Embeddings of every node (probes, evaluation) are computed a chunk of nodes at a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,7 @@ from edgegcl.nn.config import ACTIVATIONS, ModelConfig
 from edgegcl.nn.adjacency import (ChunkedAdjacency, LayerAdjacency, chunked_adjacency,
                                    gcn_adjacency)
 from edgegcl.nn.prelu import PReLU
+from edgegcl.scratch import Scratch, in_memory
 from edgegcl.nn.sparse import TransposeCache, row_sums
 
 EMBED_CHUNK_FLOATS = 1 << 23
@@ -155,7 +156,8 @@ class GCNEncoder(nn.Module):
 
     @torch.no_grad()
     def embed_nodes(self, x: Tensor, edge_index: Tensor, out: Tensor | None = None,
-                    chunk_rows: int | None = None, edge_block: int = EMBED_EDGE_BLOCK) -> Tensor:
+                    chunk_rows: int | None = None, edge_block: int = EMBED_EDGE_BLOCK,
+                    scratch: Scratch | None = None) -> Tensor:
         """``forward(x, edge_index)`` (every node), without autograd, a chunk of rows at a time.
 
         The last two layers: the first of them is pulled per chunk c of target rows and taken
@@ -166,8 +168,12 @@ class GCNEncoder(nn.Module):
         graph-sized memory is ``ChunkedAdjacency``'s index arrays; layers before the last two
         are pulled whole, N x hidden each. ``x`` dense or sparse CSR. ``out``: a preallocated
         [N, out_dim] tensor to fill (e.g. ``npy_embeddings``), else one is allocated.
-        ``chunk_rows``: rows per chunk (default from EMBED_CHUNK_FLOATS). Equal to ``forward``
-        up to float summation order.
+        ``chunk_rows``: rows per chunk (default from EMBED_CHUNK_FLOATS). ``scratch``: where
+        whole layers go instead (``edgegcl.scratch.mapped_scratch``: files, for a graph on
+        disk), P too: it is written front to back, then the last layer is pulled from it,
+        out_c = sigma(A_hat[c] P + b'), so neither the buffers nor ``out`` are ever written
+        at random, and what is read at random is out_dim wide. Equal to ``forward`` up to
+        float summation order.
         """
         n, k = x.size(0), self.num_layers
         out_dim = self.layer(k)[0].lin.out_features
@@ -180,25 +186,44 @@ class GCNEncoder(nn.Module):
             conv, act = self.layer(i)
             return act(nn.functional.linear(adj.pull(lo, hi, z), conv.lin.weight, conv.bias))
 
-        z = x
-        for i in range(1, k - 1):  # the layers before the last two, whole
-            z_next = torch.empty(n, self.layer(i)[0].lin.out_features, device=x.device)
-            for lo, hi in chunks:
-                z_next[lo:hi] = pulled(i, z, lo, hi)
-            z = z_next
+        def width(i: int) -> int:
+            return self.layer(i)[0].lin.out_features
+
+        z = pulled_layers(pulled, x, k - 2, chunks, width, scratch or in_memory(x.device))
         if k == 1:
             for lo, hi in chunks:
                 out[lo:hi] = pulled(1, z, lo, hi)
             return out
         last, act = self.layer(k)
+        p = None if scratch is None else scratch(n, out_dim)
         for lo, hi in chunks:
-            p = nn.functional.linear(pulled(k - 1, z, lo, hi), last.lin.weight).to(out.dtype)
-            push_rows(adj, p, out, lo, hi, edge_block)
+            p_c = nn.functional.linear(pulled(k - 1, z, lo, hi), last.lin.weight).to(out.dtype)
+            if p is None:
+                push_rows(adj, p_c, out, lo, hi, edge_block)
+            else:
+                p[lo:hi] = p_c
         bias = last.bias.to(out.dtype)
         for lo, hi in chunks:
             rows = out[lo:hi]
+            if p is not None:
+                rows.copy_(adj.pull(lo, hi, p))
             rows.copy_(act(rows.add_(bias)))
         return out
+
+
+def pulled_layers(pulled: Callable[[int, Tensor, int, int], Tensor], x: Tensor, layers: int,
+                  chunks: Sequence[tuple[int, int]], width: Callable[[int], int],
+                  scratch: Scratch) -> Tensor:
+    """Layers 1..``layers`` of every node, each pulled a chunk of rows at a time
+    (``pulled(i, z, lo, hi)``: layer i's rows lo..hi-1 from the whole layer before, z) into a
+    ``scratch`` buffer ``width(i)`` wide; the last one's buffer (x itself for none)."""
+    z = x
+    for i in range(1, layers + 1):
+        z_next = scratch(x.size(0), width(i))
+        for lo, hi in chunks:
+            z_next[lo:hi] = pulled(i, z, lo, hi)
+        z = z_next
+    return z
 
 
 def push_rows(adj: ChunkedAdjacency, p: Tensor, out: Tensor, lo: int, hi: int,
@@ -275,16 +300,18 @@ class AdNGCL(nn.Module):
         return self.head(z)
 
     def embed(self, x: Tensor, edge_index: Tensor, *, out: Tensor | None = None,
-              chunk_rows: int | None = None) -> Tensor:
+              chunk_rows: int | None = None, scratch: Scratch | None = None) -> Tensor:
         """Frozen embeddings H = f*(A, X) of every node of the original graph (the paper's
         output), in eval mode and without autograd, a chunk of nodes at a time
         (the encoder's ``embed_nodes``): memory a few N x out_dim plus O(E) indices, never
         N x hidden.
-        ``out``: a preallocated [N, out_dim] tensor to write into (e.g. ``npy_embeddings``)."""
+        ``out``: a preallocated [N, out_dim] tensor to write into (e.g. ``npy_embeddings``);
+        ``scratch``: where whole layers go (``edgegcl.scratch.mapped_scratch``; the encoder's
+        ``embed_nodes``)."""
         was_training = self.training
         self.eval()
         try:
-            return self.encoder.embed_nodes(x, edge_index, out, chunk_rows)
+            return self.encoder.embed_nodes(x, edge_index, out, chunk_rows, scratch=scratch)
         finally:
             self.train(was_training)
 

@@ -27,6 +27,7 @@ from edgegcl.nn.adjacency import LayerAdjacency, chunked_adjacency, gcn_adjacenc
 from edgegcl.nn.config import ModelConfig
 from edgegcl.nn.linear import FeatureLinear, row_block
 from edgegcl.nn.model import embed_output, hop_targets, make_activation, row_chunks
+from edgegcl.scratch import Scratch, in_memory
 
 __all__ = ["PolyEncoder", "filter_first", "initial_gamma"]
 
@@ -108,33 +109,38 @@ class PolyEncoder(nn.Module):
 
     @torch.no_grad()
     def embed_nodes(self, x: Tensor, edge_index: Tensor, out: Tensor | None = None,
-                    chunk_rows: int | None = None) -> Tensor:
+                    chunk_rows: int | None = None, scratch: Scratch | None = None) -> Tensor:
         """``forward(x, edge_index)`` of every node without autograd, a chunk of rows at a
         time: besides ``out`` [N, out_dim] and the graph's index arrays it holds three N x w
         tensors (the current power, the next, their weighted sum), w the narrower of the
-        features (when dense) and W_1's width. Equal to ``forward`` up to float summation
-        order."""
+        features (when dense) and W_1's width; ``scratch`` makes them
+        (``edgegcl.scratch.mapped_scratch``: files, each written front to back and read at
+        random only where a power is pulled), else they are in memory. Equal to ``forward``
+        up to float summation order."""
         n, hidden = x.size(0), self.lin1.out_features
         out = embed_output(n, self.out_dim, x, out)
+        buffer = scratch or in_memory(x.device)
         mapped = not (x.layout == torch.strided and x.size(1) < hidden)
         width = hidden if mapped else x.size(1)
         chunks = row_chunks(n, chunk_rows, x.size(1) + 2 * hidden + self.out_dim)
         if mapped:
-            power = torch.empty(n, width, device=x.device)
+            power = buffer(n, width)
             for lo, hi in chunks:
                 power[lo:hi] = self.lin1(row_block(x, lo, hi))
         else:
             power = x
-        total = power * self.gamma[0]
+        total = buffer(n, width)
+        for lo, hi in chunks:
+            torch.mul(power[lo:hi], self.gamma[0], out=total[lo:hi])
         if self.num_layers:
             adj = chunked_adjacency(edge_index, n)
             following: Tensor | None = None
             for k in range(1, self.num_layers + 1):
                 if following is None:
-                    following = torch.empty_like(total)
+                    following = buffer(n, width)
                 for lo, hi in chunks:
                     following[lo:hi] = adj.pull(lo, hi, power)
-                total.add_(following, alpha=float(self.gamma[k]))
+                    total[lo:hi].add_(following[lo:hi], alpha=float(self.gamma[k]))
                 # the old power's rows are the next one's buffer; x itself is never written over
                 power, following = following, (None if power is x else power)
         for lo, hi in chunks:

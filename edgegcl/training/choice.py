@@ -65,10 +65,6 @@ def choose_encoder(data: Data, cfg: TrainConfig, seed: int, device: torch.device
     start, exactly as a run that names it does. ``stop`` is polled after every epoch of the
     search; None when it asked to stop (every rank, under torchrun)."""
     candidates = cfg.model.candidates()
-    if getattr(data, "folder", None) is not None and len(candidates) > 1:
-        # a graph on disk: poly's all-node embedding holds N x hidden tensors in memory
-        candidates = [c for c in candidates if c != "poly"]
-        cfg = cfg.replace(model={"search_encoders": ",".join(candidates)})
     main = world is None or world.is_main
     labelled = (cfg.run.task == "link" or getattr(data, "y", None) is not None
                 and data.num_nodes >= MIN_LABELLED_NODES)

@@ -12,10 +12,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +23,6 @@ from torch_geometric.data import Data
 from edgegcl.evaluation.authors import AuthorsScore, authors_probe
 from edgegcl.evaluation.links import LinkScores
 from edgegcl.evaluation.metrics import label_kind, resolve_metric, standard_error
-from edgegcl.nn.model import npy_embeddings
 from edgegcl.evaluation.probe import (
     ProbeScores,
     Selection,
@@ -38,6 +33,7 @@ from edgegcl.evaluation.probe import (
     random_split,
     select_checkpoint,
 )
+from edgegcl.scratch import Scratch, mapped_scratch
 
 __all__ = ["MIN_LABELLED_NODES", "Baselines", "Prober", "embedded"]
 
@@ -46,32 +42,27 @@ MIN_LABELLED_NODES = 3
 A smaller labelled graph trains as an unlabelled one (its last epoch kept)."""
 
 
-@contextmanager
 def embedded(model: nn.Module, x: Tensor, edge_index: Tensor,
-             scratch: Path | None = None) -> Iterator[Tensor]:
+             scratch: Scratch | None = None) -> Tensor:
     """Every node's frozen embeddings (``model.embed``): in memory, or, with a ``scratch``
-    folder (a graph on disk), in a mapped ``.npy`` made there exclusively and removed when the
-    block ends, so their N x out_dim floats are file-backed pages, not the process's memory."""
+    (a graph on disk: edgegcl.scratch.mapped_scratch), in a mapped file, their whole layers
+    too, so their N x width floats are file-backed pages, not the process's memory."""
     if scratch is None:
-        yield model.embed(x, edge_index)
-        return
-    fd, name = tempfile.mkstemp(prefix=".embeddings-", suffix=".npy", dir=scratch)
-    os.close(fd)
-    try:
-        out = npy_embeddings(name, x.size(0), model.head.fc1.in_features)
-        yield model.embed(x, edge_index, out=out)
-    finally:
-        os.unlink(name)
+        return model.embed(x, edge_index)
+    return model.embed(x, edge_index, scratch=scratch,
+                       out=scratch(x.size(0), model.head.fc1.in_features))
 
 
 class _Track:
     """One split's checkpoint probes: the split, the (possibly sampled) nodes each checkpoint
     is probed on, their history and the best checkpoint's validation micro-F1, epoch and
     encoder state (kept only where the chosen checkpoint must be probed again on the whole
-    split, or is the run's)."""
+    split, or is the run's). ``scratch`` / ``rows``: where all-node layers and the probe's
+    training rows go on a graph on disk (edgegcl.scratch)."""
 
-    def __init__(self, split: Split, keep_state: bool, scratch: Path | None = None) -> None:
-        self.split, self.scratch = split, scratch
+    def __init__(self, split: Split, keep_state: bool, scratch: Scratch | None = None,
+                 rows: Scratch | None = None) -> None:
+        self.split, self.scratch, self.rows = split, scratch, rows
         self.probe_split = checkpoint_probe_split(split)
         self.keep_state = keep_state or self.probe_split is not split
         self.history: list[tuple[int, ProbeScores]] = []
@@ -91,16 +82,20 @@ class _Track:
         return better
 
     def selection(self, model: nn.Module, x: Tensor, edge_index: Tensor, y: Tensor,
-                  seed: int, metric: str) -> Selection | None:
+                  seed: int, metric: str, kept: tuple[int, Tensor] | None = None
+                  ) -> Selection | None:
         """The checkpoint chosen on validation, scored on the whole split (re-probed when the
-        checkpoints were probed on a sample; ``model``'s encoder is then left at it)."""
+        checkpoints were probed on a sample; ``model``'s encoder is then left at it).
+        ``kept``: (epoch, embeddings) of a checkpoint probed before, read instead of embedding
+        the graph again when it is the one chosen."""
         selection = select_checkpoint(self.history) if self.history else None
         if selection is not None and self.probe_split is not self.split:
             assert self.best_state is not None
             model.encoder.load_state_dict(self.best_state)
-            with embedded(model, x, edge_index, self.scratch) as z:
-                selection = replace(selection, scores=linear_probe(
-                    z, y, self.split, seed=seed, metric=metric))
+            z = kept[1] if kept is not None and kept[0] == self.best_epoch else embedded(
+                model, x, edge_index, self.scratch)
+            selection = replace(selection, scores=linear_probe(
+                z, y, self.split, seed=seed, metric=metric, scratch=self.rows))
         return selection
 
     def state_dict(self) -> dict[str, Any]:
@@ -117,9 +112,9 @@ class _Track:
 @dataclass(frozen=True)
 class Baselines:
     """What a seed's embeddings are compared with and on: the raw features scored as the
-    embeddings are on the seed's split (``raw``; links: also ``heuristic``), and, for a graph with published splits, the split used
-    (``published_number`` of ``published_count``), the checkpoint its own validation set
-    chose and the raw features' probe on it."""
+    embeddings are on the seed's split (``raw``; links: also ``heuristic``), and, for a graph
+    with published splits, the split used (``published_number`` of ``published_count``), the
+    checkpoint its own validation set chose and the raw features' probe on it."""
 
     raw: ProbeScores | LinkScores
     published_number: int | None = None
@@ -161,18 +156,24 @@ class Prober:
         if data.num_nodes < MIN_LABELLED_NODES:  # no train, validation and test nodes to probe
             self.y = None
         self.seed, self.device, self.protocol = seed, device, protocol
-        self.scratch = scratch
+        # a graph on disk: all-node layers and the probes' training rows in files there
+        self.scratch = None if scratch is None else mapped_scratch(scratch)
+        self.rows = None if scratch is None else mapped_scratch(scratch, scattered=False)
+        # the last checkpoint's embeddings on disk: read again if it is the one chosen
+        self.kept: tuple[int, Tensor] | None = None
         self.metric = "micro_f1" if self.y is None else resolve_metric(metric, label_kind(self.y))
         if self.y is not None and label_kind(self.y) == "multilabel":
             self.protocol = "honest"  # the authors' protocol is single-label micro-F1
         self.features = data.x  # the raw features' baseline is probed on the same splits
         self.split = random_split(data.num_nodes, seed) if self.y is not None else None
-        self.track = None if self.split is None else _Track(self.split, True, scratch)
+        self.track = None if self.split is None else _Track(self.split, True, self.scratch,
+                                                                self.rows)
         self.probe_split = None if self.track is None else self.track.probe_split
         found = published_split(data, seed) if self.y is not None else None
         self.published_count = 0 if found is None else int(data.train_mask.size(0))
         self.published_number = None if found is None else found[0]
-        self.published = None if found is None else _Track(found[1], False, scratch)
+        self.published = None if found is None else _Track(found[1], False, self.scratch,
+                                                                 self.rows)
         self.authors: list[tuple[int, AuthorsScore]] = []
         self.authors_stream = torch.Generator().manual_seed(seed)  # its splits and classifiers
         self.best_state: dict[str, Tensor] | None = None
@@ -203,20 +204,24 @@ class Prober:
                 self._last_epoch = epoch
             return row
         y = self.y.to(self.device)
-        with embedded(model, x, edge_index, self.scratch) as embeddings:
-            return self._probed(epoch, model, embeddings, y, row)
+        self.kept = None  # its file goes before the next is written
+        embeddings = embedded(model, x, edge_index, self.scratch)
+        if self.scratch is not None:
+            self.kept = (epoch, embeddings)
+        return self._probed(epoch, model, embeddings, y, row)
 
     def _probed(self, epoch: int, model: nn.Module, embeddings: Tensor, y: Tensor,
                 row: dict[str, float]) -> dict[str, float]:
         """``probe``'s scores of a checkpoint's ``embeddings``."""
         assert self.track is not None
         scores = linear_probe(embeddings, y, self.track.probe_split, seed=self.seed,
-                              metric=self.metric)
+                              metric=self.metric, scratch=self.rows)
         row.update(val_micro_f1=scores.val_micro, test_micro_f1=scores.test_micro,
                    val_score=scores.val_score, test_score=scores.test_score)
         if self.published is not None:
             self.published.add(epoch, linear_probe(embeddings, y, self.published.probe_split,
-                                                   seed=self.seed, metric=self.metric), model)
+                                                   seed=self.seed, metric=self.metric,
+                                                   scratch=self.rows), model)
         if self.protocol == "both":
             self.authors.append((epoch, authors_probe(embeddings, self.y, self.authors_stream)))
             row["authors_test_micro_f1"] = self.authors[-1][1].test_micro
@@ -240,7 +245,7 @@ class Prober:
         if self.track is None:
             return None
         return self.track.selection(model, x, edge_index, self.y.to(self.device), self.seed,
-                                    self.metric)
+                                    self.metric, self.kept)
 
     def baselines(self, model: nn.Module, x: Tensor, edge_index: Tensor) -> Baselines | None:
         """The raw features' probe on this seed's splits and the published split's choice;
@@ -249,14 +254,15 @@ class Prober:
         if self.track is None or self.split is None:
             return None
         y, features = self.y.to(self.device), self.features.to(self.device)
-        raw = linear_probe(features, y, self.split, seed=self.seed, metric=self.metric)
+        raw = linear_probe(features, y, self.split, seed=self.seed, metric=self.metric,
+                           scratch=self.rows)
         if self.published is None:
             return Baselines(raw)
         return Baselines(raw, self.published_number, self.published_count,
                          self.published.selection(model, x, edge_index, y, self.seed,
-                                                  self.metric),
+                                                  self.metric, self.kept),
                          linear_probe(features, y, self.published.split, seed=self.seed,
-                                      metric=self.metric))
+                                      metric=self.metric, scratch=self.rows))
 
     def state_dict(self) -> dict[str, Any]:
         """The probes so far, the authors' stream and the best checkpoint, as plain values."""

@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from edgegcl.data.validation import validate_graph
 from edgegcl.errors import UsageError, first_line
 from edgegcl.nn.augment import as_features
 from edgegcl.nn.family import encoder_name
+from edgegcl.scratch import mapped_scratch
 from edgegcl.training.checkpoint import load_checkpoint
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.placement import on_disk
@@ -112,10 +114,14 @@ class Run:
                              "training graph's features")
         # sparse CSR where training fed it so; a graph folder's features stay mapped, read a
         # chunk of rows at a time
-        x = data.x if getattr(data, "folder", None) is not None else as_features(data.x)
+        folder = getattr(data, "folder", None) is not None
+        x = data.x if folder else as_features(data.x)
+        # a graph on disk: the layers' N rows go to files in the run directory when it is
+        # writable (edgegcl.scratch), else they are in memory
+        scratch = mapped_scratch(self.path) if folder and os.access(self.path, os.W_OK) else None
         with torch.no_grad():
             if encoder_name(self.encoder) is not None:  # built in: a chunk of nodes at a time
-                return self.encoder.embed_nodes(x, data.edge_index, out)
+                return self.encoder.embed_nodes(x, data.edge_index, out, scratch=scratch)
             z = self.encoder(data.x, data.edge_index)
             return z if out is None else out.copy_(z)
 
