@@ -28,7 +28,7 @@ from edgegcl.errors import UsageError
 from edgegcl.nn.config import ModelConfig
 from edgegcl.nn.adjacency import chunked_adjacency
 from edgegcl.evaluation import probe as probe_module
-from edgegcl.evaluation.probe import linear_probe, random_split
+from edgegcl.evaluation.probe import ProbeScores, linear_probe, random_split
 from edgegcl.nn.family import build_encoder
 from edgegcl.nn.model import AdNGCL
 from edgegcl.scratch import mapped_scratch
@@ -450,7 +450,14 @@ def test_probe_training_rows_in_a_file_score_the_same(tmp_path: Path, graph: Dat
     made: list[torch.Tensor] = []
     in_file = linear_probe(z, graph.y, split, scratch=_recording(tmp_path, made))
     assert [tuple(t.shape) for t in made] == [(split.train.numel(), 8)]
-    assert in_file == linear_probe(z, graph.y, split)
+    _same_scores(in_file, linear_probe(z, graph.y, split))
+
+
+def _same_scores(a: ProbeScores, b: ProbeScores) -> None:
+    """The same rows, the same arithmetic: the same figures, up to one node of each set (a
+    prediction at a tie may round the other way where BLAS sums in another order)."""
+    assert abs(a.val_micro - b.val_micro) <= 100 / a.num_val + 1e-9
+    assert abs(a.test_micro - b.test_micro) <= 100 / a.num_test + 1e-9
 
 
 def test_the_chosen_checkpoint_is_embedded_once(tmp_path: Path, graph: Data,
@@ -471,7 +478,7 @@ def test_the_chosen_checkpoint_is_embedded_once(tmp_path: Path, graph: Data,
     assert len(calls) == 1 and selection is not None
     fresh = linear_probe(embed(graph.x, graph.edge_index), graph.y,
                          random_split(graph.num_nodes, 0))
-    assert selection.scores == fresh
+    _same_scores(selection.scores, fresh)  # embeddings up to float summation order
 
 
 def test_poly_trains_on_a_folder_and_own_encoders_are_refused(tmp_path: Path,
