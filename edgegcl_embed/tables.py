@@ -80,11 +80,10 @@ def _delimited(raw: bytes, path: Path) -> tuple[list[str], list[np.ndarray]]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _unreadable(path, exc) from None
-    parts = list(delimited_chunks(io.StringIO(text, newline=""), path, None))
-    header = parts[0][0]
-    if len(parts) == 1 and parts[0][1].shape[0] == 0:
+    # all rows at once: one chunk
+    header, table = next(delimited_chunks(io.StringIO(text, newline=""), path, None))
+    if table.shape[0] == 0:
         return header, []
-    table = parts[0][1] if len(parts) == 1 else np.concatenate([t for _, t in parts])
     return header, [table[:, i] for i in range(len(header))]
 
 
