@@ -325,7 +325,12 @@ def _run(args: Any, work: Path, res: dict[str, Any]) -> None:
     def step(name: str, run: Any) -> None:
         if name in steps or name not in args.steps:
             return
-        steps[name] = run()
+        result = run()
+        when = f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {args.note}"
+        for one in ([result] if "exit" in result else
+                    [r for runs in result.values() for r in runs]):
+            one["measured"] = when  # steps kept by --resume keep their own
+        steps[name] = result
         print(name, steps[name], flush=True)
         _save(args, work, res)
 
@@ -429,8 +434,8 @@ def report(res: dict[str, Any]) -> str:
              + (f" Steps kept from the run started {res['resumed_from']} (--resume); this "
                 "run measured the others." if res.get("resumed_from") else ""), "",
              "| step | exit | wall s | peak RSS MiB | peak anonymous MiB | cgroup peak MiB "
-             "| cap MiB | kills | epoch s | test micro-F1 | raw features |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| cap MiB | kills | epoch s | test micro-F1 | raw features | measured |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
     def row(name: str, r: dict[str, Any]) -> str:
         def f(key: str, fmt: str = ".0f") -> str:
@@ -439,7 +444,7 @@ def report(res: dict[str, Any]) -> str:
         return (f"| {name} | {r['exit']} | {r['wall_s']:.0f} | {f('peak_rss_MiB')} | "
                 f"{f('peak_anon_MiB')} | {f('cgroup_peak_MiB')} | {f('cap_MiB')} | "
                 f"{f('oom_kills', 'd')} | {f('epoch_s', '.1f')} | {f('test_micro_f1', '.2f')} | "
-                f"{f('raw_features_test_micro_f1', '.2f')} |")
+                f"{f('raw_features_test_micro_f1', '.2f')} | {r.get('measured', '')} |")
 
     csv = res.get("csv")
     csv_name = ("convert (CSV edge list, no features -> folder), capped" if not csv else

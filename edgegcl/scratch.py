@@ -13,9 +13,6 @@ are.
 
 from __future__ import annotations
 
-import mmap
-import os
-import tempfile
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +21,7 @@ import torch
 from torch import Tensor
 
 from edgegcl_embed.folder import MappedRows
-from edgegcl_embed.memory import memory_total
+from edgegcl_embed.scratch import mapped_array
 
 __all__ = ["Scratch", "in_memory", "mapped_scratch", "prefetch"]
 
@@ -56,22 +53,11 @@ def mapped_scratch(folder: str | Path, scattered: bool = True) -> Scratch:
         (torch.Size([3, 2]), [])
     """
     def allocate(rows: int, cols: int) -> Tensor:
-        size = rows * cols * 4
-        if size == 0:
-            return torch.empty(rows, cols)
-        fd, name = tempfile.mkstemp(prefix=".scratch-", dir=folder)
-        try:
-            os.unlink(name)
-            os.ftruncate(fd, size)  # a sparse file: nothing is written until a row is
-            mapping = mmap.mmap(fd, size)
-        finally:
-            os.close(fd)
-        if scattered and hasattr(mapping, "madvise") and hasattr(mmap, "MADV_RANDOM"):
-            mapping.madvise(mmap.MADV_RANDOM)
-        tensor = torch.frombuffer(mapping, dtype=torch.float32).view(rows, cols)
-        if scattered and size > memory_total() // 2:
+        array, read_ahead = mapped_array(folder, rows, cols, scattered)
+        tensor = torch.from_numpy(array)
+        if read_ahead is not None:
             key = tensor.data_ptr()
-            _READ_AHEAD[key] = MappedRows(mapping, 0, cols * 4)
+            _READ_AHEAD[key] = read_ahead
             weakref.finalize(tensor, _READ_AHEAD.pop, key, None)
         return tensor
     return allocate

@@ -11,6 +11,9 @@ depend on the number of threads. docs/export.md compares this with the alternati
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable
+
 import numpy as np
 from scipy.sparse import csr_matrix
 
@@ -81,3 +84,56 @@ class NormalisedAdjacency:
         """(A_hat h)[lo:hi] for a C-contiguous float32 h [num_nodes, d]: float32 [hi - lo, d],
         with ``kernel`` (edgegcl_embed.kernels), into ``out`` when given."""
         return csr_rows_product(kernel, self.data, self.indices, self.indptr, lo, hi, h, out)
+
+
+class IndexedAdjacency:
+    """A_hat of a graph on disk, its rows built a block at a time from a graph folder's index
+    (``edgegcl_embed.folder.FolderIndex``: ``in_ptr`` [N+1], ``in_src`` the sources of the edges
+    into each node, self-loops not listed): only the degrees, N floats, are held, so memory
+    follows the block and not the graph. Same weights as ``NormalisedAdjacency`` (one loop per
+    node, an edge listed twice counts twice).
+
+    A product reads only the rows of h its block needs: they are gathered (half floats
+    widened to float32), after they are asked for at once where h is
+    registered (a mapped array larger than memory allows: ``register``).
+    """
+
+    def __init__(self, in_ptr: np.ndarray, in_src: np.ndarray) -> None:
+        self.in_ptr, self.in_src = in_ptr, in_src
+        self.num_nodes = in_ptr.shape[0] - 1
+        deg = np.diff(in_ptr).astype(np.float32) + np.float32(1)  # + the self-loop
+        self.dinv = deg ** np.float32(-0.5)
+        self._read_ahead: dict[int, Callable[[np.ndarray], None]] = {}
+
+    def register(self, h: np.ndarray, prefetch: Callable[[np.ndarray], None]) -> None:
+        """Call ``prefetch(rows)`` before a block reads those rows of ``h`` (forgotten when
+        ``h`` is freed)."""
+        key = id(h)
+        self._read_ahead[key] = prefetch
+        weakref.finalize(h, self._read_ahead.pop, key, None)
+
+    def product(self, lo: int, hi: int, h: np.ndarray, kernel: str = "scipy",
+                out: np.ndarray | None = None) -> np.ndarray:
+        """(A_hat h)[lo:hi] for h [num_nodes, d] (float32 or a half float): float32
+        [hi - lo, d], with ``kernel`` (edgegcl_embed.kernels), into ``out`` when given."""
+        e0, e1 = int(self.in_ptr[lo]), int(self.in_ptr[hi])
+        t = hi - lo
+        counts = np.diff(self.in_ptr[lo:hi + 1]).astype(np.int64) + 1
+        indptr = np.zeros(t + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        loop = indptr[1:] - 1  # each row's loop last
+        cols = np.empty(e1 - e0 + t, dtype=np.int64)
+        edge_slots = np.ones(cols.size, dtype=bool)
+        edge_slots[loop] = False
+        cols[edge_slots] = self.in_src[e0:e1]
+        cols[loop] = np.arange(lo, hi)
+        targets = np.repeat(np.arange(lo, hi), counts)
+        data = self.dinv[cols] * self.dinv[targets]
+        needed, local = np.unique(cols, return_inverse=True)
+        prefetch = self._read_ahead.get(id(h))
+        if prefetch is not None:
+            prefetch(needed)
+        rows = np.ascontiguousarray(h[needed], dtype=np.float32)
+        idx = index_dtype(needed.size, cols.size)
+        return csr_rows_product(kernel, data, local.astype(idx), indptr.astype(idx), 0, t,
+                                rows, out)

@@ -24,6 +24,7 @@ from .files import npy_writer, refuse_inputs_as_outputs, replacing
 from .graph import check_graph, load_npz
 from .interrupt import forget_handled_interrupt
 from .kernels import KERNELS, one_shot_kernel
+from .progress import Progress
 from .folder import is_graph_folder, read_folder
 from .runtime import FOLDER_BATCH, EncoderSession, available_cores
 from .tables import TABLE_SUFFIXES, read_tables
@@ -38,14 +39,16 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{PROG}: error: {one_line(message)} (see '{PROG} --help')\n")
 
 def _progress_printer(every_s: float = 5.0) -> Callable[[int, int], None]:
-    """A ``progress(done, total)`` callback printing to stderr at most every ``every_s`` s."""
-    last = [time.monotonic()]
+    """A ``progress(done, total)`` callback: a progress line with an ETA on stderr
+    (``edgegcl_embed.progress``), redrawn on a terminal, else at most every ``every_s`` s."""
+    line: list[Progress] = []
 
     def report(done: int, total: int) -> None:
-        now = time.monotonic()
-        if now - last[0] >= every_s or done == total:
-            last[0] = now
-            print(f"{PROG}: embedded {done}/{total} nodes", file=sys.stderr, flush=True)
+        if not line:
+            line.append(Progress(total, f"{PROG}: embedding", every_s=every_s))
+        line[0].update(done)
+        if done >= total:
+            line[0].close()
 
     return report
 
@@ -65,7 +68,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
                         "edge list, each row's node id goes to EMB.ids.txt beside it")
     p.add_argument("--batch-size", type=int, default=0, metavar="B",
                    help="target nodes per run over their k-hop subgraph (default 0: the whole "
-                        f"graph, memory O(nodes x width + edges); a graph folder: {FOLDER_BATCH})")
+                        "graph, memory O(nodes x width + edges)); a graph folder is embedded "
+                        f"layer by layer, B rows at a time (default {FOLDER_BATCH}), its layers "
+                        "in files beside --out")
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help=f"worker threads (default: every core, {available_cores()} here); the "
                         "result does not depend on N")
@@ -109,8 +114,9 @@ def _embed(args: argparse.Namespace) -> None:
         shape = (folder.num_nodes, session.metadata.out_dim)
         start = time.perf_counter()
         with npy_writer(out, shape) as emb:
+            # the layers between stages go beside the output, on the disk it is written to
             session.embed_folder(folder, args.batch_size or FOLDER_BATCH, _progress_printer(),
-                                 out=emb)
+                                 out=emb, scratch=out.parent)
         _wrote(out, shape, session, start)
         return
     ids = None

@@ -5,15 +5,17 @@ over every core; whole graph or k-hop batches."""
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 from scipy.sparse import csr_matrix, issparse
 
-from .adjacency import NormalisedAdjacency
+from .adjacency import IndexedAdjacency, NormalisedAdjacency
 from .contract import (INPUT_X, STAGE0_WEIGHT,
                        STAGE0_WEIGHT_INT8, ModelMetadata, OutdatedModel, aggregate_input,
                        carry_input, carry_output, stage_output)
@@ -24,6 +26,7 @@ from .folder import Folder
 from .graph import Features, InNeighbourhoods, check_graph, gcn_degree
 from .kernels import resolve_kernel, warm_up
 from .bounds import MAX_NODES, check_bounded, node_count
+from .scratch import mapped_array
 from .stages import ModelFormatError, external_tensors, stage_model
 
 MODEL_LIMIT = 2**31 - 1
@@ -39,9 +42,9 @@ MIN_BLOCK_ROWS = 64
 BLOCKS_PER_STAGE = 16
 
 FOLDER_BATCH = 512
-"""Target nodes per batch when a graph folder is embedded (``embed_folder``): a 2-layer
-model's neighbourhood of 512 targets at average degree 10 is at most about 57 000 rows (fewer
-where neighbourhoods overlap), 170 MiB of 768 float32 features."""
+"""Rows per block when a graph folder is embedded (``embed_folder``): a block of a stage reads
+its rows' in-neighbours' rows of the layer before, at average degree 10 about 5 600 rows, 16 MiB
+of 768 float32 features."""
 
 DEVICES = ("cpu", "cuda")
 MAX_THREADS = 1024
@@ -69,6 +72,34 @@ def block_bounds(num_rows: int, block_rows: int) -> list[tuple[int, int]]:
 def default_block_rows(num_rows: int) -> int:
     """Rows per block for a graph of ``num_rows`` nodes (see MAX_BLOCK_ROWS)."""
     return min(MAX_BLOCK_ROWS, max(MIN_BLOCK_ROWS, -(-num_rows // BLOCKS_PER_STAGE)))
+
+
+@dataclass
+class Layered:
+    """How ``EncoderSession`` runs the stages over a graph: ``block_rows`` rows per block,
+    each stage's output in memory or, with ``scratch`` (a directory), in an unlinked mapped
+    file there (``edgegcl_embed.scratch``), whose rows ``adjacency`` asks for ahead when it is
+    larger than memory allows; ``rows_ahead(lo, hi)`` before stage 0 reads rows lo..hi of x;
+    ``progress(done, total)`` after each block, counted in rows over all stages."""
+
+    block_rows: int
+    scratch: str | Path | None = None
+    adjacency: IndexedAdjacency | None = None
+    rows_ahead: Callable[[int, int], None] | None = None
+    progress: Callable[[int, int], None] | None = None
+
+    def buffer(self, rows: int, cols: int) -> np.ndarray:
+        """An uninitialised float32 [rows, cols] stage output."""
+        if self.scratch is None:
+            return np.empty((rows, cols), dtype=np.float32)
+        array, read_ahead = mapped_array(self.scratch, rows, cols)
+        if read_ahead is not None and self.adjacency is not None:
+            self.adjacency.register(array, read_ahead.prefetch)
+        return array
+
+    def report(self, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(done, total)
 
 
 def portable_session(path: str | Path, threads: int = 1,
@@ -338,45 +369,59 @@ class EncoderSession:
                                  "edgegcl export")
         return out[0], (out[1] if len(out) > 1 else None)
 
-    def _forward(self, inputs: list[np.ndarray | csr_matrix], adj: NormalisedAdjacency,
-                 out: np.ndarray | None, sparse0: bool) -> np.ndarray:
-        """The encoder on a checked graph with its adjacency; writes into ``out`` if given.
+    def _forward(self, inputs: list[np.ndarray | csr_matrix],
+                 adj: NormalisedAdjacency | IndexedAdjacency, out: np.ndarray | None,
+                 sparse0: bool, plan: Layered | None = None) -> np.ndarray:
+        """The encoder on a checked graph with its adjacency, one stage over every row block
+        at a time; writes into ``out`` if given.
 
         ``inputs`` is [x]; it is emptied, so when the caller held no other reference x is
         freed as soon as the first layer no longer needs it. ``sparse0``: stage 0 as a CSR
-        product with ``stage0_weight`` (x CSR, or dense and converted per block).
+        product with ``stage0_weight`` (x CSR, or dense and converted per block). ``plan``:
+        the blocks, buffers and progress of a graph on disk (``embed_folder``); None: the
+        default blocks, stage outputs in memory.
         """
         h = inputs.pop()
         n, k = h.shape[0], self.metadata.num_layers
-        bounds = block_bounds(n, n if self.device == "cuda" else default_block_rows(n))
+        if plan is None:
+            plan = Layered(default_block_rows(n) if self.device != "cuda" else max(n, 1))
+        bounds = block_bounds(n, plan.block_rows)
         pool = self._workers() if self.threads > 1 and len(bounds) > 1 else None
+        stages = [j for j in range(k + 1) if j > 0 or self._has_stage0]
 
         def run_stage(j: int, source: np.ndarray, carried: np.ndarray | None,
                       dest: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
             if dest is None:
-                dest = np.empty((n, self._widths[stage_output(j, k)]), dtype=np.float32)
-            carry = (np.empty((n, self._widths[carry_output(j)]), dtype=np.float32)
+                dest = plan.buffer(n, self._widths[stage_output(j, k)])
+            carry = (plan.buffer(n, self._widths[carry_output(j)])
                      if self.carries(j) else None)
 
             def block(lo: int, hi: int) -> None:
+                if j == 0 and plan.rows_ahead is not None:
+                    plan.rows_ahead(lo, hi)
                 if j == 0 and sparse0:
                     sparse_product(source, lo, hi, self.stage0_weight, self.kernel, dest[lo:hi])
                     return
                 rows = (dense_rows(source, lo, hi) if j == 0
                         else adj.product(lo, hi, source, self.kernel))
+                if rows.dtype != np.float32:  # a graph folder's half-float features
+                    rows = rows.astype(np.float32)
                 z, r = self.stage_outputs(j, rows, None if carried is None else carried[lo:hi])
                 dest[lo:hi] = z
                 if carry is not None:
                     carry[lo:hi] = r
 
+            done = stages.index(j) * n
             if pool is None:
                 for lo, hi in bounds:
                     block(lo, hi)
+                    plan.report(done + hi, len(stages) * n)
             else:
                 futures = [pool.submit(block, lo, hi) for lo, hi in bounds]
                 try:
-                    for future in futures:
+                    for future, (_, hi) in zip(futures, bounds):
                         future.result()
+                        plan.report(done + hi, len(stages) * n)
                 except BaseException:  # Ctrl-C, or a block's error: stop the others now
                     self._stop(futures)
                     raise
@@ -443,12 +488,7 @@ class EncoderSession:
         reference: the list is emptied, and edge_index (once the adjacency is built) and x
         (after the first layer) are freed early, which lowers the peak memory of a large graph.
         """
-        z = self._embed_checked(graph, batch_size, progress, out)
-        if not np.isfinite(z).all():  # NaN or inf weights, or INT8 scales: never exit 0
-            raise InputError("the model computed non-finite embeddings (NaN or inf) from a "
-                             "finite graph: its weights or INT8 scales are not finite; "
-                             "re-export it with edgegcl export")
-        return z
+        return _finite(self._embed_checked(graph, batch_size, progress, out))
 
     def _embed_checked(self, graph: list[Features], batch_size: int,
                        progress: Callable[[int, int], None] | None,
@@ -471,13 +511,18 @@ class EncoderSession:
 
     def embed_folder(self, folder: Folder, batch_size: int = FOLDER_BATCH,
                      progress: Callable[[int, int], None] | None = None,
-                     out: np.ndarray | None = None) -> np.ndarray:
+                     out: np.ndarray | None = None,
+                     scratch: str | Path | None = None) -> np.ndarray:
         """Embeddings [num_nodes, out_dim] of every node of a graph folder
-        (edgegcl_embed.folder.read_folder), ``batch_size`` target nodes at a time, each over
-        its k-hop in-neighbourhood read from the folder's index: features and edges come from
-        the mapped files a batch at a time (rows read ahead where the features outgrow
-        memory), so memory follows the batch, not the graph. Same numbers as ``embed`` of the
-        graph (up to float summation order). ``out`` as for ``embed``."""
+        (edgegcl_embed.folder.read_folder), layer by layer: each stage runs over every node,
+        ``batch_size`` rows at a time, the aggregation of a block built from the folder's index
+        and reading only the rows of the layer before that the block needs. x is read once,
+        front to back, where the first layer transforms before it aggregates (gcn); each
+        layer between stages goes to an unlinked memory-mapped file in ``scratch`` (default:
+        the system's temporary directory; pass a directory on disk, since a tmpfs is memory),
+        so memory follows the block, not the graph. Same numbers as ``embed`` of the graph (up
+        to float summation order). ``progress(done, total)``: rows done over all stages.
+        ``out`` as for ``embed``."""
         n, width = folder.x.shape
         if width != self.metadata.in_dim:
             raise InputError(f"the graph folder's x has {width} features per node but the model "
@@ -486,16 +531,16 @@ class EncoderSession:
         if batch_size < 1:
             raise InputError(f"batch size must be >= 1 for a graph folder, got {batch_size}")
         self._check_out(out, n)
-        index = folder.index
-        hoods = InNeighbourhoods(folder.edge_index[0], index.in_eid, index.in_ptr)
-        deg = (np.diff(index.in_ptr) + 1).astype(np.float32)  # GCN's: self-loops not listed
-        z = self._embed_batches(folder.x, folder.edge_index, batch_size, progress, out, False,
-                                (hoods, deg, folder.prefetch))
-        if not np.isfinite(z).all():
-            raise InputError("the model computed non-finite embeddings (NaN or inf) from a "
-                             "finite graph: its weights or INT8 scales are not finite; "
-                             "re-export it with edgegcl export")
-        return z
+        if out is None:
+            out = np.empty((n, self.metadata.out_dim), dtype=np.float32)
+        adj = IndexedAdjacency(folder.index.in_ptr, folder.index.in_src)
+        if folder.prefetch is not None:  # x larger than memory allows: read its rows ahead
+            adj.register(folder.x, folder.prefetch)
+        features = folder.features
+        plan = Layered(batch_size, tempfile.gettempdir() if scratch is None else scratch, adj,
+                       None if features is None else
+                       lambda lo, hi: features.prefetch(np.arange(lo, hi)), progress)
+        return _finite(self._forward([folder.x], adj, out, False, plan))
 
     def _check_out(self, out: np.ndarray | None, n: int) -> None:
         if out is not None and (out.shape != (n, self.metadata.out_dim)
@@ -505,18 +550,10 @@ class EncoderSession:
 
     def _embed_batches(self, x: np.ndarray | csr_matrix, edge_index: np.ndarray,
                        batch_size: int, progress: Callable[[int, int], None] | None,
-                       out: np.ndarray | None, sparse0: bool,
-                       grouped: tuple[InNeighbourhoods, np.ndarray,
-                                      Callable[[np.ndarray], None] | None] | None = None
-                       ) -> np.ndarray:
-        """``embed`` in batches of ``batch_size`` target nodes over their k-hop subgraphs;
-        ``grouped``: the in-neighbourhoods, GCN degrees and row read-ahead of a graph folder
-        (else made from ``edge_index``). Rows of a half-float x are widened as they are read."""
+                       out: np.ndarray | None, sparse0: bool) -> np.ndarray:
+        """``embed`` in batches of ``batch_size`` target nodes over their k-hop subgraphs."""
         n = x.shape[0]
-        if grouped is None:
-            hoods, deg, prefetch = InNeighbourhoods.of(edge_index, n), gcn_degree(edge_index, n), None
-        else:
-            hoods, deg, prefetch = grouped
+        hoods, deg = InNeighbourhoods.of(edge_index, n), gcn_degree(edge_index, n)
         relabel = np.zeros(n, dtype=np.int64)  # global -> subgraph id, valid for the batch's nodes
         if out is None:
             out = np.empty((n, self.metadata.out_dim), dtype=np.float32)
@@ -525,14 +562,24 @@ class EncoderSession:
             nodes, edges = hoods.khop(targets, self.metadata.num_layers)
             relabel[nodes] = np.arange(nodes.size)
             sub_edges = relabel[edge_index[:, edges]]
-            if prefetch is not None:
-                prefetch(nodes)
             rows = x[nodes]
-            if rows.dtype != np.float32 and not issparse(rows):
-                rows = rows.astype(np.float32)
             z = self._forward([rows], NormalisedAdjacency(
                 sub_edges, nodes.size, deg[nodes], self.kernel), None, sparse0)
             out[targets] = z[:targets.size]
             if progress is not None:
                 progress(int(targets[-1]) + 1, n)
         return out
+
+
+FINITE_CHECK_ROWS = 1 << 16
+
+
+def _finite(z: np.ndarray) -> np.ndarray:
+    """``z``, checked finite a block of rows at a time (a mapped output is not read whole):
+    NaN or inf weights, or INT8 scales, never exit 0."""
+    for lo, hi in block_bounds(z.shape[0], FINITE_CHECK_ROWS):
+        if not np.isfinite(z[lo:hi]).all():
+            raise InputError("the model computed non-finite embeddings (NaN or inf) from a "
+                             "finite graph: its weights or INT8 scales are not finite; "
+                             "re-export it with edgegcl export")
+    return z

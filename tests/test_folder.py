@@ -366,6 +366,48 @@ def test_edgegcl_embed_reads_a_folder_a_batch_at_a_time(tmp_path: Path, graph: D
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "x.npy").exists()
 
 
+@pytest.mark.parametrize("name,hidden", [("gcn", 8), ("gcn", 32), ("ego", 32), ("poly", 32)])
+def test_the_runtime_embeds_a_folder_layer_by_layer(tmp_path: Path, graph: Data, name: str,
+                                                    hidden: int,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """edgegcl-embed's runtime embeds a folder one stage over every node at a time, for every
+    encoder (gcn transforming first, 16 -> 8, or aggregating first, 16 -> 32; ego; poly), from
+    float16 features, in blocks of 37 rows on 1 or 2 threads: the whole graph's numbers up to
+    float32 summation order; its layers are unlinked files (the scratch folder stays empty),
+    read ahead only where larger than half the memory allowed; progress ends at its total."""
+    from edgegcl.onnx.export import export_encoder
+    from edgegcl.training.checkpoint import Checkpoint
+    from edgegcl.training.config import TrainConfig
+    import edgegcl_embed.scratch as scratch_module
+    from edgegcl_embed.folder import MappedRows, read_folder
+    from edgegcl_embed.runtime import EncoderSession
+
+    torch.manual_seed(0)
+    encoder = build_encoder(name, 16, ModelConfig(hidden, 8, 8, "prelu", encoder=name)).eval()
+    config = TrainConfig(encoder=name, hidden_dim=hidden, out_dim=8, proj_dim=8)
+    export_encoder(Checkpoint(encoder, config, 16, 0, 0), tmp_path / "m.onnx")
+    write_folder(graph, tmp_path / "g", half=True)
+    folder = read_folder(tmp_path / "g", labels=False)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    offsets: list[int] = []  # the mappings asked to read ahead: 0 is a layer's, x's is past its header
+    monkeypatch.setattr(MappedRows, "prefetch", lambda self, ids: offsets.append(self.offset))
+    for threads, total in ((1, 1 << 40), (2, 1024)):
+        monkeypatch.setattr(scratch_module, "memory_total", lambda: total)
+        session = EncoderSession(tmp_path / "m.onnx", threads=threads)
+        expected = session.embed(np.asarray(folder.x, dtype=np.float32),
+                                 graph.edge_index.numpy())
+        offsets.clear()
+        reported: list[tuple[int, int]] = []
+        found = session.embed_folder(folder, 37, lambda *a: reported.append(a),
+                                     scratch=scratch)
+        np.testing.assert_allclose(found, expected, atol=1e-5 * np.abs(expected).max(), rtol=0)
+        assert list(scratch.iterdir()) == []
+        assert (0 in offsets) is (total == 1024)
+        done = [d for d, _ in reported]
+        assert done == sorted(done) and reported[-1][0] == reported[-1][1] >= graph.num_nodes
+
+
 def test_convert_reads_an_uncompressed_npz_mapped(tmp_path: Path, graph: Data) -> None:
     """np.savez's members are mapped from the file (convert then holds a chunk at a time);
     np.savez_compressed's are read whole; both convert to the same folder; a member whose
@@ -576,7 +618,7 @@ def test_large_layers_are_read_ahead_and_small_ones_are_not(tmp_path: Path, grap
                                                              ) -> None:
     """A mapped layer larger than half the memory the process may use has the rows each chunk
     pulls asked for first (and gives the same embeddings); one that fits is read as it is."""
-    import edgegcl.scratch as scratch_module
+    import edgegcl_embed.scratch as scratch_module
     from edgegcl_embed.folder import MappedRows
 
     asked: list[int] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from edgegcl.progress import Progress, clock
+from edgegcl_embed.progress import Progress, clock
 
 
 def test_clock_formats_durations():
@@ -12,7 +12,7 @@ def test_clock_formats_durations():
 
 
 def test_progress_shows_the_time_left_from_the_pace_so_far(monkeypatch):
-    import edgegcl.progress as progress
+    import edgegcl_embed.progress as progress
 
     now = [100.0]
     monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
@@ -30,7 +30,7 @@ def test_progress_shows_the_time_left_from_the_pace_so_far(monkeypatch):
 def test_a_resumed_line_rates_only_the_units_done_since_it_began(monkeypatch) -> None:
     import io
 
-    import edgegcl.progress as progress
+    import edgegcl_embed.progress as progress
 
     now = [0.0]
     monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])

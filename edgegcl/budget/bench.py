@@ -31,7 +31,7 @@ from edgegcl.budget.profiler import auto_logits, measure_theta
 from edgegcl.budget.table import THETAS, BudgetTable, Cell
 from edgegcl.contrast.pairs import PATHS
 from edgegcl.errors import UsageError
-from edgegcl.progress import Progress
+from edgegcl_embed.progress import Progress
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.placement import resolve_mode
 

@@ -22,7 +22,8 @@ from torch_geometric.data import Data
 
 from edgegcl.data.validation import SPLIT_MASKS, checked_labels, split_masks
 from edgegcl.errors import UsageError
-from edgegcl.progress import Progress, say
+from edgegcl.progress import say
+from edgegcl_embed.progress import Progress
 from edgegcl_embed.errors import InputError
 from edgegcl_embed.folder import (MappedRows, chunk_ranges, finish_folder, is_graph_folder,
                                   read_folder)

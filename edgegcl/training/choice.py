@@ -34,7 +34,8 @@ from torch_geometric.data import Data
 
 from edgegcl.data.homophily import adjusted_homophily, feature_agreement
 from edgegcl.evaluation.probe import random_split
-from edgegcl.progress import Progress, say
+from edgegcl.progress import say
+from edgegcl_embed.progress import Progress
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.distributed import World
 from edgegcl.training.results import AGREEMENT_THRESHOLD, HOMOPHILY_THRESHOLD, EncoderChoice

@@ -28,7 +28,8 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from edgegcl.errors import UsageError
-from edgegcl.progress import Progress, say
+from edgegcl.progress import say
+from edgegcl_embed.progress import Progress
 from edgegcl.training.curves import csv_text  # the standard library alone, as this module
 from edgegcl_embed.files import refuse_link
 
