@@ -55,6 +55,7 @@ COVERED: dict[str, str] = {
     "embed-python": "test_docs.py::test_python_blocks",
     "folder-numpy": "test_folder.py::test_docs_blocks",
     "folder-commands": "test_folder.py::test_docs_blocks",
+    "link-split-file": "test_tasks.py::test_the_split_file_block_trains",
 }
 """Each block's tag -> the test that runs it (file::function)."""
 

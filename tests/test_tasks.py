@@ -258,6 +258,87 @@ def test_what_the_link_task_cannot_do_is_one_line(flags: list[str], needle: str,
     assert not (tmp_path / "run").exists()
 
 
+def _split_file(tmp_path: Path, **change: np.ndarray) -> tuple[Path, dict[str, np.ndarray]]:
+    """A graph file that brings its own link split, as PyG's RandomLinkSplit(split_labels=True)
+    gives one: the training edges both ways, the held-out edges once, the non-edges beside."""
+    data = synthetic_graph(SyntheticSpec(num_nodes=200, num_features=8))
+    split = link_split(data.edge_index, 200, seed=3)
+    arrays = {"x": data.x.numpy(), "edge_index": split.train_edge_index().numpy(),
+              "val_pos": split.val.flip(0).numpy(), "val_neg": split.val_neg.numpy(),
+              "test_pos": split.test.numpy(), "test_neg": split.test_neg.numpy(), **change}
+    path = tmp_path / "split.npz"
+    np.savez(path, **arrays)
+    return path, arrays
+
+
+def test_a_link_run_reads_the_split_its_file_brings(tmp_path: Path) -> None:
+    """--task link on a file with val_pos / val_neg / test_pos / test_neg trains on its
+    edge_index as given and scores those very pairs, the same for every seed."""
+    from edgegcl.data.files import load_file
+    from edgegcl.training.linkprober import seed_link_split
+
+    path, arrays = _split_file(tmp_path)
+    data = load_file(path)
+    for seed in (0, 1):
+        split = seed_link_split(data, seed)
+        assert torch.equal(split.train, link_split(synthetic_graph(SyntheticSpec(
+            num_nodes=200, num_features=8)).edge_index, 200, seed=3).train)
+        assert torch.equal(split.val, torch.from_numpy(arrays["val_pos"]).sort(0).values)
+        assert torch.equal(split.test_neg, torch.from_numpy(arrays["test_neg"]))
+    code, out, err = capture(main, ["train", "--dataset", str(path), "--task", "link", *SMALL,
+                                    "--encoder", "gcn", "--seeds", "2",
+                                    "--out", str(tmp_path / "run")])
+    assert code == 0, err
+    assert "the graph file's own held-out pairs" in err
+    seeds = json.loads((tmp_path / "run" / "metrics.json").read_text())["seeds"]
+    assert len(seeds) == 2 and all(0 <= s["test_auc"] <= 100 for s in seeds)
+    code, _, err = capture(main, ["train", "--dataset", str(path), *SMALL, "--encoder", "gcn",
+                                  "--out", str(tmp_path / "node")])
+    assert "--task node does not read" in err
+
+
+@pytest.mark.parametrize(("change", "needle"), [
+    ("train edge", "is also an edge of edge_index"),
+    ("out of range", "holds node 200 but the graph has 200 nodes"),
+    ("one missing", "give all four held-out pair sets"),
+    ("rows", "not [2, pairs]"),
+    ("loop", "with itself")])
+def test_a_split_that_does_not_hold_is_one_line(tmp_path: Path, change: str, needle: str
+                                                ) -> None:
+    """A held-out pair that is a training edge (either way), a node out of range, a missing
+    set, pairs as rows or a node paired with itself: one line, exit 2, no run directory."""
+    _, arrays = _split_file(tmp_path)
+    edges = arrays["edge_index"]
+    bad = {"train edge": {"test_neg": np.concatenate([arrays["test_neg"], edges[::-1, :1]], 1)},
+           "out of range": {"val_neg": np.concatenate([arrays["val_neg"], [[0], [200]]], 1)},
+           "one missing": {},
+           "rows": {"val_pos": arrays["val_pos"].T},
+           "loop": {"test_pos": np.concatenate([arrays["test_pos"], [[5], [5]]], 1)}}[change]
+    path, _ = _split_file(tmp_path, **bad)
+    if change == "one missing":
+        np.savez(path, **{k: v for k, v in arrays.items() if k != "test_neg"})
+    code, _, err = capture(main, ["train", "--dataset", str(path), "--task", "link", *SMALL,
+                                  "--out", str(tmp_path / "run")])
+    assert code == 2 and needle in err.strip().splitlines()[-1], err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
+
+
+def test_the_split_file_block_trains(tmp_path: Path) -> None:
+    """docs/tasks.md's block writes a RandomLinkSplit as a file that --task link reads."""
+    import subprocess
+    import sys
+
+    from docblocks import block
+
+    proc = subprocess.run([sys.executable, "-c", block("link-split-file").text],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    code, _, err = capture(main, ["train", "--dataset", str(tmp_path / "my_split.npz"),
+                                  "--task", "link", *SMALL, "--encoder", "gcn",
+                                  "--out", str(tmp_path / "run")])
+    assert code == 0 and "the graph file's own held-out pairs" in err, err
+
+
 def test_edgegcl_embed_reads_a_benchmark_file_as_train_does(tmp_path: Path) -> None:
     """The heterophilous-graph layout (each undirected edge once, [E, 2]) embeds on the device
     as the trained model embeds it in torch: the same edges, both ways."""

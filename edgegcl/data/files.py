@@ -16,7 +16,8 @@ from torch_geometric.data import Data
 from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
 from torch_geometric.data.storage import GlobalStorage
 
-from edgegcl.data.validation import SPLIT_MASKS, checked_labels, split_masks, validate_graph
+from edgegcl.data.validation import (LINK_PAIRS, SPLIT_MASKS, checked_labels, split_masks,
+                                     validate_graph)
 from edgegcl.errors import UsageError, first_line
 from edgegcl.progress import say
 from edgegcl_embed.errors import InputError, shown
@@ -130,15 +131,17 @@ def _disallowed_globals(path: Path) -> str | None:
 
 NPZ_LAYOUTS: dict[str, dict[str, str]] = {
     "edgegcl": {"x": "x", "edge_index": "edge_index", "y": "y", "train_mask": "train_mask",
-                "val_mask": "val_mask", "test_mask": "test_mask"},
+                "val_mask": "val_mask", "test_mask": "test_mask",
+                **{key: key for key in LINK_PAIRS}},
     "heterophilous-graphs": {"x": "node_features", "edges": "edges", "y": "node_labels",
                              "train_mask": "train_masks", "val_mask": "val_masks",
                              "test_mask": "test_masks"},
 }
 """The ``.npz`` layouts read, by the array names they use: edgegcl's own (``x``, ``edge_index``
-[2, E], optional ``y`` and split masks) and the heterophilous-graph benchmark's
-(yandex-research/heterophilous-graphs: ``node_features``, ``edges`` [E, 2], ``node_labels``,
-``train_masks`` / ``val_masks`` / ``test_masks`` [splits, N])."""
+[2, E], optional ``y``, split masks and the link task's held-out pairs, ``LINK_PAIRS``) and
+the heterophilous-graph benchmark's (yandex-research/heterophilous-graphs: ``node_features``,
+``edges`` [E, 2], ``node_labels``, ``train_masks`` / ``val_masks`` / ``test_masks``
+[splits, N])."""
 
 
 def _load_npz(path: Path) -> Data:
@@ -160,8 +163,9 @@ def _load_npz(path: Path) -> Data:
         raise UsageError(f"{path} lacks array(s) {', '.join(needed)}; {fix}")
     if "edges" in arrays:
         arrays["edge_index"] = benchmark_edges(arrays.pop("edges"), path)
-    elif "edge_index" in arrays:
-        arrays["edge_index"] = signed_indices(arrays["edge_index"], path, "edge_index")
+    for key in ("edge_index", *LINK_PAIRS):
+        if key in arrays:
+            arrays[key] = signed_indices(arrays[key], path, key)
     tensors: dict[str, torch.Tensor] = {}
     for key, array in arrays.items():
         if array.dtype.kind not in "biuf":

@@ -27,7 +27,8 @@ def validate_graph(data: Data) -> Data:
     Returns a new ``Data`` holding only ``x`` (float32), ``edge_index`` (int64),
     ``y`` (int64 or ``None``), ``name`` and, when the graph carries published splits,
     ``train_mask``, ``val_mask`` and ``test_mask`` (bool ``[S, N]``, one row per split;
-    ``published_splits``); other attributes are dropped so that downstream code never
+    ``published_splits``), and when it carries held-out pairs for the link task,
+    ``LINK_PAIRS`` (``link_pairs``); other attributes are dropped so that downstream code never
     depends on dataset-specific fields. Features large enough for
     float32 products to overflow are kept, with a one-line warning on stderr.
     """
@@ -37,8 +38,9 @@ def validate_graph(data: Data) -> Data:
     edge_index = _checked_edges(data, name, n)
     y = checked_labels(data, name, n)
     masks = split_masks(data, n, y is not None, name)
+    pairs = link_pairs(data, edge_index, n, name)
     _warn_if_overflowing(x, name)  # last: a graph refused above gets its one line only
-    return Data(x=x, edge_index=edge_index, y=y, name=name, **masks)
+    return Data(x=x, edge_index=edge_index, y=y, name=name, **masks, **pairs)
 
 
 def _checked_features(data: Data, name: str) -> Tensor:
@@ -192,6 +194,65 @@ def split_masks(data: Data, n: int, labelled: bool, name: str) -> dict[str, torc
             raise UsageError(f"{name}: split {int(empty[0, 0])}'s {key} selects no node; every "
                              "set of a split needs at least one")
     return rows
+
+
+LINK_PAIRS = ("val_pos", "val_neg", "test_pos", "test_neg")
+"""A graph's own held-out pairs for the link task, [2, K] node pairs each (OGB's link datasets,
+PyG's ``RandomLinkSplit(split_labels=True)``): validation and test edges removed from
+``edge_index``, and as many non-edges, or any number."""
+
+
+def link_pairs(data: Data, edge_index: Tensor, n: int, name: str) -> dict[str, Tensor]:
+    """The graph's ``LINK_PAIRS`` as int64 [2, K] each with row 0 < row 1, or ``{}`` when it
+    carries none; one UsageError line when only some are given, or a set is not [2, K] pairs
+    of distinct nodes in range, or a pair is an edge of ``edge_index`` (the training graph)
+    either way."""
+    given = {key: _tensor_attr(data, key, name) for key in LINK_PAIRS}
+    present = [key for key, pairs in given.items() if pairs is not None]
+    if not present:
+        return {}
+    if len(present) < len(LINK_PAIRS):
+        missing = ", ".join(key for key in LINK_PAIRS if key not in present)
+        raise UsageError(f"{name}: has {', '.join(present)} but no {missing}; give all four "
+                         "held-out pair sets of the link task, or none")
+    train = _undirected_keys(edge_index, n)
+    out: dict[str, Tensor] = {}
+    for key, pairs in given.items():
+        assert pairs is not None
+        if pairs.dim() != 2 or pairs.size(0) != 2 or pairs.size(1) < 1:
+            raise UsageError(f"{name}: {key} has shape {tuple(pairs.shape)}, not [2, pairs] "
+                             "with at least one pair; store node pairs as columns (transpose "
+                             "a [pairs, 2] array)")
+        if not _is_integer(pairs.dtype):
+            raise UsageError(f"{name}: {key} must hold integer node ids but has dtype "
+                             f"{pairs.dtype}; store it as int64")
+        pairs = pairs.to(torch.int64)
+        lo, hi = torch.minimum(pairs[0], pairs[1]), torch.maximum(pairs[0], pairs[1])
+        if int(lo.min()) < 0 or int(hi.max()) >= n:
+            bad = int(lo.min()) if int(lo.min()) < 0 else int(hi.max())
+            raise UsageError(f"{name}: {key} holds node {bad} but the graph has {n} nodes "
+                             f"(0..{n - 1}); fix the pairs or x")
+        loops = (lo == hi).nonzero()
+        if loops.numel():
+            raise UsageError(f"{name}: {key} pairs node {int(lo[loops[0, 0]])} with itself; "
+                             "a held-out pair joins two distinct nodes")
+        keys = lo * n + hi
+        at = torch.searchsorted(train, keys).clamp_max(max(train.numel() - 1, 0))
+        seen = (train[at] == keys).nonzero() if train.numel() else at[:0, None]
+        if seen.numel():
+            i = int(seen[0, 0])
+            raise UsageError(f"{name}: {key} pair ({int(pairs[0, i])}, {int(pairs[1, i])}) is "
+                             "also an edge of edge_index, which the encoder trains on; remove "
+                             "held-out pairs from edge_index")
+        out[key] = torch.stack([lo, hi])
+    return out
+
+
+def _undirected_keys(edge_index: Tensor, n: int) -> Tensor:
+    """Each edge as the sorted key lo * n + hi, whichever way it is listed."""
+    lo = torch.minimum(edge_index[0], edge_index[1])
+    hi = torch.maximum(edge_index[0], edge_index[1])
+    return torch.unique(lo * n + hi)
 
 
 def _warn_if_overflowing(x: torch.Tensor, name: str) -> None:

@@ -49,9 +49,10 @@ LINK_PROBE_EPOCHS = 200
 
 @dataclass(frozen=True)
 class LinkSplit:
-    """A seeded split of a graph's undirected edges, each pair [2, n] with row 0 < row 1:
-    training edges, validation and test edges with as many non-edges of the whole graph each
-    (disjoint from every edge and from each other)."""
+    """A split of a graph's undirected edges, each pair [2, n] with row 0 < row 1: training
+    edges, validation and test edges with non-edges each: seeded (``link_split``: as many
+    non-edges of the whole graph, disjoint from every edge and from each other), or the
+    graph file's own (``given``, ``seed`` -1)."""
 
     num_nodes: int
     train: Tensor
@@ -60,6 +61,15 @@ class LinkSplit:
     test: Tensor
     test_neg: Tensor
     seed: int = 0
+
+    @classmethod
+    def given(cls, edge_index: Tensor, num_nodes: int, val: Tensor, val_neg: Tensor,
+              test: Tensor, test_neg: Tensor) -> LinkSplit:
+        """The split a graph file brings (its held-out pairs checked by
+        edgegcl.data.validation.link_pairs: no pair is a training edge): ``edge_index`` as
+        given is the training graph, the pairs [2, K] (row 0 < row 1) the held-out sets."""
+        return cls(num_nodes, _pairs(_pair_keys(edge_index, num_nodes), num_nodes), val,
+                   val_neg, test, test_neg, seed=-1)
 
     def train_edge_index(self) -> Tensor:
         """The training edges in both directions: the graph the encoder trains on."""

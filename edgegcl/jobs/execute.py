@@ -22,6 +22,7 @@ from edgegcl.budget.profiler import Calibration, auto_budget_line, auto_budget_r
 from edgegcl.budget.profiles import DeviceProfile
 from edgegcl.data.folder import is_graph_folder
 from edgegcl.data.identity import check_identity, write_identity
+from edgegcl.data.validation import LINK_PAIRS
 from edgegcl.errors import RankLost, Stopped, UsageError
 from edgegcl.evaluation.authors import AUTHORS_LABEL
 from edgegcl.evaluation.metrics import labels_line, metric_name
@@ -163,10 +164,17 @@ def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration 
                                                      f"{cfg.model.encoder} encoder")
         say(f"warning: --fanout samples {hops} hop(s) for a {layers}-layer {what}, so its outer "
             f"layers see cut neighbourhoods; give one per layer, e.g. --fanout {example}")
+    given = all(getattr(data, key, None) is not None for key in LINK_PAIRS)
     if cfg.run.task == "link":
-        say(f"task: link; each seed holds out 5 % / 10 % of the edges for validation / test "
-            f"(with as many non-edges) and trains on the rest; checkpoints and the encoder "
-            f"chosen on validation {metric_name(resolve_link_metric(cfg.run.metric))} (--metric)")
+        held = ("the graph file's own held-out pairs are validation and test (val_pos / "
+                "val_neg, test_pos / test_neg); every seed trains on its edge_index" if given else
+                "each seed holds out 5 % / 10 % of the edges for validation / test (with as "
+                "many non-edges) and trains on the rest")
+        say(f"task: link; {held}; checkpoints and the encoder chosen on validation "
+            f"{metric_name(resolve_link_metric(cfg.run.metric))} (--metric)")
+    elif given:
+        say(f"note: {data.name} holds held-out pairs for the link task, which --task node "
+            "does not read (--task link does)")
     elif getattr(data, "y", None) is not None and data.num_nodes >= MIN_LABELLED_NODES:
         say(labels_line(data.y, cfg.run.metric))
     if cfg.run.patience and getattr(data, "y", None) is None:

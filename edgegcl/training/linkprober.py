@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
+from edgegcl.data.validation import LINK_PAIRS
 from edgegcl.evaluation.links import LinkScores, LinkSplit, adamic_adar, link_scores, link_split
 from edgegcl.evaluation.metrics import LINK_METRICS, standard_error
 from edgegcl.evaluation.probe import Selection
@@ -104,5 +105,9 @@ class LinkProber:
 
 
 def seed_link_split(data: Data, seed: int) -> LinkSplit:
-    """Seed ``seed``'s split of ``data``'s edges (85 / 5 / 10)."""
+    """The split the graph file brings (every seed trains on it), else seed ``seed``'s split
+    of ``data``'s edges (85 / 5 / 10)."""
+    pairs = [getattr(data, key, None) for key in LINK_PAIRS]
+    if all(p is not None for p in pairs):
+        return LinkSplit.given(data.edge_index, data.num_nodes, *pairs)
     return link_split(data.edge_index, data.num_nodes, seed)
