@@ -28,6 +28,7 @@ edgegcl's scorer) chosen on validation AUC, test read once.
 from __future__ import annotations
 
 import importlib
+import random
 import statistics
 import sys
 import tempfile
@@ -72,11 +73,17 @@ def split_file(graph: str, root: str, seed: int, path: Path) -> None:
     Path(tmp.name).replace(path)
 
 
+def _missing(module: str) -> bool:
+    """Whether ``module`` can be imported neither from sys.modules (a stand-in put there
+    before) nor from the installation."""
+    return module not in sys.modules and importlib.util.find_spec(module) is None
+
+
 def _stand_ins() -> None:
     """``torch_sparse`` and ``sklearn.metrics`` where they are not installed: MaskGAE's model
     imports them, and uses the first only to wrap ``edge_index`` (passed on as it is) and the
     second only in its own test step, which this harness does not call."""
-    if importlib.util.find_spec("torch_sparse") is None:
+    if _missing("torch_sparse"):
         sparse = types.ModuleType("torch_sparse")
 
         class SparseTensor:  # noqa: D401 - MaskGAE calls from_edge_index(...).to(device)
@@ -87,7 +94,7 @@ def _stand_ins() -> None:
 
         sparse.SparseTensor = SparseTensor  # type: ignore[attr-defined]
         sys.modules["torch_sparse"] = sparse
-    if importlib.util.find_spec("sklearn") is None:
+    if _missing("sklearn"):
         sklearn = types.ModuleType("sklearn")
         metrics = types.ModuleType("sklearn.metrics")
         metrics.roc_auc_score = metrics.average_precision_score = None  # type: ignore[attr-defined]
@@ -113,6 +120,7 @@ def maskgae_run(checkout: str, split: Path, seed: int, epochs: int, threads: int
                                                        "test_neg")}
     data = Data(x=torch.from_numpy(arrays["x"]), edge_index=torch.from_numpy(arrays["edge_index"]))
     p = README
+    random.seed(seed)  # every stream MaskGAE's set_seed seeds (PyG's sampler draws from some)
     np.random.seed(seed)
     torch.manual_seed(seed)
     encoder = model_mod.GNNEncoder(data.num_features, p["encoder_channels"],
@@ -172,7 +180,7 @@ def _ms(values: list[float]) -> str:
 def report(res: dict[str, Any]) -> str:
     """One row per graph and method: test AUC and AP over every split and seed."""
     lines = ["# Links: MaskGAE's own code and edgegcl on the same splits", "",
-             *harness.header(res, note=""),
+             *harness.header(res, note=res.get("note", "")),
              " ".join((__doc__ or "").split("\n\n")[1].split()), "",
              " ".join((__doc__ or "").split("\n\n")[2].split()), "",
              "Figures: mean ± population std over every (split, seed) run, percent.", "",
@@ -208,6 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--methods", default="maskgae,edgegcl")
     p.add_argument("--extra", default="", help="more edgegcl train flags")
     p.add_argument("--name", default="external-maskgae")
+    p.add_argument("--note", default="nothing else running", help="what ran beside it")
     p.add_argument("--resume", action="store_true", help="keep the runs already measured")
     args = p.parse_args(argv)
     methods = args.methods.split(",")
@@ -217,6 +226,9 @@ def main(argv: list[str] | None = None) -> None:
                          "https://github.com/EdisonLeeeee/MaskGAE (maskgae/model.py)")
     res = harness.record("external_maskgae", sys.argv[1:] if argv is None else argv,
                          args.root)
+    res["note"] = args.note
+    if args.maskgae:  # a machine's path, as ROOT is
+        res["command"] = res["command"].replace(args.maskgae, "MASKGAE")
     res["graphs"] = harness.read(args.name).get("graphs", {}) if args.resume and (
         harness.RESULTS / f"{args.name}.json").exists() else {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -117,6 +117,10 @@ TINY_RUNS = {
                                    "--full-up-to", "0", "--degree-exponent", "2.5",
                                    "--out", "{out}/scaling-power-law.md"],
                                   ["scaling-power-law.md"]),
+    "external_maskgae": (["--root", str(SHARED), "--graphs", "Cora", "--splits", "1",
+                          "--seeds", "1", "--methods", "edgegcl", "--name", "maskgae",
+                          "--extra", "--epochs 2 --eval-every 1 --encoder gcn --hidden-dim 16"],
+                         ["maskgae.json", "maskgae.md"]),
     "hardness": (["--root", str(SHARED), "--datasets", "Cora", "--cells", "random@0.1",
                   "--seeds", "1", "--epochs", "2", "--name", "tiny"],
                  ["tiny.json", "tiny.md"]),  # through bench.sweep's runner
@@ -202,3 +206,108 @@ def test_python_m_bench_with_bad_arguments_is_one_line(capsys: pytest.CaptureFix
     assert stop.value.code == 2 and err.count("\n") == 1 and "not comma-separated" in err
     assert main(["nosuch"]) == 2
     assert capsys.readouterr().err.startswith("python -m bench: error: no benchmark")
+
+
+FAKE_MASKGAE = {
+    "model.py": """
+import torch
+from torch import nn
+from torch_sparse import SparseTensor  # the stand-in: edge_index passed on
+from sklearn.metrics import roc_auc_score, average_precision_score  # noqa: F401
+
+
+class GNNEncoder(nn.Module):
+    def __init__(self, in_channels, hidden_channels, out_channels, num_layers=1, dropout=0.5,
+                 bn=False, layer="gcn", activation="elu"):
+        super().__init__()
+        self.lin = nn.Linear(in_channels, out_channels)
+
+    def forward(self, x, edge_index):
+        edge_index = SparseTensor.from_edge_index(edge_index, sparse_sizes=None).to("cpu")
+        h = self.lin(x)
+        return h.index_add(0, edge_index[1], h[edge_index[0]])
+
+
+class EdgeDecoder(nn.Module):
+    def __init__(self, in_channels, hidden_channels, num_layers=2, dropout=0.5):
+        super().__init__()
+        self.lin = nn.Linear(in_channels, 1)
+
+    def forward(self, z, edge, sigmoid=True):
+        out = self.lin(z[edge[0]] * z[edge[1]])
+        return out.sigmoid() if sigmoid else out
+
+
+DegreeDecoder = EdgeDecoder
+
+
+class MaskGAE(nn.Module):
+    def __init__(self, encoder, edge_decoder, degree_decoder=None, mask=None):
+        super().__init__()
+        self.encoder, self.edge_decoder, self.mask = encoder, edge_decoder, mask
+
+    def forward(self, x, edge_index):
+        return self.encoder(x, edge_index)
+
+    def train_step(self, data, optimizer, alpha=0.002, batch_size=2 ** 16, grad_norm=1.0):
+        self.train()
+        kept, masked = self.mask(data.edge_index)
+        z = self.encoder(data.x, kept)
+        neg = torch.randint(0, data.num_nodes, masked.shape)
+        pos, negative = self.edge_decoder(z, masked, False), self.edge_decoder(z, neg, False)
+        loss = (nn.functional.softplus(-pos) + nn.functional.softplus(negative).mean()).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    @torch.no_grad()
+    def batch_predict(self, z, edges, batch_size=2 ** 16):
+        return self.edge_decoder(z, edges).squeeze(-1)
+""",
+    "mask.py": """
+import torch
+
+
+class MaskEdge:
+    def __init__(self, p=0.7):
+        self.p = p
+
+    def __call__(self, edge_index):
+        m = torch.rand(edge_index.size(1)) < self.p
+        return edge_index[:, ~m], edge_index[:, m]
+""",
+}
+"""A checkout with MaskGAE's interface (what bench.external_maskgae calls of it), to run the
+harness without its code."""
+
+
+def test_external_maskgae_runs_a_checkout_on_the_split_file(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """The harness writes PyG's RandomLinkSplit as a file edgegcl reads, and trains a MaskGAE
+    checkout on it (here one with its interface), scored on the file's own pairs."""
+    import numpy as np
+
+    from bench.external_maskgae import maskgae_run, split_file
+
+    if not (SHARED / "Cora").is_dir():
+        pytest.skip("needs the shared Planetoid files")
+    checkout = tmp_path / "MaskGAE" / "maskgae"
+    checkout.mkdir(parents=True)
+    for name, text in FAKE_MASKGAE.items():
+        (checkout / name).write_text(text)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    split_file("Cora", str(SHARED), 0, tmp_path / "split.npz")
+    arrays = np.load(tmp_path / "split.npz")
+    assert arrays["test_pos"].shape[0] == 2 and arrays["test_pos"].shape == arrays["test_neg"].shape
+    import torch
+
+    before, threads = set(sys.modules), torch.get_num_threads()
+    try:
+        run = maskgae_run(str(checkout.parent), tmp_path / "split.npz", 0, 20, 1)
+    finally:  # the checkout's modules and the stand-ins leave with the test
+        for name in set(sys.modules) - before:
+            del sys.modules[name]
+        torch.set_num_threads(threads)
+    assert 0 <= run["test_auc"] <= 100 and run["epoch"] in (10, 20)
