@@ -627,8 +627,14 @@ def test_ctrl_c_stops_a_running_embedding(model_and_graph: tuple[Path, Path]) ->
     rng = np.random.default_rng(0)
     x = rng.random((8192, 3), dtype=np.float32)  # 16 blocks a stage, 0.4 s on 2 threads
     edges = rng.integers(0, 8192, (2, 20000))
-    with pytest.raises(KeyboardInterrupt):
-        session.embed(x, edges)
+    # Python's own Ctrl-C (KeyboardInterrupt), whatever handler an earlier test of this
+    # process left installed (a run remembers a Ctrl-C instead of raising it)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            session.embed(x, edges)
+    finally:
+        signal.signal(signal.SIGINT, before)
     session.close()  # waits for the workers: what was queued must not run now
     assert len(calls) < 12, calls
     session.stage_outputs = real  # type: ignore[method-assign]
