@@ -52,13 +52,16 @@ README = {"encoder_channels": 128, "hidden_channels": 128, "decoder_channels": 6
 
 def split_file(graph: str, root: str, seed: int, path: Path) -> None:
     """PyG's ``RandomLinkSplit`` of ``graph`` (85 / 5 / 10, undirected), seeded ``seed`` as
-    MaskGAE's script seeds it, written to ``path`` as an ``.npz`` edgegcl reads: ``x``, the
+    MaskGAE's script seeds it (every stream its sampler draws from, so that the same seed
+    gives the same file, non-edges included), written to ``path`` as an ``.npz`` edgegcl reads: ``x``, the
     training ``edge_index`` (both directions) and the four held-out pair sets."""
     import torch_geometric.transforms as T
 
     from edgegcl.data import load_graph
 
     data = load_graph(graph, root)
+    random.seed(seed)  # PyG's negative sampling draws from Python's and numpy's streams too
+    np.random.seed(seed)
     torch.manual_seed(seed)
     train, val, test = T.RandomLinkSplit(num_val=0.05, num_test=0.1, is_undirected=True,
                                          split_labels=True,

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import harness
-
-SCORERS = ("cosine", "inner", "probe")
+from edgegcl.evaluation.links import SCORERS
 
 
 def _mean_std(values: list[float]) -> dict[str, float]:
@@ -64,8 +63,9 @@ def report(res: dict[str, Any]) -> str:
     nodes = {k: c for k, c in res["cells"].items() if k not in links}
     if links:
         lines += ["## Links", "",
-                  "| graph | test AUC | test AP | Hits@50 | scorer (chosen) | AUC cosine / inner "
-                  "/ probe | raw features AUC (AP) | Adamic-Adar AUC (AP) | encoder | wall (s) |",
+                  "| graph | test AUC | test AP | Hits@50 | scorer (chosen) | AUC "
+                  f"{' / '.join(SCORERS)} | raw features AUC (AP) | Adamic-Adar AUC (AP) | "
+                  "encoder | wall (s) |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for key, c in links.items():
             f = c["figures"]

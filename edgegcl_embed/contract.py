@@ -72,6 +72,12 @@ STAGE0_INITIALIZERS = {STAGE0_WEIGHT: STAGE0_INITIALIZER, **{
 
 INPUT_EDGE_INDEX = "edge_index"
 
+# The link scorer an edge-objective link run exports beside its encoder (``edgegcl export
+# --scorer``): inputs the two embeddings of each pair, float32 [pairs, out_dim], output one
+# logit per pair, float32 [pairs] (higher: more likely linked).
+SCORER_INPUTS = ("z_u", "z_v")
+SCORER_OUTPUT = "logits"
+
 # Metadata keys (ONNX ``metadata_props``), all prefixed so they never clash with other tools'.
 PREFIX = "edgegcl."
 

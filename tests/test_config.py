@@ -351,7 +351,7 @@ def test_the_config_is_made_of_sections_owned_by_their_layers() -> None:
                       "model": "edgegcl.nn.config", "augment": "edgegcl.nn.config",
                       "schedule": "edgegcl.contrast.scheduler",
                       "hans": "edgegcl.contrast.hans", "contrast": "edgegcl.contrast.config",
-                      "run": "edgegcl.training.config",
+                      "learning": "edgegcl.training.config", "run": "edgegcl.training.config",
                       "distributed": "edgegcl.training.config"}
     for name, f in FIELDS.items():
         assert len(f.metadata["help"]) > 10, name

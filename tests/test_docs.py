@@ -56,6 +56,7 @@ COVERED: dict[str, str] = {
     "folder-numpy": "test_folder.py::test_docs_blocks",
     "folder-commands": "test_folder.py::test_docs_blocks",
     "link-split-file": "test_tasks.py::test_the_split_file_block_trains",
+    "link-scorer": "test_edges.py::test_the_link_scorer_block_runs_as_written",
 }
 """Each block's tag -> the test that runs it (file::function)."""
 

@@ -101,3 +101,40 @@ def test_product_order_follows_the_multiply_add_count():
     hops = batch.num_sampled_nodes
     _, layer_2 = gcn_adjacency(batch.edge_index, batch.num_nodes, [hops[0] + hops[1], hops[0]])
     assert aggregate_first(layer_2, hops[0] + hops[1], 512, 256)  # 20 targets of ~120 inputs
+
+
+def test_batch_normalisation_folds_into_the_layers_for_chunked_embedding() -> None:
+    """--norm batch: training normalises by the batch, inference by the running statistics,
+    which embed_nodes and the export read folded into each layer's weights."""
+    from edgegcl.nn.config import ModelConfig as Config
+
+    torch.manual_seed(0)
+    x = torch.randn(60, 8)
+    edges = torch.randint(0, 60, (2, 240))
+    for layers in (1, 2, 3):
+        enc = GCNEncoder(8, Config(16, 4, 4, "elu", num_layers=layers, norm="batch"))
+        assert any(name.startswith("norm") for name in enc.state_dict())
+        opt = torch.optim.SGD(enc.parameters(), lr=0.1)
+        for _ in range(3):  # running statistics and weights away from their start
+            opt.zero_grad()
+            enc(x, edges).pow(2).mean().backward()
+            opt.step()
+        enc.eval()
+        with torch.no_grad():
+            expected = enc(x, edges)
+            chunked = enc.embed_nodes(x, edges, chunk_rows=7)
+        assert torch.allclose(chunked, expected, atol=1e-5)
+        plain = GCNEncoder(8, Config(16, 4, 4, "elu", num_layers=layers))
+        plain.load_state_dict(enc.folded_state_dict())
+        with torch.no_grad():
+            assert torch.allclose(plain.eval()(x, edges), expected, atol=1e-5)
+
+
+def test_batch_normalisation_is_the_gcns_and_refused_for_another_encoder(tmp_path) -> None:
+    from edgegcl.cli.main import main
+    from helpers import capture
+
+    code, _, err = capture(main, ["train", "--nodes", "100", "--epochs", "2", "--encoder", "ego",
+                                  "--norm", "batch", "--out", str(tmp_path / "run")])
+    assert code == 2 and "--norm" in err.splitlines()[-1] and "ego" in err.splitlines()[-1]
+    assert not (tmp_path / "run").exists()

@@ -229,7 +229,7 @@ def test_a_link_run_trains_on_the_training_edges_and_reports_every_scorer(
                 "raw_features_test_auc", "adamic_adar_test_auc"):
         assert 0 <= summary[key]["mean"] <= 100, key
     seed = metrics["seeds"][0]
-    assert seed["scorer"] in ("cosine", "inner", "probe")
+    assert seed["scorer"] in ("cosine", "inner", "probe", "decoder")
     assert seed["test_auc"] == seed[f"test_auc_{seed['scorer']}"]
     rows = (tmp_path / "run" / "seed-0" / "epochs.csv").read_text().splitlines()
     header = rows[0].split(",")

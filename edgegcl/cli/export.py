@@ -42,6 +42,11 @@ def add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--graph-out", metavar="GRAPH.npz",
                    help="also write the training graph as edgegcl-embed reads it (x, or a sparse "
                         "x as CSR arrays, and edge_index)")
+    p.add_argument("--scorer", metavar="SCORER.onnx",
+                   help="also write the run's link scorer, for a run that learned from the "
+                        "edges (--task link): its trained link decoder as an ONNX model, "
+                        "inputs z_u and z_v (two nodes' embeddings, float32 [pairs, out_dim]), "
+                        "output logits [pairs]")
     p.add_argument("--quantize", choices=["int8"],
                    help="also write OUT.int8.onnx (dynamic INT8) and its report OUT.int8.json")
     p.add_argument("--encoder", metavar="FILE.py:FN|module:FN",
@@ -59,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
                        node_table=args.node_table,
                        root=args.root, opset=args.opset, graph_out=args.graph_out,
                        quantize=args.quantize, encoder=args.encoder, force=args.force,
+                       scorer=args.scorer,
                        log=lambda text: print(f"edgegcl: {text}", file=sys.stderr, flush=True))
     except ExportCheckError as exc:
         print(f"edgegcl: error: export check failed: {one_line(str(exc))}; nothing was written",

@@ -33,8 +33,9 @@ from edgegcl.evaluation.probe import fit_logreg
 __all__ = ["LINK_PROBE_MAX_PAIRS", "PAIR_CHUNK", "SCORERS", "LinkScores", "LinkSplit",
            "adamic_adar", "link_scores", "link_split", "pair_figures", "sample_non_edges"]
 
-SCORERS: tuple[str, ...] = ("cosine", "inner", "probe")
-"""How a pair is scored from its two embeddings."""
+SCORERS: tuple[str, ...] = ("cosine", "inner", "probe", "decoder")
+"""How a pair is scored from its two embeddings (``decoder``: the link decoder an
+edge-objective run trained, edgegcl.nn.decoder, where there is one)."""
 PAIR_CHUNK = 1 << 12
 """Pairs gathered and scored at a time: two [chunk, D] blocks and the scorer's temporaries,
 8 MiB at 256 wide, so the pairs' scoring stays small beside the graph (at 1 << 16 its peak,
@@ -255,10 +256,11 @@ def _probe_scores(z: Tensor, pairs: Tensor, w: Tensor) -> Tensor:
     return _pair_scores(z, pairs, lambda a, b: _hadamard(a, b) @ w[:-1] + w[-1])
 
 
-def link_scores(z: Tensor, split: LinkSplit, metric: str = "auc", seed: int = 0
-                ) -> LinkScores:
+def link_scores(z: Tensor, split: LinkSplit, metric: str = "auc", seed: int = 0,
+                decoder: Callable[[Tensor, Tensor], Tensor] | None = None) -> LinkScores:
     """Score embeddings (or raw features) ``z`` [N, D] on a link split: every scorer's
-    validation and test figures; the scorer chosen on validation ``metric``.
+    validation and test figures (``decoder``: the run's trained link decoder, in eval mode,
+    scores them too); the scorer chosen on validation ``metric``.
 
     Example:
         >>> ring = torch.stack([torch.arange(60), (torch.arange(60) + 1) % 60])
@@ -272,10 +274,12 @@ def link_scores(z: Tensor, split: LinkSplit, metric: str = "auc", seed: int = 0
         "cosine": lambda zz, p: _pair_scores(zz, p, _cosine),
         "inner": lambda zz, p: _pair_scores(zz, p, _inner),
         "probe": lambda zz, p: _probe_scores(zz, p, probe_w)}
+    if decoder is not None:
+        scorers["decoder"] = lambda zz, p: _pair_scores(zz, p, decoder)
     val = {name: pair_figures(s(z, split.val), s(z, split.val_neg)) for name, s in scorers.items()}
     test = {name: pair_figures(s(z, split.test), s(z, split.test_neg))
             for name, s in scorers.items()}
-    chosen = max(SCORERS, key=lambda n: (_finite(val[n][metric]), -SCORERS.index(n)))
+    chosen = max(val, key=lambda n: (_finite(val[n][metric]), -SCORERS.index(n)))
     return LinkScores(metric, chosen, val, test, decay)
 
 

@@ -86,7 +86,13 @@ def _prepare(plan: Plan, graph: Data | None, hold: ExitStack) -> _Prepared:
         s, world = _join_world(s, graph, hold)
     cfg, data, main = s.cfg, s.data, world is None or world.is_main
     assert data is not None
-    if resolve_mode(cfg.run.mode, data.num_nodes) == "full":
+    mode = resolve_mode(cfg.run.mode, data.num_nodes)
+    edges = cfg.resolved_objective() == "edges"
+    if plan.auto_budget and edges:
+        raise UsageError("--auto-budget picks theta_max for the two views' contrast, and this "
+                         "run learns from the edges (objective edges), which has no theta_max "
+                         "to choose; drop --auto-budget, or add --objective views")
+    if mode == "full" and not edges:  # the views' N x N terms (the edges' step is O(E))
         check_full_graph_memory(data.num_nodes, s.device)
     starts: list[Callable[[], None]] = []  # rank 0's new directory: mark it started
     run_dir = plan.resume if plan.resume is not None else on_main(
@@ -151,11 +157,17 @@ def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration 
             + (f", batch size {cal.batch_size}" if cal.mode == "minibatch" else "")
             + f", {cal.logits} logits")
     if s.tuned is not None:
-        say(f"{cfg.data.dataset} starts from its tuned defaults, {s.tuned.name} in the presets "
+        whose = "the link task" if cfg.run.task == "link" else cfg.data.dataset
+        say(f"{whose} starts from its tuned defaults, {s.tuned.name} in the presets "
             "(chosen on validation); flags override them, --config replaces them")
-    pace = pace_line(cfg)
+    objective = cfg.resolved_objective()
+    pace = pace_line(cfg) if objective == "views" else None
     if pace is not None:
         say(pace)
+    if objective == "edges":
+        say(f"objective: edges; at each step {cfg.learning.edge_mask:.0%} of the training edges "
+            "are hidden from the encoder and a link decoder learns to score them above as many "
+            "non-edges (--objective views contrasts two augmented views instead)")
     layers, hops = cfg.model.num_layers, len(cfg.run.fanout)
     if (resolve_mode(cfg.run.mode, data.num_nodes) == "minibatch" and not cfg.model.user_encoder
             and hops < layers):

@@ -47,7 +47,8 @@ def export(out: str | Path, *, run: str | Path | None = None,
            root: str | Path | None = None, opset: int = DEFAULT_OPSET, graph_out: str | Path | None = None,
            quantize: str | None = None, encoder: str | None = None, force: bool = False,
            log: Callable[[str], None] = lambda line: None,
-           node_table: str | Path | None = None) -> list[str]:
+           node_table: str | Path | None = None,
+           scorer: str | Path | None = None) -> list[str]:
     """Export a run's encoder to the ONNX model ``out`` as ``edgegcl export`` does, checked
     against torch (an ``ExportCheckError`` when a check fails: nothing written); the lines
     to print. ``run`` / ``checkpoint``: which (default: the most recent run under runs/);
@@ -56,7 +57,9 @@ def export(out: str | Path, *, run: str | Path | None = None,
     a received file chooses no path); ``graph_out``: also the
     graph as edgegcl-embed reads it; ``quantize="int8"``: also OUT.int8.onnx and its report;
     ``encoder``: the code the checkpoint names, named by the caller; ``force``: replace
-    existing files; ``log``: progress lines; ``node_table``: a CSV edge list's node table.
+    existing files; ``log``: progress lines; ``node_table``: a CSV edge list's node table;
+    ``scorer``: also the link scorer of a run that learned from the edges (its link decoder
+    as an ONNX model of two nodes' embeddings).
 
     Example:
         >>> import edgegcl
@@ -67,6 +70,7 @@ def export(out: str | Path, *, run: str | Path | None = None,
     run, checkpoint = path_argument("run", run), path_argument("checkpoint", checkpoint)
     root, graph_out = path_argument("root", root), path_argument("graph_out", graph_out)
     node_table = path_argument("node_table", node_table)
+    scorer = path_argument("scorer", scorer)
     if graph is not None:
         graph = str(path_argument("graph", graph))
     flag_argument("force", force)
@@ -88,7 +92,8 @@ def export(out: str | Path, *, run: str | Path | None = None,
     from edgegcl.onnx.export import ExportPlan, export_checkpoint, training_graph
     from edgegcl.training.checkpoint import load_checkpoint
 
-    plan = ExportPlan(Path(out), quantize, Path(graph_out) if graph_out else None, force)
+    plan = ExportPlan(Path(out), quantize, Path(graph_out) if graph_out else None, force,
+                      Path(scorer) if scorer else None)
     plan.paths()  # refused before any work
     path = checkpoint_path(run, checkpoint, log)
     inputs = [path] + ([Path(graph)] if graph is not None and Path(graph).is_file() else []) + (

@@ -107,7 +107,8 @@ def plan(request: Request, hold: ExitStack) -> Plan:
     elif request.config is not None:
         cfg, from_file = _from_file(request.config, settings)
     else:
-        tuned, values = tuned_defaults(str(settings.get("dataset", "")))
+        tuned, values = tuned_defaults(str(settings.get("dataset", "")),
+                                       str(settings.get("task", "node")))
         cfg = build(values, settings)
     refuse_unused(cfg, settings)
     refuse_unused(cfg, from_file, f" (set in {shown(str(request.config), 120)})")

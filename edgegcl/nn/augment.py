@@ -117,6 +117,25 @@ def keep_columns(x: Tensor, keep: Tensor) -> Tensor:
     return x * keep
 
 
+def dropout_entries(x: Tensor, p: float, generator: torch.Generator) -> Tensor:
+    """Dropout of ``x``'s entries (dense, or the stored entries of a CSR matrix): each zeroed
+    with probability ``p``, the rest scaled by 1 / (1 - p), as ``torch.nn.functional.dropout``
+    in training, drawn from ``generator``.
+
+    Example:
+        >>> x = torch.ones(200, 50)
+        >>> out = dropout_entries(x, 0.5, torch.Generator().manual_seed(0))
+        >>> sorted(set(out.flatten().tolist()))
+        [0.0, 2.0]
+    """
+    if p <= 0.0:
+        return x
+    values = x.values() if x.layout == torch.sparse_csr else x
+    keep = torch.rand(values.shape, generator=generator, device=generator.device)
+    scaled = values * (keep.to(values.device) >= p).to(values.dtype) / (1.0 - p)
+    return _with_values(x, scaled) if x.layout == torch.sparse_csr else scaled
+
+
 def unfixed_half(num_features: int, generator: torch.Generator,
                  device: torch.device | str = "cpu") -> Tensor:
     """Eq. 3's X_unfixed columns: a random ceil(d/2) of the d columns (the other floor(d/2)

@@ -13,6 +13,8 @@ from edgegcl.config import Section, choices, option
 from edgegcl.errors import UsageError
 
 Activation = Literal["relu", "prelu", "elu", "rrelu"]
+Norm = Literal["none", "batch"]
+"""``norm``: what follows each GCN layer's aggregation before its activation."""
 ACTIVATIONS: tuple[str, ...] = choices(Activation)
 
 
@@ -68,6 +70,10 @@ class ModelConfig(Section):
     num_layers: int = option(2, "layers of gcn and ego (the paper's 2), hops of poly: in_dim -> "
                              "hidden_dim -> ... -> out_dim; in mini-batches give --fanout one "
                              "hop per layer", at_least=1, at_most=16, omit_default=True)
+    norm: Norm = option("none", "gcn: batch normalisation after each layer's aggregation, "
+                        "before its activation (batch: running statistics at inference, "
+                        "folded into the layer's weights on export), or none",
+                        omit_default=True)
     encoder: str = option(AUTO, "auto (chosen per seed by measurement: the GCN at once where "
                           "the seed's labelled nodes clearly keep to their class across edges "
                           "(adjusted homophily); else a short search on the validation metric, "
@@ -89,7 +95,7 @@ class ModelConfig(Section):
                                 at_most=1_000_000, omit_default=True)
 
     GCN_ONLY: ClassVar[tuple[str, ...]] = ("hidden_dim", "out_dim", "activation", "num_layers",
-                                           "poly_alpha")
+                                           "poly_alpha", "norm")
     """What another encoder (``encoder = FILE.py:FN``) does not read."""
 
     def check(self) -> None:
@@ -131,7 +137,9 @@ class ModelConfig(Section):
             return (*self.GCN_ONLY, *search)
         auto = self.encoder == AUTO
         poly = "poly" in self.candidates() if auto else self.encoder == "poly"
-        return (*(() if auto else search), *(() if poly else ("poly_alpha",)))
+        gcn = "gcn" in self.candidates() if auto else self.encoder == "gcn"
+        return (*(() if auto else search), *(() if poly else ("poly_alpha",)),
+                *(() if gcn else ("norm",)))
 
 
 FixedHalf = Literal["step", "run"]

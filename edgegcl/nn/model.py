@@ -126,13 +126,37 @@ class GCNEncoder(nn.Module):
         super().__init__()
         self.num_layers = cfg.num_layers
         widths = layer_widths(in_dim, cfg)
+        self.normalised = cfg.norm == "batch"
         for i in range(1, cfg.num_layers + 1):
             setattr(self, f"conv{i}", GCNLayer(widths[i - 1], widths[i], columns_first=i == 1))
+            if self.normalised:
+                setattr(self, f"norm{i}", nn.BatchNorm1d(widths[i]))
             setattr(self, f"act{i}", make_activation(cfg.activation, widths[i]))
 
     def layer(self, i: int) -> tuple[GCNLayer, nn.Module]:
         """Layer i's (1-based) convolution and activation."""
         return getattr(self, f"conv{i}"), getattr(self, f"act{i}")
+
+    def affine(self, i: int) -> tuple[Tensor, Tensor]:
+        """Layer i's weight and bias with its batch normalisation at inference folded in:
+        BN(A_hat H W^T + b) = A_hat H (W^T s) + (b - mu) s + beta, s = gamma / sqrt(var +
+        eps) per channel (the running statistics; the layer's own weights without ``norm``)."""
+        conv = getattr(self, f"conv{i}")
+        if not self.normalised:
+            return conv.lin.weight, conv.bias
+        bn = getattr(self, f"norm{i}")
+        scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+        return (conv.lin.weight * scale.unsqueeze(1),
+                (conv.bias - bn.running_mean) * scale + bn.bias)
+
+    def folded_state_dict(self) -> dict[str, Tensor]:
+        """The state dict with each batch normalisation folded into its layer (``affine``):
+        the plain GCN's keys, what the export's stages read (edgegcl.onnx.module)."""
+        state = {k: v for k, v in self.state_dict().items() if not k.startswith("norm")}
+        for i in range(1, self.num_layers + 1):
+            weight, bias = self.affine(i)
+            state[f"conv{i}.lin.weight"], state[f"conv{i}.bias"] = weight.detach(), bias.detach()
+        return state
 
     def forward(self, x: Tensor, edge_index: Tensor,
                 num_sampled_nodes: Sequence[int] | None = None,
@@ -151,7 +175,8 @@ class GCNEncoder(nn.Module):
         z = x
         for i, adj in enumerate(gcn_adjacency(edge_index, n, targets), start=1):
             conv, act = self.layer(i)
-            z = act(conv(adj, z, feature_keep if i == 1 else None))
+            z = conv(adj, z, feature_keep if i == 1 else None)
+            z = act(getattr(self, f"norm{i}")(z) if self.normalised else z)
         return z
 
     @torch.no_grad()
@@ -183,8 +208,8 @@ class GCNEncoder(nn.Module):
         adj = chunked_adjacency(edge_index, n)
 
         def pulled(i: int, z: Tensor, lo: int, hi: int) -> Tensor:  # layer i's rows lo..hi-1
-            conv, act = self.layer(i)
-            return act(nn.functional.linear(adj.pull(lo, hi, z), conv.lin.weight, conv.bias))
+            weight, bias = self.affine(i)
+            return self.layer(i)[1](nn.functional.linear(adj.pull(lo, hi, z), weight, bias))
 
         def width(i: int) -> int:
             return self.layer(i)[0].lin.out_features
@@ -194,15 +219,16 @@ class GCNEncoder(nn.Module):
             for lo, hi in chunks:
                 out[lo:hi] = pulled(1, z, lo, hi)
             return out
-        last, act = self.layer(k)
+        act = self.layer(k)[1]
+        last_weight, last_bias = self.affine(k)
         p = None if scratch is None else scratch(n, out_dim)
         for lo, hi in chunks:
-            p_c = nn.functional.linear(pulled(k - 1, z, lo, hi), last.lin.weight).to(out.dtype)
+            p_c = nn.functional.linear(pulled(k - 1, z, lo, hi), last_weight).to(out.dtype)
             if p is None:
                 push_rows(adj, p_c, out, lo, hi, edge_block)
             else:
                 p[lo:hi] = p_c
-        bias = last.bias.to(out.dtype)
+        bias = last_bias.to(out.dtype)
         for lo, hi in chunks:
             rows = out[lo:hi]
             if p is not None:

@@ -43,6 +43,7 @@ from edgegcl.onnx.module import STAGES, Stages
 from edgegcl.onnx.opset import DEFAULT_OPSET
 from edgegcl.onnx.portable import portable_model
 from edgegcl.onnx.quantize import int8_report, quantize_int8
+from edgegcl.onnx.scorer import export_scorer
 from edgegcl_embed.contract import (INPUT_EDGE_INDEX, INPUT_X, OUTPUT, ModelMetadata,
                                     aggregate_input, carry_input, carry_output,
                                     stage_output)
@@ -78,7 +79,10 @@ def _stages(ckpt: Checkpoint) -> tuple[Stages, tuple[Tensor, ...], dict]:
     name = encoder_name(ckpt.encoder)
     if name is None:
         raise ValueError("a user's encoder exports through torch.onnx (export_any_encoder)")
-    module = STAGES[name](ckpt.encoder.state_dict(), ckpt.config.model.activation)
+    encoder = ckpt.encoder  # batch normalisation folded into its layers (GCNEncoder)
+    state = (encoder.folded_state_dict() if hasattr(encoder, "folded_state_dict")
+             else encoder.state_dict())
+    module = STAGES[name](state, ckpt.config.model.activation)
     k, ids = module.num_layers, module.stage_ids()
     inputs: list[str] = []
     outputs: list[str] = []
@@ -249,7 +253,7 @@ def export_any_encoder(ckpt: Checkpoint, path: Path, x: Tensor, edge_index: Tens
 class ExportPlan:
     """What ``export_checkpoint`` writes: the fp32 model ``out``, with ``quantize="int8"``
     also ``OUT.int8.onnx`` and its report ``OUT.int8.json``, with ``graph_out`` the training
-    graph as edgegcl-embed reads it. Nothing existing is overwritten without ``force``; an
+    graph as edgegcl-embed reads it, with ``scorer`` the run's link scorer. Nothing existing is overwritten without ``force``; an
     existing ``out`` that is this checkpoint's fp32 export is reused when other files are
     asked for (``reusable``)."""
 
@@ -257,12 +261,14 @@ class ExportPlan:
     quantize: str | None = None
     graph_out: Path | None = None
     force: bool = False
+    scorer: Path | None = None
+    """Also the link scorer of an edge-objective link run (edgegcl.onnx.scorer)."""
 
     @property
     def reusable(self) -> bool:
         """Whether an existing ``out`` may serve instead of a new export: other files are
         written too and ``force`` does not ask for a new one."""
-        return bool(self.quantize or self.graph_out) and not self.force
+        return bool(self.quantize or self.graph_out or self.scorer) and not self.force
 
     def paths(self) -> dict[str, Path]:
         """Every file the export may write, checked before any work (a UsageError line)."""
@@ -274,9 +280,12 @@ class ExportPlan:
             paths["report"] = out.with_name(stem + ".int8.json")
         if self.graph_out:
             paths["graph"] = Path(self.graph_out)
+        if self.scorer:
+            paths["scorer"] = Path(self.scorer)
         if len({os.path.realpath(p) for p in paths.values()}) < len(paths):  # sub/../m.onnx
-            raise UsageError(f"--graph-out {self.graph_out} is one of the model files; choose "
-                             "another path")
+            named = " and ".join(f"{flag} {value}" for flag, value in (
+                ("--graph-out", self.graph_out), ("--scorer", self.scorer)) if value)
+            raise UsageError(f"{named} is one of the model files; choose another path")
         for path in dict.fromkeys(p.parent for p in paths.values()):
             if not path.is_dir():
                 raise UsageError(f"directory {path} does not exist; create it or choose "
@@ -394,9 +403,13 @@ def export_checkpoint(ckpt: Checkpoint, plan: ExportPlan, data: Data,
                     name=data.name)
     paths, lines = plan.paths(), []
     fix = "free space or choose another output path (nothing was replaced)"
+    if plan.scorer and ckpt.decoder is None:
+        raise UsageError("--scorer writes the link decoder of a run that learned from the "
+                         "edges (--task link); this checkpoint has none: drop --scorer")
     if ckpt.config.model.user_encoder:
-        if plan.quantize or plan.graph_out:
-            raise UsageError(f"--quantize and --graph-out take a built-in encoder's export; this "
+        if plan.quantize or plan.graph_out or plan.scorer:
+            raise UsageError(f"--quantize, --graph-out and --scorer take a built-in encoder's "
+                             f"export; this "
                              f"checkpoint's encoder is {ckpt.config.model.encoder}: drop them")
         with replacing([paths["fp32"]], UsageError, fix) as (temp,):
             checks = export_any_encoder(ckpt, temp, data.x, data.edge_index, opset)
@@ -419,4 +432,20 @@ def export_checkpoint(ckpt: Checkpoint, plan: ExportPlan, data: Data,
                                (Path(plan.out), paths["int8"], paths["report"]), data, log))
         if "graph" in staged:
             lines.append(_graph_file(staged["graph"], paths["graph"], Path(plan.out), data))
+        if "scorer" in staged:
+            lines.append(_scorer_file(staged["scorer"], paths["scorer"], ckpt, data, opset))
+    if ckpt.decoder is not None and not plan.scorer:
+        lines.append("this run scores links with its trained link decoder: --scorer "
+                     "SCORER.onnx writes it (inputs z_u, z_v: two nodes' embeddings)")
     return lines
+
+
+def _scorer_file(path: Path, name: Path, ckpt: Checkpoint, data: Data, opset: int) -> str:
+    """The run's link decoder as its own ONNX model, checked on the training graph's
+    embeddings (edgegcl.onnx.scorer); the line."""
+    assert ckpt.decoder is not None
+    with torch.no_grad():
+        z = ckpt.encoder(as_features(data.x), data.edge_index)
+    diff = export_scorer(ckpt.decoder, path, z, opset=opset)
+    return (f"wrote {name} (link scorer: z_u, z_v -> logits; onnxruntime vs torch max abs "
+            f"diff {diff:.2g} on random pairs of the training graph's embeddings)")

@@ -17,7 +17,8 @@ from torch import Tensor, nn
 from edgegcl import __version__
 from edgegcl.training.config import FIELDS, TrainConfig
 from edgegcl.errors import UsageError, first_line
-from edgegcl.nn.encoders import load_encoder
+from edgegcl.nn.decoder import LinkDecoder
+from edgegcl.nn.encoders import load_encoder, output_width
 from edgegcl.nn.config import AUTO
 from edgegcl.nn.family import build_encoder
 from edgegcl.training.state import config_hash, load_tensors, save_atomic
@@ -27,15 +28,19 @@ FORMAT = "edgegcl-checkpoint-1"
 
 
 def save_checkpoint(path: Path, encoder_state: dict[str, Tensor], cfg: TrainConfig, in_dim: int,
-                    seed: int, epoch: int) -> None:
-    """Write encoder weights + config (+ provenance) to ``path`` (atomically). ``cfg`` names
-    the encoder trained (``auto`` is resolved first: ``TrainConfig.with_encoder``)."""
+                    seed: int, epoch: int,
+                    decoder_state: dict[str, Tensor] | None = None) -> None:
+    """Write encoder weights + config (+ provenance) to ``path`` (atomically), with the link
+    decoder an edge-objective link run chose (``decoder_state``). ``cfg`` names the encoder
+    trained (``auto`` is resolved first: ``TrainConfig.with_encoder``)."""
     if cfg.model.encoder == AUTO:
         raise ValueError("a checkpoint records the encoder trained, not 'auto': save it with "
                          "cfg.with_encoder(name)")
     save_atomic({"format": FORMAT, "edgegcl_version": __version__, "config": cfg.to_dict(),
                 "config_hash": config_hash(cfg), "in_dim": in_dim, "seed": seed, "epoch": epoch,
-                "encoder": {k: v.detach().cpu() for k, v in encoder_state.items()}}, Path(path))
+                "encoder": {k: v.detach().cpu() for k, v in encoder_state.items()},
+                "decoder": None if decoder_state is None else {
+                    k: v.detach().cpu() for k, v in decoder_state.items()}}, Path(path))
 
 
 def misfit(weights: Any, expected: dict[str, Tensor]) -> str | None:
@@ -67,6 +72,9 @@ class Checkpoint:
     in_dim: int
     seed: int
     epoch: int
+    decoder: LinkDecoder | None = None
+    """The link decoder (eval mode) an edge-objective link run trained: scores a pair from
+    its two embeddings, ``decoder(z_u, z_v)``; None for other runs."""
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
@@ -122,4 +130,24 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
                          "run diverged; train again with a smaller --lr")
     encoder.load_state_dict(weights)
     encoder.eval()
-    return Checkpoint(encoder, cfg, raw["in_dim"], seed, epoch)
+    decoder = _decoder(p, raw.get("decoder"), cfg, encoder, in_dim)
+    return Checkpoint(encoder, cfg, raw["in_dim"], seed, epoch, decoder)
+
+
+def _decoder(path: Path, weights: Any, cfg: TrainConfig, encoder: nn.Module,
+             in_dim: int) -> LinkDecoder | None:
+    """The checkpoint's link decoder, its shapes checked before it is built, or None."""
+    if weights is None:
+        return None
+    width = output_width(encoder, in_dim)
+    with torch.device("meta"):
+        why = misfit(weights, LinkDecoder(width, cfg.learning.decoder_dim).state_dict())
+    if why is None:
+        bad = next((k for k, v in weights.items() if not bool(torch.isfinite(v).all())), None)
+        why = None if bad is None else f"{bad} holds NaN or inf"
+    if why is not None:
+        raise UsageError(f"{path} holds a link decoder that does not fit its configuration "
+                         f"({why}); pass a checkpoint.pt written by edgegcl train")
+    decoder = LinkDecoder(width, cfg.learning.decoder_dim, cfg.learning.decoder_dropout)
+    decoder.load_state_dict(weights)
+    return decoder.eval()

@@ -18,6 +18,12 @@ are than those of random pairs (edgegcl.data.homophily.feature_agreement), picks
 linked nodes clearly agree and the ego encoder, which keeps each node's own representation
 beside its neighbours', otherwise (docs/encoders.md has the table the threshold comes from).
 
+The link task: the GCN without a search where the seed's training edges join nodes whose
+features clearly agree (the same signal on the training edges, at least
+``AGREEMENT_THRESHOLD``), else the search on the validation pairs, each candidate trained a
+tenth of the run's epochs (``LINK_SEARCH_SHARE``), so that it costs at most about 0.3 of the
+run.
+
 Either way the choice is one line and a record in the seed's state and the run's metrics
 (``EncoderChoice``); a resumed seed keeps its recorded choice.
 """
@@ -38,6 +44,7 @@ from edgegcl.progress import say
 from edgegcl_embed.progress import Progress
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.distributed import World
+from edgegcl.training.linkprober import seed_link_split
 from edgegcl.training.results import AGREEMENT_THRESHOLD, HOMOPHILY_THRESHOLD, EncoderChoice
 from edgegcl.training.prober import MIN_LABELLED_NODES
 from edgegcl.training.seed import SeedTraining
@@ -47,12 +54,19 @@ __all__ = ["AGREEMENT_THRESHOLD", "HOMOPHILY_THRESHOLD", "EncoderChoice", "choos
            "search_epochs"]
 
 
+LINK_SEARCH_SHARE = 0.1
+"""The link task's search trains each candidate this share of the run's epochs, so that its
+three candidates cost at most about 0.3 of the run (the node task's: a quarter each)."""
+
+
 def search_epochs(cfg: TrainConfig) -> int:
     """Epochs each candidate of the search trains: ``search_epochs``, else a quarter of the
-    run's rounded up to a probe epoch (a multiple of ``eval_every``, so the winner's probes
-    fall where a run of it alone probes), within 1 .. the run's."""
+    run's (the link task: LINK_SEARCH_SHARE) rounded up to a probe epoch (a multiple of
+    ``eval_every``, so the winner's probes fall where a run of it alone probes), within 1 ..
+    the run's."""
     every = cfg.run.eval_every
-    wanted = cfg.model.search_epochs or every * math.ceil(cfg.run.epochs / 4 / every)
+    share = LINK_SEARCH_SHARE if cfg.run.task == "link" else 0.25
+    wanted = cfg.model.search_epochs or every * math.ceil(cfg.run.epochs * share / every)
     return max(1, min(wanted, cfg.run.epochs))
 
 
@@ -69,7 +83,8 @@ def choose_encoder(data: Data, cfg: TrainConfig, seed: int, device: torch.device
     main = world is None or world.is_main
     labelled = (cfg.run.task == "link" or getattr(data, "y", None) is not None
                 and data.num_nodes >= MIN_LABELLED_NODES)
-    clear = _clearly_homophilous(data, cfg, seed) if labelled else None
+    clear = (_links_agree(data, cfg, seed) if cfg.run.task == "link" else
+             _clearly_homophilous(data, cfg, seed) if labelled else None)
     if clear is not None:
         choice = clear
     elif labelled and len(candidates) > 1:
@@ -101,6 +116,20 @@ def _clearly_homophilous(data: Data, cfg: TrainConfig, seed: int) -> EncoderChoi
         return None
     return EncoderChoice("gcn", "homophily", margin=found.standard_error,
                          homophily=found.value)
+
+
+def _links_agree(data: Data, cfg: TrainConfig, seed: int) -> EncoderChoice | None:
+    """The link task's GCN without a search, where the features of the seed's training
+    edges' endpoints clearly agree (feature agreement at least AGREEMENT_THRESHOLD: the
+    citation graphs, where the link search always kept the GCN, docs/encoders.md); None
+    otherwise, and for a candidate list that does not start with the GCN."""
+    if cfg.model.candidates()[0] != "gcn":
+        return None
+    split = seed_link_split(data, seed)
+    agreement = feature_agreement(data.x, split.train, seed)
+    if agreement < AGREEMENT_THRESHOLD:
+        return None
+    return EncoderChoice("gcn", "agreement", agreement=agreement)
 
 
 def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_dir: Path,

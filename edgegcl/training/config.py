@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from edgegcl.config import (
     PRESETS_DIR,
@@ -52,7 +52,7 @@ MAX_THREADS = 4096
 RESUMABLE = ("epochs", "device", "threads")
 """Fields a resumed run may change: more (or as many) epochs, another device, its threads."""
 
-__all__ = ["FIELDS", "SECTIONS", "RunConfig", "TrainConfig", "build", "coerce",
+__all__ = ["FIELDS", "SECTIONS", "LearningConfig", "RunConfig", "TrainConfig", "build", "coerce",
            "list_presets", "load_toml", "option_text", "option_value", "read_toml", "to_toml",
            "tuned_defaults", "unused_settings", "validate"]
 
@@ -166,6 +166,61 @@ class RunConfig(Section):
             raise UsageError(f"--device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
 
 
+EDGE_HARD_FULL_GRAPH = ("--edge-hard walks the whole graph's edges, which mini-batches do not "
+                        "hold: drop it, or train full-graph (--mode full)")
+"""The refusal of two-hop non-edges in mini-batches."""
+
+Objective = Literal["auto", "views", "edges"]
+"""``objective``: what training learns from (``LearningConfig``)."""
+
+
+@dataclass(frozen=True)
+class LearningConfig(Section):
+    """What training learns from (the ``[learning]`` section): the paper's two augmented
+    views contrasted under HANS (``views``), or the graph's own edges (``edges``): at each
+    step a share ``edge_mask`` of the training graph's undirected edges is hidden from the
+    encoder and a small decoder on the Hadamard product of two embeddings learns to tell them
+    from as many non-edges (masked graph autoencoding, as MaskGAE trains;
+    edgegcl.training.edges). ``auto`` is ``edges`` for ``--task link`` and ``views`` for the
+    node task, as measured (docs/tasks.md).
+
+    Example:
+        >>> LearningConfig().resolved("link"), LearningConfig().resolved("node")
+        ('edges', 'views')
+    """
+
+    TITLE = "what training learns from"
+    objective: Objective = option("auto", "views (two augmented views contrasted, HANS "
+                                  "scheduling the negatives), edges (a share of the edges "
+                                  "hidden from the encoder at each step and scored back by a "
+                                  "learned decoder against non-edges), or auto (link task: "
+                                  "edges; node task: views)", omit_default=True)
+    edge_mask: float = option(0.7, "edges: the share of undirected training edges hidden from "
+                              "the encoder at each step (and scored back)", above=0.0,
+                              at_most=0.99, why="a step must keep some edges and hide some",
+                              omit_default=True)
+    edge_dropout: float = option(0.8, "edges: dropout on the encoder's input features at each "
+                                 "step", at_least=0.0, at_most=0.99, omit_default=True)
+    edge_hard: float = option(0.0, "edges, full graph: the share of each step's non-edges "
+                              "drawn two hops from a hidden edge's endpoint (hard: a neighbour's "
+                              "neighbour that is not linked), the rest uniform over the graph", at_least=0.0,
+                              at_most=1.0, omit_default=True)
+    decoder_dim: int = option(64, "edges: hidden width of the link decoder, an MLP on z_u * z_v",
+                              at_least=1, at_most=1 << 16, omit_default=True)
+    decoder_dropout: float = option(0.2, "edges: dropout on the link decoder's input",
+                                    at_least=0.0, at_most=0.99, omit_default=True)
+
+    EDGES_ONLY: ClassVar[tuple[str, ...]] = ("edge_mask", "edge_dropout", "edge_hard",
+                                             "decoder_dim", "decoder_dropout")
+    """What the ``views`` objective does not read."""
+
+    def resolved(self, task: str) -> str:
+        """The objective a run of ``task`` trains with (``auto`` resolved)."""
+        if self.objective != "auto":
+            return self.objective
+        return "edges" if task == "link" else "views"
+
+
 @dataclass(frozen=True, init=False)
 class TrainConfig:
     """Everything a training run depends on, by section; saved as ``config.toml``.
@@ -177,7 +232,8 @@ class TrainConfig:
     hard=30,inter=50,easy=20``) are accepted wherever a value is given.
 
     Args:
-        data, synthetic, model, augment, schedule, hans, contrast, run, distributed: the
+        data, synthetic, model, augment, schedule, hans, contrast, learning, run,
+            distributed: the
             sections (default: each section's defaults).
         **values: any option by name (``theta_max=0.6``, ``ratios="hard=40,inter=50,easy=10"``), set in its
             section over what the section argument holds. ``edgegcl train --help`` lists them.
@@ -195,6 +251,7 @@ class TrainConfig:
     schedule: ScheduleConfig
     hans: HANSConfig
     contrast: ContrastConfig
+    learning: LearningConfig
     run: RunConfig
     distributed: DistributedConfig
 
@@ -202,11 +259,12 @@ class TrainConfig:
                  model: ModelConfig | None = None, augment: AugmentConfig | None = None,
                  schedule: ScheduleConfig | None = None,
                  hans: HANSConfig | None = None, contrast: ContrastConfig | None = None,
+                 learning: LearningConfig | None = None,
                  run: RunConfig | None = None, distributed: DistributedConfig | None = None,
                  **values: Any) -> None:
         given = {"data": data, "synthetic": synthetic, "model": model, "augment": augment,
-                 "schedule": schedule, "hans": hans, "contrast": contrast, "run": run,
-                 "distributed": distributed}
+                 "schedule": schedule, "hans": hans, "contrast": contrast,
+                 "learning": learning, "run": run, "distributed": distributed}
         try:
             parts = split_values(TrainConfig, values)
         except ValueError as exc:
@@ -219,6 +277,8 @@ class TrainConfig:
                 section = replace(section, **parts[name])
             object.__setattr__(self, name, section)
         self.contrast.check_with(self.schedule.scheduler, self.run.epochs)
+        if self.learning.edge_hard and self.run.mode == "minibatch":
+            raise UsageError(EDGE_HARD_FULL_GRAPH)
 
     def replace(self, **sections: dict[str, Any]) -> TrainConfig:
         """A copy with options changed section by section, each section checked again.
@@ -239,6 +299,11 @@ class TrainConfig:
         seed that chose it trains, and what its checkpoint records."""
         return self if encoder == self.model.encoder else self.replace(
             model={"encoder": encoder})
+
+    def resolved_objective(self) -> str:
+        """What this run learns from, ``views`` or ``edges`` (``objective = auto`` resolved by
+        the task)."""
+        return self.learning.resolved(self.run.task)
 
     def to_dict(self) -> dict[str, Any]:
         """Every option by name (flat; options only some runs use left out at their defaults,
@@ -270,7 +335,8 @@ class TrainConfig:
 _SECTIONS: dict[str, type[Section]] = {
     "data": DataConfig, "synthetic": SyntheticConfig, "model": ModelConfig,
     "augment": AugmentConfig, "schedule": ScheduleConfig, "hans": HANSConfig,
-    "contrast": ContrastConfig, "run": RunConfig, "distributed": DistributedConfig}
+    "contrast": ContrastConfig, "learning": LearningConfig, "run": RunConfig,
+    "distributed": DistributedConfig}
 """The sections in their order: ``config.toml``'s tables and ``--help``'s groups."""
 _OWNER = {name: section for name, (section, _) in section_fields(TrainConfig).items()}
 FIELDS = {name: f for name, (_, f) in section_fields(TrainConfig).items()}
@@ -328,38 +394,52 @@ def unused_settings(cfg: TrainConfig) -> tuple[str, ...]:
     baseline, every HANS setting under ``scheduler = none``, the GCN's widths with another
     ``encoder``."""
     scheduler = cfg.schedule.scheduler
+    edges = LearningConfig.EDGES_ONLY if cfg.resolved_objective() == "views" else ()
     return (*cfg.schedule.unused(cfg.hans), *cfg.contrast.unused(scheduler),
-            *cfg.model.unused())
+            *cfg.model.unused(), *edges)
+
+
+def _flags(names: list[str]) -> tuple[str, str]:
+    """Options as their flags, comma-separated, and the pronoun that stands for them."""
+    return (", ".join("--" + name.replace("_", "-") for name in names),
+            "it" if len(names) == 1 else "them")
 
 
 def refuse_unused(cfg: TrainConfig, settings: Mapping[str, Any], where: str = "") -> None:
     """An option the run would not read is refused, not ignored: the chosen encoder's or
-    scheduler's (``where``: the file that set it, said in the line)."""
+    scheduler's, or the edge objective's in a run of the views (``where``: the file that set
+    it, said in the line)."""
     model_unused = [name for name in settings if name in cfg.model.unused()]
     if model_unused:  # another encoder has widths of its own; a built-in one its own settings
-        named = ", ".join("--" + name.replace("_", "-") for name in model_unused)
+        named, it = _flags(model_unused)
         if cfg.model.user_encoder:
             raise UsageError(f"{named}: --encoder {cfg.model.encoder} does not use the built-in "
                              "encoders' widths and activation; set them in the encoder's "
                              "function, or drop them")
-        it = "it" if len(model_unused) == 1 else "them"
         raise UsageError(f"{named}{where}: --encoder {cfg.model.encoder} does not use {it}; "
                          f"drop {it} (or choose the encoder that does)")
     unused = [name for name in settings if name in unused_settings(cfg)]
+    edge_only = [name for name in unused if name in LearningConfig.EDGES_ONLY]
+    if edge_only:
+        named, it = _flags(edge_only)
+        raise UsageError(f"{named}{where}: this run learns from the two views (objective "
+                         f"{cfg.resolved_objective()}), which does not use {it}; add --objective "
+                         f"edges, or drop {it}")
     if unused:
-        named = ", ".join("--" + name.replace("_", "-") for name in unused)
-        it = "it" if len(unused) == 1 else "them"
+        named, it = _flags(unused)
         raise UsageError(f"{named}{where}: --scheduler {cfg.schedule.scheduler} does not use "
                          f"{it} (HANS's settings it does without); add --scheduler hans, or "
                          f"drop {it}")
 
 
-def tuned_defaults(dataset: str) -> tuple[Path | None, dict[str, Any]]:
-    """A named benchmark dataset's tuned defaults: the shipped preset named after it
-    (``presets/CiteSeer.toml``), whose settings were chosen on validation micro-F1 (its
-    comments say how), and its values; ``(None, {})`` for other graphs. ``edgegcl train``
-    starts from them when no ``--config`` is given, as GRACE ships one setting per dataset:
-    a setting tuned on one graph (Cora: the global defaults) can cost points on another.
+def tuned_defaults(dataset: str, task: str = "node") -> tuple[Path | None, dict[str, Any]]:
+    """The tuned defaults a run starts from when no ``--config`` is given: for the link task
+    the shipped ``presets/link.toml`` whatever the graph (the edge objective's model and
+    optimiser, chosen on validation AUC); for the node task a named benchmark dataset's
+    preset (``presets/CiteSeer.toml``), whose settings were chosen on validation micro-F1
+    (its comments say how); ``(None, {})`` for other graphs. Its path and values. A setting
+    tuned on one graph (Cora: the global defaults) can cost points on another, as GRACE
+    ships one setting per dataset.
 
     Example:
         >>> path, values = tuned_defaults("citeseer")
@@ -367,8 +447,10 @@ def tuned_defaults(dataset: str) -> tuple[Path | None, dict[str, Any]]:
         ('CiteSeer.toml', 0.9)
         >>> tuned_defaults("synthetic")
         (None, {})
+        >>> tuned_defaults("citeseer", "link")[0].name
+        'link.toml'
     """
-    name = canonical_name(dataset)
+    name = "link" if task == "link" else canonical_name(dataset)
     path = None if name is None else PRESETS_DIR / f"{name}.toml"
     if path is None or not path.is_file():
         return None, {}

@@ -23,19 +23,24 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
 from edgegcl.contrast.scheduler import NegativeScheduler, ScheduleEvent
+from edgegcl.errors import UsageError
 from edgegcl.contrast.loss import LossOutput
 from edgegcl.contrast.module import ScheduledContrast
 from edgegcl.contrast.selection import NegativeSelector
-from edgegcl.nn.augment import Views, as_features, unfixed_half
+from edgegcl.nn.augment import Views, as_features, dropout_entries, unfixed_half
 from edgegcl.nn.config import AUTO
 from edgegcl.nn.encoders import make_model
 from edgegcl.phases import PhaseClock
-from edgegcl.training.config import TrainConfig
+from edgegcl.training.config import EDGE_HARD_FULL_GRAPH, TrainConfig
 from edgegcl.training.distributed import World, require_minibatch
+from edgegcl.training.edges import EdgeBatches, MaskedEdges, edge_loss, with_decoder
 from edgegcl.training.threads import ThreadPicker
 
 __all__ = ["EpochResult", "Trainer", "batch_inputs"]
 
+EDGES_SEED_STRIDE = 104_729
+"""The edge objective's stream (hidden edges, non-edges, input dropout) is seeded
+``seed + EDGES_SEED_STRIDE``, apart from the views' and the selector's."""
 AUGMENT_SEED_STRIDE = 7919
 """Rank r's augmentation stream is seeded ``seed + AUGMENT_SEED_STRIDE * r`` (rank 0 as a
 single process)."""
@@ -101,9 +106,13 @@ class Trainer:
                              "edgegcl.training.choice); name one (cfg.with_encoder('gcn'), "
                              "'ego' or 'poly') or pass an encoder module")
         self.cfg, self.mode, self.device, self.world = cfg, mode, torch.device(device), world
+        self.objective = cfg.resolved_objective()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.model = make_model(in_dim, cfg.model, encoder).to(self.device)
+            if self.objective == "edges" and mode == "minibatch" and cfg.learning.edge_hard:
+                raise UsageError(EDGE_HARD_FULL_GRAPH)
+            # the link decoder, for the edge objective, trains beside the encoder
+            self.model = with_decoder(make_model(in_dim, cfg.model, encoder), cfg).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.run.lr,
                                           weight_decay=cfg.run.weight_decay)
         # strata refreshed every T_int epochs on the full graph, every batch in mini-batches
@@ -125,6 +134,10 @@ class Trainer:
             # averaged by the same hooks
             self.net = DistributedDataParallel(
                 self.model, device_ids=[self.device] if self.device.type == "cuda" else None)
+        self.edges_generator = torch.Generator().manual_seed(
+            seed + EDGES_SEED_STRIDE + AUGMENT_SEED_STRIDE * rank)
+        self._edges: tuple[Tensor, MaskedEdges | EdgeBatches] | None = None  # and its graph
+        self._edge_losses: list[float] = []  # this epoch's edge-objective losses
         self.epoch = 0  # epochs completed
         self.threads: ThreadPicker | None = None
         """Times the first steps at its thread counts until it has chosen (``edgegcl.training.
@@ -180,6 +193,11 @@ class Trainer:
         if picker is not None:
             picker.begin()
             t0 = time.perf_counter()
+        if self.objective == "edges":
+            out = self.edge_step(x, edge_index)
+            if picker is not None:
+                picker.end(time.perf_counter() - t0)
+            return out
         h1, h2 = self.project(x, edge_index, num_sampled_nodes, rows)
         if clock is None:
             out = self.contrast(h1, h2, step=step)
@@ -202,9 +220,77 @@ class Trainer:
             picker.end(time.perf_counter() - t0)
         return out
 
+    def edge_step(self, x: Tensor, edge_index: Tensor) -> LossOutput:
+        """One step of the edge objective on the whole graph: a share ``edge_mask`` of its
+        undirected edges hidden from the encoder (both directions), its input features
+        dropped out (``edge_dropout``), and the decoder's binary cross-entropy of the hidden
+        edges against as many non-edges (edgegcl.training.edges)."""
+        masked = self._edge_source(edge_index, x.size(0), MaskedEdges)
+        assert isinstance(masked, MaskedEdges)
+        split = masked.draw()
+        features = dropout_entries(as_features(x), self.cfg.learning.edge_dropout,
+                                   self.edges_generator)
+        z = self.net(features, split.kept.to(self.device))
+        decoder = self.model.decoder
+        hidden, non_edges = split.hidden.to(self.device), split.non_edges.to(self.device)
+        loss = edge_loss(decoder(z[hidden[0]], z[hidden[1]]),
+                         decoder(z[non_edges[0]], z[non_edges[1]]))
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self._edge_losses.append(float(loss.detach()))
+        return LossOutput(loss.detach(), {})
+
+    def _edge_source(self, edge_index: Tensor, num_nodes: int,
+                     kind: type[MaskedEdges] | type[EdgeBatches]) -> MaskedEdges | EdgeBatches:
+        """The edge objective's draws for this graph (made at its first step)."""
+        if self._edges is None or self._edges[0] is not edge_index:
+            learning = self.cfg.learning
+            source = (MaskedEdges(edge_index, num_nodes, learning.edge_mask,
+                                  self.edges_generator, learning.edge_hard)
+                      if kind is MaskedEdges else
+                      EdgeBatches(edge_index, num_nodes, learning.edge_mask,
+                                  self.edges_generator))
+            self._edges = (edge_index, source)
+        return self._edges[1]
+
+    def edge_batch_step(self, x: Tensor, loader: NodeLoader) -> LossOutput:
+        """One mini-batch step of the edge objective (edgegcl.training.edges.EdgeBatches):
+        batch_size / 4 target edges and as many non-edges, their endpoints the seeds of one
+        subgraph the loader's sampler draws, the targets and this step's hidden edges taken
+        out of it before the encoder runs; the decoder's loss on the seeds' embeddings."""
+        graph = loader.data
+        batches = self._edge_source(graph.edge_index, int(graph.num_nodes), EdgeBatches)
+        assert isinstance(batches, EdgeBatches)
+        targets, non_edges = batches.draw(max(1, self.cfg.run.batch_size // 4))
+        seeds, where = torch.unique(torch.cat([targets, non_edges], 1), return_inverse=True)
+        out = loader.collate_fn(seeds)
+        batch = out if isinstance(out, Data) else loader.filter_fn(out)
+        edges, hops, rows = batch_inputs(batch, self.device)
+        edges = edges[:, batches.visible(edges.cpu(), rows.cpu(), targets).to(self.device)]
+        features = as_features(x.index_select(0, rows.to(x.device)).to(self.device))
+        features = dropout_entries(features, self.cfg.learning.edge_dropout,
+                                   self.edges_generator)
+        z = self.net(features, edges, hops)  # the seeds' rows
+        decoder, where = self.model.decoder, where.to(self.device)
+        m = targets.size(1)
+        loss = edge_loss(decoder(z[where[0, :m]], z[where[1, :m]]),
+                         decoder(z[where[0, m:]], z[where[1, m:]]))
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        self._edge_losses.append(float(loss.detach()))
+        return LossOutput(loss.detach(), {})
+
     def step(self) -> EpochResult:
         """End of an epoch, as ``lr_scheduler.step()``: HANS steps on the epoch's
-        anchor-weighted mean losses (``ScheduledContrast.step``) and the epoch is counted."""
+        anchor-weighted mean losses (``ScheduledContrast.step``) and the epoch is counted.
+        Under the edge objective the epoch's loss is its steps' mean and HANS does not step
+        (no views are contrasted)."""
+        if self.objective == "edges":
+            self.epoch += 1
+            losses, self._edge_losses = self._edge_losses, []
+            return EpochResult(sum(losses) / max(len(losses), 1), {}, [])
         events = self.contrast.step()
         self.epoch += 1
         epoch = self.contrast.last_epoch
@@ -223,6 +309,13 @@ class Trainer:
                 raise ValueError("a full-graph epoch needs edge_index (or pass a loader)")
             self.train_step(x, edge_index)
             return self.step()
+        if self.objective == "edges":  # as many steps as the loader has batches of seeds
+            steps = len(loader)
+            for i in range(1, steps + 1):
+                self.edge_batch_step(x, loader)
+                if on_batch is not None:
+                    on_batch(i, steps, sum(self._edge_losses) / len(self._edge_losses))
+            return self.step()
         loss_sum, anchors = 0.0, 0
         for i, batch in enumerate(loader, start=1):
             edges, hops, rows = batch_inputs(batch, self.device)
@@ -239,7 +332,8 @@ class Trainer:
         ``copy.deepcopy``) it before training on."""
         return {"epoch": self.epoch, "model": self.model.state_dict(),
                 "optimizer": self.optimizer.state_dict(), **self.contrast.get_extra_state(),
-                "generator": self.views.generator.get_state()}
+                "generator": self.views.generator.get_state(),
+                "edges_generator": self.edges_generator.get_state()}
 
     def streams(self) -> dict[str, Any]:
         """This rank's own random streams (augmentation, negative selection): what differs
@@ -267,3 +361,4 @@ class Trainer:
                                          f"{list(param.shape)}")
         self.contrast.set_extra_state(state)
         self.views.generator.set_state(state["generator"])
+        self.edges_generator.set_state(state["edges_generator"])

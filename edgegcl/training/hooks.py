@@ -186,6 +186,8 @@ def _schedule_text(seed: SeedTraining, row: Row) -> str:
     the budget theta_max, and, for a scheduler with hardness strata (HANS), how full each
     category's cap is (eta)."""
     hans = seed.trainer.scheduler
+    if seed.trainer.objective == "edges":
+        return f"loss {float(row['loss']):.4f} | hidden edges against as many non-edges"  # type: ignore[arg-type]
     text = (f"loss {float(row['loss']):.4f} | {float(row['active_per_anchor']):.0f} negatives "  # type: ignore[arg-type]
             f"per anchor, {float(row['budget_used']):.0%} of the budget")  # type: ignore[arg-type]
     if type(hans).ranks_candidates:

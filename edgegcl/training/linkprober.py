@@ -59,18 +59,33 @@ class LinkProber:
         self.history: list[tuple[int, LinkScores]] = []
         self.best_val, self.best_epoch = -math.inf, 0
         self.best_state: dict[str, Tensor] | None = None
+        self.best_decoder: dict[str, Tensor] | None = None
+        """The link decoder of the best checkpoint (an edge-objective run's), else None."""
         self.authors: list[Any] = []  # the authors' protocol is a node-label protocol
 
     def probe(self, epoch: int, model: nn.Module, x: Tensor, edge_index: Tensor,
               last: bool) -> dict[str, float]:
         """Score ``model``'s embeddings of the training graph on the held-out pairs after
-        ``epoch``; keep its encoder when its validation figure is the best so far."""
-        scores = link_scores(model.embed(x, edge_index), self.split, self.metric, self.seed)
+        ``epoch`` (its link decoder among the scorers, where it has one); keep its encoder
+        and decoder when its validation figure is the best so far."""
+        decoder: nn.Module | None = getattr(model, "decoder", None)
+        z = model.embed(x, edge_index)  # (embed restores the model's mode, the decoder's too)
+        was_training = None if decoder is None else decoder.training
+        if decoder is not None:
+            decoder.eval()
+        try:
+            with torch.no_grad():
+                scores = link_scores(z, self.split, self.metric, self.seed, decoder)
+        finally:
+            if decoder is not None:
+                decoder.train(bool(was_training))
         self.history.append((epoch, scores))
         value = scores.val_score if not math.isnan(scores.val_score) else -math.inf
         if len(self.history) == 1 or value > self.best_val:
             self.best_val, self.best_epoch = value, epoch
             self.best_state = copy.deepcopy(model.encoder.state_dict())
+            self.best_decoder = (None if decoder is None
+                                 else copy.deepcopy(decoder.state_dict()))
         return {"val_score": scores.val_score, "test_score": scores.test_score}
 
     def selection(self, model: nn.Module, x: Tensor, edge_index: Tensor) -> Selection | None:
@@ -96,12 +111,14 @@ class LinkProber:
     def state_dict(self) -> dict[str, Any]:
         return {"history": [[e, asdict(s)] for e, s in self.history],
                 "best": {"val": self.best_val, "epoch": self.best_epoch,
-                         "state": self.best_state}, "authors": []}
+                         "state": self.best_state, "decoder": self.best_decoder},
+                "authors": []}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.history = [(e, LinkScores(**s)) for e, s in state["history"]]
         best = state["best"]
         self.best_val, self.best_epoch, self.best_state = best["val"], best["epoch"], best["state"]
+        self.best_decoder = best["decoder"]
 
 
 def seed_link_split(data: Data, seed: int) -> LinkSplit:

@@ -42,8 +42,10 @@ class EncoderChoice:
     validation ``metric`` within ``epochs`` epochs, ``margin`` the points by which another had to
     beat the first candidate, ``seconds`` the search's wall time), ``homophily``
     (``homophily`` the adjusted homophily of the seed's training and validation nodes, ``margin``
-    its standard error: clearly above ``HOMOPHILY_THRESHOLD``, so the GCN without a search) or
-    ``signal`` (``agreement``: the label-free feature agreement of linked nodes)."""
+    its standard error: clearly above ``HOMOPHILY_THRESHOLD``, so the GCN without a search),
+    ``signal`` (``agreement``: the label-free feature agreement of linked nodes) or, for the
+    link task, ``agreement`` (the same agreement on the training edges: the GCN without a
+    search)."""
 
     encoder: str
     by: str
@@ -73,6 +75,11 @@ class EncoderChoice:
                     f"{self.margin:.2f}, clearly above {HOMOPHILY_THRESHOLD}, where the GCN "
                     "always won: docs/encoders.md)")
         assert self.agreement is not None
+        if self.by == "agreement":
+            return (f"encoder {self.encoder} without a search: the training edges' endpoints "
+                    f"have features that agree (agreement {self.agreement:.3f}, at least "
+                    f"{AGREEMENT_THRESHOLD}, where the link search always kept the GCN: "
+                    "docs/encoders.md)")
         verdict = ("agree" if self.agreement >= AGREEMENT_THRESHOLD else
                    "do not clearly agree")
         return (f"encoder {self.encoder}: the graph has no labels to choose on, and its linked "
@@ -99,7 +106,7 @@ class EncoderChoice:
             ok = (isinstance(scores, dict) and all(isinstance(k, str) and number(v, float)
                                                    for k, v in scores.items())
                   and isinstance(raw["encoder"], str)
-                  and raw["by"] in ("search", "signal", "homophily")
+                  and raw["by"] in ("search", "signal", "homophily", "agreement")
                   and number(raw["epochs"], int) and number(raw["seconds"], float)
                   and all(raw.get(k) is None or number(raw[k], float)
                           for k in ("agreement", "margin", "homophily")))
@@ -133,6 +140,8 @@ class SeedResult:
     edgegcl.training.resume.saved_encoder)."""
     choice: dict[str, Any] | None = None
     """How an ``auto`` run chose it (edgegcl.training.choice.EncoderChoice, as a dict)."""
+    decoder_state: dict[str, Tensor] | None = field(default=None, repr=False)
+    """The link decoder of the chosen checkpoint (an edge-objective link run's), else None."""
 
     @property
     def final_epoch_s(self) -> float:
@@ -152,7 +161,7 @@ def result_to_dict(r: SeedResult) -> dict[str, Any]:
             "peak_memory_bytes": r.peak_memory_bytes, "T_int": r.T_int,
             "authors": [[e, asdict(a)] for e, a in r.authors],
             "baselines": None if r.baselines is None else _baselines_to_dict(r.baselines),
-            "encoder": r.encoder, "choice": r.choice}
+            "encoder": r.encoder, "choice": r.choice, "decoder_state": r.decoder_state}
 
 
 def _scores_from_dict(raw: dict[str, Any]) -> ProbeScores | LinkScores:
@@ -190,7 +199,7 @@ def result_from_dict(raw: dict[str, Any]) -> SeedResult:
         raw["peak_memory_bytes"], raw["T_int"],
         [(e, AuthorsScore(**a)) for e, a in raw["authors"]],
         _baselines_from_dict(raw.get("baselines")),  # None in seeds finished before them
-        raw.get("encoder"), raw.get("choice"))
+        raw.get("encoder"), raw.get("choice"), raw.get("decoder_state"))
 
 
 def _mean_std(values: list[float]) -> dict[str, float]:

@@ -18,6 +18,7 @@ from edgegcl.nn.config import AUTO
 from edgegcl.nn.family import build_encoder
 from edgegcl.nn.model import AdNGCL
 from edgegcl.training.checkpoint import misfit
+from edgegcl.training.edges import with_decoder
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.results import EncoderChoice, SeedResult, result_from_dict
 from edgegcl.training.state import check_config, load_tensors, read_state
@@ -99,7 +100,7 @@ def _shapes(in_dim: int | None, cfg: TrainConfig, encoder: str) -> dict[str, dic
         return {}
     model = cfg.with_encoder(encoder).model
     with torch.device("meta"):
-        net = AdNGCL(in_dim, model, build_encoder(encoder, in_dim, model))
+        net = with_decoder(AdNGCL(in_dim, model, build_encoder(encoder, in_dim, model)), cfg)
     return {"model": net.state_dict(), "encoder": net.encoder.state_dict()}
 
 

@@ -160,13 +160,14 @@ class SeedTraining:
                 torch.cuda.synchronize(device)
             self.times.append(time.perf_counter() - t0)
         self.peak = max(self.peak, memory.peak_bytes)
-        hans = trainer.scheduler
-        row: dict[str, object] = {
+        hans, views = trainer.scheduler, trainer.objective == "views"
+        row: dict[str, object] = {  # the schedule's cells are empty under the edge objective
             "epoch": epoch, "loss": result.loss,
-            **{f"loss_{c}": result.category[c] for c in CATEGORIES},
-            **{f"eta_{c}": hans.eta[c] for c in CATEGORIES},
-            "active_per_anchor": sum(trainer.selector.plan(self.anchors, hans)[0].values()),
-            "budget_used": hans.budget_share(),
+            **{f"loss_{c}": result.category.get(c, "") for c in CATEGORIES},
+            **{f"eta_{c}": hans.eta[c] if views else "" for c in CATEGORIES},
+            "active_per_anchor": (sum(trainer.selector.plan(self.anchors, hans)[0].values())
+                                  if views else ""),
+            "budget_used": hans.budget_share() if views else "",
             "epoch_s": self.times[-1], "peak_memory_bytes": memory.peak_bytes,
             "val_micro_f1": "", "test_micro_f1": "", "val_score": "", "test_score": "",
             "authors_test_micro_f1": ""}
@@ -189,7 +190,7 @@ class SeedTraining:
                           dict(hans.eta), hans.saturated_at, prober.best_state,
                           prober.best_epoch, self.peak, cfg.schedule.T_int, prober.authors,
                           prober.baselines(model, self.x, self.edge_index), self.encoder,
-                          self.choice)
+                          self.choice, getattr(prober, "best_decoder", None))
 
 
 def saved_state(run_dir: Path, seed: int, cfg: TrainConfig, world: World | None,

@@ -206,7 +206,7 @@ def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.dev
             continue
         save_checkpoint(seed_dir / "checkpoint.pt", result.encoder_state,
                         _trained(result, cfg, seed_dir), data.x.size(1), seed,
-                        result.selected_epoch)
+                        result.selected_epoch, result.decoder_state)
         save_atomic({**result_to_dict(result), "config_hash": config_hash(cfg)},
                     seed_dir / "result.pt")
         results.append(result)
@@ -227,7 +227,7 @@ def _run_metrics(results: list[SeedResult], cfg: TrainConfig, data: Data, run_di
     best = max(results, key=lambda r: _chosen_value(r))
     save_checkpoint(run_dir / "checkpoint.pt", best.encoder_state,
                     _trained(best, cfg, run_dir / f"seed-{best.seed}"), data.x.size(1),
-                    best.seed, best.selected_epoch)
+                    best.seed, best.selected_epoch, best.decoder_state)
     return {
         "edgegcl_version": __version__,
         "dataset": getattr(data, "name", cfg.data.dataset),
