@@ -23,10 +23,10 @@ from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
 from edgegcl.contrast.scheduler import NegativeScheduler, ScheduleEvent
-from edgegcl.errors import UsageError
 from edgegcl.contrast.loss import LossOutput
 from edgegcl.contrast.module import ScheduledContrast
 from edgegcl.contrast.selection import NegativeSelector
+from edgegcl.errors import UsageError
 from edgegcl.nn.augment import Views, as_features, dropout_entries, unfixed_half
 from edgegcl.nn.config import AUTO
 from edgegcl.nn.encoders import make_model
@@ -231,9 +231,14 @@ class Trainer:
         features = dropout_entries(as_features(x), self.cfg.learning.edge_dropout,
                                    self.edges_generator)
         z = self.net(features, split.kept.to(self.device))
+        return self._edge_update(z, split.hidden.to(self.device),
+                                 split.non_edges.to(self.device))
+
+    def _edge_update(self, z: Tensor, edges: Tensor, non_edges: Tensor) -> LossOutput:
+        """The decoder's loss of ``edges`` against ``non_edges`` (rows of ``z``, [2, M]
+        each), backward and the optimiser's update."""
         decoder = self.model.decoder
-        hidden, non_edges = split.hidden.to(self.device), split.non_edges.to(self.device)
-        loss = edge_loss(decoder(z[hidden[0]], z[hidden[1]]),
+        loss = edge_loss(decoder(z[edges[0]], z[edges[1]]),
                          decoder(z[non_edges[0]], z[non_edges[1]]))
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -272,15 +277,8 @@ class Trainer:
         features = dropout_entries(features, self.cfg.learning.edge_dropout,
                                    self.edges_generator)
         z = self.net(features, edges, hops)  # the seeds' rows
-        decoder, where = self.model.decoder, where.to(self.device)
-        m = targets.size(1)
-        loss = edge_loss(decoder(z[where[0, :m]], z[where[1, :m]]),
-                         decoder(z[where[0, m:]], z[where[1, m:]]))
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
-        self._edge_losses.append(float(loss.detach()))
-        return LossOutput(loss.detach(), {})
+        where, m = where.to(self.device), targets.size(1)
+        return self._edge_update(z, where[:, :m], where[:, m:])
 
     def step(self) -> EpochResult:
         """End of an epoch, as ``lr_scheduler.step()``: HANS steps on the epoch's
@@ -336,15 +334,17 @@ class Trainer:
                 "edges_generator": self.edges_generator.get_state()}
 
     def streams(self) -> dict[str, Any]:
-        """This rank's own random streams (augmentation, negative selection): what differs
-        between ranks, saved per rank under torchrun."""
+        """This rank's own random streams (augmentation, negative selection, the edge
+        objective's draws): what differs between ranks, saved per rank under torchrun."""
         return {"selector": self.selector.state_dict(),
-                "generator": self.views.generator.get_state()}
+                "generator": self.views.generator.get_state(),
+                "edges_generator": self.edges_generator.get_state()}
 
     def load_streams(self, state: dict[str, Any]) -> None:
         """Restore this rank's ``streams()``."""
         self.selector.load_state_dict(state["selector"], self.device)
         self.views.generator.set_state(state["generator"])
+        self.edges_generator.set_state(state["edges_generator"])
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a ``state_dict()``, the selector's kept strata included."""
