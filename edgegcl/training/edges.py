@@ -14,9 +14,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
-
-from torch import nn
+from torch import Tensor, nn
 
 from edgegcl.errors import UsageError
 from edgegcl.evaluation.links import sample_non_edges
@@ -61,12 +59,19 @@ class MaskedEdges:
         self.keys, self.edge_of = torch.unique(keys[keep], return_inverse=True)
         self.edge_index, self.num_nodes, self.mask = edge_index[:, keep], num_nodes, mask
         self.generator, self.hard = generator, hard
-        # the graph's neighbours by node (CSR, both ways), what the 2-hop walks step along
-        both = torch.cat([self.edge_index, self.edge_index.flip(0)], 1)
-        order = torch.argsort(both[0] * num_nodes + both[1])
-        self.neighbours = both[1, order]
-        self.rowptr = torch.zeros(num_nodes + 1, dtype=torch.long)
-        self.rowptr[1:] = torch.bincount(both[0], minlength=num_nodes).cumsum(0)
+        self._walks: tuple[Tensor, Tensor] | None = None  # (rowptr, neighbours), when walked
+
+    def _csr(self) -> tuple[Tensor, Tensor]:
+        """The graph's neighbours by node (CSR, both ways), what the two-hop walks step along;
+        built at the first walk (a run without two-hop non-edges never needs it)."""
+        if self._walks is None:
+            n = self.num_nodes
+            both = torch.cat([self.edge_index, self.edge_index.flip(0)], 1)
+            order = torch.argsort(both[0] * n + both[1])
+            rowptr = torch.zeros(n + 1, dtype=torch.long)
+            rowptr[1:] = torch.bincount(both[0], minlength=n).cumsum(0)
+            self._walks = (rowptr, both[1, order])
+        return self._walks
 
     def draw(self) -> EdgeSplit:
         """A fresh split: each undirected edge hidden with probability ``mask``; as many
@@ -103,13 +108,14 @@ class MaskedEdges:
     def _step(self, nodes: Tensor) -> Tensor:
         """One random-walk step from each of ``nodes`` (-1 stays -1, as does a node without
         neighbours)."""
+        rowptr, neighbours = self._csr()
         safe = nodes.clamp_min(0)
-        start, degree = self.rowptr[safe], self.rowptr[safe + 1] - self.rowptr[safe]
+        start, degree = rowptr[safe], rowptr[safe + 1] - rowptr[safe]
         pick = (torch.rand(nodes.numel(), generator=self.generator) * degree).long()
         has = (nodes >= 0) & (degree > 0)
         index = (start + pick.clamp_max((degree - 1).clamp_min(0))).clamp_max(
-            max(self.neighbours.numel() - 1, 0))
-        out = self.neighbours[index] if self.neighbours.numel() else torch.zeros_like(nodes)
+            max(neighbours.numel() - 1, 0))
+        out = neighbours[index] if neighbours.numel() else torch.zeros_like(nodes)
         return torch.where(has, out, torch.full_like(nodes, -1))
 
 
