@@ -83,6 +83,18 @@ def _worker(rank: int, port: int, tmp: str, conn: Connection) -> None:
             trainer.fit_epoch(data.x, loader=loader)
         out["eta"] = dict(trainer.scheduler.eta)
         out["events"] = [repr(e) for e in trainer.scheduler.events]
+        # the edge objective: HANS on the non-edges decides alike everywhere, the ranks draw
+        # their own edges, and the averaged gradients keep encoder and decoder in step
+        edges = cfg.replace(learning={"objective": "edges", "edge_pool": 20},
+                            schedule={"scheduler": "hans", "theta_max": 0.3})
+        trainer = Trainer(edges, DIM, mode="minibatch", seed=1, world=world)
+        for _ in range(6):
+            trainer.fit_epoch(data.x, loader=loader)
+        out["edges-eta"] = dict(trainer.scheduler.eta)
+        out["edges-events"] = [repr(e) for e in trainer.scheduler.events]
+        out["edges-weights"] = {n: p.detach().numpy().copy()
+                                for n, p in trainer.model.named_parameters()}
+        out["edges-draw"] = trainer.edges_generator.get_state().numpy()
     finally:
         distributed.stop()
     conn.send((rank, out))
@@ -147,6 +159,18 @@ def test_every_rank_makes_the_same_hans_decisions(ranks: dict) -> None:
     assert ranks[0]["eta"] == ranks[1]["eta"]
     assert ranks[0]["events"]  # decisions were made
     assert max(ranks[0]["eta"].values()) > 0.05  # the schedule moved
+
+
+def test_the_edge_objective_trains_alike_on_every_rank(ranks: dict) -> None:
+    assert ranks[0]["edges-events"] == ranks[1]["edges-events"]
+    assert ranks[0]["edges-eta"] == ranks[1]["edges-eta"]
+    assert max(ranks[0]["edges-eta"].values()) > 0.05  # HANS grew on the non-edges' losses
+    weights = ranks[0]["edges-weights"]
+    assert any(name.startswith("decoder.") for name in weights)
+    for name, w in weights.items():
+        torch.testing.assert_close(torch.from_numpy(ranks[1]["edges-weights"][name]),
+                                   torch.from_numpy(w), msg=name)
+    assert (ranks[0]["edges-draw"] != ranks[1]["edges-draw"]).any()  # each rank its own edges
 
 
 def test_rank_zero_alone_writes_the_run_directory(ranks: dict) -> None:

@@ -1,5 +1,6 @@
-"""The edge objective's parts: a hidden edge never reaches the encoder, the hidden share is
-the mask's, non-edges are non-edges, and the decoder is a symmetric scorer."""
+"""The edge objective's parts: an edge both of whose directions are masked never reaches the
+encoder, the masked share is the mask's, non-edges are non-edges drawn as the schedule says,
+and the decoder is a symmetric scorer."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from edgegcl.cli.main import main
 from edgegcl.data.synthetic import SyntheticSpec, synthetic_graph
 from edgegcl.nn.decoder import LinkDecoder
 from edgegcl.training.edges import MaskedEdges, edge_loss
+from edgegcl.training.nonedges import CandidatePools, candidate_pools
 from helpers import capture
 
 
@@ -22,20 +24,25 @@ def _keys(edge_index: torch.Tensor, n: int) -> set[int]:
     return set((lo * n + hi).tolist())
 
 
-def test_a_hidden_edge_is_gone_both_ways_and_non_edges_are_not_edges() -> None:
+def test_an_edge_is_hidden_when_both_its_directions_are_masked() -> None:
+    """MaskGAE's masking: each direction masked with probability p and scored back; an edge
+    reaches the encoder, both ways, while either direction is unmasked."""
     data = synthetic_graph(SyntheticSpec(num_nodes=300, num_features=4, avg_degree=8))
     n = data.num_nodes
     edges = MaskedEdges(data.edge_index, n, 0.7, torch.Generator().manual_seed(0))
     m = edges.keys.numel()
+    directed = {tuple(e) for e in edges.edge_index.t().tolist()}
     for _ in range(3):
         step = edges.draw()
-        hidden = _keys(step.hidden, n)
-        assert not hidden & _keys(step.kept, n)  # neither direction kept
-        assert not _keys(step.non_edges, n) & set(edges.keys.tolist())
-        assert bool((step.hidden[0] < step.hidden[1]).all())
-        assert step.non_edges.size(1) == step.hidden.size(1)
-        # the hidden count is Binomial(m, 0.7): within 5 standard deviations
-        assert abs(len(hidden) - 0.7 * m) <= 5 * math.sqrt(m * 0.7 * 0.3)
+        masked = {tuple(e) for e in step.hidden.t().tolist()}
+        assert masked <= directed and len(masked) == step.hidden.size(1)
+        kept = {tuple(e) for e in step.kept.t().tolist()}
+        for u, v in directed:  # kept exactly when some direction is unmasked, both ways
+            assert ((u, v) in kept) == ((u, v) not in masked or (v, u) not in masked)
+        # masked directions ~ Binomial(2m, 0.7); hidden edges ~ Binomial(m, 0.49)
+        assert abs(len(masked) - 0.7 * 2 * m) <= 5 * math.sqrt(2 * m * 0.7 * 0.3)
+        hidden = m - len(_keys(step.kept, n))
+        assert abs(hidden - 0.49 * m) <= 5 * math.sqrt(m * 0.49 * 0.51)
 
 
 def test_the_decoder_is_symmetric_and_the_loss_rewards_separation() -> None:
@@ -47,6 +54,90 @@ def test_the_decoder_is_symmetric_and_the_loss_rewards_separation() -> None:
     assert edge_loss(high, low) < edge_loss(low, high)
     assert math.isclose(float(edge_loss(torch.zeros(3), torch.zeros(3))), 2 * math.log(2),
                         rel_tol=1e-6)
+    # a non-edge of weight 0 is left out of the mean
+    weights = torch.tensor([[1.0, 0.0]])
+    assert math.isclose(float(edge_loss(torch.zeros(1), torch.tensor([[0.0, 50.0]]), weights)),
+                        2 * math.log(2), rel_tol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------
+# the non-edges under the schedule
+# ------------------------------------------------------------------------------------------
+
+def _pools(n: int = 400, pool: int = 50) -> tuple[MaskedEdges, CandidatePools, torch.Tensor]:
+
+    data = synthetic_graph(SyntheticSpec(num_nodes=n, num_features=4, avg_degree=8))
+    edges = MaskedEdges(data.edge_index, n, 0.7, torch.Generator().manual_seed(0))
+    step = edges.draw()
+    return edges, candidate_pools(step.hidden, edges.keys, n, pool,
+                                  torch.Generator().manual_seed(1)), step.hidden
+
+
+def test_candidates_are_their_tiles_pool_and_valid_says_which_are_non_edges() -> None:
+    from edgegcl.training.nonedges import TILE
+
+    edges, pools, hidden = _pools()
+    n, m = edges.num_nodes, hidden.size(1)
+    assert m > 2 * TILE  # several tiles
+    assert torch.equal(pools.targets, hidden) and pools.anchors.numel() == m
+    assert len(set(pools.anchors.tolist())) > 0.5 * min(m, n)  # uniform nodes, not the edges'
+    cands = pools.candidates
+    assert torch.equal(cands[TILE + 3], pools.pools[1])  # a tile shares its pool
+    u = pools.anchors.unsqueeze(1).expand_as(cands)
+    linked = torch.tensor([[k in set(edges.keys.tolist()) for k in row] for row in
+                           (torch.minimum(u, cands) * n + torch.maximum(u, cands)).tolist()])
+    assert torch.equal(pools.valid, ~linked & (u != cands))
+
+
+def test_the_schedule_sets_how_many_non_edges_and_hans_which() -> None:
+    from edgegcl.contrast.scheduler import ScheduleConfig
+    from edgegcl.training.nonedges import schedule_non_edges, tile_similarities
+
+    edges, pools, _ = _pools(pool=50)
+    ratios = ScheduleConfig().ratio_map()  # hard 30, inter 50, easy 20
+    g = torch.Generator().manual_seed(2)
+    small = schedule_non_edges(pools, {"hard": 0.06, "inter": 0.1, "easy": 0.04}, ratios,
+                               False, g)
+    large = schedule_non_edges(pools, {"hard": 0.3, "inter": 0.5, "easy": 0.2}, ratios, False, g)
+    assert small.columns.size(1) == 3 + 5 + 2 and large.columns.size(1) == 50  # floor(f x 50)
+    assert small.category is None
+    assert torch.equal(small.chosen, pools.valid.gather(1, small.columns))
+    assert bool((large.columns.sort(1).values == torch.arange(50)).all())  # every candidate
+    # nothing in the bootstrap floors to a whole non-edge: one is still scored
+    assert schedule_non_edges(pools, dict.fromkeys(ratios, 1e-4), ratios, False,
+                              g).columns.size(1) == 1
+    # HANS's strata: every hard pick is at least as close to its anchor as every easy one
+    z = torch.randn(edges.num_nodes, 8, generator=g)
+    hans = schedule_non_edges(pools, {"hard": 0.06, "inter": 0.1, "easy": 0.04}, ratios, True,
+                              g, z)
+    assert hans.category is not None and hans.category.tolist() == [0] * 3 + [1] * 5 + [2] * 2
+    sims = tile_similarities(z, pools.anchors, pools.pools).gather(1, hans.columns)
+    sims = sims.masked_fill(~hans.chosen, float("nan"))
+    hard, easy = sims[:, :3], sims[:, 8:]
+    both = ~hard.isnan().any(1) & ~easy.isnan().any(1)
+    assert bool((hard[both].min(1).values >= easy[both].max(1).values).all())
+    assert torch.equal(hans.chosen, pools.valid.gather(1, hans.columns))
+
+
+def test_a_smaller_theta_max_scores_fewer_non_edges_and_hans_steps_on_their_losses() -> None:
+    """The budget is the knob for links too: at saturation theta_max x edge_pool non-edges
+    per masked edge (by category, floored); HANS reads each category's loss and grows its
+    eta."""
+    from edgegcl.training.config import TrainConfig
+    from edgegcl.training.engine import Trainer
+
+    x, edges = _planted()
+    active = {}
+    for theta in (0.1, 0.3):
+        cfg = TrainConfig(objective="edges", encoder="gcn", hidden_dim=16, out_dim=16,
+                          num_layers=1, epochs=8, T_init=1, T_int=1, theta_max=theta,
+                          scheduler="hans", e=1, edge_pool=100)
+        trainer = Trainer(cfg, x.size(1), seed=0)
+        results = [trainer.fit_epoch(x, edges) for _ in range(8)]
+        assert set(results[-1].category) == {"hard", "inter", "easy"}
+        assert trainer.scheduler.saturated
+        active[theta] = trainer.edge_active
+    assert active == {0.1: 10, 0.3: 30}
 
 
 # ------------------------------------------------------------------------------------------
@@ -120,13 +211,15 @@ def test_a_link_run_keeps_the_decoder_that_scored_its_checkpoint(tmp_path: Path)
     assert again.test["decoder"]["auc"] == pytest.approx(seed["test_auc_decoder"], abs=1e-9)
     rows = (tmp_path / "run" / "seed-0" / "epochs.csv").read_text().splitlines()
     header = rows[0].split(",")
-    assert rows[1].split(",")[header.index("budget_used")] == ""  # no views, no schedule
+    first, last = rows[1].split(","), rows[-1].split(",")
+    assert first[header.index("active_per_anchor")] == "1"  # the bootstrap: one non-edge
+    assert 0.0 < float(last[header.index("budget_used")]) <= 1.0  # the schedule's share
 
 
 @pytest.mark.parametrize(("flags", "needle"), [
     (["--task", "link", "--objective", "views", "--edge-mask", "0.5"], "--objective edges"),
     (["--edge-dropout", "0.5"], "--objective edges"),
-    (["--task", "link", "--edge-hard", "0.3", "--mode", "minibatch"], "whole graph"),
+    (["--task", "link", "--edge-pool", "0"], "--edge-pool"),
     (["--edge-mask", "1.0", "--objective", "edges"], "--edge-mask")])
 def test_what_the_edge_objective_cannot_do_is_one_line(flags: list[str], needle: str,
                                                        tmp_path: Path) -> None:
@@ -176,43 +269,25 @@ def test_the_link_scorer_exports_and_scores_pairs_as_the_run_did(tmp_path: Path)
     assert not (tmp_path / "v.onnx").exists() and not (tmp_path / "vs.onnx").exists()
 
 
-def test_hard_non_edges_are_two_hops_away_and_never_edges() -> None:
-    data = synthetic_graph(SyntheticSpec(num_nodes=400, num_features=4, avg_degree=6))
-    n = data.num_nodes
-    edges = MaskedEdges(data.edge_index, n, 0.5, torch.Generator().manual_seed(0), hard=1.0)
-    step = edges.draw()
-    near = edges.two_hop_non_edges(step.hidden, 1.0)
-    assert near.size(1) > 0.5 * step.hidden.size(1)  # most walks end two hops away
-    a = torch.zeros(n, n, dtype=torch.bool)
-    a[data.edge_index[0], data.edge_index[1]] = True
-    a |= a.t().clone()
-    two = (a.float() @ a.float()) > 0
-    assert bool(two[near[0], near[1]].all()) and not bool(a[near[0], near[1]].any())
-    assert bool((near[0] < near[1]).all())
-    assert step.non_edges.size(1) == step.hidden.size(1)
-    assert not _keys(step.non_edges, n) & set(edges.keys.tolist())
-
-
 def test_a_mini_batch_step_never_shows_its_targets_and_hides_edges_both_ways() -> None:
     from edgegcl.training.edges import EdgeBatches
 
     data = synthetic_graph(SyntheticSpec(num_nodes=500, num_features=4, avg_degree=8))
     n = data.num_nodes
     batches = EdgeBatches(data.edge_index, n, 0.7, torch.Generator().manual_seed(0))
-    targets, non_edges = batches.draw(50)
-    assert targets.size(1) == non_edges.size(1) == 50
+    targets = batches.draw(50)
+    assert targets.size(1) == len(_keys(targets, n)) == 50
     assert _keys(targets, n) <= set(batches.keys.tolist())
-    assert not _keys(non_edges, n) & set(batches.keys.tolist())
     n_id = torch.randperm(n)  # any relabelling: visible reads global ids through n_id
     local = torch.argsort(n_id)[data.edge_index]
     seen = batches.visible(local, n_id, targets)
     shown = data.edge_index[:, seen]
     assert not _keys(shown, n) & _keys(targets, n)
-    # both directions of an undirected edge share their coin
+    # both directions of an undirected edge are read alike; hidden when both are masked
     hidden = _keys(data.edge_index[:, ~seen], n) - _keys(targets, n)
     assert not hidden & _keys(shown, n)
     m = len(batches.keys)
-    assert abs(len(hidden) - 0.7 * m) <= 5 * math.sqrt(m * 0.7 * 0.3) + 50
+    assert abs(len(hidden) - 0.49 * m) <= 5 * math.sqrt(m * 0.49 * 0.51) + 50
 
 
 def test_a_mini_batch_link_run_learns_from_the_edges(tmp_path: Path) -> None:

@@ -99,8 +99,9 @@ class ScheduleConfig(Section):
         "(edgegcl.contrast.scheduler lists every member)")
     theta_max: float = option(0.1, "global negative budget theta_max: the largest fraction of "
                               "each anchor's candidates used (of 2B - 2, or B - 1 with "
-                              "--candidates inter), in [0, 1]; 0: the bootstrap share eta_0 "
-                              "only, never grown")
+                              "--candidates inter; under --objective edges, of --edge-pool "
+                              "non-edges), in [0, 1]; 0: the bootstrap share eta_0 only, never "
+                              "grown")
     ratios: dict[str, float] = option({"easy": 20.0, "hard": 30.0, "inter": 50.0},
                                       "category shares in percent, summing to 100 (flag: "
                                       "hard=30,inter=50,easy=20); theta_cat = "

@@ -42,6 +42,7 @@ from edgegcl.training.distributed import start as start_world
 from edgegcl.training.distributed import stop as stop_world
 from edgegcl.training.hooks import AfterFirstEpoch, Hook
 from edgegcl.training.linkprober import resolve_link_metric
+from edgegcl.training.nonedges import edges_line
 from edgegcl.training.placement import check_full_graph_memory, resolve_mode
 from edgegcl.training.prober import MIN_LABELLED_NODES
 from edgegcl.training.results import SeedResult
@@ -89,9 +90,10 @@ def _prepare(plan: Plan, graph: Data | None, hold: ExitStack) -> _Prepared:
     mode = resolve_mode(cfg.run.mode, data.num_nodes)
     edges = cfg.resolved_objective() == "edges"
     if plan.auto_budget and edges:
-        raise UsageError("--auto-budget picks theta_max for the two views' contrast, and this "
-                         "run learns from the edges (objective edges), which has no theta_max "
-                         "to choose; drop --auto-budget, or add --objective views")
+        raise UsageError("--auto-budget times the two views' contrast, and this run learns "
+                         "from the edges (objective edges), whose steps it does not model; drop "
+                         "--auto-budget and give --theta-max (the non-edges per masked edge), "
+                         "or add --objective views")
     if mode == "full" and not edges:  # the views' N x N terms (the edges' step is O(E))
         check_full_graph_memory(data.num_nodes, s.device)
     starts: list[Callable[[], None]] = []  # rank 0's new directory: mark it started
@@ -160,14 +162,11 @@ def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration 
         whose = "the link task" if cfg.run.task == "link" else cfg.data.dataset
         say(f"{whose} starts from its tuned defaults, {s.tuned.name} in the presets "
             "(chosen on validation); flags override them, --config replaces them")
-    objective = cfg.resolved_objective()
-    pace = pace_line(cfg) if objective == "views" else None
+    pace = pace_line(cfg)
     if pace is not None:
         say(pace)
-    if objective == "edges":
-        say(f"objective: edges; at each step {cfg.learning.edge_mask:.0%} of the training edges "
-            "are hidden from the encoder and a link decoder learns to score them above as many "
-            "non-edges (--objective views contrasts two augmented views instead)")
+    if cfg.resolved_objective() == "edges":
+        say(edges_line(cfg))
     layers, hops = cfg.model.num_layers, len(cfg.run.fanout)
     if (resolve_mode(cfg.run.mode, data.num_nodes) == "minibatch" and not cfg.model.user_encoder
             and hops < layers):

@@ -166,10 +166,6 @@ class RunConfig(Section):
             raise UsageError(f"--device must be auto, cpu, cuda or cuda:N, got {self.device!r}")
 
 
-EDGE_HARD_FULL_GRAPH = ("--edge-hard walks the whole graph's edges, which mini-batches do not "
-                        "hold: drop it, or train full-graph (--mode full)")
-"""The refusal of two-hop non-edges in mini-batches."""
-
 Objective = Literal["auto", "views", "edges"]
 """``objective``: what training learns from (``LearningConfig``)."""
 
@@ -178,10 +174,11 @@ Objective = Literal["auto", "views", "edges"]
 class LearningConfig(Section):
     """What training learns from (the ``[learning]`` section): the paper's two augmented
     views contrasted under HANS (``views``), or the graph's own edges (``edges``): at each
-    step a share ``edge_mask`` of the training graph's undirected edges is hidden from the
-    encoder and a small decoder on the Hadamard product of two embeddings learns to tell them
-    from as many non-edges (masked graph autoencoding, as MaskGAE trains;
-    edgegcl.training.edges). ``auto`` is ``edges`` for ``--task link`` and ``views`` for the
+    step each direction of the training edges is masked with probability ``edge_mask``, an edge
+    both of whose directions are masked is hidden from the encoder, and a small decoder on the Hadamard product of two embeddings learns to tell them
+    from non-edges (masked graph autoencoding, as MaskGAE trains; edgegcl.training.edges),
+    which the run's negative scheduler picks from each anchor's ``edge_pool`` candidates
+    (edgegcl.training.nonedges). ``auto`` is ``edges`` for ``--task link`` and ``views`` for the
     node task, as measured (docs/tasks.md).
 
     Example:
@@ -195,22 +192,26 @@ class LearningConfig(Section):
                                   "hidden from the encoder at each step and scored back by a "
                                   "learned decoder against non-edges), or auto (link task: "
                                   "edges; node task: views)", omit_default=True)
-    edge_mask: float = option(0.7, "edges: the share of undirected training edges hidden from "
-                              "the encoder at each step (and scored back)", above=0.0,
-                              at_most=0.99, why="a step must keep some edges and hide some",
+    edge_mask: float = option(0.7, "edges: the probability that each direction of a training "
+                              "edge is masked at each step and scored back; an edge is hidden "
+                              "from the encoder when both of its directions are (MaskGAE's "
+                              "masking)", above=0.0, at_most=0.99,
+                              why="a step must keep some edges and hide some",
                               omit_default=True)
     edge_dropout: float = option(0.8, "edges: dropout on the encoder's input features at each "
                                  "step", at_least=0.0, at_most=0.99, omit_default=True)
-    edge_hard: float = option(0.0, "edges, full graph: the share of each step's non-edges "
-                              "drawn two hops from a hidden edge's endpoint (hard: a neighbour's "
-                              "neighbour that is not linked), the rest uniform over the graph", at_least=0.0,
-                              at_most=1.0, omit_default=True)
+    edge_pool: int = option(10, "edges: candidate non-edges of each masked edge, |N_i| of the "
+                            "schedule (a uniform anchor node and as many uniform candidates, "
+                            "shared by 64 anchors): --theta-max and the pace say how many are "
+                            "scored, --scheduler which (hans: by hardness, the embeddings' inner "
+                            "product; random: uniformly)", at_least=1, at_most=1 << 16,
+                            omit_default=True)
     decoder_dim: int = option(64, "edges: hidden width of the link decoder, an MLP on z_u * z_v",
                               at_least=1, at_most=1 << 16, omit_default=True)
     decoder_dropout: float = option(0.2, "edges: dropout on the link decoder's input",
                                     at_least=0.0, at_most=0.99, omit_default=True)
 
-    EDGES_ONLY: ClassVar[tuple[str, ...]] = ("edge_mask", "edge_dropout", "edge_hard",
+    EDGES_ONLY: ClassVar[tuple[str, ...]] = ("edge_mask", "edge_dropout", "edge_pool",
                                              "decoder_dim", "decoder_dropout")
     """What the ``views`` objective does not read."""
 
@@ -277,8 +278,6 @@ class TrainConfig:
                 section = replace(section, **parts[name])
             object.__setattr__(self, name, section)
         self.contrast.check_with(self.schedule.scheduler, self.run.epochs)
-        if self.learning.edge_hard and self.run.mode == "minibatch":
-            raise UsageError(EDGE_HARD_FULL_GRAPH)
 
     def replace(self, **sections: dict[str, Any]) -> TrainConfig:
         """A copy with options changed section by section, each section checked again.

@@ -22,24 +22,25 @@ from torch import Tensor, nn
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
-from edgegcl.contrast.scheduler import NegativeScheduler, ScheduleEvent
+from edgegcl.contrast.hans import EQUAL_LOSSES
+from edgegcl.contrast.scheduler import CATEGORIES, NegativeScheduler, ScheduleEvent
 from edgegcl.contrast.loss import LossOutput
 from edgegcl.contrast.module import ScheduledContrast
 from edgegcl.contrast.selection import NegativeSelector
-from edgegcl.errors import UsageError
 from edgegcl.nn.augment import Views, as_features, dropout_entries, unfixed_half
 from edgegcl.nn.config import AUTO
 from edgegcl.nn.encoders import make_model
 from edgegcl.phases import PhaseClock
-from edgegcl.training.config import EDGE_HARD_FULL_GRAPH, TrainConfig
+from edgegcl.training.config import TrainConfig
 from edgegcl.training.distributed import World, require_minibatch
 from edgegcl.training.edges import EdgeBatches, MaskedEdges, edge_loss, with_decoder
+from edgegcl.training.nonedges import CandidatePools, candidate_pools, schedule_non_edges
 from edgegcl.training.threads import ThreadPicker
 
 __all__ = ["EpochResult", "Trainer", "batch_inputs"]
 
 EDGES_SEED_STRIDE = 104_729
-"""The edge objective's stream (hidden edges, non-edges, input dropout) is seeded
+"""The edge objective's stream (masked edges, non-edges, input dropout) is seeded
 ``seed + EDGES_SEED_STRIDE``, apart from the views' and the selector's."""
 AUGMENT_SEED_STRIDE = 7919
 """Rank r's augmentation stream is seeded ``seed + AUGMENT_SEED_STRIDE * r`` (rank 0 as a
@@ -109,10 +110,10 @@ class Trainer:
         self.objective = cfg.resolved_objective()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            if self.objective == "edges" and mode == "minibatch" and cfg.learning.edge_hard:
-                raise UsageError(EDGE_HARD_FULL_GRAPH)
             # the link decoder, for the edge objective, trains beside the encoder
             self.model = with_decoder(make_model(in_dim, cfg.model, encoder), cfg).to(self.device)
+        if self.objective == "edges":  # no views to project: the head takes no part (and
+            self.model.head.requires_grad_(False)  # DDP waits for no gradient of it)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=cfg.run.lr,
                                           weight_decay=cfg.run.weight_decay)
         # strata refreshed every T_int epochs on the full graph, every batch in mini-batches
@@ -138,6 +139,9 @@ class Trainer:
             seed + EDGES_SEED_STRIDE + AUGMENT_SEED_STRIDE * rank)
         self._edges: tuple[Tensor, MaskedEdges | EdgeBatches] | None = None  # and its graph
         self._edge_losses: list[float] = []  # this epoch's edge-objective losses
+        self._edge_categories: dict[str, list[float]] = {}  # and each category's loss, weight
+        self.edge_active = 0
+        """Non-edges per anchor at the edge objective's last step."""
         self.epoch = 0  # epochs completed
         self.threads: ThreadPicker | None = None
         """Times the first steps at its thread counts until it has chosen (``edgegcl.training.
@@ -221,54 +225,76 @@ class Trainer:
         return out
 
     def edge_step(self, x: Tensor, edge_index: Tensor) -> LossOutput:
-        """One step of the edge objective on the whole graph: a share ``edge_mask`` of its
-        undirected edges hidden from the encoder (both directions), its input features
-        dropped out (``edge_dropout``), and the decoder's binary cross-entropy of the hidden
-        edges against as many non-edges (edgegcl.training.edges)."""
+        """One step of the edge objective on the whole graph: each direction of its edges
+        masked with probability ``edge_mask`` (an edge hidden from the encoder when both
+        are), its input features dropped out (``edge_dropout``), and the decoder's binary
+        cross-entropy of the masked edges against the non-edges the schedule picks
+        (edgegcl.training.edges, .nonedges)."""
         masked = self._edge_source(edge_index, x.size(0), MaskedEdges)
         assert isinstance(masked, MaskedEdges)
         split = masked.draw()
+        pools = candidate_pools(split.hidden, masked.keys, masked.num_nodes,
+                                self.cfg.learning.edge_pool, self.edges_generator)
         features = dropout_entries(as_features(x), self.cfg.learning.edge_dropout,
                                    self.edges_generator)
         z = self.net(features, split.kept.to(self.device))
-        return self._edge_update(z, split.hidden.to(self.device),
-                                 split.non_edges.to(self.device))
+        return self._edge_update(z, pools)
 
-    def _edge_update(self, z: Tensor, edges: Tensor, non_edges: Tensor) -> LossOutput:
-        """The decoder's loss of ``edges`` against ``non_edges`` (rows of ``z``, [2, M]
-        each), backward and the optimiser's update."""
+    def _edge_update(self, z: Tensor, pools: CandidatePools) -> LossOutput:
+        """The decoder's loss of the anchors' edges against the non-edges the scheduler picks
+        from their pools (``pools``' node ids are rows of ``z``), backward and the optimiser's
+        update; the loss of each category's non-edges kept for the scheduler's epoch."""
+        scheduler, device = self.scheduler, z.device
+        picked = schedule_non_edges(pools, scheduler.fractions(), self.cfg.schedule.ratio_map(),
+                                    type(scheduler).ranks_candidates, self.edges_generator, z)
+        anchors = z[pools.anchors.to(device)]
+        others = z[pools.candidates.gather(1, picked.columns).to(device)]  # [M, K, D]
         decoder = self.model.decoder
-        loss = edge_loss(decoder(z[edges[0]], z[edges[1]]),
-                         decoder(z[non_edges[0]], z[non_edges[1]]))
+        negative = decoder(anchors.unsqueeze(1), others)  # [M, K]
+        weights = picked.chosen.to(device, z.dtype)
+        targets = pools.targets.to(device)
+        loss = edge_loss(decoder(z[targets[0]], z[targets[1]]), negative, weights)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
         self._edge_losses.append(float(loss.detach()))
+        if picked.category is not None:  # each category's mean loss (what HANS reads)
+            terms = torch.nn.functional.softplus(negative.detach()) * weights
+            category = picked.category.to(device)
+            for i, c in enumerate(CATEGORIES):
+                columns = category == i
+                if bool(columns.any()):
+                    total = self._edge_categories.setdefault(c, [0.0, 0.0])
+                    total[0] += float(terms[:, columns].sum())
+                    total[1] += float(weights[:, columns].sum())
+        self.edge_active = picked.columns.size(1)
         return LossOutput(loss.detach(), {})
 
     def _edge_source(self, edge_index: Tensor, num_nodes: int,
                      kind: type[MaskedEdges] | type[EdgeBatches]) -> MaskedEdges | EdgeBatches:
         """The edge objective's draws for this graph (made at its first step)."""
         if self._edges is None or self._edges[0] is not edge_index:
-            learning = self.cfg.learning
-            source = (MaskedEdges(edge_index, num_nodes, learning.edge_mask,
-                                  self.edges_generator, learning.edge_hard)
-                      if kind is MaskedEdges else
-                      EdgeBatches(edge_index, num_nodes, learning.edge_mask,
-                                  self.edges_generator))
+            source = kind(edge_index, num_nodes, self.cfg.learning.edge_mask,
+                          self.edges_generator)
             self._edges = (edge_index, source)
         return self._edges[1]
 
     def edge_batch_step(self, x: Tensor, loader: NodeLoader) -> LossOutput:
         """One mini-batch step of the edge objective (edgegcl.training.edges.EdgeBatches):
-        batch_size / 4 target edges and as many non-edges, their endpoints the seeds of one
-        subgraph the loader's sampler draws, the targets and this step's hidden edges taken
-        out of it before the encoder runs; the decoder's loss on the seeds' embeddings."""
+        batch_size / 4 target edges, as many anchors of non-edges and their tiles' pools of
+        candidates (edgegcl.training.nonedges), those nodes
+        the seeds of one subgraph the loader's sampler draws, the targets and this step's
+        hidden edges taken out of it before the encoder runs; the decoder's loss on the seeds'
+        embeddings."""
         graph = loader.data
         batches = self._edge_source(graph.edge_index, int(graph.num_nodes), EdgeBatches)
         assert isinstance(batches, EdgeBatches)
-        targets, non_edges = batches.draw(max(1, self.cfg.run.batch_size // 4))
-        seeds, where = torch.unique(torch.cat([targets, non_edges], 1), return_inverse=True)
+        targets = batches.draw(max(1, self.cfg.run.batch_size // 4))
+        pools = candidate_pools(targets, batches.keys, batches.num_nodes,
+                                self.cfg.learning.edge_pool, self.edges_generator)
+        m = targets.size(1)
+        seeds, where = torch.unique(torch.cat([targets.reshape(-1), pools.anchors,
+                                               pools.pools.reshape(-1)]), return_inverse=True)
         out = loader.collate_fn(seeds)
         batch = out if isinstance(out, Data) else loader.filter_fn(out)
         edges, hops, rows = batch_inputs(batch, self.device)
@@ -277,18 +303,32 @@ class Trainer:
         features = dropout_entries(features, self.cfg.learning.edge_dropout,
                                    self.edges_generator)
         z = self.net(features, edges, hops)  # the seeds' rows
-        where, m = where.to(self.device), targets.size(1)
-        return self._edge_update(z, where[:, :m], where[:, m:])
+        local = CandidatePools(where[:2 * m].view(2, m), where[2 * m:3 * m],
+                               where[3 * m:].view_as(pools.pools), pools.valid)
+        return self._edge_update(z, local)
+
+    def edge_categories(self) -> dict[str, float]:
+        """This epoch's mean loss of each category's non-edges so far (the edge objective's
+        per-category losses; a category without non-edges this epoch is absent)."""
+        return {c: total / count for c, (total, count) in self._edge_categories.items()
+                if count > 0}
 
     def step(self) -> EpochResult:
         """End of an epoch, as ``lr_scheduler.step()``: HANS steps on the epoch's
         anchor-weighted mean losses (``ScheduledContrast.step``) and the epoch is counted.
-        Under the edge objective the epoch's loss is its steps' mean and HANS does not step
-        (no views are contrasted)."""
+        Under the edge objective the epoch's loss is its steps' mean, and the scheduler steps
+        on each category's mean loss of its non-edges (over every rank under torchrun)."""
         if self.objective == "edges":
+            category = self.edge_categories()
+            losses, self._edge_losses, self._edge_categories = self._edge_losses, [], {}
+            reads = type(self.scheduler).reads_losses
+            if reads and self.world is not None:  # one decision for every rank
+                category = self.world.weighted_mean(
+                    {c: category.get(c, 0.0) for c in CATEGORIES}, 1.0)
+            events = self.scheduler.step(
+                {c: category.get(c, 0.0) for c in CATEGORIES} if reads else EQUAL_LOSSES)
             self.epoch += 1
-            losses, self._edge_losses = self._edge_losses, []
-            return EpochResult(sum(losses) / max(len(losses), 1), {}, [])
+            return EpochResult(sum(losses) / max(len(losses), 1), category, events)
         events = self.contrast.step()
         self.epoch += 1
         epoch = self.contrast.last_epoch

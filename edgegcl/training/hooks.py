@@ -72,11 +72,20 @@ class Hook:
 
 class Probe(Hook):
     """The linear probe every ``eval_every`` epochs and at the last (rank 0): fills the row's
-    F1 cells and keeps the encoder that validation chooses (edgegcl.training.prober)."""
+    F1 cells and keeps the encoder that validation chooses (edgegcl.training.prober).
+
+    In mini-batches the heap pages the steps freed are handed back first: the probe embeds
+    every node (a graph-sized block), and the steps' pages, kept for reuse between steps
+    (edgegcl.memory.reuse_freed_memory), would otherwise sit under it, adding the batch's
+    peak to the graph's."""
 
     def epoch_end(self, seed: SeedTraining, row: Row, events: list[Any]) -> None:
         epoch, run = int(row["epoch"]), seed.cfg.run  # type: ignore[call-overload]
         if seed.main and (epoch % run.eval_every == 0 or epoch == run.epochs):
+            if seed.loader is not None:
+                from edgegcl.memory import release_cpu_memory
+
+                release_cpu_memory()
             row.update(seed.prober.probe(epoch, seed.trainer.model, seed.x, seed.edge_index,
                                          epoch == run.epochs))
 
@@ -186,10 +195,9 @@ def _schedule_text(seed: SeedTraining, row: Row) -> str:
     the budget theta_max, and, for a scheduler with hardness strata (HANS), how full each
     category's cap is (eta)."""
     hans = seed.trainer.scheduler
-    if seed.trainer.objective == "edges":
-        return f"loss {float(row['loss']):.4f} | hidden edges against as many non-edges"  # type: ignore[arg-type]
-    text = (f"loss {float(row['loss']):.4f} | {float(row['active_per_anchor']):.0f} negatives "  # type: ignore[arg-type]
-            f"per anchor, {float(row['budget_used']):.0%} of the budget")  # type: ignore[arg-type]
+    what = "non-edges per masked edge" if seed.trainer.objective == "edges" else "negatives per anchor"
+    text = (f"loss {float(row['loss']):.4f} | {float(row['active_per_anchor']):.0f} {what}, "  # type: ignore[arg-type]
+            f"{float(row['budget_used']):.0%} of the budget")  # type: ignore[arg-type]
     if type(hans).ranks_candidates:
         text += " (" + ", ".join(f"{c} {v:.0%}" for c, v in hans.eta.items()) + " of their caps)"
     return text

@@ -161,13 +161,13 @@ class SeedTraining:
             self.times.append(time.perf_counter() - t0)
         self.peak = max(self.peak, memory.peak_bytes)
         hans, views = trainer.scheduler, trainer.objective == "views"
-        row: dict[str, object] = {  # the schedule's cells are empty under the edge objective
+        row: dict[str, object] = {  # under the edge objective: non-edges per masked edge
             "epoch": epoch, "loss": result.loss,
             **{f"loss_{c}": result.category.get(c, "") for c in CATEGORIES},
-            **{f"eta_{c}": hans.eta[c] if views else "" for c in CATEGORIES},
+            **{f"eta_{c}": hans.eta[c] for c in CATEGORIES},
             "active_per_anchor": (sum(trainer.selector.plan(self.anchors, hans)[0].values())
-                                  if views else ""),
-            "budget_used": hans.budget_share() if views else "",
+                                  if views else trainer.edge_active),
+            "budget_used": hans.budget_share(),
             "epoch_s": self.times[-1], "peak_memory_bytes": memory.peak_bytes,
             "val_micro_f1": "", "test_micro_f1": "", "val_score": "", "test_score": "",
             "authors_test_micro_f1": ""}
