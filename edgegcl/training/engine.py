@@ -139,7 +139,7 @@ class Trainer:
             seed + EDGES_SEED_STRIDE + AUGMENT_SEED_STRIDE * rank)
         self._edges: tuple[Tensor, MaskedEdges | EdgeBatches] | None = None  # and its graph
         self._edge_losses: list[float] = []  # this epoch's edge-objective losses
-        self._edge_categories: dict[str, list[float]] = {}  # and each category's loss, weight
+        self._edge_categories: dict[str, Tensor] = {}  # and each category's [loss, weight] sums
         self.edge_active = 0
         """Non-edges per anchor at the edge objective's last step."""
         self.epoch = 0  # epochs completed
@@ -261,12 +261,10 @@ class Trainer:
         if picked.category is not None:  # each category's mean loss (what HANS reads)
             terms = torch.nn.functional.softplus(negative.detach()) * weights
             category = picked.category.to(device)
-            for i, c in enumerate(CATEGORIES):
+            for i, c in enumerate(CATEGORIES):  # summed on the device: no sync per step
                 columns = category == i
-                if bool(columns.any()):
-                    total = self._edge_categories.setdefault(c, [0.0, 0.0])
-                    total[0] += float(terms[:, columns].sum())
-                    total[1] += float(weights[:, columns].sum())
+                part = torch.stack([terms[:, columns].sum(), weights[:, columns].sum()])
+                self._edge_categories[c] = self._edge_categories.get(c, 0) + part
         self.edge_active = picked.columns.size(1)
         return LossOutput(loss.detach(), {})
 
@@ -310,8 +308,8 @@ class Trainer:
     def edge_categories(self) -> dict[str, float]:
         """This epoch's mean loss of each category's non-edges so far (the edge objective's
         per-category losses; a category without non-edges this epoch is absent)."""
-        return {c: total / count for c, (total, count) in self._edge_categories.items()
-                if count > 0}
+        sums = {c: part.tolist() for c, part in self._edge_categories.items()}
+        return {c: total / count for c, (total, count) in sums.items() if count > 0}
 
     def step(self) -> EpochResult:
         """End of an epoch, as ``lr_scheduler.step()``: HANS steps on the epoch's
