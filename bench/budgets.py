@@ -32,7 +32,7 @@ from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
 from edgegcl.contrast.pairs import PATHS
 from edgegcl.phases import CONTRAST_PHASES, PHASES
 from edgegcl.budget.profiler import SATURATED, auto_logits, measure_theta
-from edgegcl.training.placement import full_graph_bytes
+from edgegcl.training.placement import available_bytes, full_graph_bytes
 
 HERE = Path(__file__).resolve().parent
 THETAS = [round(0.1 * k, 1) for k in range(1, 11)]
@@ -146,9 +146,9 @@ def main() -> None:
                                                      num_features=128, avg_degree=10.0, seed=0))))
     rows = []
     for name, data in graphs:
-        fits = full_graph_bytes(data.num_nodes) < 0.8 * (
-            torch.cuda.mem_get_info(device)[0] if device.type == "cuda"
-            else __import__("psutil").virtual_memory().available)
+        every = cfg.replace(schedule={"theta_max": 1.0})  # the largest budget measured
+        fits = full_graph_bytes(every, data.num_nodes, int(data.edge_index.size(1)),
+                                data.num_features) < 0.8 * available_bytes(device)
         rows += sweep(name, data, ["full", "minibatch"] if fits else ["minibatch"], cfg, device,
                       thetas)
     out = Path(args.out)

@@ -39,7 +39,7 @@ def measure(data: Any, rounds: int, threads: int) -> dict[str, Any]:
     """Median seconds per epoch of each encoder (rounds interleaved) and the ratio to gcn's."""
     torch.set_num_threads(threads)
     base = TrainConfig(epochs=1000, T_init=0, T_int=1)
-    mode = resolve_mode(base.run.mode, data.num_nodes)
+    mode = resolve_mode(base, data, torch.device("cpu"))
     x = as_features(data.x) if mode == "full" else data.x
     trainers = {}
     for name in ENCODERS:

@@ -74,7 +74,7 @@ def train_record(root: str, dataset: str, base: str | None, flags: dict[str, Any
             rows = list(csv.DictReader(fh))
     wall = time.perf_counter() - t0
     assert r.selection is not None
-    anchors = data.num_nodes if resolve_mode(cfg.run.mode, data.num_nodes) == "full" else \
+    anchors = data.num_nodes if resolve_mode(cfg, data, torch.device(device)) == "full" else \
         min(cfg.run.batch_size, data.num_nodes)
     active = statistics.fmean(float(w["active_per_anchor"]) for w in rows)
     record = {

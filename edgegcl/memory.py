@@ -20,6 +20,7 @@ import psutil
 import torch
 
 from edgegcl.errors import UsageError
+from edgegcl_embed.memory import cgroup_limit
 
 _LIBC_NAME = ctypes.util.find_library("c")
 _LIBC = ctypes.CDLL(_LIBC_NAME) if _LIBC_NAME else None
@@ -33,9 +34,13 @@ SAMPLE_INTERVAL_S = 0.002
 def memory_limit() -> int:
     """Bytes of memory available now: the most that a size read from the user's input (a
     file's length, a declared shape, a width) may ask for before it is allocated. The
-    machine's available memory, or less under an address-space limit (``ulimit -v``,
-    RLIMIT_AS: what this process may still map)."""
+    machine's available memory, or less under a cgroup memory limit (what the group still
+    allows beyond this process's resident set: a container, a service's cap) or an
+    address-space limit (``ulimit -v``, RLIMIT_AS: what this process may still map)."""
     free = int(psutil.virtual_memory().available)
+    group = cgroup_limit()
+    if group is not None:
+        free = min(free, max(0, group - int(psutil.Process().memory_info().rss)))
     try:
         import resource  # Unix only: elsewhere there is no such limit to read
 

@@ -117,6 +117,8 @@ TINY_RUNS = {
                                    "--full-up-to", "0", "--degree-exponent", "2.5",
                                    "--out", "{out}/scaling-power-law.md"],
                                   ["scaling-power-law.md"]),
+    "full_graph_memory": (["--sizes", "300", "--thetas", "0.1", "--edge-sizes", "300",
+                           "--name", "full"], ["full.md", "full.json"]),
     "external_maskgae": (["--root", str(SHARED), "--graphs", "Cora", "--splits", "1",
                           "--seeds", "1", "--methods", "edgegcl", "--name", "maskgae",
                           "--extra", "--epochs 2 --eval-every 1 --encoder gcn --hidden-dim 16"],

@@ -201,7 +201,8 @@ def test_config_toml_reloads(two_seed_run) -> None:
     cfg = build(load_toml(run_dir / "config.toml"), {})
     expected = TrainConfig(nodes=120, features=16, hidden_dim=16, out_dim=8, proj_dim=8, epochs=6,
                            eval_every=3, T_init=2, T_int=2, device="cpu", seeds=2,
-                           out=str(run_dir), protocol="both")
+                           out=str(run_dir), protocol="both",
+                           mode="full")  # --mode auto's choice, kept for --resume
     assert cfg == expected
     ckpt = torch.load(run_dir / "checkpoint.pt", weights_only=True)
     metrics = json.loads((run_dir / "metrics.json").read_text())

@@ -72,10 +72,12 @@ def _worker(rank: int, port: int, tmp: str, conn: Connection) -> None:
         data = synthetic_graph(SyntheticSpec(num_nodes=400, num_features=DIM, homophily=0.3))
         run_dir = Path(tmp) / f"rank-{rank}"
         run_dir.mkdir()
-        auto = cfg.replace(model={"encoder": "auto"})  # each seed's search, run by every rank
+        # each seed's search, run by every rank; --mode auto: mini-batches under torchrun
+        auto = cfg.replace(model={"encoder": "auto"}, run={"mode": "auto"})
         metrics = train_seeds(auto, data, run_dir, torch.device("cpu"), world=world)
         out["written"] = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*"))
         out["metrics"] = bool(metrics)
+        out["mode"] = metrics.get("mode")
         out["choice"] = metrics["seeds"][0]["encoder_choice"] if metrics else None
         trainer = Trainer(cfg, DIM, mode="minibatch", seed=1, world=world)
         loader = structure_loader(data, cfg.run, 1, (rank, 2))
@@ -179,6 +181,7 @@ def test_rank_zero_alone_writes_the_run_directory(ranks: dict) -> None:
                  "seed-0/epochs.csv", "seed-0/hans_events.jsonl", "seed-0/result.pt"):
         assert name in written
     assert ranks[1]["written"] == [] and not ranks[1]["metrics"]
+    assert ranks[0]["mode"] == "minibatch"  # --mode auto: nothing to shard in a full graph
     choice = ranks[0]["choice"]  # the search under torchrun: rank 0's probes, every rank's steps
     assert choice["by"] == "search" and set(choice["scores"]) == {"gcn", "ego", "poly"}
 

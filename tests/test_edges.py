@@ -182,6 +182,53 @@ def test_the_edge_objective_trains_the_decoder_beside_the_encoder_and_resumes() 
     assert [again.fit_epoch(x, edges).loss for _ in range(3)] == ahead
 
 
+def test_the_degree_decoder_learns_the_masked_degrees_and_resumes() -> None:
+    from edgegcl.training.config import TrainConfig
+    from edgegcl.training.engine import Trainer
+
+    x, edges = _planted()
+    cfg = TrainConfig(objective="edges", encoder="gcn", hidden_dim=16, out_dim=16,
+                      num_layers=1, lr=0.05, edge_dropout=0.0, degree_weight=1.0)
+    trainer = Trainer(cfg, x.size(1), seed=0)
+    decoder = trainer.model.degree_decoder
+    start = [p.detach().clone() for p in decoder.parameters()]
+    for _ in range(30):
+        trainer.fit_epoch(x, edges)
+    assert all(not torch.equal(a, b) for a, b in zip(start, decoder.parameters()))
+    # each node's masked directed edges: about edge_mask x its degree, as regressed
+    degree = torch.bincount(edges[1], minlength=x.size(0)).float() * cfg.learning.edge_mask
+    with torch.no_grad():
+        trainer.model.eval()
+        guess = decoder(trainer.model(x, edges))
+    assert float((guess - degree).abs().mean()) < float((degree - degree.mean()).abs().mean())
+    again = Trainer(cfg, x.size(1), seed=0)
+    again.load_state_dict(trainer.state_dict())
+    assert torch.equal(again.model.degree_decoder.net[0].weight, decoder.net[0].weight)
+    plain = Trainer(TrainConfig(objective="edges", encoder="gcn", hidden_dim=16, out_dim=16,
+                                num_layers=1), x.size(1), seed=0)
+    assert not hasattr(plain.model, "degree_decoder")
+
+
+@pytest.mark.parametrize("objective", ["edges", "views"])
+def test_grad_clip_bounds_the_gradients_total_norm(objective: str) -> None:
+    from edgegcl.training.config import TrainConfig
+    from edgegcl.training.engine import Trainer
+
+    x, edges = _planted()
+
+    def norm(clip: float) -> float:
+        cfg = TrainConfig(objective=objective, encoder="gcn", hidden_dim=16, out_dim=16,
+                          num_layers=1, grad_clip=clip)
+        trainer = Trainer(cfg, x.size(1), seed=0)
+        trainer.fit_epoch(x, edges)  # the gradients stay on the weights after the update
+        grads = [p.grad for p in trainer.model.parameters() if p.grad is not None]
+        return float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])))
+
+    free = norm(0.0)
+    assert free > 1e-3  # clipping at 1e-3 below has something to clip
+    assert norm(1e-3) <= 1e-3 * (1 + 1e-4)  # clip_grad_norm_ scales by clip / (norm + 1e-6)
+
+
 def test_a_link_run_keeps_the_decoder_that_scored_its_checkpoint(tmp_path: Path) -> None:
     """The default link run learns from the edges: the checkpoint holds the decoder chosen on
     validation, and its encoder and decoder score the test pairs exactly as the run did."""

@@ -4,7 +4,6 @@ end-to-end training, mode selection and the full-graph memory guard."""
 from __future__ import annotations
 
 import json
-from collections import namedtuple
 
 import pytest
 import torch
@@ -62,21 +61,34 @@ def test_minibatch_training_end_to_end(tmp_path, capsys):
     assert any(e["delta_eta"] > 0 and e["reason"] != "bootstrap" for e in events)  # HANS moved
 
 
-def test_auto_mode_switches_to_minibatch_above_the_threshold():
-    assert resolve_mode("auto", train_mod.FULL_GRAPH_MAX_NODES) == "full"
-    assert resolve_mode("auto", train_mod.FULL_GRAPH_MAX_NODES + 1) == "minibatch"
-    assert resolve_mode("full", 10**6) == "full"
+def test_auto_mode_trains_full_graph_while_its_step_fits_the_memory(monkeypatch):
+    data = synthetic_graph(SyntheticSpec(num_nodes=300, num_features=16, avg_degree=4, seed=0))
+    cfg, cpu = TrainConfig(), torch.device("cpu")
+    need = train_mod.full_graph_bytes(cfg, 300, int(data.edge_index.size(1)), 16)
+    have = int(need / train_mod.FULL_GRAPH_SHARE)  # the step takes exactly the share it may
+    monkeypatch.setattr(train_mod, "available_bytes", lambda device: have)
+    choice = train_mod.choose_mode(cfg, data, cpu)
+    assert choice.mode == "full" and (choice.need, choice.have) == (need, have)
+    assert "full graph" in choice.line() and "MiB" in choice.line()
+    monkeypatch.setattr(train_mod, "available_bytes", lambda device: have - 4)
+    choice = train_mod.choose_mode(cfg, data, cpu)
+    assert choice.mode == "minibatch" and "--mode full" in choice.line()
+    # a mode the user names is kept, whatever the memory, and says nothing
+    named = train_mod.choose_mode(cfg.replace(run={"mode": "full"}), data, cpu)
+    assert named.mode == "full" and named.line() is None
+    assert resolve_mode(cfg.replace(run={"mode": "minibatch"}), data, cpu) == "minibatch"
 
 
-def test_full_graph_mode_refuses_what_cannot_fit(tmp_path, capsys, monkeypatch):
-    Mem = namedtuple("Mem", "available")
-    monkeypatch.setattr(train_mod.psutil, "virtual_memory", lambda: Mem(100_000))  # the graph fits, its N x N terms do not
-    out = tmp_path / "run"
-    code = main(["train", *TINY, "--mode", "full", "--device", "cpu", "--out", str(out)])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1
-    assert "--mode minibatch" in err[0] and "GiB" in err[0]
-    assert not out.exists()
+def test_the_full_graph_model_grows_with_pairs_for_views_and_edges_for_links():
+    cfg = TrainConfig()
+    views = [train_mod.full_graph_bytes(cfg, n, 10 * n, 128) for n in (10_000, 20_000)]
+    assert 3.0 < views[1] / views[0] <= 4.0  # the N x N contrast dominates
+    cheaper = train_mod.full_graph_bytes(cfg.replace(schedule={"theta_max": 0.05}),
+                                         20_000, 200_000, 128)
+    assert cheaper < views[1]  # a smaller budget: a smaller step
+    links = cfg.replace(run={"task": "link"})
+    edges = [train_mod.full_graph_bytes(links, n, 10 * n, 128) for n in (10_000, 20_000)]
+    assert abs(edges[1] - 2 * edges[0]) <= 4  # the edges, not the pairs
 
 
 def test_a_minibatch_epoch_reports_progress_after_every_batch():
@@ -135,3 +147,27 @@ def test_a_step_gathers_its_batch_features_and_frees_them_before_view_2():
     e_2 = remove_edges(batch.edge_index, cfg.augment.p_edge_2, g)
     torch.testing.assert_close(h1, model.project(model(x_1, e_1, hops)))
     torch.testing.assert_close(h2, model.project(model(x_2, e_2, hops)))
+
+
+def test_a_resumed_run_keeps_the_mode_auto_chose(tmp_path, monkeypatch):
+    """The choice is made once, written to config.toml, and a resume continues in it even
+    where the memory would now choose otherwise."""
+    from edgegcl.errors import Stopped
+    from edgegcl.training.seeds import train_seeds
+
+    cfg = TrainConfig(nodes=120, features=8, hidden_dim=8, out_dim=4, proj_dim=4, epochs=4,
+                      eval_every=2, encoder="gcn", device="cpu", batch_size=64,
+                      sampler="builtin")
+    data = synthetic_graph(cfg.synthetic_spec())
+    run = tmp_path / "run"
+    run.mkdir()
+    epochs = iter(range(100))
+    with pytest.raises(Stopped):
+        train_seeds(cfg, data, run, torch.device("cpu"), stop=lambda: next(epochs) >= 1)
+    assert 'mode = "full"' in (run / "config.toml").read_text()
+    monkeypatch.setattr(train_mod, "available_bytes", lambda device: 1)  # would choose batches
+    metrics = train_seeds(cfg, data, run, torch.device("cpu"), resume=True)
+    assert metrics["mode"] == "full"
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    assert train_seeds(cfg, data, fresh, torch.device("cpu"))["mode"] == "minibatch"

@@ -68,6 +68,15 @@ def test_the_last_count_can_win() -> None:
     assert picker.chosen == 1
 
 
+def test_a_near_tie_keeps_more_threads() -> None:
+    picker = ThreadPicker(cores=2, steps=1)
+    _feed(picker, {2: 1.0, 1: 0.95})  # one thread saved 5 %: not worth the rest of the run's
+    assert picker.chosen == 2
+    picker = ThreadPicker(cores=2, steps=1)
+    _feed(picker, {2: 1.0, 1: 0.85})
+    assert picker.chosen == 1
+
+
 def test_median_of_a_count_resists_one_slow_step() -> None:
     picker = ThreadPicker(cores=2, steps=3)
     times = iter([9.0, 1.0, 8.0, 1.0, 2.0, 2.0, 2.0])  # warm-up, 2 threads (one slow), 1 thread

@@ -77,7 +77,8 @@ def measure_budgets(data: Data, cfg: TrainConfig, device: torch.device,
     after each measurement."""
     if repeats < 1 or not thetas:
         raise UsageError("--repeats must be at least 1 and --thetas name one budget or more")
-    mode = resolve_mode(cfg.run.mode, data.num_nodes)
+    mode = resolve_mode(cfg, data, device)
+    cfg = cfg.replace(run={"mode": mode})  # one choice for every measurement
     paths = PATHS if cfg.contrast.logits == "auto" else (cfg.contrast.logits,)
     cells = {(t, p): Cell(t, p) for t in sorted(set(thetas)) for p in paths}
     order = list(cells)

@@ -200,7 +200,7 @@ def _measure(data: Data, cfg: TrainConfig, device: torch.device,
 
 def _measure_one(data: Data, cfg: TrainConfig, device: torch.device,
                  eta: dict[str, float]) -> Cost:
-    mode = resolve_mode(cfg.run.mode, data.num_nodes)
+    mode = resolve_mode(cfg, data, device)
     # Full graph: strata are refreshed every T_int epochs; step 1 of each timed block refreshes.
     batches = _batches(data, cfg, mode, device)
     times: list[float] = []
@@ -234,7 +234,7 @@ def pick_threads(data: Data, cfg: TrainConfig, device: torch.device,
     """Train a throwaway model at the run's settings (HANS at ``reachable_eta``) until
     ``picker`` has chosen the thread count, so the measurements after it are taken at that
     count (edgegcl.training.threads)."""
-    mode = resolve_mode(cfg.run.mode, data.num_nodes)
+    mode = resolve_mode(cfg, data, device)
     batches = _batches(data, cfg, mode, device)
     if cfg.model.encoder == AUTO:  # any candidate: the thread count is the machine's
         cfg = cfg.with_encoder(cfg.model.candidates()[0])
@@ -260,13 +260,15 @@ def _flush(device: torch.device) -> None:
 
 
 def auto_logits(data: Data, cfg: TrainConfig, theta: float,
-                eta: dict[str, float] | None = None) -> str:
+                eta: dict[str, float] | None = None,
+                device: torch.device | None = None) -> str:
     """The logits path ``--logits auto`` takes at ``theta_max = theta`` in the state
     ``measure_theta`` holds (``eta``, default ``reachable_eta``), for a step of the run's
     anchors (the graph, or a batch): what a run without ``--auto-budget`` trains on there
-    (edgegcl.contrast.pairs.choose_logits)."""
+    (edgegcl.contrast.pairs.choose_logits). ``device``: where ``--mode auto`` would train
+    (default the CPU)."""
     cfg = cfg.replace(schedule={"theta_max": theta})
-    mode = resolve_mode(cfg.run.mode, data.num_nodes)
+    mode = resolve_mode(cfg, data, torch.device("cpu") if device is None else device)
     anchors = data.num_nodes if mode == "full" else min(cfg.run.batch_size, data.num_nodes)
     scheduler = cfg.build_scheduler()
     scheduler.eta = reachable_eta(cfg) if eta is None else dict(eta)
@@ -354,7 +356,8 @@ def calibrate(data: Data, cfg: TrainConfig, profile: DeviceProfile, device: torc
     fastest setting within the memory budget is chosen (``meets_target`` False); only when
     none is within memory is ``chosen`` None. ``log`` receives the progress lines; ``cache``
     answers the measurements it holds and keeps the new ones."""
-    mode = resolve_mode(cfg.run.mode, data.num_nodes)
+    mode = resolve_mode(cfg, data, device)
+    cfg = cfg.replace(run={"mode": mode})  # one choice for every measurement
     budgets = Budgets(profile.target_epoch_s, training_memory_budget(profile, device))
     notes: list[str] = []
     batch = cfg.run.batch_size

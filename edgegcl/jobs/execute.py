@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from edgegcl.training.distributed import stop as stop_world
 from edgegcl.training.hooks import AfterFirstEpoch, Hook
 from edgegcl.training.linkprober import resolve_link_metric
 from edgegcl.training.nonedges import edges_line
-from edgegcl.training.placement import check_full_graph_memory, resolve_mode
+from edgegcl.training.placement import check_full_graph_memory, choose_mode
 from edgegcl.training.prober import MIN_LABELLED_NODES
 from edgegcl.training.results import SeedResult
 from edgegcl.training.seeds import train_planned
@@ -87,15 +87,17 @@ def _prepare(plan: Plan, graph: Data | None, hold: ExitStack) -> _Prepared:
         s, world = _join_world(s, graph, hold)
     cfg, data, main = s.cfg, s.data, world is None or world.is_main
     assert data is not None
-    mode = resolve_mode(cfg.run.mode, data.num_nodes)
     edges = cfg.resolved_objective() == "edges"
     if plan.auto_budget and edges:
         raise UsageError("--auto-budget times the two views' contrast, and this run learns "
                          "from the edges (objective edges), whose steps it does not model; drop "
                          "--auto-budget and give --theta-max (the non-edges per masked edge), "
                          "or add --objective views")
-    if mode == "full" and not edges:  # the views' N x N terms (the edges' step is O(E))
-        check_full_graph_memory(data.num_nodes, s.device)
+    mode = choose_mode(cfg, data, s.device)  # once: the run directory's config.toml keeps it
+    if mode.need is None and mode.mode == "full":
+        check_full_graph_memory(cfg, data, s.device)
+    cfg = cfg.replace(run={"mode": mode.mode})
+    s = replace(s, cfg=cfg)
     starts: list[Callable[[], None]] = []  # rank 0's new directory: mark it started
     run_dir = plan.resume if plan.resume is not None else on_main(
         world, partial(_new_run_dir, hold, cfg, starts))
@@ -115,6 +117,9 @@ def _prepare(plan: Plan, graph: Data | None, hold: ExitStack) -> _Prepared:
     if main and getattr(data, "ids", None) is not None:  # an edge list's ids, row by row
         write_atomic(run_dir / "node_ids.txt", "".join(f"{i}\n" for i in data.ids))
     if main:
+        line = mode.line()
+        if line is not None:
+            say(line)
         _start_lines(s, run_dir, world, cal)
     return _Prepared(s, world, run_dir, starts[0] if starts else None, threads, cal,
                      plan.resume is not None)
@@ -127,8 +132,9 @@ def _join_world(s: Start, graph: Data | None, hold: ExitStack) -> tuple[Start, W
     full-graph mode (one line). The graph loads after the ranks have joined, so
     a graph that cannot load stops every rank at once with rank 0's line (not the others
     waiting for a rank that has gone)."""
-    if s.cfg.run.mode != "auto":  # refused before joining the ranks; auto once the graph is known
-        require_minibatch(s.cfg.run.mode)
+    if s.cfg.run.mode == "auto":  # every rank trains a shard of each epoch's batches
+        s = replace(s, cfg=s.cfg.replace(run={"mode": "minibatch"}))
+    require_minibatch(s.cfg.run.mode)  # refused before joining the ranks
     world = start_world(s.cfg.distributed, s.cfg.run.device)
     hold.callback(stop_world)  # a rank that stops before training leaves the group cleanly
     problem, data = None, s.data
@@ -145,7 +151,6 @@ def _join_world(s: Start, graph: Data | None, hold: ExitStack) -> tuple[Start, W
         raise UsageError(found) if world.is_main else QuietUsageError(found)
     data = data if graph is not None or mapped else share_graph(data, world)
     assert data is not None
-    require_minibatch(resolve_mode(s.cfg.run.mode, data.num_nodes))
     return s.with_data(data, world.device), world
 
 
@@ -168,7 +173,7 @@ def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration 
     if cfg.resolved_objective() == "edges":
         say(edges_line(cfg))
     layers, hops = cfg.model.num_layers, len(cfg.run.fanout)
-    if (resolve_mode(cfg.run.mode, data.num_nodes) == "minibatch" and not cfg.model.user_encoder
+    if (cfg.run.mode == "minibatch" and not cfg.model.user_encoder
             and hops < layers):
         example = ",".join(["10"] * layers)
         what = {"gcn": "GCN", "auto": "encoder"}.get(cfg.model.encoder,

@@ -114,7 +114,7 @@ class ChunkedAdjacency:
     """The whole graph's normalised adjacency for all-node products a chunk of nodes at a time.
 
     Only index arrays are kept, the edges grouped by target (``in_ptr``, ``in_src``: a CSR
-    without values) and by source (``out_ptr``, ``out_dst``); a chunk's weights
+    without values, int32 or int64) and by source (``out_ptr``, ``out_dst``); a chunk's weights
     1/sqrt(deg_i deg_j) are recomputed from ``deg_inv_sqrt`` when it is read. Grouping by
     source is free when ``edge_index`` is sorted by source (coalesced graphs: ``out_dst`` is a
     view of it), else one more index per edge. Same weights as ``gcn_adjacency``.
@@ -210,7 +210,11 @@ def chunked_adjacency(edge_index: Tensor, num_nodes: int) -> ChunkedAdjacency:
     deg_inv_sqrt = (per_target + 1).to(torch.float32).rsqrt()
     in_ptr = _pointers(per_target)
     del per_target
-    in_src = src if _sorted(dst) else src.index_select(0, torch.argsort(dst, stable=True))
+    if _sorted(dst):
+        in_src = src
+    else:  # int32 where the ids fit: half the index a whole-graph pass holds
+        narrow = torch.int32 if num_nodes <= torch.iinfo(torch.int32).max else torch.long
+        in_src = src.index_select(0, torch.argsort(dst, stable=True)).to(narrow)
     out_ptr = _pointers(torch.bincount(src, minlength=num_nodes))
     out_dst = dst if _sorted(src) else dst.index_select(0, torch.argsort(src, stable=True))
     return ChunkedAdjacency(deg_inv_sqrt, in_ptr, in_src, out_ptr, out_dst)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-__all__ = ["LinkDecoder"]
+__all__ = ["DegreeDecoder", "LinkDecoder"]
 
 
 class LinkDecoder(nn.Module):
@@ -32,3 +32,24 @@ class LinkDecoder(nn.Module):
     def forward(self, z_u: Tensor, z_v: Tensor) -> Tensor:
         """The pairs' logits [K] from their embeddings [K, D] each."""
         return self.net(z_u * z_v).squeeze(-1)
+
+
+class DegreeDecoder(nn.Module):
+    """deg(u) = relu(W2 relu(dropout(W1 z_u + b1)) + b2): MaskGAE's degree decoder, a
+    regulariser trained beside the link decoder (each node's count of masked edges regressed
+    from its embedding); training only, never exported.
+
+    Example:
+        >>> import torch
+        >>> DegreeDecoder(8)(torch.randn(5, 8)).shape
+        torch.Size([5])
+    """
+
+    def __init__(self, dim: int, hidden: int = 64, dropout: float = 0.2) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(dim, hidden), nn.Dropout(dropout), nn.ReLU(),
+                                 nn.Linear(hidden, 1), nn.ReLU())
+
+    def forward(self, z: Tensor) -> Tensor:
+        """The nodes' predicted degrees [N] from their embeddings [N, D]."""
+        return self.net(z).squeeze(-1)

@@ -105,7 +105,9 @@ class RunConfig(Section):
 
     TITLE = "training, evaluation and the run directory"
     mode: Mode = option("auto", "full (the whole graph is one batch), minibatch "
-                        "(neighbour-sampled batches), or auto (full up to 10000 nodes)")
+                        "(neighbour-sampled batches), or auto (full while a full-graph step's "
+                        "predicted memory is at most half of what is available when the run "
+                        "starts; the run says the numbers)")
     batch_size: int = option(1024, "minibatch: seed nodes (anchors) per batch (per rank under "
                              "torchrun)", at_least=2, at_most=1 << 31,
                              why="one anchor has no negatives: its loss is 0; no graph has more "
@@ -121,6 +123,9 @@ class RunConfig(Section):
                        why="Adam moves each weight by about lr a step: beyond it training only "
                        "diverges (and float32 overflows)")
     weight_decay: float = option(1e-5, "Adam weight decay", at_least=0.0)
+    grad_clip: float = option(0.0, "the gradients' largest total norm at each update, "
+                              "clipped to it beforehand (0: not clipped)", at_least=0.0,
+                              omit_default=True)
     device: str = option("auto", "auto, cpu, cuda or cuda:N (under torchrun each rank's GPU is "
                          "LOCAL_RANK)")
     threads: int = option(0, "CPU threads torch uses (0: OMP_NUM_THREADS when set, else the "
@@ -211,8 +216,14 @@ class LearningConfig(Section):
     decoder_dropout: float = option(0.2, "edges: dropout on the link decoder's input",
                                     at_least=0.0, at_most=0.99, omit_default=True)
 
+    degree_weight: float = option(0.0, "edges: alpha, the weight of a degree decoder's loss "
+                                  "beside the links' (MaskGAE's: an MLP on each node's "
+                                  "embedding regresses its count of the step's masked edges, "
+                                  "mean squared error); 0: no degree decoder", at_least=0.0,
+                                  at_most=1e6, omit_default=True)
+
     EDGES_ONLY: ClassVar[tuple[str, ...]] = ("edge_mask", "edge_dropout", "edge_pool",
-                                             "decoder_dim", "decoder_dropout")
+                                             "decoder_dim", "decoder_dropout", "degree_weight")
     """What the ``views`` objective does not read."""
 
     def resolved(self, task: str) -> str:

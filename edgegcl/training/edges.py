@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from edgegcl.errors import UsageError
-from edgegcl.nn.decoder import LinkDecoder
+from edgegcl.nn.decoder import DegreeDecoder, LinkDecoder
 from edgegcl.training.config import TrainConfig
 
 __all__ = ["EdgeBatches", "EdgeSplit", "MaskedEdges", "edge_loss", "with_decoder"]
@@ -150,6 +150,9 @@ def with_decoder(model: nn.Module, cfg: TrainConfig) -> nn.Module:
         width = model.head.fc1.in_features
         model.decoder = LinkDecoder(width, cfg.learning.decoder_dim,
                                     cfg.learning.decoder_dropout)
+        if cfg.learning.degree_weight > 0:
+            model.degree_decoder = DegreeDecoder(width, cfg.learning.decoder_dim,
+                                                 cfg.learning.decoder_dropout)
     return model
 
 

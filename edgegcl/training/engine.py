@@ -216,7 +216,7 @@ class Trainer:
             clock.mark("loss backward")
             torch.autograd.backward((h1, h2), (p1.grad, p2.grad))
             clock.mark("encoder backward")
-        self.optimizer.step()
+        self._update()
         if clock is not None:
             clock.mark("optimiser")
             clock.steps += 1
@@ -240,6 +240,13 @@ class Trainer:
         z = self.net(features, split.kept.to(self.device))
         return self._edge_update(z, pools)
 
+    def _update(self) -> None:
+        """The optimiser's step on the gradients just computed, their total norm first clipped
+        to ``grad_clip`` when it is set."""
+        if self.cfg.run.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.run.grad_clip)
+        self.optimizer.step()
+
     def _edge_update(self, z: Tensor, pools: CandidatePools) -> LossOutput:
         """The decoder's loss of the anchors' edges against the non-edges the scheduler picks
         from their pools (``pools``' node ids are rows of ``z``), backward and the optimiser's
@@ -254,9 +261,14 @@ class Trainer:
         weights = picked.chosen.to(device, z.dtype)
         targets = pools.targets.to(device)
         loss = edge_loss(decoder(z[targets[0]], z[targets[1]]), negative, weights)
+        alpha = self.cfg.learning.degree_weight
+        if alpha > 0:  # MaskGAE's degree term: each row's count of the step's masked edges
+            degree = torch.bincount(targets[1], minlength=z.size(0)).to(z.dtype)
+            loss = loss + alpha * torch.nn.functional.mse_loss(self.model.degree_decoder(z),
+                                                               degree)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        self.optimizer.step()
+        self._update()
         self._edge_losses.append(float(loss.detach()))
         if picked.category is not None:  # each category's mean loss (what HANS reads)
             terms = torch.nn.functional.softplus(negative.detach()) * weights

@@ -8,28 +8,43 @@ mode's anchors are a sampled subgraph's seed nodes. A step itself is
 
 from __future__ import annotations
 
-import psutil
+from dataclasses import dataclass
+
 import torch
 from torch_geometric.data import Data
 from torch_geometric.loader import NodeLoader
 
+from edgegcl.contrast.pairs import PAIRS_UP_TO
 from edgegcl.data.sampling import make_loader
+from edgegcl.memory import memory_limit
 from edgegcl.nn.adjacency import carry_adjacency, grouped_adjacency
 from edgegcl.errors import UsageError
-from edgegcl.training.config import RunConfig
+from edgegcl.training.config import RunConfig, TrainConfig
 
-__all__ = ["check_full_graph_memory", "full_graph_bytes", "on_disk", "resolve_device",
-           "resolve_mode", "structure_loader"]
+__all__ = ["ModeChoice", "available_bytes", "check_full_graph_memory", "choose_mode",
+           "full_graph_bytes", "on_disk", "resolve_device", "resolve_mode", "structure_loader"]
 
-FULL_GRAPH_MAX_NODES = 10_000
-"""``--mode auto`` trains full-graph up to this many nodes (Cora, CiteSeer, Amazon-Photo,
-Actor) and in mini-batches above (PubMed, DBLP, WikiCS, ...): the N x N terms of a
-10 000-node graph already take about 12 GiB (FULL_GRAPH_FLOATS_PER_PAIR)."""
+FULL_GRAPH_SHARE = 0.5
+"""``--mode auto`` trains full-graph while a full-graph step's predicted peak is at most this
+share of the memory available when the run starts; the rest is for what a run holds beside
+its steps (a link split's training edges, the probes' embeddings) and for other processes."""
 
-FULL_GRAPH_FLOATS_PER_PAIR = 32
-"""Peak bytes / 4 per node pair of a full-graph step (similarity blocks, exponentials,
-gradients, the stratification's sort), measured on Cora with every negative active, plus a
-margin (docs/performance.md, "Memory of a full-graph step")."""
+NODE_FLOATS_PER_WIDTH = 6.5
+"""Peak floats of a full-graph step per node and per unit of the model's widths (the
+features, twice the hidden layer, the embeddings and the projection head): activations, their
+gradients and the views' copies; 6.2 measured (docs/performance.md, "Memory of a full-graph
+step")."""
+
+PAIR_FLOATS = {"pairs": (0.0, 16.0), "dense": (9.0, 0.0)}
+"""Peak floats of a full-graph step per node pair of the two views' contrast, (a, b): a + b x
+theta_max, on each logits path (edgegcl.contrast.pairs), strata refresh included: 1.2 to 1.4
+measured at theta_max 0.1 and 3.3 to 4.4 at 0.3 on the pairs path, 6.2 to 8.3 on the dense
+one."""
+
+EDGE_FLOATS_PER_WIDTH = 8.0
+"""Peak floats of a full-graph step of the edge objective per directed edge and unit of the
+embeddings' width: each masked edge's and non-edge's two gathered embeddings, their product
+and gradients (7.3 to 8.2 measured); the nodes' share is NODE_FLOATS_PER_WIDTH's."""
 
 
 def resolve_device(name: str) -> torch.device:
@@ -42,28 +57,93 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def resolve_mode(mode: str, num_nodes: int) -> str:
-    """``auto``: full-graph up to FULL_GRAPH_MAX_NODES nodes, mini-batch above."""
-    if mode != "auto":
-        return mode
-    return "full" if num_nodes <= FULL_GRAPH_MAX_NODES else "minibatch"
+@dataclass(frozen=True)
+class ModeChoice:
+    """Full-graph or mini-batch, and why: ``need`` is a full-graph step's predicted peak in
+    bytes and ``have`` the bytes available, both None when the user named the mode."""
+
+    mode: str
+    need: int | None = None
+    have: int | None = None
+
+    def line(self) -> str | None:
+        """What the run says about ``--mode auto``'s choice, with the numbers; None when the
+        user chose."""
+        if self.need is None or self.have is None:
+            return None
+        need, have = _size(self.need), _size(self.have)
+        if self.mode == "full":
+            return (f"mode: full graph, one step per epoch (--mode auto: a full-graph step "
+                    f"needs about {need} of the {have} available; --mode minibatch bounds "
+                    "memory by the batch)")
+        return (f"mode: mini-batches (--mode auto: a full-graph step would need about {need}, "
+                f"more than {FULL_GRAPH_SHARE:.0%} of the {have} available; --mode full "
+                "trains the whole graph as one batch)")
 
 
-def full_graph_bytes(num_nodes: int) -> int:
-    """Memory the full-graph contrast needs: FULL_GRAPH_FLOATS_PER_PAIR floats per node pair."""
-    return FULL_GRAPH_FLOATS_PER_PAIR * 4 * num_nodes * num_nodes
+def _size(nbytes: int) -> str:
+    """Bytes as the run's lines say them: MiB below a GiB, else GiB."""
+    return f"{nbytes / 2**20:.0f} MiB" if nbytes < 2**30 else f"{nbytes / 2**30:.1f} GiB"
 
 
-def check_full_graph_memory(num_nodes: int, device: torch.device) -> None:
-    """Refuse full-graph mode, before any allocation, when its N x N terms cannot fit."""
-    need = full_graph_bytes(num_nodes)
-    if device.type == "cuda":
-        have = torch.cuda.mem_get_info(device)[0]
+def full_graph_bytes(cfg: TrainConfig, num_nodes: int, num_edges: int, in_dim: int) -> int:
+    """A full-graph step's predicted peak memory in bytes: the nodes' activations
+    (NODE_FLOATS_PER_WIDTH per unit of width), and the views' N x N contrast at the run's
+    theta_max on its logits path (PAIR_FLOATS) or the edge objective's edges
+    (EDGE_FLOATS_PER_WIDTH)."""
+    model = cfg.model
+    widths = in_dim + 2 * model.hidden_dim + model.out_dim + model.proj_dim
+    floats = NODE_FLOATS_PER_WIDTH * widths * num_nodes
+    if cfg.resolved_objective() == "edges":
+        floats += EDGE_FLOATS_PER_WIDTH * model.out_dim * num_edges
     else:
-        have = psutil.virtual_memory().available
+        scheduler = cfg.schedule.scheduler
+        theta = cfg.schedule.theta_max if scheduler != "none" else 1.0
+        path = cfg.contrast.logits
+        if path == "auto":  # the path a saturated step takes (edgegcl.contrast.pairs)
+            stratify = cfg.contrast.resolved_stratify(scheduler)
+            path = "pairs" if theta <= PAIRS_UP_TO[stratify] else "dense"
+        a, b = PAIR_FLOATS[path]
+        floats += (a + b * theta) * float(num_nodes) ** 2
+    return int(4 * floats)
+
+
+def available_bytes(device: torch.device) -> int:
+    """Memory a run may still take on ``device``: the GPU's free memory, or the CPU's
+    (edgegcl.memory.memory_limit: a cgroup's or address-space limit included)."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    return memory_limit()
+
+
+def choose_mode(cfg: TrainConfig, data: Data, device: torch.device) -> ModeChoice:
+    """``cfg.run.mode``, or for ``auto`` full-graph when a full-graph step's predicted peak
+    (``full_graph_bytes``) is at most FULL_GRAPH_SHARE of the memory available now, else
+    mini-batches."""
+    if cfg.run.mode != "auto":
+        return ModeChoice(cfg.run.mode)
+    need = full_graph_bytes(cfg, int(data.num_nodes), int(data.edge_index.size(1)),
+                            int(data.num_features))
+    have = available_bytes(device)
+    return ModeChoice("full" if need <= FULL_GRAPH_SHARE * have else "minibatch", need, have)
+
+
+def resolve_mode(cfg: TrainConfig, data: Data, device: torch.device) -> str:
+    """``choose_mode``'s mode: ``full`` or ``minibatch``."""
+    return choose_mode(cfg, data, device).mode
+
+
+def check_full_graph_memory(cfg: TrainConfig, data: Data, device: torch.device) -> None:
+    """Refuse full-graph mode, before any allocation, when a full-graph step's predicted peak
+    (``full_graph_bytes``) exceeds the memory available."""
+    need = full_graph_bytes(cfg, int(data.num_nodes), int(data.edge_index.size(1)),
+                            int(data.num_features))
+    have = available_bytes(device)
     if need > have:
-        raise UsageError(f"full-graph mode on {num_nodes} nodes needs about {need / 2**30:.1f} GiB "
-                         f"for the N x N similarities and their gradients, but {device.type} has "
+        what = ("the edges and activations" if cfg.resolved_objective() == "edges" else
+                "the N x N similarities and their gradients")
+        raise UsageError(f"full-graph mode on {data.num_nodes} nodes needs about "
+                         f"{need / 2**30:.1f} GiB for {what}, but {device.type} has "
                          f"{have / 2**30:.1f} GiB available; use --mode minibatch")
 
 

@@ -58,7 +58,7 @@ class SeedTraining:
         self.link_split = (seed_link_split(data, seed) if cfg.run.task == "link" else None)
         full_graph = data
         data = on_disk(data) if self.link_split is None else training_graph(data, self.link_split)
-        self.mode = mode = resolve_mode(cfg.run.mode, data.num_nodes)
+        self.mode = mode = resolve_mode(cfg, data, device)
         self.features, self.edge_index = data.x.to(device), data.edge_index.to(device)
         # full-graph steps and the probe's embeddings (rank 0 alone probes under torchrun)
         # a graph folder's mapped features stay on disk in mini-batches: each batch's rows are

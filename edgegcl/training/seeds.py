@@ -28,6 +28,7 @@ from edgegcl.data.validation import validate_graph
 from edgegcl.nn.config import AUTO
 from edgegcl.training.checkpoint import save_checkpoint
 from edgegcl.training.choice import choose_encoder
+from edgegcl.tomlfile import read_toml
 from edgegcl.training.config import TrainConfig, to_toml
 from edgegcl.training.distributed import World, on_main
 from edgegcl.training.hooks import Hook, StateSaver, standard_hooks
@@ -37,6 +38,7 @@ from edgegcl.training.resume import check_resume, finished_seed, saved_encoder
 from edgegcl.training.seed import SeedTraining, saved_state
 from edgegcl.data.identity import PYTHON, check_identity, read_identity, write_identity
 from edgegcl.training.lock import RunLock
+from edgegcl.training.placement import resolve_mode
 from edgegcl.training.state import (config_hash, guard_writes, save_atomic,
                                     write_atomic)
 from edgegcl.training.threads import ThreadChoice
@@ -145,6 +147,8 @@ def train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.devic
     with ExitStack() as hold:
         if main:
             hold.enter_context(RunLock(run_dir))
+        if resume and cfg.run.mode == "auto":
+            cfg = cfg.replace(run={"mode": _chosen_mode(run_dir)})
         if resume:
             on_main(world, lambda: check_resume(run_dir, cfg, data.x.size(1),
                                                 1 if world is None else world.size))
@@ -154,6 +158,17 @@ def train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.devic
             _refuse_used(run_dir)
         return train_planned(cfg, data, run_dir, device, report, stop, resume, world, hooks,
                          threads)
+
+
+def _chosen_mode(run_dir: Path) -> str:
+    """The mode ``--mode auto`` chose when the run in ``run_dir`` started (its config.toml's
+    ``[run] mode``), so that its seeds continue as they trained; ``auto`` where it names
+    neither full nor minibatch."""
+    saved = read_toml(run_dir / "config.toml", f"{run_dir}/config.toml",
+                      "resume a run directory that edgegcl wrote")
+    run = saved.get("run")
+    mode = run.get("mode") if isinstance(run, dict) else None
+    return mode if mode in ("full", "minibatch") else "auto"
 
 
 def _refuse_used(run_dir: Path) -> None:
@@ -176,6 +191,9 @@ def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.dev
     it (rank 0), ``data`` validated, a resumed run's files checked (edgegcl.jobs.plan and
     edgegcl.jobs.start). The arguments are ``train_seeds``'s."""
     main = world is None or world.is_main
+    if cfg.run.mode == "auto" and not resume:  # chosen once, for every seed: config.toml keeps it
+        mode = resolve_mode(cfg, data, device) if world is None else "minibatch"
+        cfg = cfg.replace(run={"mode": mode})
     if main:
         write_atomic(run_dir / "config.toml", to_toml(cfg))
         if read_identity(run_dir) is None:  # a job wrote its graph's source; here: Python's

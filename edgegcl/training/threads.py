@@ -32,6 +32,10 @@ STEPS_PER_COUNT = 2
 """Timed steps per thread count; the median decides (one step of each is a noisy sample)."""
 WARMUP_STEPS = 1
 """Untimed first step: allocator growth, kernel selection, the optimiser's state."""
+FEWER_MUST_SAVE = 0.1
+"""The share of a step fewer threads must save to be chosen: a near-tie keeps more threads,
+since the rest of a run (probes and embeddings of the whole graph, larger products than a
+step's) gains from them where a step barely does (docs/performance.md, "Threads")."""
 
 
 def thread_candidates(cores: int) -> list[int]:
@@ -53,8 +57,8 @@ class ThreadPicker:
 
     ``begin()`` before a step sets the count to measure, ``end(seconds)`` after it records the
     step's time. After a warm-up step at all cores, each count of ``thread_candidates`` runs
-    ``steps`` steps; the search goes down while the median step gets faster and stops at the
-    first count that is not (on an idle machine: two counts, 2 * ``steps`` + 1 steps). Then
+    ``steps`` steps; the search goes down while the median step gets faster (by more than
+    ``FEWER_MUST_SAVE``) and stops at the first count that is not (on an idle machine: two counts, 2 * ``steps`` + 1 steps). Then
     the fastest count is set for the rest of the process and ``done`` is true; later
     ``begin()`` / ``end()`` calls do nothing.
 
@@ -107,13 +111,22 @@ class ThreadPicker:
         times.append(seconds)
         if len(times) < self.steps:
             return
-        medians = self.medians()
-        best = min(medians, key=medians.__getitem__)
+        best = self.fastest()
         if best != self.current or self._index + 1 == len(self.order):
             self.chosen = best  # fewer threads stopped paying (or none are left)
             torch.set_num_threads(best)
         else:
             self._index += 1
+
+    def fastest(self) -> int:
+        """The count to keep of those measured: the most threads unless fewer saved more than
+        ``FEWER_MUST_SAVE`` of a step."""
+        medians = self.medians()
+        best = next(n for n in self.order if n in medians)
+        for n in self.order:
+            if n in medians and medians[n] < (1 - FEWER_MUST_SAVE) * medians[best]:
+                best = n
+        return best
 
     def medians(self) -> dict[int, float]:
         """Median step seconds of each count measured so far."""
