@@ -61,7 +61,7 @@ def test_minibatch_training_end_to_end(tmp_path, capsys):
     assert any(e["delta_eta"] > 0 and e["reason"] != "bootstrap" for e in events)  # HANS moved
 
 
-def test_auto_mode_trains_full_graph_while_its_step_fits_the_memory(monkeypatch):
+def test_auto_mode_trains_full_graph_while_the_graph_is_small_and_its_step_fits(monkeypatch):
     data = synthetic_graph(SyntheticSpec(num_nodes=300, num_features=16, avg_degree=4, seed=0))
     cfg, cpu = TrainConfig(), torch.device("cpu")
     need = train_mod.full_graph_bytes(cfg, 300, int(data.edge_index.size(1)), 16)
@@ -73,6 +73,11 @@ def test_auto_mode_trains_full_graph_while_its_step_fits_the_memory(monkeypatch)
     monkeypatch.setattr(train_mod, "available_bytes", lambda device: have - 4)
     choice = train_mod.choose_mode(cfg, data, cpu)
     assert choice.mode == "minibatch" and "--mode full" in choice.line()
+    # above FULL_GRAPH_MAX_NODES nodes: mini-batches, whatever the memory
+    monkeypatch.setattr(train_mod, "available_bytes", lambda device: 1 << 50)
+    monkeypatch.setattr(train_mod, "FULL_GRAPH_MAX_NODES", 299)
+    choice = train_mod.choose_mode(cfg, data, cpu)
+    assert choice.mode == "minibatch" and "above the 299" in choice.line()
     # a mode the user names is kept, whatever the memory, and says nothing
     named = train_mod.choose_mode(cfg.replace(run={"mode": "full"}), data, cpu)
     assert named.mode == "full" and named.line() is None

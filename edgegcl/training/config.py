@@ -105,9 +105,9 @@ class RunConfig(Section):
 
     TITLE = "training, evaluation and the run directory"
     mode: Mode = option("auto", "full (the whole graph is one batch), minibatch "
-                        "(neighbour-sampled batches), or auto (full while a full-graph step's "
-                        "predicted memory is at most half of what is available when the run "
-                        "starts; the run says the numbers)")
+                        "(neighbour-sampled batches), or auto (full up to 10000 nodes while a "
+                        "full-graph step's predicted memory is at most half of what is "
+                        "available when the run starts; the run says the numbers)")
     batch_size: int = option(1024, "minibatch: seed nodes (anchors) per batch (per rank under "
                              "torchrun)", at_least=2, at_most=1 << 31,
                              why="one anchor has no negatives: its loss is 0; no graph has more "
