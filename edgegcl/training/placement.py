@@ -135,10 +135,16 @@ def choose_mode(cfg: TrainConfig, data: Data, device: torch.device) -> ModeChoic
     if cfg.run.mode != "auto":
         return ModeChoice(cfg.run.mode)
     nodes = int(data.num_nodes)
-    need = full_graph_bytes(cfg, nodes, int(data.edge_index.size(1)), int(data.num_features))
-    have = available_bytes(device)
+    need, have = _need_and_have(cfg, data, device)
     fits = nodes <= FULL_GRAPH_MAX_NODES and need <= FULL_GRAPH_SHARE * have
     return ModeChoice("full" if fits else "minibatch", need, have, nodes)
+
+
+def _need_and_have(cfg: TrainConfig, data: Data, device: torch.device) -> tuple[int, int]:
+    """A full-graph step's predicted bytes on ``data`` and the bytes ``device`` has now."""
+    need = full_graph_bytes(cfg, int(data.num_nodes), int(data.edge_index.size(1)),
+                            int(data.num_features))
+    return need, available_bytes(device)
 
 
 def resolve_mode(cfg: TrainConfig, data: Data, device: torch.device) -> str:
@@ -149,9 +155,7 @@ def resolve_mode(cfg: TrainConfig, data: Data, device: torch.device) -> str:
 def check_full_graph_memory(cfg: TrainConfig, data: Data, device: torch.device) -> None:
     """Refuse full-graph mode, before any allocation, when a full-graph step's predicted peak
     (``full_graph_bytes``) exceeds the memory available."""
-    need = full_graph_bytes(cfg, int(data.num_nodes), int(data.edge_index.size(1)),
-                            int(data.num_features))
-    have = available_bytes(device)
+    need, have = _need_and_have(cfg, data, device)
     if need > have:
         what = ("the edges and activations" if cfg.resolved_objective() == "edges" else
                 "the N x N similarities and their gradients")
