@@ -123,6 +123,9 @@ TINY_RUNS = {
                           "--seeds", "1", "--methods", "edgegcl", "--name", "maskgae",
                           "--extra", "--epochs 2 --eval-every 1 --encoder gcn --hidden-dim 16"],
                          ["maskgae.json", "maskgae.md"]),
+    "wall_time": (["--graphs", "csv-300k", "--csv-nodes", "300", "--name", "wall",
+                   "--extra", "--epochs 4 --eval-every 2 --hidden-dim 16 --time-budget 1m"],
+                  ["wall.json", "wall.md"]),
     "hardness": (["--root", str(SHARED), "--datasets", "Cora", "--cells", "random@0.1",
                   "--seeds", "1", "--epochs", "2", "--name", "tiny"],
                  ["tiny.json", "tiny.md"]),  # through bench.sweep's runner

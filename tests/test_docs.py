@@ -239,7 +239,7 @@ def test_quickstart(tmp_path: Path) -> None:
 
 def test_train_examples(tmp_path: Path, datasets: Path) -> None:
     """Every line of the train block: Cora and the paper preset from the datasets root, a
-    graph file, the README's TOML file with a flag over it, the baseline, --help. PubMed
+    graph file, a time budget, the README's TOML file with a flag over it, the baseline, --help. PubMed
     (19 717 nodes) is CiteSeer here, from the same root."""
     _graph_npz(tmp_path / "my_graph.npz")
     (tmp_path / "run.toml").write_text(block("config-file").text)
@@ -248,10 +248,11 @@ def test_train_examples(tmp_path: Path, datasets: Path) -> None:
     shell = _shell(tmp_path, datasets)
     assert _run_block(shell, text) == []
     outs = [r.out for r in shell.ran]
-    assert sum("raw features" in out for out in outs) == 6  # six trainings, each with its line
+    assert sum("raw features" in out for out in outs) == 7  # seven trainings, each with its line
+    assert any("time budget 10m" in r.err for r in shell.ran)
     assert "\nschedule: " in outs[-1] and "--theta-max" in outs[-1]  # --help: the sections
     runs = sorted((tmp_path / "runs").iterdir())
-    assert len(runs) == 6
+    assert len(runs) == 7
     (from_file,) = [r for r in runs if r.name.startswith("synthetic-")]  # run.toml's
     config = (from_file / "config.toml").read_text()
     for line in ('mode = "minibatch"', "theta_max = 0.6", "hard = 40"):  # file + flag

@@ -326,7 +326,7 @@ def test_resume_refuses_flags_it_cannot_honour(tmp_path: Path, in_process) -> No
     config = (run_dir / "config.toml").read_bytes()
     elsewhere = tmp_path / "elsewhere"
     _refused(in_process("--resume", str(run_dir), "--out", str(elsewhere)),
-             "drop --out", "--epochs, --device, --threads may change")
+             "drop --out", "--epochs, --device, --threads, --time-budget may change")
     assert not elsewhere.exists()
     _refused(in_process("--resume", str(run_dir), "--epochs", "3"),
              "--epochs 3 is below the 4 epochs seed 0", "may only grow")

@@ -163,6 +163,11 @@ def pace_line(cfg: TrainConfig) -> str | None:
     def share(eta: dict[str, float]) -> float:  # sum eta theta_cat / theta_max
         return sum(eta[c] * ratios[c] for c in CATEGORIES)
 
+    if cfg.run.time_budget and h.pace == "deadline":  # the epochs are known as the seed trains
+        return (f"{who} theta_max = {h.theta_max:g} in use by {100 * h.reach:.0f} % of the "
+                f"epochs that fit in the time budget, or from the start when they are too few "
+                f"for a decision (--pace deadline, --reach {h.reach:g}, T_init = {h.T_init}, "
+                f"T_int = {h.T_int})")
     hans = _equal_loss_run(cfg)
     if hans.saturated_at is not None:
         at = hans.saturated_at

@@ -89,14 +89,30 @@ class PacedScheduler(NegativeScheduler):
             return None
         return max(0, self.T_reach // self.T_int - t // self.T_int + 1)
 
+    def aim(self, T_reach: int | None, epochs: int) -> None:
+        """The deadline pace re-aimed at a seed cut to ``epochs`` epochs: theta_max in use by
+        ``T_reach``, or from now on when no decision epoch is left within them (a seed shorter
+        than the bootstrap T_init still trains at the budget it was given). Decisions already
+        made stand; the fixed pace (``T_reach`` None) is left as the paper's."""
+        if T_reach is None or self.T_reach is None:
+            return
+        self.T_reach = T_reach
+        first = max(self.epoch + 1, self.T_init + 1)  # the first decision epoch still to come
+        first += -first % self.T_int
+        if first > epochs and not self.saturated:
+            self._fill(self.epoch, f"deadline: no decision within the seed's {epochs} epochs")
+
+    def _fill(self, t: int, why: str) -> None:
+        """Every category to its cap: theta_max in use from epoch ``t``."""
+        for c in CATEGORIES:
+            if self.eta[c] < 1.0 - EPS:
+                self._apply(t, c, 1.0 - self.eta[c], why)
+        self._saturate(t)
+
     def _update(self, t: int) -> None:
         left = self.decisions_left(t)
         if left is not None and left <= 1:  # the pace's deadline: fill whatever is left
-            for c in CATEGORIES:
-                if self.eta[c] < 1.0 - EPS:
-                    self._apply(t, c, 1.0 - self.eta[c],
-                                f"deadline: theta_max in use by T_reach = {self.T_reach}")
-            self._saturate(t)
+            self._fill(t, f"deadline: theta_max in use by T_reach = {self.T_reach}")
             return
         opened = self._gate(t)
         if opened is None:

@@ -300,6 +300,11 @@ class NegativeScheduler:
     def _decide(self, t: int) -> None:
         """Move eta at the end of epoch ``t`` (not yet saturated); the base never does."""
 
+    def aim(self, T_reach: int | None, epochs: int) -> None:
+        """A seed cut to ``epochs`` epochs in all (``--max-steps``, ``--time-budget``), with
+        ``T_reach`` the deadline pace's epoch for them (None: the fixed pace): a pace re-aims
+        at them (edgegcl.contrast.pace); the base has none."""
+
     def _apply(self, t: int, cat: str, delta: float, reason: str) -> None:
         self.eta[cat] = min(1.0, self.eta[cat] + delta)  # Eq. 10
         self._log(t, cat, delta, reason)

@@ -50,6 +50,7 @@ from edgegcl.training.seeds import train_planned
 from edgegcl.training.runs import Run, load_run
 from edgegcl.training.state import write_atomic
 from edgegcl.training.threads import ThreadChoice
+from edgegcl.training.timebudget import RunClock, budget_line
 from edgegcl_embed.files import replacing
 
 
@@ -58,9 +59,12 @@ def execute(plan: Plan, hold: ExitStack, graph: Data | None = None,
             save_embeddings: bool = False, stop: Callable[[], bool] | None = None,
             handle_signals: bool = False) -> Run | None:
     """Train as ``plan`` says (``edgegcl.train``'s arguments; ``hold`` keeps the run
-    directory's lock); the finished run, or None on a rank other than 0 under torchrun."""
+    directory's lock); the finished run, or None on a rank other than 0 under torchrun. A
+    ``--time-budget`` counts from here: loading the graph and measuring threads are part of
+    the wait."""
+    clock = RunClock.started(plan.cfg.run.time_budget_s)
     p = _prepare(plan, graph, hold)
-    return _train(p, hooks, logger, save_embeddings, stop, handle_signals)
+    return _train(p, hooks, logger, save_embeddings, stop, handle_signals, clock)
 
 
 @dataclass(frozen=True)
@@ -170,6 +174,8 @@ def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration 
     pace = pace_line(cfg)
     if pace is not None:
         say(pace)
+    if cfg.run.time_budget:
+        say(budget_line(cfg))
     if cfg.resolved_objective() == "edges":
         say(edges_line(cfg))
     layers, hops = cfg.model.num_layers, len(cfg.run.fanout)
@@ -218,7 +224,8 @@ def _auto_budget_report(cal: Calibration, profile: DeviceProfile | None
 
 
 def _train(p: _Prepared, hooks: Sequence[Hook], logger: Hook | None, save_embeddings: bool,
-           stop: Callable[[], bool] | None, handle_signals: bool) -> Run | None:
+           stop: Callable[[], bool] | None, handle_signals: bool, clock: RunClock
+           ) -> Run | None:
     main = p.world is None or p.world.is_main
     if INTERRUPTED:  # a Ctrl-C while starting up that a library swallowed
         raise KeyboardInterrupt
@@ -232,7 +239,7 @@ def _train(p: _Prepared, hooks: Sequence[Hook], logger: Hook | None, save_embedd
                       report=None if p.cal is None else _auto_budget_report(p.cal,
                                                                             p.s.profile),
                       stop=asked, resume=p.resume, world=p.world, hooks=every,
-                      threads=p.threads)
+                      threads=p.threads, clock=clock)
     except Stopped as stopped:  # a new directory before its first epoch is removed: no run_dir
         kept = p.resume or first.then is None
         raise Stopped(stopped.seed, stopped.epoch, p.run_dir if kept else None,

@@ -198,7 +198,8 @@ def _resume_values(request: Request, settings: dict[str, object],
     read."""
     assert request.resume is not None
     run_dir = Path(request.resume)
-    may_change = f"on --resume only {', '.join('--' + f for f in RESUMABLE)} may change"
+    may_change = (f"on --resume only {', '.join('--' + f.replace('_', '-') for f in RESUMABLE)} "
+                  "may change")
     if not (run_dir / "config.toml").is_file():
         raise UsageError(f"{run_dir} is not an edgegcl run directory (no config.toml); pass "
                          "the --out of an earlier edgegcl train")

@@ -49,6 +49,7 @@ from edgegcl.training.results import AGREEMENT_THRESHOLD, HOMOPHILY_THRESHOLD, E
 from edgegcl.training.prober import MIN_LABELLED_NODES
 from edgegcl.training.seed import SeedTraining
 from edgegcl.training.threads import ThreadChoice
+from edgegcl.training.timebudget import epochs_that_fit, probe_interval
 
 __all__ = ["AGREEMENT_THRESHOLD", "HOMOPHILY_THRESHOLD", "EncoderChoice", "choose_encoder",
            "search_epochs"]
@@ -59,26 +60,31 @@ LINK_SEARCH_SHARE = 0.1
 three candidates cost at most about 0.3 of the run (the node task's: a quarter each)."""
 
 
-def search_epochs(cfg: TrainConfig) -> int:
+def search_epochs(cfg: TrainConfig, epochs: int | None = None) -> int:
     """Epochs each candidate of the search trains: ``search_epochs``, else a quarter of the
-    run's (the link task: LINK_SEARCH_SHARE) rounded up to a probe epoch (a multiple of
-    ``eval_every``, so the winner's probes fall where a run of it alone probes), within 1 ..
-    the run's."""
-    every = cfg.run.eval_every
+    seed's ``epochs`` (default ``--epochs``; fewer where ``--max-steps`` cuts them; the link
+    task: LINK_SEARCH_SHARE) rounded up to a probe epoch (a multiple of ``eval_every``, so the
+    winner's probes fall where a run of it alone probes), within 1 .. the seed's."""
+    epochs = cfg.run.epochs if epochs is None else epochs
+    every = (cfg.run.eval_every if epochs == cfg.run.epochs else  # a cut seed's probes
+             probe_interval(cfg.run.eval_every, epochs))
     share = LINK_SEARCH_SHARE if cfg.run.task == "link" else 0.25
-    wanted = cfg.model.search_epochs or every * math.ceil(cfg.run.epochs * share / every)
-    return max(1, min(wanted, cfg.run.epochs))
+    wanted = cfg.model.search_epochs or every * math.ceil(epochs * share / every)
+    return max(1, min(wanted, epochs))
 
 
 def choose_encoder(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                    run_dir: Path, label: str, world: World | None = None,
                    threads: ThreadChoice | None = None,
-                   stop: Callable[[], bool] | None = None) -> EncoderChoice | None:
+                   stop: Callable[[], bool] | None = None,
+                   end: float | None = None) -> EncoderChoice | None:
     """Seed ``seed``'s encoder for an ``auto`` configuration: the search's winner on a
     labelled graph, the label-free signal's pick otherwise; the line saying it is printed
     (rank 0). The search's runs are thrown away: the seed then trains its encoder from the
     start, exactly as a run that names it does. ``stop`` is polled after every epoch of the
-    search; None when it asked to stop (every rank, under torchrun)."""
+    search; None when it asked to stop (every rank, under torchrun). ``end``
+    (``time.monotonic``): when the search must be over (a time budget's share), the
+    candidates sharing what is left evenly."""
     candidates = cfg.model.candidates()
     main = world is None or world.is_main
     labelled = (cfg.run.task == "link" or getattr(data, "y", None) is not None
@@ -88,7 +94,7 @@ def choose_encoder(data: Data, cfg: TrainConfig, seed: int, device: torch.device
     if clear is not None:
         choice = clear
     elif labelled and len(candidates) > 1:
-        choice = _search(data, cfg, seed, device, run_dir, label, world, threads, stop)
+        choice = _search(data, cfg, seed, device, run_dir, label, world, threads, stop, end)
         if choice is None:
             return None
     else:
@@ -134,24 +140,34 @@ def _links_agree(data: Data, cfg: TrainConfig, seed: int) -> EncoderChoice | Non
 
 def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_dir: Path,
             label: str, world: World | None, threads: ThreadChoice | None,
-            stop: Callable[[], bool] | None) -> EncoderChoice | None:
-    """Train each candidate ``search_epochs`` epochs from the seed's initialisation, probing
-    its validation figure (the run's metric) as a run does; the best (the first of equals)
-    and the record."""
-    candidates, epochs = cfg.model.candidates(), search_epochs(cfg)
+            stop: Callable[[], bool] | None, end: float | None) -> EncoderChoice | None:
+    """Train each candidate ``search_epochs`` epochs from the seed's initialisation (fewer
+    when its share of the time to ``end`` runs out), probing its validation figure (the run's
+    metric) as a run does; the best (the first of equals) and the record."""
+    candidates = cfg.model.candidates()
     main = world is None or world.is_main
     start = time.perf_counter()
     scores: dict[str, float] = {}
+    epochs = trained = 0
     announce = (main and threads is not None and threads.picker is not None
                 and not threads.picker.done)  # the thread count's line, once it is measured
-    for name in candidates:
+    for i, name in enumerate(candidates):
         training = SeedTraining(data, cfg, seed, device, run_dir, world, threads, encoder=name)
+        if i == 0:  # within the seed's epochs (--max-steps)
+            epochs = trained = search_epochs(cfg, training.most)
         bar = Progress(epochs, f"{label}: choosing the encoder, {name}", enabled=main)
+        share = None if end is None else time.monotonic() + max(
+            0.0, end - time.monotonic()) / (len(candidates) - i)
+        probe_s: float | None = None
         for epoch in range(1, epochs + 1):
             row, _ = training.epoch(epoch)
-            if main and (epoch % cfg.run.eval_every == 0 or epoch == epochs):
+            last = epoch == epochs or (share is not None and _out_of_time(
+                share, training.times, probe_s, training.eval_every, world))
+            if main and (epoch % training.eval_every == 0 or last):
+                probed = time.monotonic()
                 row.update(training.prober.probe(epoch, training.trainer.model, training.x,
                                                  training.edge_index, epoch == cfg.run.epochs))
+                probe_s = time.monotonic() - probed
             if announce and threads is not None and threads.picker.done:  # type: ignore[union-attr]
                 bar.close()
                 say(threads.line())
@@ -161,6 +177,9 @@ def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_d
             if world.any(stopping) if world is not None else stopping:
                 bar.close()
                 return None
+            if last:
+                trained = min(trained, epoch)
+                break
         bar.close()
         best = float(training.prober.best_val)
         score = best if main and math.isfinite(best) else 0.0
@@ -168,8 +187,19 @@ def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_d
         if name == candidates[0]:  # the reference's spread: the margin to beat it by
             margin, metric = training.prober.standard_error(scores[name]), training.prober.metric
         del training
-    return EncoderChoice(pick(scores, candidates, margin), "search", scores, epochs,
+    return EncoderChoice(pick(scores, candidates, margin), "search", scores, trained,
                          time.perf_counter() - start, margin=margin, metric=metric)
+
+
+def _out_of_time(share: float, times: list[float], probe_s: float | None, every: int,
+                 world: World | None) -> bool:
+    """Whether a candidate's next epoch and its final probe no longer fit before ``share``
+    ends (the last epoch's time, the last probe's or, before one, an epoch's); rank 0's
+    answer on every rank."""
+    epoch_s = times[-1]
+    late = epochs_that_fit(share - time.monotonic(), epoch_s,
+                           epoch_s if probe_s is None else probe_s, every) < 1
+    return bool(world.broadcast(late)) if world is not None else late
 
 
 def pick(scores: dict[str, float], candidates: list[str], margin: float) -> str:

@@ -42,6 +42,7 @@ from edgegcl.data.config import (DataConfig, SamplerName, SyntheticConfig, Synth
 from edgegcl.errors import UsageError
 from edgegcl.nn.config import AugmentConfig, ModelConfig
 from edgegcl.trust import check_named
+from edgegcl.training.timebudget import MINIBATCH_STEPS, duration_seconds
 
 MAX_EPOCHS = 1_000_000
 """The most epochs a run may ask for (ten thousand is already a long run)."""
@@ -49,8 +50,9 @@ MAX_HOPS = 16
 """The most hops a mini-batch may sample: one per encoder layer."""
 MAX_THREADS = 4096
 """The most threads ``--threads``, a profile or a saved state may name."""
-RESUMABLE = ("epochs", "device", "threads")
-"""Fields a resumed run may change: more (or as many) epochs, another device, its threads."""
+RESUMABLE = ("epochs", "device", "threads", "time_budget")
+"""Fields a resumed run may change: more (or as many) epochs, another device, its threads, the
+time its continuation may take."""
 
 __all__ = ["FIELDS", "SECTIONS", "LearningConfig", "RunConfig", "TrainConfig", "build", "coerce",
            "list_presets", "load_toml", "option_text", "option_value", "read_toml", "to_toml",
@@ -117,6 +119,14 @@ class RunConfig(Section):
     sampler: SamplerName = option("auto", "minibatch: auto (PyG's NeighborLoader when pyg-lib "
                                   "or torch-sparse is installed), builtin, or pyg")
     epochs: int = option(300, "training epochs per seed", at_least=1, at_most=MAX_EPOCHS)
+    max_steps: int = option(-1, "optimizer steps a seed trains at most, its epochs cut to fit "
+                            f"(-1: {MINIBATCH_STEPS} in mini-batches, no bound on the whole graph; 0: no "
+                            "bound)", at_least=-1, at_most=1 << 40, omit_default=True)
+    time_budget: str = option("", "wall time the run may take, e.g. 10m, 90s, 1h30m ('': "
+                              "none): the seeds share it, an encoder search takes at most a "
+                              "quarter of a seed's part, and a seed trains while its next epoch "
+                              "and final probe fit (within --epochs and --max-steps)",
+                              omit_default=True)
     seeds: int = option(1, "independent runs, each with its own split and initialisation",
                         at_least=1, at_most=10_000)
     lr: float = option(5e-4, "Adam learning rate", above=0.0, at_most=10.0,
@@ -156,7 +166,13 @@ class RunConfig(Section):
                                 "protocol behind the paper's tables, optimistic: re-drawn 10 %% "
                                 "test split at every checkpoint, max over checkpoints)")
 
+    @property
+    def time_budget_s(self) -> float:
+        """``time_budget`` in seconds (0: no budget)."""
+        return duration_seconds(self.time_budget)
+
     def check(self) -> None:
+        duration_seconds(self.time_budget)
         if self.task == "link" and self.protocol == "both":
             raise UsageError("--protocol both adds the authors' node-label protocol, which has "
                              "no link counterpart; drop it with --task link")

@@ -23,6 +23,8 @@ Example:
 from __future__ import annotations
 
 import json
+import statistics
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
@@ -31,6 +33,7 @@ from edgegcl.errors import UsageError
 from edgegcl.progress import say
 from edgegcl_embed.progress import Progress
 from edgegcl.training.curves import csv_text  # the standard library alone, as this module
+from edgegcl.training.timebudget import epochs_that_fit, probe_interval, step_bound
 from edgegcl_embed.files import refuse_link
 
 if TYPE_CHECKING:
@@ -80,14 +83,55 @@ class Probe(Hook):
     peak to the graph's."""
 
     def epoch_end(self, seed: SeedTraining, row: Row, events: list[Any]) -> None:
-        epoch, run = int(row["epoch"]), seed.cfg.run  # type: ignore[call-overload]
-        if seed.main and (epoch % run.eval_every == 0 or epoch == run.epochs):
-            if seed.loader is not None:
-                from edgegcl.memory import release_cpu_memory
+        epoch = int(row["epoch"])  # type: ignore[call-overload]
+        timed = seed.deadline is not None and seed.probe_s is None  # a time budget's first
+        if seed.main and (epoch % seed.eval_every == 0 or epoch == seed.epochs or timed):
+            probe(seed, row, epoch == seed.epochs)
 
-                release_cpu_memory()
-            row.update(seed.prober.probe(epoch, seed.trainer.model, seed.x, seed.edge_index,
-                                         epoch == run.epochs))
+
+def probe(seed: SeedTraining, row: Row, last: bool) -> None:
+    """Probe the seed after the epoch of ``row`` (rank 0), filling the row's probe cells and
+    timing it (``seed.probe_s``); ``last``: the seed's last epoch."""
+    epoch = int(row["epoch"])  # type: ignore[call-overload]
+    if seed.loader is not None:
+        from edgegcl.memory import release_cpu_memory
+
+        release_cpu_memory()
+    start = time.monotonic()
+    row.update(seed.prober.probe(epoch, seed.trainer.model, seed.x, seed.edge_index, last))
+    seed.probe_s, seed.probed_at = time.monotonic() - start, epoch
+
+
+class Deadline(Hook):
+    """Under ``--time-budget`` (``seed.deadline`` set): after each epoch and its probe the
+    seed's epochs are planned again to what fits before its part of the budget ends: its last
+    epochs' median time, a probe every ``eval_every`` epochs at the last probe's time (the
+    probe hook probes a budgeted seed's first epoch to measure it), the final probe kept aside
+    (edgegcl.training.timebudget.epochs_that_fit), within ``--epochs`` and ``--max-steps``. An
+    epoch it makes the last is probed as the last, unless it just was; under torchrun rank 0's
+    plan is every rank's."""
+
+    def epoch_end(self, seed: SeedTraining, row: Row, events: list[Any]) -> None:
+        if seed.deadline is None:
+            return
+        epoch = int(row["epoch"])  # type: ignore[call-overload]
+        epoch_s = statistics.median(seed.times[-3:])
+        probe_s = seed.probe_s if seed.probe_s is not None else epoch_s
+        planned = seed.most
+        for _ in range(2):  # the probe interval depends on the plan, the plan on the interval
+            every = probe_interval(seed.cfg.run.eval_every, planned)
+            fit = epochs_that_fit(seed.deadline - time.monotonic(), epoch_s, probe_s, every)
+            planned = max(epoch, min(seed.most, epoch + fit))
+        if seed.world is not None:
+            planned = int(seed.world.broadcast(planned))
+        if planned == seed.epochs:
+            return
+        seed.replan(planned)
+        # the last epoch's probe: a labelled one made this epoch stands (the last flag only
+        # keeps an unlabelled graph's checkpoint, which costs nothing)
+        if planned == epoch and seed.main and (
+                seed.probed_at != epoch or getattr(seed.prober, "track", True) is None):
+            probe(seed, row, True)
 
 
 class EarlyStop(Hook):
@@ -108,8 +152,8 @@ class EarlyStop(Hook):
         seed.finished = seed.finished or self._stale(seed)
 
     def epoch_end(self, seed: SeedTraining, row: Row, events: list[Any]) -> None:
-        epoch, run = int(row["epoch"]), seed.cfg.run  # type: ignore[call-overload]
-        if epoch % run.eval_every and epoch != run.epochs:  # no probe: nothing new to read
+        epoch = int(row["epoch"])  # type: ignore[call-overload]
+        if epoch % seed.eval_every and epoch != seed.epochs:  # no probe: nothing new to read
             return
         stale = row["val_micro_f1"] != "" and self._stale(seed)
         if seed.world is not None:  # rank 0 probes; every rank stops with it
@@ -185,7 +229,7 @@ class StateSaver(Hook):
 
     def epoch_end(self, seed: SeedTraining, row: Row, events: list[Any]) -> None:
         run, epoch = seed.cfg.run, int(row["epoch"])  # type: ignore[call-overload]
-        if (epoch % (run.checkpoint_every or run.eval_every) == 0 or epoch == run.epochs
+        if (epoch % (run.checkpoint_every or seed.eval_every) == 0 or epoch == seed.epochs
                 or seed.stopping or seed.finished):
             seed.save()
 
@@ -213,7 +257,18 @@ class ProgressLine(Hook):
         self.announce = False
 
     def seed_start(self, seed: SeedTraining) -> None:
-        self.bar = Progress(seed.cfg.run.epochs, self.label, start=seed.trainer.epoch,
+        if seed.main and seed.most < seed.cfg.run.epochs:
+            hans = seed.trainer.scheduler
+            pace = ("" if hans.theta_max == 0 or not type(hans).who else
+                    f"; theta_max in use from the start (too few epochs for a decision)"
+                    if hans.saturated_at == 0 else
+                    f"; theta_max in use by epoch {hans.T_reach}"
+                    if getattr(hans, "T_reach", None) is not None else "")
+            say(f"{self.label}: {seed.most} epochs of {seed.steps} steps, within the "
+                f"{step_bound(seed.cfg.run.max_steps, True)} steps a seed trains at most "
+                f"(--max-steps; 0: all {seed.cfg.run.epochs} epochs), probed every "
+                f"{seed.eval_every}{pace}")
+        self.bar = Progress(seed.epochs, self.label, start=seed.trainer.epoch,
                             enabled=seed.main)
         picker = None if self.threads is None else self.threads.picker
         self.announce = seed.main and picker is not None and not picker.done
@@ -232,7 +287,13 @@ class ProgressLine(Hook):
             self.bar.close()
             say(threads.line())
             self.announce = False
+        self.bar.total = seed.epochs  # a time budget plans them again as the seed trains
         self.bar.update(int(row["epoch"]), _schedule_text(seed, row))  # type: ignore[call-overload]
+        if seed.main and seed.cut == "time_budget" and int(row["epoch"]) == seed.epochs:  # type: ignore[call-overload]
+            self.bar.close()
+            say(f"{self.label}: {seed.epochs} epochs fitted in its part of the time budget "
+                f"(--time-budget {seed.cfg.run.time_budget}); the checkpoint of epoch "
+                f"{seed.prober.best_epoch} is kept")
         if seed.finished and seed.main:
             self.bar.close()
             say(f"{self.label}: stopped early after epoch {row['epoch']}: validation micro-F1 has "
@@ -259,8 +320,8 @@ class AfterFirstEpoch(Hook):
 
 def standard_hooks(label: str, threads: ThreadChoice | None = None,
                    patience: int = 0) -> list[Hook]:
-    """What every seed of ``edgegcl train`` runs, in order: the probe, early stopping (with
-    ``patience``), the curve, the event log, the progress line. The state saver comes after a
-    user's hooks (``edgegcl.training.seeds.train_seed``)."""
-    return [Probe(), *([EarlyStop(patience)] if patience else []), Curve(), EventLog(),
-            ProgressLine(label, threads)]
+    """What every seed of ``edgegcl train`` runs, in order: the probe, the time budget's plan,
+    early stopping (with ``patience``), the curve, the event log, the progress line. The state
+    saver comes after a user's hooks (``edgegcl.training.seeds.train_seed``)."""
+    return [Probe(), Deadline(), *([EarlyStop(patience)] if patience else []), Curve(),
+            EventLog(), ProgressLine(label, threads)]

@@ -142,6 +142,9 @@ class SeedResult:
     """How an ``auto`` run chose it (edgegcl.training.choice.EncoderChoice, as a dict)."""
     decoder_state: dict[str, Tensor] | None = field(default=None, repr=False)
     """The link decoder of the chosen checkpoint (an edge-objective link run's), else None."""
+    cut: str = ""
+    """Why the seed trained fewer than ``--epochs`` epochs: ``max_steps``, ``time_budget``, or
+    "" (edgegcl.training.timebudget)."""
 
     @property
     def final_epoch_s(self) -> float:
@@ -161,7 +164,8 @@ def result_to_dict(r: SeedResult) -> dict[str, Any]:
             "peak_memory_bytes": r.peak_memory_bytes, "T_int": r.T_int,
             "authors": [[e, asdict(a)] for e, a in r.authors],
             "baselines": None if r.baselines is None else _baselines_to_dict(r.baselines),
-            "encoder": r.encoder, "choice": r.choice, "decoder_state": r.decoder_state}
+            "encoder": r.encoder, "choice": r.choice, "decoder_state": r.decoder_state,
+            "cut": r.cut}
 
 
 def _scores_from_dict(raw: dict[str, Any]) -> ProbeScores | LinkScores:
@@ -199,7 +203,7 @@ def result_from_dict(raw: dict[str, Any]) -> SeedResult:
         raw["peak_memory_bytes"], raw["T_int"],
         [(e, AuthorsScore(**a)) for e, a in raw["authors"]],
         _baselines_from_dict(raw.get("baselines")),  # None in seeds finished before them
-        raw.get("encoder"), raw.get("choice"), raw.get("decoder_state"))
+        raw.get("encoder"), raw.get("choice"), raw.get("decoder_state"), str(raw["cut"]))
 
 
 def _mean_std(values: list[float]) -> dict[str, float]:
@@ -235,6 +239,8 @@ def seed_metrics(r: SeedResult) -> dict[str, Any]:
         out["encoder"] = r.encoder
     if r.choice is not None:
         out["encoder_choice"] = r.choice
+    if r.cut:
+        out["cut"] = r.cut  # fewer epochs than --epochs: --max-steps or --time-budget
     if r.baselines is not None:
         out.update(_baseline_metrics(r.baselines))
     if r.authors:

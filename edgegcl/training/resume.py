@@ -54,12 +54,13 @@ def _read_result(path: Path) -> dict[str, Any]:
 
 
 def finished_seed(seed_dir: Path, epochs: int) -> SeedResult | None:
-    """A seed that has trained ``epochs`` epochs (its ``result.pt``), else None."""
+    """A seed that has trained ``epochs`` epochs, or the fewer that ``--max-steps`` or its
+    time budget cut it to (its ``result.pt``), else None."""
     path = seed_dir / "result.pt"
     if not path.exists():
         return None
     result = result_from_dict(_read_result(path))
-    return result if len(result.epoch_times) >= epochs else None
+    return result if len(result.epoch_times) >= epochs or result.cut else None
 
 
 def check_resume(run_dir: Path, cfg: TrainConfig, in_dim: int | None = None,
@@ -105,12 +106,18 @@ def _shapes(in_dim: int | None, cfg: TrainConfig, encoder: str) -> dict[str, dic
 
 
 def _result_parts(raw: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    """A result.pt's epochs and weights (the chosen encoder)."""
+    """A result.pt's epochs and weights (the chosen encoder); why it was cut short, if it
+    was, must be one of the reasons a run records."""
+    if raw["cut"] not in ("", "max_steps", "time_budget"):
+        raise ValueError(f"cut {shown(repr(raw['cut']), 40)}")
     return len(raw["epoch_times"]), {"encoder": raw["encoder_state"]}
 
 
 def state_parts(raw: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    """A state.pt's epoch and weights (the model, and the best encoder so far)."""
+    """A state.pt's epoch and weights (the model, and the best encoder so far); its plan
+    (the epochs a time budget cut it to) is checked where it is read (SeedTraining)."""
+    if not isinstance(raw["plan"], dict) or "cut" not in raw["plan"]:
+        raise ValueError("no plan")
     return int(raw["epoch"]), {"model": raw["trainer"]["model"], "encoder": raw["best"]["state"]}
 
 

@@ -30,6 +30,7 @@ from edgegcl.training.state import (STATE_FORMAT, config_hash, load_loader_state
                                     read_state, save_atomic)
 from edgegcl.training.placement import on_disk, resolve_mode, structure_loader
 from edgegcl.training.threads import ThreadChoice
+from edgegcl.training.timebudget import bounded_epochs, probe_interval
 from edgegcl_embed.errors import shown
 
 
@@ -83,11 +84,32 @@ class SeedTraining:
             if self.link_split is None else
             LinkProber(self.link_split, full_graph.x, seed, device, cfg.run.metric))
         self.anchors = data.num_nodes if mode == "full" else min(cfg.run.batch_size, data.num_nodes)
+        # the epochs this seed trains: --epochs within --max-steps, cut further by its part of
+        # a --time-budget as it trains (edgegcl.training.hooks.Deadline), probing so that a
+        # cut seed still has checkpoints to choose from
+        self.steps = 1 if self.loader is None else len(self.loader)  # an epoch's
+        self.most = bounded_epochs(cfg.run.epochs, self.steps, cfg.run.max_steps,
+                                   mode == "minibatch")
+        self.epochs, self.eval_every, self.cut = self.most, cfg.run.eval_every, ""
+        self.deadline: float | None = None  # when its part of a --time-budget ends (monotonic)
+        self.probe_s: float | None = None  # the last probe's seconds, and its epoch
+        self.probed_at = 0
+        if self.most < cfg.run.epochs:
+            self.replan(self.most)
         self.times: list[float] = []
         self.rows: list[dict[str, object]] = []  # epochs.csv
         self.peak = 0
         self.stopping = False
         self.finished = False  # early stopping ended the seed (edgegcl.training.hooks.EarlyStop)
+
+    def replan(self, epochs: int) -> None:
+        """Train ``epochs`` epochs in all (at most ``most``): why fewer than ``--epochs``, the
+        probe interval, and the pace re-aimed at them (edgegcl.contrast.pace.PacedScheduler.aim)."""
+        self.epochs = epochs
+        self.cut = ("time_budget" if epochs < self.most else
+                    "max_steps" if epochs < self.cfg.run.epochs else "")
+        self.eval_every = probe_interval(self.cfg.run.eval_every, epochs)
+        self.trainer.scheduler.aim(self.cfg.schedule.reach_epoch(epochs), epochs)
 
     def save(self) -> None:
         """The whole state to ``state.pt`` (rank 0, with every rank's random streams)."""
@@ -103,6 +125,7 @@ class SeedTraining:
             "loader": loader_state(loader), "global_rng": torch.get_rng_state(),
             **self.prober.state_dict(), "times": self.times, "rows": self.rows,
             "peak": self.peak, "ranks": ranks, "encoder": self.encoder, "choice": self.choice,
+            "plan": {"epochs": self.epochs, "eval_every": self.eval_every, "cut": self.cut},
             "threads": None if self.picker is None else self.picker.state_dict()},
             self.run_dir / "state.pt")
 
@@ -134,6 +157,13 @@ class SeedTraining:
         self.prober.load_state_dict(state)
         self.times, self.peak = [float(t) for t in state["times"]], int(state["peak"])
         self.rows = list(state["rows"])
+        plan = state["plan"]  # the epochs its time budget cut it to (else --epochs and
+        if plan["cut"] == "time_budget":  # --max-steps say them, as a resume may change them)
+            epochs, every = plan["epochs"], plan["eval_every"]
+            if not (type(epochs) is int and type(every) is int and 1 <= every
+                    and self.trainer.epoch <= epochs <= self.most):
+                raise ValueError(f"its plan {plan!r} does not fit this seed")
+            self.epochs, self.eval_every, self.cut = epochs, every, "time_budget"
         if not all(isinstance(row, dict) for row in self.rows):
             raise TypeError("its epochs.csv rows are not records")
         measured = state.get("threads")
@@ -180,7 +210,7 @@ class SeedTraining:
         if not self.main:  # rank 0 chose the checkpoint; this rank's part ends with training
             return SeedResult(self.seed, self.mode, None, [], self.times, dict(hans.eta),
                               hans.saturated_at, {}, 0, self.peak, cfg.schedule.T_int,
-                              encoder=self.encoder, choice=self.choice)
+                              encoder=self.encoder, choice=self.choice, cut=self.cut)
         if prober.best_state is None:  # resumed at the last epoch: nothing left to train
             raise UsageError(f"{self.run_dir} has no chosen checkpoint; remove its state.pt to "
                              "restart this seed")
@@ -190,7 +220,7 @@ class SeedTraining:
                           dict(hans.eta), hans.saturated_at, prober.best_state,
                           prober.best_epoch, self.peak, cfg.schedule.T_int, prober.authors,
                           prober.baselines(model, self.x, self.edge_index), self.encoder,
-                          self.choice, getattr(prober, "best_decoder", None))
+                          self.choice, getattr(prober, "best_decoder", None), self.cut)
 
 
 def saved_state(run_dir: Path, seed: int, cfg: TrainConfig, world: World | None,

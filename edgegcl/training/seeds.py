@@ -42,6 +42,7 @@ from edgegcl.training.placement import resolve_mode
 from edgegcl.training.state import (config_hash, guard_writes, save_atomic,
                                     write_atomic)
 from edgegcl.training.threads import ThreadChoice
+from edgegcl.training.timebudget import RunClock
 from edgegcl_embed.files import refuse_link
 
 __all__ = ["Stopped", "start_seed", "train_seed", "train_seeds"]
@@ -50,7 +51,8 @@ __all__ = ["Stopped", "start_seed", "train_seed", "train_seeds"]
 def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                run_dir: Path, label: str, stop: Callable[[], bool] | None = None,
                resume: bool = False, world: World | None = None,
-               hooks: Sequence[Hook] = (), threads: ThreadChoice | None = None) -> SeedResult:
+               hooks: Sequence[Hook] = (), threads: ThreadChoice | None = None,
+               deadline: float | None = None) -> SeedResult:
     """Train one independent training (own split, initialisation and random streams) and probe it.
 
     The loop trains epochs and polls ``stop()``; everything else is a hook
@@ -59,16 +61,22 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     ``run_dir/state.pt`` and on the CPU ends exactly as the uninterrupted training would have. After
     ``stop()`` turns true the state is saved and ``Stopped`` raised; under torchrun
     (``world``) a stop reaching any rank stops all of them after the same epoch.
-    ``threads``: the run's thread choice (edgegcl.training.threads).
+    ``threads``: the run's thread choice (edgegcl.training.threads). ``deadline``
+    (``time.monotonic``): when the seed's part of a time budget ends, its encoder search
+    included (edgegcl.training.timebudget); it trains the epochs that fit.
     """
-    training = start_seed(data, cfg, seed, device, run_dir, label, resume, world, threads, stop)
+    training = start_seed(data, cfg, seed, device, run_dir, label, resume, world, threads, stop,
+                          deadline)
+    training.deadline = deadline
     every = [*standard_hooks(label, threads, cfg.run.patience), *hooks, StateSaver()]
     for hook in every:
         hook.seed_start(training)
     try:
-        for epoch in range(training.trainer.epoch + 1, cfg.run.epochs + 1):
+        epoch = training.trainer.epoch
+        while epoch < training.epochs:  # --epochs, cut by --max-steps and a time budget
             if training.finished:  # early stopping: the best checkpoint is kept
                 break
+            epoch += 1
             row, events = training.epoch(epoch, partial(_batch_end, every, training, epoch))
             if not math.isfinite(float(row["loss"])):  # type: ignore[arg-type]
                 raise UsageError(_diverged(row["loss"], epoch, seed, cfg))
@@ -76,7 +84,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
             training.stopping = world.any(stopping) if world is not None else stopping
             for hook in every:
                 hook.epoch_end(training, row, events)
-            if training.stopping and epoch < cfg.run.epochs:
+            if training.stopping and epoch < training.epochs:
                 raise Stopped(seed, epoch)
     finally:
         for hook in every:
@@ -94,10 +102,12 @@ def _diverged(loss: object, epoch: int, seed: int, cfg: TrainConfig) -> str:
 def start_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_dir: Path,
                label: str, resume: bool = False, world: World | None = None,
                threads: ThreadChoice | None = None,
-               stop: Callable[[], bool] | None = None) -> SeedTraining:
+               stop: Callable[[], bool] | None = None,
+               deadline: float | None = None) -> SeedTraining:
     """Seed ``seed`` ready for its next epoch: continued from its ``state.pt`` (with the
     encoder it records), or new, its encoder chosen first when the run says ``auto``
-    (edgegcl.training.choice; recorded in the seed's state from its first save on)."""
+    (edgegcl.training.choice; recorded in the seed's state from its first save on), a search
+    within its share of the seed's ``deadline``."""
     state = saved_state(run_dir, seed, cfg, world, resume)
     if state is not None:
         path = run_dir / "state.pt"
@@ -109,7 +119,8 @@ def start_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device, ru
         return training
     if cfg.model.encoder != AUTO:
         return SeedTraining(data, cfg, seed, device, run_dir, world, threads)
-    choice = choose_encoder(data, cfg, seed, device, run_dir, label, world, threads, stop)
+    choice = choose_encoder(data, cfg, seed, device, run_dir, label, world, threads, stop,
+                            RunClock.search_end(deadline))
     if choice is None:  # stopped while searching: the seed starts afresh on --resume
         raise Stopped(seed, 0)
     return SeedTraining(data, cfg, seed, device, run_dir, world, threads, choice.encoder,
@@ -186,11 +197,15 @@ def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.dev
               report: Callable[[list[SeedResult]], dict[str, Any]] | None = None,
               stop: Callable[[], bool] | None = None, resume: bool = False,
               world: World | None = None, hooks: Sequence[Hook] = (),
-              threads: ThreadChoice | None = None) -> dict[str, Any]:
+              threads: ThreadChoice | None = None, clock: RunClock | None = None
+              ) -> dict[str, Any]:
     """``train_seeds`` without its checks, for a job that made them: ``run_dir`` is locked by
     it (rank 0), ``data`` validated, a resumed run's files checked (edgegcl.jobs.plan and
-    edgegcl.jobs.start). The arguments are ``train_seeds``'s."""
+    edgegcl.jobs.start). The arguments are ``train_seeds``'s; ``clock``: the run's time
+    budget as the job started it (default: ``cfg``'s, from now)."""
     main = world is None or world.is_main
+    if clock is None:
+        clock = RunClock.started(cfg.run.time_budget_s)
     if cfg.run.mode == "auto" and not resume:  # chosen once, for every seed: config.toml keeps it
         mode = resolve_mode(cfg, data, device) if world is None else "minibatch"
         cfg = cfg.replace(run={"mode": mode})
@@ -219,7 +234,8 @@ def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.dev
             results.append(done)
             continue
         result = train_seed(data, cfg, seed, device, seed_dir, f"seed {seed + 1}/{cfg.run.seeds}",
-                            stop, resume, world, threads=threads, hooks=hooks)
+                            stop, resume, world, threads=threads, hooks=hooks,
+                            deadline=clock.seed_end(cfg.run.seeds - seed))
         if not main:
             continue
         save_checkpoint(seed_dir / "checkpoint.pt", result.encoder_state,
