@@ -172,6 +172,7 @@ def test_a_search_out_of_time_trains_each_candidate_one_epoch(tmp_path: Path) ->
     choice = choose_encoder(data, cfg, 0, CPU, tmp_path, "seed 1/1", end=time.monotonic())
     assert choice is not None and choice.by == "search"
     assert set(choice.scores) == {"gcn", "ego", "poly"} and choice.epochs == 1
+    assert "after 1 epoch each" in choice.line()
     assert search_epochs(cfg) == 10 and search_epochs(cfg, 4) == 1
 
 

@@ -66,7 +66,7 @@ class EncoderChoice:
                     f"; another than {next(iter(self.scores))} only if more than "
                     f"{self.margin:.1f} points (one standard error) above it")
             return (f"encoder {self.encoder}: validation {metric_name(self.metric)} after "
-                    f"{self.epochs} epochs "
+                    f"{self.epochs} epoch{'' if self.epochs == 1 else 's'} "
                     f"each ({ranked}{rule}); the search took {self.seconds:.0f} s")
         if self.by == "homophily":
             assert self.homophily is not None and self.margin is not None

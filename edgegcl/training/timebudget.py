@@ -28,16 +28,17 @@ if TYPE_CHECKING:
     from edgegcl.training.config import TrainConfig
 
 __all__ = ["MINIBATCH_STEPS", "SEARCH_SHARE", "RunClock", "bounded_epochs", "budget_line",
-           "duration_seconds",
-           "duration_text", "epochs_that_fit", "probe_interval", "step_bound"]
+           "duration_seconds", "duration_text", "epochs_that_fit", "probe_interval",
+           "step_bound"]
 
 SEARCH_SHARE = 0.25
 """The most of a seed's part of ``--time-budget`` its encoder search may take."""
 
 MINIBATCH_STEPS = 4000
 """``max_steps = -1``: the steps a mini-batch seed trains at most. The default 300 epochs of a
-graph up to 13 600 nodes (14 batches of 1024, tolokers' 12 included) stay whole; a 1M-node
-graph trains 4 epochs (about 12 minutes on 2 cores) instead of 300 (about 14 hours)."""
+graph up to 13 312 nodes (13 batches of 1024, tolokers' 12 included) stay whole; a 1M-node
+graph trains 4 epochs (its whole run 12.2 minutes on 2 cores, bench/results/wall-time-1m.md)
+instead of 300 (about 14 hours at its 170 s an epoch)."""
 
 RESERVE_SHARE = 0.05
 """The share of ``--time-budget`` kept for what follows the seeds' training: their results
