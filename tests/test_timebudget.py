@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -183,5 +184,6 @@ def test_the_cli_says_the_budget_and_how_each_seed_ended(tmp_path: Path) -> None
     assert code == 0, err
     assert "time budget 4s: 2 seed(s) of about 2s each" in err
     assert err.count("fitted in its part of the time budget") == 2
+    assert re.search(r"\| the run ends by \d\d:\d\d:\d\d", err)  # the progress line's
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert all(s["cut"] == "time_budget" for s in metrics["seeds"])

@@ -247,6 +247,15 @@ def _schedule_text(seed: SeedTraining, row: Row) -> str:
     return text
 
 
+def ends_text(run_end: float | None) -> str:
+    """`` | the run ends by 14:05``: a time-budgeted run's end (``time.monotonic``) as the
+    local wall-clock time, for the progress line; "" without a budget."""
+    if run_end is None:
+        return ""
+    at = time.time() + (run_end - time.monotonic())
+    return f" | the run ends by {time.strftime('%H:%M:%S', time.localtime(at))}"
+
+
 class ProgressLine(Hook):
     """The progress line with its ETA on rank 0 (batches within an epoch, then the epoch's
     loss and the negatives the schedule uses), and the thread count's line once a measuring
@@ -288,7 +297,8 @@ class ProgressLine(Hook):
             say(threads.line())
             self.announce = False
         self.bar.total = seed.epochs  # a time budget plans them again as the seed trains
-        self.bar.update(int(row["epoch"]), _schedule_text(seed, row))  # type: ignore[call-overload]
+        self.bar.update(int(row["epoch"]), _schedule_text(seed, row)  # type: ignore[call-overload]
+                        + ends_text(seed.run_end))
         if seed.main and seed.cut == "time_budget" and int(row["epoch"]) == seed.epochs:  # type: ignore[call-overload]
             self.bar.close()
             say(f"{self.label}: {seed.epochs} epochs fitted in its part of the time budget "

@@ -92,6 +92,7 @@ class SeedTraining:
                                    mode == "minibatch")
         self.epochs, self.eval_every, self.cut = self.most, cfg.run.eval_every, ""
         self.deadline: float | None = None  # when its part of a --time-budget ends (monotonic)
+        self.run_end: float | None = None  # and the whole run's
         self.probe_s: float | None = None  # the last probe's seconds, and its epoch
         self.probed_at = 0
         if self.most < cfg.run.epochs:

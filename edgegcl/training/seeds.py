@@ -52,7 +52,7 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                run_dir: Path, label: str, stop: Callable[[], bool] | None = None,
                resume: bool = False, world: World | None = None,
                hooks: Sequence[Hook] = (), threads: ThreadChoice | None = None,
-               deadline: float | None = None) -> SeedResult:
+               deadline: float | None = None, run_end: float | None = None) -> SeedResult:
     """Train one independent training (own split, initialisation and random streams) and probe it.
 
     The loop trains epochs and polls ``stop()``; everything else is a hook
@@ -63,11 +63,12 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     (``world``) a stop reaching any rank stops all of them after the same epoch.
     ``threads``: the run's thread choice (edgegcl.training.threads). ``deadline``
     (``time.monotonic``): when the seed's part of a time budget ends, its encoder search
-    included (edgegcl.training.timebudget); it trains the epochs that fit.
+    included (edgegcl.training.timebudget); it trains the epochs that fit. ``run_end``: when
+    the whole run's budget ends, which its progress line shows.
     """
     training = start_seed(data, cfg, seed, device, run_dir, label, resume, world, threads, stop,
                           deadline)
-    training.deadline = deadline
+    training.deadline, training.run_end = deadline, run_end
     every = [*standard_hooks(label, threads, cfg.run.patience), *hooks, StateSaver()]
     for hook in every:
         hook.seed_start(training)
@@ -235,7 +236,7 @@ def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.dev
             continue
         result = train_seed(data, cfg, seed, device, seed_dir, f"seed {seed + 1}/{cfg.run.seeds}",
                             stop, resume, world, threads=threads, hooks=hooks,
-                            deadline=clock.seed_end(cfg.run.seeds - seed))
+                            deadline=clock.seed_end(cfg.run.seeds - seed), run_end=clock.end)
         if not main:
             continue
         save_checkpoint(seed_dir / "checkpoint.pt", result.encoder_state,
