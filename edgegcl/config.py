@@ -18,6 +18,7 @@ import copy
 import functools
 import json
 import math
+import operator
 import typing
 from dataclasses import MISSING, Field, field, fields
 from pathlib import Path
@@ -164,7 +165,7 @@ def _coerce(f: Field[Any], kind: Any, value: Any) -> Any:
         if isinstance(value, (list, dict)):
             raise ValueError
         return str(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError, ArithmeticError):
         if origin is dict:
             what = (f"{','.join(f'{k}=N' for k in CATEGORY_ORDER if k in keys)} (every one "
                     f"once) or a table {' / '.join(keys)}")
@@ -186,11 +187,21 @@ def _number(value: Any) -> float:
 
 
 def _integer(value: Any) -> int:
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+    """An integer option's value: an int (numpy's too), a whole number of another type
+    (2.0, Decimal("2")) or a string of digits; ValueError (or OverflowError: infinity) for
+    anything else, a fraction included (``int()`` alone would truncate it)."""
+    if isinstance(value, bool):
         raise ValueError
     if isinstance(value, str):
-        value = value.strip()
-    return int(value)
+        return int(value.strip())
+    try:
+        return operator.index(value)
+    except TypeError:
+        pass
+    whole = int(value)
+    if whole != value:
+        raise ValueError
+    return whole
 
 
 # ---- a configuration of sections ----------------------------------------------------------

@@ -39,7 +39,7 @@ class PathNotNamed(UsageError):
 class Stopped(Exception):
     """Training stopped on request (SIGINT / SIGTERM) after an epoch, its state saved, or
     before seed ``seed`` (0-based) trained an epoch (``epoch`` 0: the seeds before it are
-    finished). A job sets ``run_dir`` (where ``--resume`` continues; None when the stop came
+    finished; ``searched``: the figures its encoder search kept, "" for none). A job sets ``run_dir`` (where ``--resume`` continues; None when the stop came
     before the run's first epoch, whose new directory is then removed: nothing to resume)
     and ``signum`` (the signal that asked, if any). The message counts seeds from 1, as the
     progress line does.
@@ -50,10 +50,13 @@ class Stopped(Exception):
     """
 
     def __init__(self, seed: int, epoch: int, run_dir: Path | None = None,
-                 signum: int | None = None) -> None:
+                 signum: int | None = None, searched: str = "") -> None:
         super().__init__(f"stopped after epoch {epoch} of seed {seed + 1}" if epoch else
+                         f"stopped during seed {seed + 1}'s encoder search (its finished "
+                         f"candidates' figures are kept: {searched})" if searched else
                          f"stopped before seed {seed + 1} trained an epoch")
         self.seed, self.epoch, self.run_dir, self.signum = seed, epoch, run_dir, signum
+        self.searched = searched
 
 
 class RankLost(RuntimeError):
@@ -65,3 +68,34 @@ class RankLost(RuntimeError):
 
 class ExportCheckError(Exception):
     """onnxruntime and torch disagree on an exported model: a bug, not bad input."""
+
+
+OUT_OF_MEMORY_TEXTS = (
+    "CUDA out of memory",  # the CUDA caching allocator (torch.OutOfMemoryError)
+    "CUDA error: out of memory",  # cudaErrorMemoryAllocation outside it (context creation, ...)
+    "DefaultCPUAllocator: can't allocate memory",  # c10 alloc_cpu, posix_memalign failed
+    "DefaultCPUAllocator: not enough memory",  # c10 alloc_cpu on Windows and Android
+    "CUBLAS_STATUS_ALLOC_FAILED",  # cuBLAS could not allocate its handle or workspace
+    "CUDNN_STATUS_ALLOC_FAILED",  # cuDNN could not allocate
+)
+"""What torch's allocators put in the RuntimeError they raise when memory runs out (torch 2.x)."""
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` means "this needs more memory than there is" (and not a bug).
+
+    Python's ``MemoryError`` (numpy's too), ``torch.OutOfMemoryError`` and the ``RuntimeError``
+    texts the allocators raise (OUT_OF_MEMORY_TEXTS); any other error, even one that mentions
+    memory ("an illegal memory access"), or cuDNN's ambiguous CUDNN_STATUS_NOT_SUPPORTED,
+    is not: it must surface instead of being taken for a lack of memory. Needs no torch.
+    """
+    if isinstance(exc, MemoryError):
+        return True
+    return isinstance(exc, RuntimeError) and any(t in str(exc) for t in OUT_OF_MEMORY_TEXTS)
+
+
+def out_of_memory_line(exc: BaseException, fix: str) -> str:
+    """The one line for running out of memory: what the allocator said (numpy's and torch's
+    name the size they asked for) and ``fix``."""
+    said = first_line(exc) if str(exc).strip() else "an allocation failed"
+    return f"out of memory ({said}); {fix}"

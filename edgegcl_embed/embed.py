@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from .errors import InputError, one_line, shown
+from .errors import InputError, first_line, one_line, shown
 from .files import npy_writer, refuse_inputs_as_outputs, replacing
-from .graph import check_graph, load_npz
+from .graph import EDGE_READINGS, check_graph, load_npz
 from .interrupt import forget_handled_interrupt
 from .kernels import KERNELS, one_shot_kernel
 from .progress import Progress
@@ -63,6 +63,11 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--node-table", default=None, metavar="NODES.csv",
                    help="with a CSV / TSV / Parquet edge list as --graph: its node table (id, "
                         "feature columns, label), read as edgegcl train reads it")
+    p.add_argument("--edges", choices=EDGE_READINGS, default="auto",
+                   help="how the graph's edges are read, as edgegcl train's --edges: auto (an "
+                        "edge table and the heterophilous-graph benchmark's .npz both ways, "
+                        "edge_index as stored), undirected (each edge both ways) or directed "
+                        "(as stored, one way); a graph folder's as it was converted")
     p.add_argument("--out", required=True, metavar="EMB.npy",
                    help="where to write the float32 embeddings [num_nodes, out_dim]; for an "
                         "edge list, each row's node id goes to EMB.ids.txt beside it")
@@ -109,6 +114,10 @@ def _embed(args: argparse.Namespace) -> None:
         raise InputError("--node-table goes with a CSV / TSV / Parquet edge list as --graph; "
                          "drop it")
     if is_graph_folder(args.graph):  # on disk: a batch of targets at a time, mapped
+        if args.edges == "undirected":
+            raise InputError(f"{args.graph} is a graph folder, whose edges are read as they were "
+                             "converted; convert the graph again with --edges undirected, or "
+                             "drop --edges")
         folder = read_folder(args.graph, labels=False, say=lambda text: print(
             f"{PROG}: {text}", file=sys.stderr))
         shape = (folder.num_nodes, session.metadata.out_dim)
@@ -121,12 +130,12 @@ def _embed(args: argparse.Namespace) -> None:
         return
     ids = None
     if tables:
-        read = read_tables(args.graph, args.node_table)
+        read = read_tables(args.graph, args.node_table, args.edges)
         ids, graph = read.ids, list(check_graph(read.x, read.edge_index,
                                                 session.metadata.in_dim))
         del read
     else:
-        graph = list(check_graph(*load_npz(args.graph), session.metadata.in_dim))
+        graph = list(check_graph(*load_npz(args.graph, args.edges), session.metadata.in_dim))
     session.kernel = one_shot_kernel(args.kernel, session.sparse_work(*graph))
     shape = (graph[0].shape[0], session.metadata.out_dim)
     start = time.perf_counter()
@@ -163,6 +172,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RecursionError:
         print(f"{PROG}: error: an input file is nested too deeply to be read; check the files "
               "you passed", file=sys.stderr)
+        return 2
+    except MemoryError as exc:  # numpy and scipy name the size they asked for
+        said = first_line(exc) if str(exc).strip() else "an allocation failed"
+        print(f"{PROG}: error: out of memory ({said}); free memory, or embed in batches "
+              "(--batch-size) or from a graph folder (edgegcl convert), read a batch at a time",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -230,24 +230,55 @@ def signed_indices(indices: np.ndarray, path: Path, name: str) -> np.ndarray:
     return indices.astype(np.int64)
 
 
-def benchmark_edges(edges: np.ndarray, path: Path) -> np.ndarray:
+EDGE_READINGS: tuple[str, ...] = ("auto", "undirected", "directed")
+"""How a graph file's edges are read (``--edges``): ``auto`` as its format says (an edge table
+and the heterophilous-graph benchmark's ``edges`` list each undirected edge once, so each is
+used both ways; edgegcl's ``edge_index`` and a graph folder hold message-passing edges, used as
+stored), ``undirected`` each edge both ways, once, whatever the format, ``directed`` each
+edge as stored, one way. A file's name never changes it."""
+
+
+def check_reading(reading: str) -> str:
+    """``reading`` if it is one of EDGE_READINGS, else one InputError line."""
+    if reading not in EDGE_READINGS:
+        raise InputError(f"--edges {shown(str(reading), 40)} is not a way to read edges; use "
+                         f"one of {', '.join(EDGE_READINGS)}")
+    return reading
+
+
+def reads_both_ways(reading: str, listed_once: bool) -> bool:
+    """Whether edges stored by a format that lists each undirected edge once
+    (``listed_once``: edge tables, the benchmark's ``edges``) or as message-passing edges are
+    used both ways under ``reading`` (EDGE_READINGS)."""
+    return check_reading(reading) == "undirected" or (reading == "auto" and listed_once)
+
+
+def both_ways(edge_index: np.ndarray) -> np.ndarray:
+    """Each edge of ``edge_index`` [2, E] in both directions, once (an edge listed both ways,
+    or twice, counts once), sorted by (source, target)."""
+    both = np.concatenate([edge_index, edge_index[::-1]], axis=1)
+    return np.unique(both, axis=1) if both.size else both.reshape(2, 0)
+
+
+def benchmark_edges(edges: np.ndarray, path: Path, reading: str = "auto") -> np.ndarray:
     """The heterophilous-graph benchmark's ``edges`` [E, 2] as an ``edge_index`` [2, E']: each
     undirected edge both ways (once, however the file lists it), as the benchmark's own loader
-    reads them, unless the file's name says ``directed`` (its directed variants). edgegcl
-    train and edgegcl-embed read a benchmark file through this one function."""
+    reads its undirected graphs, unless ``reading`` is ``directed`` (its directed variants:
+    each row one way). edgegcl train and edgegcl-embed read a benchmark file through this
+    one function."""
     if edges.ndim != 2 or edges.shape[1] != 2:
         raise InputError(f"graph file {path}: edges has shape {edges.shape}, not "
                          "[num_edges, 2]; store one (source, target) row per edge")
     edge_index = np.ascontiguousarray(signed_indices(edges, path, "edges").T)
-    if "directed" not in path.name.lower() and edges.dtype.kind in "iu":  # others: refused later
-        both = np.concatenate([edge_index, edge_index[::-1]], axis=1)
-        edge_index = np.unique(both, axis=1)  # an edge listed both ways counts once
+    if reads_both_ways(reading, True) and edges.dtype.kind in "iu":  # others: refused later
+        edge_index = both_ways(edge_index)
     return edge_index
 
 
-def load_npz(path: str | Path) -> tuple[Features, np.ndarray]:
+def load_npz(path: str | Path, reading: str = "auto") -> tuple[Features, np.ndarray]:
     """``x`` and ``edge_index`` from an ``.npz`` file (read without unpickling anything, every
-    member's declared size checked before it is allocated; see ``open_npz``).
+    member's declared size checked before it is allocated; see ``open_npz``), its edges read
+    as ``reading`` says (EDGE_READINGS).
 
     x is a dense array ``x`` or a CSR matrix stored as SPARSE_X_KEYS (see ``save_npz``). A file
     in the heterophilous-graph benchmark's layout (``node_features``, ``edges`` [E, 2]) is read
@@ -255,9 +286,10 @@ def load_npz(path: str | Path) -> tuple[Features, np.ndarray]:
     """
     p = Path(path)
     fix = "write it with numpy.savez(path, x=..., edge_index=...)"
+    check_reading(reading)
     with open_npz(p, fix) as npz:
         if "x" not in npz and "node_features" in npz and "edges" in npz:
-            return npz["node_features"], benchmark_edges(npz["edges"], p)
+            return npz["node_features"], benchmark_edges(npz["edges"], p, reading)
         sparse = "x" not in npz and all(k in npz for k in SPARSE_X_KEYS)
         missing = [k for k in ("x", "edge_index") if k not in npz and not (k == "x" and sparse)]
         if missing:
@@ -265,8 +297,11 @@ def load_npz(path: str | Path) -> tuple[Features, np.ndarray]:
                              f"{', '.join(map(shown, npz.names[:10])) or 'nothing'}); store "
                              "arrays named x [num_nodes, in_dim] (or a CSR x as "
                              f"{', '.join(SPARSE_X_KEYS)}) and edge_index [2, num_edges]")
-        return ((_sparse_x(npz, p) if sparse else npz["x"]),
-                signed_indices(npz["edge_index"], p, "edge_index"))
+        edge_index = signed_indices(npz["edge_index"], p, "edge_index")
+        if (reads_both_ways(reading, False) and edge_index.ndim == 2
+                and edge_index.shape[0] == 2 and edge_index.dtype.kind in "iu"):  # others: refused later
+            edge_index = both_ways(edge_index)
+        return (_sparse_x(npz, p) if sparse else npz["x"]), edge_index
 
 
 def _check_sparse_x(x: spmatrix) -> csr_matrix:

@@ -3,13 +3,14 @@ core, so that converting a graph larger than memory stays bounded too (docs/grap
 
 The graph is the one ``edgegcl_embed.tables.read_tables`` reads into memory, array for array:
 nodes numbered in the node table's order, or in the sorted order of the ids the edges name;
-self-loops dropped; each edge both ways, once, sorted by source then target; structural
+self-loops dropped; each edge both ways (one way with ``--edges directed``), once, sorted by
+source then target; structural
 features where the node table has no feature columns. Memory is O(N) (the ids, the degrees)
 plus a chunk of rows or edges, whatever E:
 
 1. the node ids: the node table's, or the edge table read TABLE_CHUNK_ROWS rows at a time,
    each chunk's ids merged into the sorted set so far;
-2. the edge table read again, each chunk's ids numbered, written both ways to a temporary;
+2. the edge table read again, each chunk's ids numbered, written (both ways) to a temporary;
 3. a counting sort by source over chunks of those edges (``counting_slots``), then each run of
    sources (about a chunk of edges) sorted by target and its repeats dropped, into
    ``edge_index.npy``;
@@ -38,18 +39,20 @@ Progress = Callable[[float, str], None]
 
 
 def write_edge_table(edges: str | Path, folder: Path, nodes: str | Path | None = None, *,
-                     half: bool = False, progress: Progress | None = None) -> bool:
+                     half: bool = False, progress: Progress | None = None,
+                     both: bool = True) -> bool:
     """The graph of the edge table ``edges`` (and node table ``nodes``) written into the
     empty folder ``folder`` (the caller's, made exclusively), a chunk at a time (the module's
-    docstring); float16 features with ``half``. Whether its features are the structural
+    docstring); float16 features with ``half``; each edge one way only, from the first
+    column's node to the second's, without ``both`` (``--edges directed``). Whether its features are the structural
     ones (no feature columns). Every problem of the tables is one InputError line."""
     edges = Path(edges)
     say: Progress = progress or (lambda done, text: None)
     table = None if nodes is None else read_node_table(nodes)
     numbering = Numbering.of(table.ids) if table is not None else _edge_ids(edges, say)
     n = int(numbering.sorted_ids.size)
-    count = _numbered_both_ways(edges, numbering, None if nodes is None else Path(nodes),
-                                folder, say)
+    count = _numbered(edges, numbering, None if nodes is None else Path(nodes), folder, say,
+                      both)
     _unique_by_source(folder, n, count, say)
     say(0.9, "the features and the sampler's index")
     x = table.x if table is not None else None
@@ -77,17 +80,19 @@ def _edge_ids(edges: Path, say: Progress) -> Numbering:
     return Numbering(ids, np.arange(ids.size, dtype=np.int64))
 
 
-def _numbered_both_ways(edges: Path, numbering: Numbering, nodes: Path | None, folder: Path,
-                        say: Progress) -> int:
-    """Pass 2: every edge as node numbers, both ways, self-loops dropped, appended to the
-    temporaries ``.src`` / ``.dst`` in ``folder``; how many."""
+def _numbered(edges: Path, numbering: Numbering, nodes: Path | None, folder: Path,
+              say: Progress, both: bool) -> int:
+    """Pass 2: every edge as node numbers, both ways (one way without ``both``), self-loops
+    dropped, appended to the temporaries ``.src`` / ``.dst`` in ``folder``; how many."""
     count = 0
     with open(folder / ".src", "xb") as src, open(folder / ".dst", "xb") as dst:
         for ends, read in edge_id_chunks(edges, TABLE_CHUNK_ROWS):
             pairs = numbering.edges(ends, edges, nodes)
-            src.write(np.concatenate([pairs[0], pairs[1]]).tobytes())
-            dst.write(np.concatenate([pairs[1], pairs[0]]).tobytes())
-            count += 2 * pairs.shape[1]
+            if both:
+                pairs = np.concatenate([pairs, pairs[::-1]], axis=1)
+            src.write(np.ascontiguousarray(pairs[0]).tobytes())
+            dst.write(np.ascontiguousarray(pairs[1]).tobytes())
+            count += pairs.shape[1]
             say(0.3 + 0.3 * read, "numbering the edges")
     return count
 

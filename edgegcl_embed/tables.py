@@ -3,7 +3,8 @@
 A CSV / TSV table has a header row, a Parquet table its column names; the edge list's first two
 columns are the two ends of each edge (ids of
 any kind: numbers, names, hashes) and a third column, if any, a weight, which the GCN does not
-use. Each edge is undirected and read both ways, once. The node table, if given: its first
+use. Each edge is undirected and read both ways, once (``reading = "directed"``: one way, from
+the first column's node to the second's). The node table, if given: its first
 column is the node's id, a column named ``label`` (or ``y``) its class (integers keep their
 numbers, other values map to 0, 1, 2, ... in sorted order), the other columns its features
 (numbers; in Parquet a column may also hold each node's feature vector as a list of numbers of
@@ -33,7 +34,7 @@ import numpy as np
 from .errors import InputError, shown
 from .files import open_regular, read_regular
 from .folder import edge_chunks
-from .graph import check_file
+from .graph import both_ways, check_file, reads_both_ways
 
 __all__ = ["TABLE_SUFFIXES", "STRUCTURAL_FEATURES", "NodeTable", "Numbering", "TableGraph",
            "check_ids", "delimited_chunks", "edge_id_chunks", "read_node_table", "read_tables",
@@ -49,7 +50,7 @@ MAX_TABLE_BYTES = 1 << 34
 
 @dataclass(frozen=True)
 class TableGraph:
-    """A graph read from tables: features x [N, F] float32, edges [2, E] int64 (both ways),
+    """A graph read from tables: features x [N, F] float32, edges [2, E] int64 (both ways unless read as directed),
     labels y [N] int64 or None, each row's id (str), the label names, and whether x is the
     structural features."""
 
@@ -224,19 +225,25 @@ def read_node_table(nodes: str | Path) -> NodeTable:
     feature_at = [i for i in range(1, len(node_header)) if i != label_at]
     x = (_numbers([node_columns[i] for i in feature_at], "its feature columns", nodes)
          if feature_at else None)
-    y, classes = (None, []) if label_at is None else _labels(_ids(node_columns[label_at]))
+    y, classes = (None, []) if label_at is None else _labels(_ids(node_columns[label_at]),
+                                                               nodes)
     return NodeTable(ids, x, y, classes)
 
 
-def _labels(labels: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """Labels as class numbers and the classes' names: integer labels keep their numbers,
-    others map in sorted order."""
+def _labels(labels: np.ndarray, table: Path) -> tuple[np.ndarray, list[str]]:
+    """Labels as class numbers and the classes' names: integer labels keep their numbers
+    (each below the number of rows, as a graph file's labels must be: checked before a name
+    is made for each class), others map in sorted order."""
     try:
         y = labels.astype(np.int64)
-        if (y >= 0).all():
-            return y, [str(c) for c in range(int(y.max()) + 1)]
-    except ValueError:
-        pass
+    except (ValueError, OverflowError):
+        y = None
+    if y is not None and (y >= 0).all():
+        if y.size and int(y.max()) >= y.size:
+            raise InputError(f"table {table}: label {int(y.max())} is not below the number of "
+                             f"nodes ({y.size}); number the classes 0, 1, 2, ... or give them "
+                             "names")
+        return y, [str(c) for c in range(int(y.max()) + 1)]
     names, y = np.unique(labels, return_inverse=True)
     return y.astype(np.int64), [str(n) for n in names]
 
@@ -274,10 +281,13 @@ class Numbering:
         return numbered[:, numbered[0] != numbered[1]]
 
 
-def read_tables(edges: str | Path, nodes: str | Path | None = None) -> TableGraph:
+def read_tables(edges: str | Path, nodes: str | Path | None = None,
+                reading: str = "auto") -> TableGraph:
     """The graph of an edge table and an optional node table (the module's docstring: the
-    columns); every problem one InputError line naming the table and the fix."""
+    columns), its edges read as ``reading`` says (edgegcl_embed.graph.EDGE_READINGS: both ways
+    unless ``directed``); every problem one InputError line naming the table and the fix."""
     edges = Path(edges)
+    both = reads_both_ways(reading, True)
     header, columns = _columns(edges)
     if len(header) < 2 or columns[0].ndim != 1 or columns[1].ndim != 1:
         raise _too_narrow(edges, len(header))
@@ -290,8 +300,8 @@ def read_tables(edges: str | Path, nodes: str | Path | None = None) -> TableGrap
         check_ids(table.ids, edges)
         numbering = Numbering(table.ids, np.arange(table.ids.size, dtype=np.int64))
     edge_index = numbering.edges(ends, edges, None if nodes is None else Path(nodes))
-    both = np.concatenate([edge_index, edge_index[::-1]], axis=1)
-    edge_index = np.unique(both, axis=1) if both.size else both.reshape(2, 0)
+    edge_index = (both_ways(edge_index) if both else np.unique(edge_index, axis=1)
+                  if edge_index.size else edge_index.reshape(2, 0))  # once each, sorted
     structural = table.x is None
     x = structural_features(edge_index, table.ids.size) if structural else table.x
     return TableGraph(x, edge_index, table.y, table.ids, table.classes, structural)

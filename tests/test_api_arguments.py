@@ -6,8 +6,10 @@ from __future__ import annotations
 import copy
 import re
 import threading
+from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -15,6 +17,7 @@ import edgegcl
 from edgegcl.data import SyntheticSpec, synthetic_graph
 from edgegcl.data.validation import validate_graph
 from edgegcl.errors import UsageError
+from edgegcl.training.config import TrainConfig
 
 
 @pytest.mark.parametrize("kwargs, says", [
@@ -74,3 +77,41 @@ def test_a_graph_with_autograd_history_is_taken_without_it() -> None:
     graph.x = graph.x.clone().requires_grad_() * 1.0
     checked = validate_graph(graph)
     assert not checked.x.requires_grad and torch.equal(checked.x, graph.x.detach())
+
+
+def test_a_stop_function_answers_true_or_false_or_is_named(tmp_path: Path) -> None:
+    """``stop`` returning something other than a yes / no, or raising, is one UsageError
+    line naming it, before anything of the run is kept; numpy's bool is a yes / no."""
+    settings = {"epochs": 2, "nodes": 100, "encoder": "gcn", "hidden_dim": 8, "out_dim": 8,
+                "proj_dim": 8}
+
+    def boom() -> bool:
+        raise ValueError("boom")
+
+    for stop, said in ((lambda: np.array([False, True]), "stop must return True or False, "
+                        "not ndarray"), (boom, "stop raised ValueError: boom")):
+        with pytest.raises(UsageError, match=said) as err:
+            edgegcl.train(settings=settings, out=tmp_path / "r", stop=stop)
+        assert "\n" not in str(err.value) and not (tmp_path / "r").exists()
+    edgegcl.train(settings=settings, out=tmp_path / "ok", stop=lambda: np.bool_(False))
+
+
+@pytest.mark.parametrize("value", [Decimal("inf"), np.float32("inf"), np.float32(2.5),
+                                   Decimal("NaN"), float("nan")])
+def test_an_integer_option_that_is_not_a_whole_number_is_one_line(value: object) -> None:
+    with pytest.raises(UsageError, match="config field 'epochs' .* must be int"):
+        TrainConfig(epochs=value)
+    assert TrainConfig(epochs=np.int64(5)).run.epochs == 5 == TrainConfig(epochs=5.0).run.epochs
+
+
+def test_embed_out_of_the_wrong_kind_is_one_line(tmp_path: Path) -> None:
+    run = edgegcl.train(settings={"epochs": 1, "nodes": 100, "encoder": "gcn", "hidden_dim": 8,
+                                  "out_dim": 8, "proj_dim": 8}, out=tmp_path / "r")
+    for out, said in ((np.zeros((100, 8), np.float32), "out must be a torch.Tensor"),
+                      (torch.zeros(3, 3), r"not float32 \[3, 3\]"),
+                      (torch.zeros(100, 8, dtype=torch.float64), r"not float64 \[100, 8\]")):
+        with pytest.raises(UsageError, match=said) as err:
+            run.embed(out=out)
+        assert "\n" not in str(err.value)
+    filled = torch.zeros(100, 8)
+    assert run.embed(out=filled) is filled

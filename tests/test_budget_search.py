@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from edgegcl.errors import is_out_of_memory
 from edgegcl.budget.search import (DEFAULT_MARGIN, OUT_OF_MEMORY, Budgets, Cost, best_of,
-                                   format_table, is_out_of_memory, search_theta, to_json)
+                                   format_table, search_theta, to_json)
 
 GIB = 2**30
 GRID = [i / 20 for i in range(1, 21)]  # 0.05, 0.10, ..., 1.0

@@ -21,6 +21,7 @@ from edgegcl.evaluation.probe import random_split
 from edgegcl.training.choice import pick, search_epochs
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.results import EncoderChoice
+from edgegcl.training.searchrecord import SearchRecord, read_search
 from edgegcl.training.seeds import Stopped, train_seeds
 
 CPU = torch.device("cpu")
@@ -223,3 +224,40 @@ def test_a_stop_before_the_first_epoch_names_nothing_to_resume(tmp_path: Path) -
         edgegcl.train(settings={**SMALL, "encoder": "auto"}, out=tmp_path / "r",
                       stop=lambda: bool(polls.append(1)) or len(polls) > 1)
     assert stopped.value.run_dir is None and not (tmp_path / "r").exists()
+
+
+def test_a_stop_during_the_search_keeps_the_finished_candidates(tmp_path: Path,
+                                                               capsys) -> None:
+    """A stop after the search's first candidate: the run directory is kept with that
+    candidate's figure in seed-0/search.json; --resume reads it back, trains the other
+    candidates only, and chooses what an uninterrupted run chooses, on the same figures."""
+    import edgegcl
+
+    settings = {**SMALL, "encoder": "auto", "seeds": 1}
+    record = tmp_path / "r" / "seed-0" / "search.json"
+    with pytest.raises(Stopped, match="encoder search .* kept: gcn") as stopped:
+        edgegcl.train(settings=settings, out=tmp_path / "r", stop=record.exists)
+    assert stopped.value.run_dir == tmp_path / "r"
+    assert list(read_search(record.parent).scores) == ["gcn"]
+    capsys.readouterr()
+    resumed = edgegcl.train(resume=tmp_path / "r")
+    err = capsys.readouterr().err
+    assert "goes on from its saved figures (gcn" in err
+    assert "choosing the encoder, gcn" not in err and "choosing the encoder, ego" in err
+    straight = edgegcl.train(settings=settings, out=tmp_path / "straight")
+    got, want = (run.metrics["seeds"][0]["encoder_choice"] for run in (resumed, straight))
+    assert got["scores"] == want["scores"] and got["encoder"] == want["encoder"]
+
+
+def test_a_damaged_search_record_is_one_line(tmp_path: Path) -> None:
+    seed_dir = tmp_path / "seed-0"
+    seed_dir.mkdir()
+    SearchRecord(["gcn", "ego"], 4, {"gcn": 50.0}, 4, 1.0, 2.0, "micro_f1").save(seed_dir)
+    assert read_search(seed_dir).remaining() == ["ego"]
+    for forged in ('{"candidates": ["gcn"]}', "not json", '{"candidates": ["gcn", "ego"], '
+                   '"epochs": 4, "scores": {"ego": 50.0}, "trained": 4, "seconds": 1.0, '
+                   '"margin": 2.0, "metric": "micro_f1"}'):
+        (seed_dir / "search.json").write_text(forged)
+        with pytest.raises(UsageError, match="is not a search record") as err:
+            read_search(seed_dir)
+        assert "\n" not in str(err.value)

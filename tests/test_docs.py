@@ -509,7 +509,7 @@ def test_run_directory_files(run_dir: Path) -> None:
                for p in run_dir.rglob("*") if p.is_file()}
     assert written - listed == set()
     optional = {"embeddings.npy", "seed-K/events.out.tfevents.*", "profile.json",
-                "node_ids.txt", ".edgegcl.lock"}
+                "node_ids.txt", ".edgegcl.lock", "seed-K/search.json"}
     assert listed - written == optional
 
 

@@ -501,3 +501,64 @@ def test_plot_refuses_a_garbage_epochs_csv(tmp_path: Path, kind: str, needle: st
     assert code == 2 and len(lines) == 1, err
     assert "epochs.csv" in lines[0] and needle in lines[0], lines[0]
     assert not (tmp_path / "run" / "curves.png").exists()
+
+
+NUMPY_OOM = ("Unable to allocate 7.10 GiB for an array with shape (953000000,) and data type "
+             "float64")
+"""What numpy's MemoryError says: the size it asked for."""
+
+
+def test_out_of_memory_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Running out of memory anywhere in a command (numpy's MemoryError, torch's allocator's
+    RuntimeError) is one line naming what the allocator asked for and the fix, exit 2."""
+    import edgegcl.jobs.start as start
+    from edgegcl.errors import is_out_of_memory
+
+    def numpy_fails(*_: object, **__: object) -> None:
+        raise MemoryError(NUMPY_OOM)
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(start, "load_graph", numpy_fails)
+    code, _, err = capture(edgegcl_main, ["train", "--epochs", "1", "--out", "r"])
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"edgegcl: error: out of memory ({NUMPY_OOM}); free memory")
+    assert "--mode minibatch" in err and not (tmp_path / "r").exists()
+
+    def torch_fails(*_: object, **__: object) -> None:
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: "
+                           "not enough memory: you tried to allocate 7623000000 bytes.")
+
+    monkeypatch.setattr(start, "load_graph", torch_fails)
+    code, _, err = capture(edgegcl_main, ["train", "--epochs", "1", "--out", "r"])
+    assert code == 2 and "out of memory ([enforce fail" in err and err.count("\n") == 1
+    assert not is_out_of_memory(RuntimeError("an illegal memory access was encountered"))
+
+
+def test_edgegcl_embed_out_of_memory_is_one_line(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import edgegcl_embed.embed as embed
+
+    def fails(*_: object, **__: object) -> None:
+        raise MemoryError(NUMPY_OOM)
+
+    model = tmp_path / "m.onnx"
+    model.write_bytes(b"")
+    graph = tmp_path / "g.npz"
+    np.savez(graph, x=np.ones((3, 2), np.float32), edge_index=np.zeros((2, 1), np.int64))
+    monkeypatch.setattr(embed, "_embed", fails)
+    code, _, err = capture(embed.main, [str(model), "--graph", str(graph), "--out",
+                                        str(tmp_path / "e.npy")])
+    assert code == 2 and err == (f"edgegcl-embed: error: out of memory ({NUMPY_OOM}); free "
+                                 "memory, or embed in batches (--batch-size) or from a graph "
+                                 "folder (edgegcl convert), read a batch at a time\n")
+
+
+def test_a_table_label_beyond_the_node_count_is_refused_before_allocating(
+        tmp_path: Path) -> None:
+    """A label of 10^12 in a node table would name a class per integer up to it: refused in
+    one line, as a graph file's labels must be below the node count."""
+    (tmp_path / "e.csv").write_text("src,dst\na,b\nb,c\n")
+    (tmp_path / "n.csv").write_text("id,f,label\na,1,0\nb,2,1000000000000\nc,3,1\n")
+    with pytest.raises(UsageError, match=r"label 1000000000000 is not below the number of "
+                                         r"nodes \(3\)"):
+        load_graph(str(tmp_path / "e.csv"), None, node_table=tmp_path / "n.csv")

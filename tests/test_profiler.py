@@ -269,7 +269,7 @@ def test_cuda_calibration_measures_allocator_peak(graph):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_out_of_memory_is_caught_and_flushed():
-    from edgegcl.budget.search import is_out_of_memory
+    from edgegcl.errors import is_out_of_memory
     with pytest.raises(Exception) as info:
         torch.empty(2**50, device="cuda")
     assert is_out_of_memory(info.value)

@@ -63,10 +63,10 @@ from edgegcl.budget.search import (
     best_of,
     closest_fit,
     closest_fit_reason,
-    is_out_of_memory,
     search_theta,
     to_json,
 )
+from edgegcl.errors import is_out_of_memory
 from edgegcl.training.config import TrainConfig
 from edgegcl.contrast.scheduler import CATEGORIES, NegativeScheduler
 from edgegcl.memory import PeakMemory, release_cpu_memory

@@ -2,7 +2,7 @@
 
 ``search_theta`` only decides which θ_max to try next and which to keep; ``measure(theta)``
 (the profiler) runs the real steps and returns their ``Cost``, or ``OUT_OF_MEMORY`` after it
-caught an allocation failure (``is_out_of_memory``) and flushed the allocator's cache.
+caught an allocation failure (edgegcl.errors.is_out_of_memory) and flushed the allocator's cache.
 
 The search follows Lightning's batch-size finder in 'binsearch' mode: grow (double θ from
 ``start`` until a θ fails or 1.0 fits), then bisect between the last θ that fitted and the first
@@ -31,35 +31,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import torch
 
 DEFAULT_MARGIN = 0.10
 DEFAULT_START = 0.1
 DEFAULT_RESOLUTION = 0.05
-
-# What torch's allocators put in the RuntimeError they raise when memory runs out (torch 2.x):
-_OOM_TEXTS = (
-    "CUDA out of memory",  # the CUDA caching allocator (torch.OutOfMemoryError)
-    "CUDA error: out of memory",  # cudaErrorMemoryAllocation outside it (context creation, ...)
-    "DefaultCPUAllocator: can't allocate memory",  # c10 alloc_cpu, posix_memalign failed
-    "DefaultCPUAllocator: not enough memory",  # c10 alloc_cpu on Windows and Android
-    "CUBLAS_STATUS_ALLOC_FAILED",  # cuBLAS could not allocate its handle or workspace
-    "CUDNN_STATUS_ALLOC_FAILED",  # cuDNN could not allocate
-)
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    """Whether ``exc`` means "this θ needs more memory than there is" (and not a bug).
-
-    ``torch.cuda.OutOfMemoryError``, Python's ``MemoryError`` (numpy's too), and the
-    ``RuntimeError`` texts the allocators raise; any other error, even one that mentions
-    memory ("an illegal memory access"), or cuDNN's ambiguous CUDNN_STATUS_NOT_SUPPORTED,
-    is not: it must surface instead of quietly marking a θ infeasible.
-    """
-    if isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)):
-        return True
-    return isinstance(exc, RuntimeError) and any(t in str(exc) for t in _OOM_TEXTS)
-
 
 @dataclass(frozen=True)
 class Cost:

@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 from edgegcl import __version__
 from edgegcl.jobs.ranks import RANK_VARIABLES, rank_environment_problem
 from edgegcl.jobs.signals import INTERRUPTED, interrupt
-from edgegcl.errors import UsageError
+from edgegcl.errors import UsageError, is_out_of_memory, out_of_memory_line
 from edgegcl_embed.errors import one_line, shown
 from edgegcl_embed.interrupt import forget_handled_interrupt
 
@@ -117,6 +117,12 @@ def _os_error_line(exc: OSError) -> str | None:
     return None
 
 
+OUT_OF_MEMORY_FIX = ("free memory, or make the work smaller: train in mini-batches (--mode "
+                     "minibatch, a smaller --batch-size), or convert the graph to a graph folder "
+                     "(edgegcl convert), which runs read a batch at a time")
+"""What the out-of-memory line advises: nothing was written that a run cannot resume."""
+
+
 def _discard_stdout() -> None:
     """Point stdout at /dev/null, so that the interpreter's last flush at exit does not meet
     the closed pipe again (Python's documented recipe for SIGPIPE)."""
@@ -159,6 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             line = "an input file is nested too deeply to be read; check the file you passed"
         elif isinstance(exc, OSError):
             line = _os_error_line(exc)
+        elif is_out_of_memory(exc):
+            line = out_of_memory_line(exc, OUT_OF_MEMORY_FIX)
         if line is not None:
             exc = UsageError(line)
         if not isinstance(exc, UsageError):

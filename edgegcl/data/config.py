@@ -194,6 +194,11 @@ class SyntheticConfig(Section):
                              self.max_degree)
 
 
+EdgeReading = Literal["auto", "undirected", "directed"]
+"""``[data] edges``: how a graph's edges are read (the runtime's
+``edgegcl_embed.graph.EDGE_READINGS``, which edgegcl-embed's ``--edges`` takes too)."""
+
+
 @dataclass(frozen=True)
 class DataConfig(Section):
     """Which graph a run trains on (the ``[data]`` section).
@@ -211,4 +216,10 @@ class DataConfig(Section):
     node_table: str = option("", "a CSV / TSV / Parquet --dataset edge list's node table: "
                              "id, feature columns, label ('': the nodes the edges name, structural "
                              "features)", omit_default=True)
+    edges: EdgeReading = option("auto", "how a graph's edges are read: auto (as its format "
+                                "says: an edge table and the heterophilous-graph benchmark's "
+                                ".npz list each undirected edge once, so both ways; edgegcl's "
+                                "edge_index, .pt files and graph folders as stored), undirected "
+                                "(each edge both ways, once) or directed (as stored, one way); "
+                                "a file's name never changes it", omit_default=True)
 

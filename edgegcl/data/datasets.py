@@ -17,18 +17,20 @@ from typing import Any
 
 import fsspec.config
 import numpy as np
+import torch
 from torch_geometric.data import Data, InMemoryDataset
 import torch_geometric.datasets
 from torch_geometric.utils import coalesce, remove_self_loops
 
 from edgegcl.data.config import DATASETS, GRAPH_FILES, PYG_SOURCES, SyntheticSpec, canonical_name
-from edgegcl.data.files import is_graph_file, load_file
+from edgegcl.data.files import EDGES_BOTH_WAYS, is_graph_file, load_file
 from edgegcl.data.folder import is_graph_folder, open_folder
 from edgegcl.data.synthetic import synthetic_graph
 from edgegcl.data.validation import SPLIT_MASKS, validate_graph
 from edgegcl.errors import PathNotNamed, UsageError, first_line
 from edgegcl_embed.errors import shown
 from edgegcl_embed.files import read_regular
+from edgegcl_embed.graph import EDGE_READINGS, both_ways
 
 
 # ---------------------------------------------------------------------------------------
@@ -74,7 +76,7 @@ def default_data_root() -> Path:
 
 
 def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSpec = SyntheticSpec(),
-               node_table: str | Path | None = None) -> Data:
+               node_table: str | Path | None = None, edges: str = "auto") -> Data:
     """Load a graph by dataset name, file path, or ``None``/``"synthetic"`` for a generated one.
 
     ``root`` only matters for the named benchmark datasets (``None`` means
@@ -88,22 +90,33 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
         root: directory holding the benchmark datasets (None: ``default_data_root()``).
         synthetic: the generated graph's parameters.
         node_table: a CSV / TSV / Parquet edge list's node table (edgegcl_embed.tables).
+        edges: how its edges are read (edgegcl_embed.graph.EDGE_READINGS): ``auto``, as its
+            format says; ``undirected``, each edge both ways; ``directed``, as stored. A named
+            dataset and the generated graph list each undirected edge both ways already; a
+            graph folder's edges are read as they were converted.
 
     Example:
         >>> load_graph("synthetic", None).num_nodes
         2000
         >>> load_graph("Cora", "/path/to/datasets")  # doctest: +SKIP
     """
+    if edges not in EDGE_READINGS:
+        raise UsageError(f"--edges {shown(str(edges), 40)} is not a way to read edges; use one "
+                         f"of {', '.join(EDGE_READINGS)}")
     if node_table and (name is None or not is_graph_file(name)):
         raise UsageError("--node-table goes with a CSV / TSV / Parquet edge list as --dataset, "
                          f"not {shown(name or 'synthetic', 80)}; drop it")
     if name is None or name.strip().lower() == "synthetic":
-        return synthetic_graph(synthetic)
+        return _read_as(synthetic_graph(synthetic), edges)
     if is_graph_file(name):
         return load_file(Path(name).expanduser(),
-                         None if not node_table else Path(node_table).expanduser())
+                         None if not node_table else Path(node_table).expanduser(), edges)
     canonical = canonical_name(name)
     if canonical is None and is_graph_folder(name):
+        if edges == "undirected":
+            raise UsageError(f"{shown(name, 80)} is a graph folder, whose edges are read as "
+                             "they were converted (its pages are never rewritten); convert "
+                             "the graph again with --edges undirected, or drop --edges")
         return open_folder(name)
     if canonical is None:
         raise UsageError(
@@ -111,8 +124,19 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
             f"{' or '.join(GRAPH_FILES)} graph file, or a graph folder (docs/graph-folder.md)"
         )
     if canonical == "synthetic":
-        return synthetic_graph(synthetic)
-    return _load_pyg(canonical, default_data_root() if root is None else Path(root).expanduser())
+        return _read_as(synthetic_graph(synthetic), edges)
+    return _read_as(_load_pyg(canonical, default_data_root() if root is None
+                              else Path(root).expanduser()), edges)
+
+
+def _read_as(data: Data, edges: str) -> Data:
+    """A generated or named graph (each undirected edge listed both ways) read as ``edges``
+    says: ``undirected`` records it both ways (each edge once, sorted), else as stored."""
+    if edges != "undirected":
+        return data
+    data.edge_index = torch.from_numpy(both_ways(data.edge_index.numpy()))
+    data.edge_reading = EDGES_BOTH_WAYS
+    return data
 
 
 def check_recorded_paths(dataset: str, root: str, source: str | Path, *,
@@ -151,11 +175,12 @@ def load_recorded(dataset: str, root: str, synthetic: SyntheticSpec, source: str
                   graph: str | Path | None = None, user_root: str | Path | None = None,
                   graph_flag: str = "--graph", root_flag: str = "--root",
                   node_table: str | Path | None = None, recorded_node_table: str = "",
-                  node_table_flag: str = "--node-table") -> Data:
+                  node_table_flag: str = "--node-table", edges: str = "auto") -> Data:
     """The graph of a configuration read from ``source``: ``graph`` when the user names one
     (a dataset name or graph file), else the recorded ``dataset``; read under ``user_root``
     when given, else the recorded ``root``; the recorded paths only after
-    ``check_recorded_paths``; a node table only when the user names it (``node_table``)."""
+    ``check_recorded_paths``; a node table only when the user names it (``node_table``); its
+    edges read as the run read them (``edges``, the recorded ``[data] edges``)."""
     name = str(graph) if graph is not None else dataset
     if recorded_node_table and node_table is None and graph is not None and is_graph_file(name):
         raise PathNotNamed(f"{source} was trained with the node table "
@@ -167,7 +192,7 @@ def load_recorded(dataset: str, root: str, synthetic: SyntheticSpec, source: str
                          root_named=user_root is not None, dataset_flag=graph_flag,
                          root_flag=root_flag)
     return load_graph(name, user_root if user_root is not None else (root or None), synthetic,
-                      node_table)
+                      node_table, edges)
 
 
 def _probe_class(cls: type[InMemoryDataset]) -> type[InMemoryDataset]:

@@ -24,7 +24,8 @@ from edgegcl_embed.errors import InputError, shown
 from edgegcl.memory import memory_limit
 from edgegcl_embed.files import open_regular
 from edgegcl_embed.folder import check_arrays
-from edgegcl_embed.graph import benchmark_edges, check_file, open_npz, signed_indices
+from edgegcl_embed.graph import (benchmark_edges, both_ways, check_file, open_npz,
+                                 reads_both_ways, signed_indices)
 from edgegcl_embed.tables import STRUCTURAL_FEATURES, TABLE_SUFFIXES, read_tables
 
 
@@ -43,41 +44,71 @@ def is_graph_file(name: str) -> bool:
     return Path(name).suffix.lower() in (*READERS, *TABLE_SUFFIXES)
 
 
-def load_file(path: Path, node_table: Path | None = None) -> Data:
+def load_file(path: Path, node_table: Path | None = None, edges: str = "auto") -> Data:
     """Load a user graph with the reader of its suffix (``READERS``: ``.pt``, a pickled
     ``Data`` read weights-only; ``.npz``, plain arrays; ``.csv`` / ``.tsv``, an edge list with
-    an optional ``node_table``, its node ids kept as ``data.ids``)."""
+    an optional ``node_table``, its node ids kept as ``data.ids``), its edges read as
+    ``edges`` says (edgegcl_embed.graph.EDGE_READINGS; ``data.edge_reading`` records how:
+    ``EDGES_BOTH_WAYS`` or ``EDGES_AS_STORED``). Nothing depends on the file's name beyond its
+    suffix."""
     suffix = path.suffix.lower()
     if node_table is not None and suffix not in TABLE_SUFFIXES:
         raise UsageError("--node-table goes with a CSV / TSV / Parquet edge list, but "
                          f"{shown(path.name)} is a graph file of its own; drop --node-table")
     try:  # the runtime's checks of paths and .npz files, raised as edgegcl's error type
         check_file(path, "graph file", "check the path")
-        data = (_load_tables(path, node_table) if suffix in TABLE_SUFFIXES
-                else READERS[suffix](path))
+        data = (_load_tables(path, node_table, edges) if suffix in TABLE_SUFFIXES
+                else READERS[suffix](path, edges))
     except InputError as exc:
         raise UsageError(str(exc)) from None
     data.name = path.name
-    ids = getattr(data, "ids", None)
+    ids, reading = getattr(data, "ids", None), data.edge_reading
+    del data.edge_reading
     checked = validate_graph(data)
     if ids is not None:
         checked.ids = ids
+    checked.edge_reading = reading
     return checked
 
 
-def _load_tables(path: Path, node_table: Path | None) -> Data:
+EDGES_BOTH_WAYS = "each edge both ways"
+EDGES_AS_STORED = "edges as stored"
+"""How a graph's edges were read (``data.edge_reading``, said in a run's start line and kept
+in its graph record): each undirected edge in both directions, once, or each stored edge as
+it is, one way (edgegcl's own arrays, a ``.pt``, a graph folder, a named dataset: PyG lists
+an undirected edge both ways)."""
+EDGE_READS = (EDGES_BOTH_WAYS, EDGES_AS_STORED)
+
+
+def edge_reading(data: Data) -> str:
+    """How ``data``'s edges were read: what its reader recorded, ``EDGES_AS_STORED`` for a
+    graph that was not read from a file (a dataset, a folder, a graph given in Python)."""
+    reading = getattr(data, "edge_reading", EDGES_AS_STORED)
+    return reading if reading in EDGE_READS else EDGES_AS_STORED
+
+
+def _read_as(data: Data, both: bool) -> Data:
+    """``data`` with its edges both ways (``both``: each once, sorted) and the record of it."""
+    if both:
+        data.edge_index = torch.from_numpy(both_ways(data.edge_index.numpy()))
+    data.edge_reading = EDGES_BOTH_WAYS if both else EDGES_AS_STORED
+    return data
+
+
+def _load_tables(path: Path, node_table: Path | None, edges: str) -> Data:
     """An edge list and its node table (edgegcl_embed.tables, the runtime's own reading)."""
-    g = read_tables(path, node_table)
+    g = read_tables(path, node_table, edges)
     if g.structural:
         say(f"{path.name}: no feature columns, so each node's features are its structural ones "
             f"({', '.join(STRUCTURAL_FEATURES)})")
     data = Data(x=torch.from_numpy(g.x), edge_index=torch.from_numpy(g.edge_index),
                 **({} if g.y is None else {"y": torch.from_numpy(g.y)}))
     data.ids = g.ids
+    data.edge_reading = EDGES_BOTH_WAYS if reads_both_ways(edges, True) else EDGES_AS_STORED
     return data
 
 
-def _load_pt(path: Path) -> Data:
+def _load_pt(path: Path, edges: str) -> Data:
     """Unpickle ``path`` with torch's weights-only loader, allowing only PyG's ``Data`` classes.
 
     Anything else in the pickle (a function call, an arbitrary class) is refused by the
@@ -111,11 +142,18 @@ def _load_pt(path: Path) -> Data:
         )
     try:
         masks = {key: getattr(obj, key, None) for key in SPLIT_MASKS}
-        return Data(x=obj.x, edge_index=obj.edge_index, y=obj.y, **masks)
+        data = Data(x=obj.x, edge_index=obj.edge_index, y=obj.y, **masks)
     except Exception as exc:  # a Data whose inner store was forged or damaged
         raise UsageError(f"{path} holds a damaged torch_geometric Data ({type(exc).__name__}: "
                          f"{first_line(exc)[:120]}); save it with torch.save(Data(x=..., "
                          "edge_index=..., y=...), path)") from None
+    edge_index = data.edge_index
+    both = reads_both_ways(edges, False) and isinstance(edge_index, torch.Tensor) and (
+        edge_index.dim() == 2 and edge_index.size(0) == 2 and not edge_index.is_floating_point()
+        and not edge_index.is_complex() and edge_index.layout == torch.strided)  # others: refused later
+    if both:
+        data.edge_index = edge_index.long()
+    return _read_as(data, both)
 
 
 def _disallowed_globals(path: Path) -> str | None:
@@ -144,13 +182,15 @@ the heterophilous-graph benchmark's (yandex-research/heterophilous-graphs: ``nod
 [splits, N])."""
 
 
-def _load_npz(path: Path) -> Data:
+def _load_npz(path: Path, edges: str) -> Data:
     """Read a graph from an ``.npz`` file in one of ``NPZ_LAYOUTS`` without pickle, each
     member's declared size checked before it is allocated (``edgegcl_embed.graph``, whose
     InputError the caller turns into a UsageError).
 
-    The benchmark layout lists each undirected edge once; as the benchmark's own loader does,
-    both directions are used unless the file's name says ``directed`` (its directed variants).
+    The benchmark layout lists each undirected edge once: both directions are used, as the
+    benchmark's own loader reads its undirected graphs, unless ``edges`` is ``directed``
+    (its directed variants); edgegcl's ``edge_index`` is used as stored unless ``edges`` is
+    ``undirected``.
     """
     fix = "save it with np.savez(path, x=..., edge_index=..., y=...)"
     with open_npz(path, fix) as npz:
@@ -161,11 +201,17 @@ def _load_npz(path: Path) -> Data:
               and key not in arrays]
     if needed:
         raise UsageError(f"{path} lacks array(s) {', '.join(needed)}; {fix}")
-    if "edges" in arrays:
-        arrays["edge_index"] = benchmark_edges(arrays.pop("edges"), path)
+    listed_once = "edges" in arrays
+    if listed_once:
+        arrays["edge_index"] = benchmark_edges(arrays.pop("edges"), path, edges)
     for key in ("edge_index", *LINK_PAIRS):
         if key in arrays:
             arrays[key] = signed_indices(arrays[key], path, key)
+    stored = arrays["edge_index"]
+    both = reads_both_ways(edges, listed_once)
+    if both and not listed_once and stored.ndim == 2 and stored.shape[0] == 2 and (
+            stored.dtype.kind in "iu"):  # others: refused below, or by the graph's checks
+        arrays["edge_index"] = both_ways(stored)
     tensors: dict[str, torch.Tensor] = {}
     for key, array in arrays.items():
         if array.dtype.kind not in "biuf":
@@ -173,7 +219,9 @@ def _load_npz(path: Path) -> Data:
                              "as numbers")
         # torch holds native byte order only: a big-endian file's arrays are swapped on loading
         tensors[key] = torch.from_numpy(np.ascontiguousarray(array, array.dtype.newbyteorder("=")))
-    return Data(**tensors)
+    data = Data(**tensors)
+    data.edge_reading = EDGES_BOTH_WAYS if both else EDGES_AS_STORED
+    return data
 
 
 def mapped_npz(path: Path) -> Data | None:
@@ -211,6 +259,6 @@ def mapped_npz(path: Path) -> Data | None:
     return data
 
 
-READERS: dict[str, Callable[[Path], Data]] = {".pt": _load_pt, ".npz": _load_npz}
+READERS: dict[str, Callable[[Path, str], Data]] = {".pt": _load_pt, ".npz": _load_npz}
 """Graph file readers by suffix (a new format: its reader here, its suffix in
 edgegcl.data.config.GRAPH_FILES, which ``--help`` lists)."""

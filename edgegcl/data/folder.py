@@ -27,6 +27,7 @@ from edgegcl_embed.progress import Progress
 from edgegcl_embed.errors import InputError
 from edgegcl_embed.folder import (MappedRows, chunk_ranges, finish_folder, is_graph_folder,
                                   read_folder)
+from edgegcl_embed.graph import reads_both_ways
 from edgegcl_embed.table_folder import write_edge_table
 from edgegcl_embed.tables import STRUCTURAL_FEATURES
 
@@ -115,12 +116,13 @@ def write_folder(data: Data, out: str | Path, *, half: bool = False,
 
 
 def write_table_folder(edges: str | Path, out: str | Path, *,
-                       node_table: str | Path | None = None, half: bool = False) -> Path:
+                       node_table: str | Path | None = None, half: bool = False,
+                       reading: str = "auto") -> Path:
     """Write the CSV / TSV edge list ``edges`` (with its ``node_table``) as a graph folder at
     ``out``, out of core (edgegcl_embed.table_folder: memory O(N) plus a chunk, whatever the
     number of edges), as ``write_folder`` does otherwise, with a progress line and its ETA;
-    the graph is the one training on the table reads. A table that does not hold is one
-    UsageError line."""
+    the graph is the one training on the table reads with ``reading`` (``[data] edges``). A
+    table that does not hold is one UsageError line."""
     line = Progress(100, "convert")
 
     def progress(done: float, text: str) -> None:
@@ -128,7 +130,8 @@ def write_table_folder(edges: str | Path, out: str | Path, *,
 
     def write(tmp: Path) -> None:
         try:
-            structural = write_edge_table(edges, tmp, node_table, half=half, progress=progress)
+            structural = write_edge_table(edges, tmp, node_table, half=half, progress=progress,
+                                          both=reads_both_ways(reading, True))
         except InputError as exc:
             raise UsageError(str(exc)) from None
         finally:

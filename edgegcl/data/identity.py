@@ -19,9 +19,11 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from edgegcl.data.files import EDGE_READS, edge_reading
 from edgegcl.errors import UsageError
-from edgegcl_embed.errors import InputError, shown
-from edgegcl_embed.files import read_regular, replacing
+from edgegcl.jsonfile import read_record
+from edgegcl_embed.errors import shown
+from edgegcl_embed.files import replacing
 
 GRAPH_FILE = "graph.json"
 """The file in a run directory that identifies its training graph."""
@@ -74,9 +76,11 @@ def content_hash(data: Data) -> str:
 
 def identity(data: Data, source: str) -> dict[str, Any]:
     """The record of ``data``: ``source`` (a dataset's name, a graph file as the user named it,
-    or ``PYTHON``), its nodes, edges and feature width, and its content hash."""
+    or ``PYTHON``), its nodes, edges, how they were read (edgegcl.data.files.edge_reading)
+    and feature width, and its content hash."""
     return {"source": source, "nodes": int(data.num_nodes), "edges": int(data.edge_index.size(1)),
-            "features": int(data.x.size(1)), "sha256": content_hash(data)}
+            "read": edge_reading(data), "features": int(data.x.size(1)),
+            "sha256": content_hash(data)}
 
 
 def write_identity(run_dir: Path, data: Data, source: str) -> None:
@@ -91,16 +95,15 @@ def read_identity(run_dir: Path) -> dict[str, Any] | None:
     that is not one (it came from a directory: every value is checked, none is used as a
     path)."""
     path = Path(run_dir) / GRAPH_FILE
-    if not path.exists() and not path.is_symlink():
-        return None
     fix = "remove it and give the training graph again"
-    try:
-        record = json.loads(read_regular(path, "graph record", fix, IDENTITY_LIMIT))
-    except (InputError, ValueError) as exc:
-        raise UsageError(f"{path} is not a graph record ({shown(str(exc), 80)}); {fix}") from None
-    keys = {"source": str, "nodes": int, "edges": int, "features": int, "sha256": str}
+    record = read_record(path, "graph record", fix, IDENTITY_LIMIT)
+    if record is None and not path.exists():
+        return None
+    keys = {"source": str, "nodes": int, "edges": int, "read": str, "features": int,
+            "sha256": str}
     if not (isinstance(record, dict) and set(record) == set(keys)
-            and all(type(record[k]) is kind for k, kind in keys.items())):
+            and all(type(record[k]) is kind for k, kind in keys.items())
+            and record["read"] in EDGE_READS):
         raise UsageError(f"{path} is not a graph record written by edgegcl; {fix}")
     return record
 
@@ -111,6 +114,8 @@ def differs(record: dict[str, Any], data: Data) -> str | None:
     found = identity(data, record["source"])
     if found == record:
         return None
+    if found["read"] != record["read"]:
+        return f"how its edges were read: {found['read']}, not {record['read']}"
     return ("its size" if (found["nodes"], found["edges"], found["features"]) !=
             (record["nodes"], record["edges"], record["features"]) else "its content")
 

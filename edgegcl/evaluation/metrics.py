@@ -21,6 +21,8 @@ import torch
 from torch import Tensor
 
 from edgegcl.errors import UsageError
+from edgegcl.evaluation.names import (HITS_K, LINK_METRICS, METRICS, NODE_METRICS,
+                                      task_metric_problem)
 
 __all__ = ["LABEL_KINDS", "LINK_METRICS", "METRICS", "NODE_METRICS", "LabelKind",
            "average_precision", "hits_at_k", "label_kind", "labels_line", "majority_rate",
@@ -28,13 +30,6 @@ __all__ = ["LABEL_KINDS", "LINK_METRICS", "METRICS", "NODE_METRICS", "LabelKind"
 
 LabelKind = Literal["multiclass", "binary", "multilabel"]
 LABEL_KINDS: tuple[str, ...] = ("multiclass", "binary", "multilabel")
-NODE_METRICS: tuple[str, ...] = ("micro_f1", "macro_f1", "roc_auc")
-"""What chooses on a node task: the probe's micro- or macro-F1, or ROC-AUC (binary labels)."""
-HITS_K: tuple[int, ...] = (20, 50, 100)
-"""Hits@K's K, as OGB's link tasks report them."""
-LINK_METRICS: tuple[str, ...] = ("auc", "ap", *(f"hits@{k}" for k in HITS_K))
-"""What chooses on the link task: the validation pairs' ROC-AUC, AP or Hits@K."""
-METRICS: tuple[str, ...] = ("auto", *NODE_METRICS, *LINK_METRICS)
 _NAMES = {"micro_f1": "micro-F1", "macro_f1": "macro-F1", "roc_auc": "ROC-AUC", "auc": "AUC",
           "ap": "AP", **{f"hits@{k}": f"Hits@{k}" for k in HITS_K}}
 
@@ -65,9 +60,9 @@ def resolve_metric(metric: str, kind: LabelKind) -> str:
     if metric == "roc_auc" and kind != "binary":
         raise UsageError(f"--metric roc_auc needs binary labels, but these are {kind}; use "
                          "--metric micro_f1 or macro_f1 (or auto)")
-    if metric not in NODE_METRICS:
-        raise UsageError(f"--metric {metric} scores links, but this run's task is node labels; "
-                         f"use one of {', '.join(NODE_METRICS)} (or auto), or --task link")
+    problem = task_metric_problem(metric, "node")
+    if problem is not None:
+        raise UsageError(problem)
     return metric
 
 

@@ -53,6 +53,28 @@ def callable_argument(name: str, value: object) -> Callable[..., Any] | None:
     return value  # type: ignore[return-value]
 
 
+def stop_argument(value: object) -> Callable[[], bool] | None:
+    """``stop``: a function of no arguments polled after every epoch, as one that answers
+    True or False (numpy's bool too) or says in one UsageError line that it did not: what
+    it returned instead, or what it raised."""
+    stop = callable_argument("stop", value)
+    if stop is None:
+        return None
+
+    def poll() -> bool:
+        try:
+            answer = stop()
+        except Exception as exc:  # the user's function: its own error, named in one line
+            text = str(exc).strip().splitlines()
+            raise UsageError(f"stop raised {_kind(exc)}{': ' + text[0][:120] if text else ''}; "
+                             "it must return True (stop after this epoch) or False") from None
+        if not (isinstance(answer, bool) or (type(answer).__module__ == "numpy"
+                                             and _kind(answer) in ("bool", "bool_"))):
+            raise UsageError(f"stop must return True or False, not {_kind(answer)}")
+        return bool(answer)
+    return poll
+
+
 def hooks_argument(value: object, hook_type: type) -> list[Any]:
     """``hooks``: a list or tuple of ``Hook`` instances."""
     if not isinstance(value, Sequence) or isinstance(value, (str, bytes)) or not all(

@@ -20,6 +20,7 @@ from torch_geometric.data import Data
 
 from edgegcl.budget.profiler import Calibration, auto_budget_line, auto_budget_report, pace_line
 from edgegcl.budget.profiles import DeviceProfile
+from edgegcl.data.files import edge_reading
 from edgegcl.data.folder import is_graph_folder
 from edgegcl.data.identity import check_identity, write_identity
 from edgegcl.data.validation import LINK_PAIRS
@@ -204,7 +205,8 @@ def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration 
             "every epoch trains")
     ranks = "" if world is None else (f", {world.size} processes ({world.negatives} "
                                       f"negatives, {cfg.run.batch_size} seeds per rank)")
-    say(f"training on {data.name} ({data.num_nodes} nodes, {data.edge_index.size(1)} edges), "
+    say(f"training on {data.name} ({data.num_nodes} nodes, {data.edge_index.size(1)} edges, "
+        f"{edge_reading(data)}), "
         f"{cfg.run.seeds} seed(s){ranks}; run directory {run_dir}")
 
 
@@ -241,9 +243,13 @@ def _train(p: _Prepared, hooks: Sequence[Hook], logger: Hook | None, save_embedd
                       stop=asked, resume=p.resume, world=p.world, hooks=every,
                       threads=p.threads, clock=clock)
     except Stopped as stopped:  # a new directory before its first epoch is removed: no run_dir
+        if stopped.searched and first.then is not None:  # the search's figures keep it
+            first.then()
+            first.then = None
         kept = p.resume or first.then is None
         raise Stopped(stopped.seed, stopped.epoch, p.run_dir if kept else None,
-                      signals.signals[0] if signals.signals else None) from None
+                      signals.signals[0] if signals.signals else None,
+                      stopped.searched) from None
     except RuntimeError as exc:  # a collective failed: gloo / NCCL raise RuntimeErrors
         if p.world is None:
             raise

@@ -79,7 +79,8 @@ def load_data(cfg: TrainConfig) -> Data:
     """The run's graph, and the size of each built-in encoder it may train checked against it
     (one line each)."""
     return _check_models(cfg, load_graph(cfg.data.dataset, cfg.data.root or None,
-                                         cfg.synthetic_spec(), cfg.data.node_table or None))
+                                         cfg.synthetic_spec(), cfg.data.node_table or None,
+                                         cfg.data.edges))
 
 
 def checked_graph(cfg: TrainConfig, graph: Data) -> Data:

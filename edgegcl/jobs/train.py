@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from edgegcl.budget.profiles import DeviceProfile
 from edgegcl.errors import UsageError
-from edgegcl.jobs.arguments import (budget_argument, callable_argument, flag_argument,
-                                    hooks_argument, path_argument, settings_argument)
+from edgegcl.jobs.arguments import (budget_argument, flag_argument, hooks_argument,
+                                    path_argument, settings_argument, stop_argument)
 from edgegcl.jobs.plan import Plan, Request, config_argument, plan, profile_argument
 from edgegcl.training.hooks import Hook
 from edgegcl.training.logger import make_logger
@@ -69,7 +69,7 @@ def train(config: TrainConfig | str | Path | None = None, graph: Data | None = N
     if out is not None:
         given["out"] = str(out)
     hooks = hooks_argument(hooks, Hook)
-    stop = callable_argument("stop", stop)
+    stop = stop_argument(stop)
     for name, flag in (("auto_budget", auto_budget), ("remeasure", remeasure),
                        ("save_embeddings", save_embeddings),
                        ("handle_signals", handle_signals)):

@@ -334,7 +334,7 @@ def training_graph(cfg: TrainConfig, graph: str | None = None, *,
     try:
         return load_recorded(cfg.data.dataset, cfg.data.root, cfg.synthetic_spec(), source,
                              graph=graph or None, user_root=root, node_table=node_table,
-                             recorded_node_table=cfg.data.node_table)
+                             recorded_node_table=cfg.data.node_table, edges=cfg.data.edges)
     except UsageError as exc:
         if graph or isinstance(exc, PathNotNamed):
             raise

@@ -47,6 +47,7 @@ from edgegcl.training.distributed import World
 from edgegcl.training.linkprober import seed_link_split
 from edgegcl.training.results import AGREEMENT_THRESHOLD, HOMOPHILY_THRESHOLD, EncoderChoice
 from edgegcl.training.prober import MIN_LABELLED_NODES
+from edgegcl.training.searchrecord import SearchRecord, read_search
 from edgegcl.training.seed import SeedTraining
 from edgegcl.training.threads import ThreadChoice
 from edgegcl.training.timebudget import epochs_that_fit, probe_interval
@@ -77,7 +78,7 @@ def choose_encoder(data: Data, cfg: TrainConfig, seed: int, device: torch.device
                    run_dir: Path, label: str, world: World | None = None,
                    threads: ThreadChoice | None = None,
                    stop: Callable[[], bool] | None = None,
-                   end: float | None = None) -> EncoderChoice | None:
+                   end: float | None = None, resume: bool = False) -> EncoderChoice | None:
     """Seed ``seed``'s encoder for an ``auto`` configuration: the search's winner on a
     labelled graph, the label-free signal's pick otherwise; the line saying it is printed
     (rank 0). The search's runs are thrown away: the seed then trains its encoder from the
@@ -94,7 +95,8 @@ def choose_encoder(data: Data, cfg: TrainConfig, seed: int, device: torch.device
     if clear is not None:
         choice = clear
     elif labelled and len(candidates) > 1:
-        choice = _search(data, cfg, seed, device, run_dir, label, world, threads, stop, end)
+        choice = _search(data, cfg, seed, device, run_dir, label, world, threads, stop, end,
+                         resume)
         if choice is None:
             return None
     else:
@@ -140,21 +142,40 @@ def _links_agree(data: Data, cfg: TrainConfig, seed: int) -> EncoderChoice | Non
 
 def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_dir: Path,
             label: str, world: World | None, threads: ThreadChoice | None,
-            stop: Callable[[], bool] | None, end: float | None) -> EncoderChoice | None:
+            stop: Callable[[], bool] | None, end: float | None,
+            resume: bool = False) -> EncoderChoice | None:
     """Train each candidate ``search_epochs`` epochs from the seed's initialisation (fewer
     when its share of the time to ``end`` runs out), probing its validation figure (the run's
-    metric) as a run does; the best (the first of equals) and the record."""
+    metric) as a run does; the best (the first of equals) and the record. After each
+    candidate the figures so far are saved in the seed's ``search.json``; with ``resume`` a
+    saved record's finished candidates are read back, not trained again."""
     candidates = cfg.model.candidates()
     main = world is None or world.is_main
     start = time.perf_counter()
-    scores: dict[str, float] = {}
-    epochs = trained = 0
+    saved = read_search(run_dir) if resume and main else None
+    if world is not None:
+        saved = world.broadcast(saved)
+    if saved is not None and saved.candidates != candidates:
+        saved = None  # another plan: the search starts again (the config is checked on resume)
+    record = saved or SearchRecord(candidates, 0)
     announce = (main and threads is not None and threads.picker is not None
                 and not threads.picker.done)  # the thread count's line, once it is measured
+    if saved is not None and saved.scores and main:
+        say(f"{label}: the encoder search goes on from its saved figures ({saved.kept()})")
     for i, name in enumerate(candidates):
+        if name in record.scores:
+            continue
         training = SeedTraining(data, cfg, seed, device, run_dir, world, threads, encoder=name)
-        if i == 0:  # within the seed's epochs (--max-steps)
-            epochs = trained = search_epochs(cfg, training.most)
+        planned = search_epochs(cfg, training.most)  # within the seed's epochs (--max-steps)
+        if not record.epochs:
+            record.epochs = record.trained = planned
+        elif record.epochs != planned:  # --epochs changed on --resume: measured for another plan
+            del training
+            if main:
+                say(f"{label}: the saved search trained {record.epochs} epochs a candidate and "
+                    f"this run plans {planned}: it starts again")
+            return _search(data, cfg, seed, device, run_dir, label, world, threads, stop, end)
+        epochs = record.epochs
         bar = Progress(epochs, f"{label}: choosing the encoder, {name}", enabled=main)
         share = None if end is None else time.monotonic() + max(
             0.0, end - time.monotonic()) / (len(candidates) - i)
@@ -178,17 +199,26 @@ def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_d
                 bar.close()
                 return None
             if last:
-                trained = min(trained, epoch)
+                record.trained = min(record.trained, epoch)
                 break
         bar.close()
         best = float(training.prober.best_val)
         score = best if main and math.isfinite(best) else 0.0
-        scores[name] = world.broadcast(score) if world is not None else score
+        record.scores[name] = world.broadcast(score) if world is not None else score
         if name == candidates[0]:  # the reference's spread: the margin to beat it by
-            margin, metric = training.prober.standard_error(scores[name]), training.prober.metric
+            record.margin = training.prober.standard_error(record.scores[name])
+            record.metric = training.prober.metric
         del training
-    return EncoderChoice(pick(scores, candidates, margin), "search", scores, trained,
-                         time.perf_counter() - start, margin=margin, metric=metric)
+        if main:
+            record.seconds = (saved.seconds if saved is not None else 0.0) + (
+                time.perf_counter() - start)
+            record.save(run_dir)
+    assert record.margin is not None
+    return EncoderChoice(pick(record.scores, candidates, record.margin), "search",
+                         record.scores, record.trained,
+                         (saved.seconds if saved is not None else 0.0)
+                         + time.perf_counter() - start, margin=record.margin,
+                         metric=record.metric)
 
 
 def _out_of_time(share: float, times: list[float], probe_s: float | None, every: int,

@@ -40,6 +40,7 @@ from edgegcl.contrast.scheduler import NegativeScheduler, ScheduleConfig
 from edgegcl.data.config import (DataConfig, SamplerName, SyntheticConfig, SyntheticSpec,
                                  canonical_name)
 from edgegcl.errors import UsageError
+from edgegcl.evaluation.names import task_metric_problem
 from edgegcl.nn.config import AugmentConfig, ModelConfig
 from edgegcl.trust import check_named
 from edgegcl.training.timebudget import MINIBATCH_STEPS, duration_seconds
@@ -173,6 +174,9 @@ class RunConfig(Section):
 
     def check(self) -> None:
         duration_seconds(self.time_budget)
+        problem = task_metric_problem(self.metric, self.task)
+        if problem is not None:  # known from the flags alone: refused before any work
+            raise UsageError(problem)
         if self.task == "link" and self.protocol == "both":
             raise UsageError("--protocol both adds the authors' node-label protocol, which has "
                              "no link counterpart; drop it with --task link")

@@ -269,7 +269,7 @@ class ProgressLine(Hook):
         if seed.main and seed.most < seed.cfg.run.epochs:
             hans = seed.trainer.scheduler
             pace = ("" if hans.theta_max == 0 or not type(hans).who else
-                    f"; theta_max in use from the start (too few epochs for a decision)"
+                    "; theta_max in use from the start (too few epochs for a decision)"
                     if hans.saturated_at == 0 else
                     f"; theta_max in use by epoch {hans.T_reach}"
                     if getattr(hans, "T_reach", None) is not None else "")

@@ -22,7 +22,8 @@ from torch_geometric.data import Data
 
 from edgegcl.data.validation import LINK_PAIRS
 from edgegcl.evaluation.links import LinkScores, LinkSplit, adamic_adar, link_scores, link_split
-from edgegcl.evaluation.metrics import LINK_METRICS, standard_error
+from edgegcl.evaluation.metrics import standard_error
+from edgegcl.evaluation.names import task_metric_problem
 from edgegcl.evaluation.probe import Selection
 from edgegcl.errors import UsageError
 from edgegcl.training.prober import Baselines
@@ -34,9 +35,9 @@ def resolve_link_metric(metric: str) -> str:
     """The figure that chooses on the link task: ``auto`` is AUC; node metrics are refused."""
     if metric == "auto":
         return "auc"
-    if metric not in LINK_METRICS:
-        raise UsageError(f"--metric {metric} scores node labels, but --task link scores pairs; "
-                         f"use one of {', '.join(LINK_METRICS)} (or auto)")
+    problem = task_metric_problem(metric, "link")
+    if problem is not None:
+        raise UsageError(problem)
     return metric
 
 

@@ -87,7 +87,7 @@ class Run:
                                   self.path, graph=graph, user_root=root, graph_flag="graph=",
                                   root_flag="root=", node_table=node_table,
                                   recorded_node_table=data.node_table,
-                                  node_table_flag="node_table=")
+                                  node_table_flag="node_table=", edges=data.edges)
         except UsageError:
             if not python:
                 raise
@@ -107,7 +107,14 @@ class Run:
         preallocated tensor to fill (``edgegcl.nn.model.npy_embeddings`` maps one to a file);
         ``root``: where a named dataset is read, ``node_table``: a CSV edge list's node
         table (``graph()``)."""
+        if out is not None and not isinstance(out, Tensor):
+            raise UsageError(f"out must be a torch.Tensor to fill, not {type(out).__name__} (a "
+                             "numpy array: torch.from_numpy(array); a file: "
+                             "edgegcl.nn.model.npy_embeddings)")
         data = on_disk(self.graph(graph, root=root, node_table=node_table))
+        if out is not None:
+            _check_out(out, data.num_nodes, self.config.model.out_dim
+                       if encoder_name(self.encoder) is not None else None)
         if data.x.size(1) != self.in_dim:
             raise UsageError(f"graph {data.name} has {data.x.size(1)} features but the encoder "
                              f"of {self.path} takes {self.in_dim}; pass a graph with the "
@@ -124,6 +131,19 @@ class Run:
                 return self.encoder.embed_nodes(x, data.edge_index, out, scratch=scratch)
             z = self.encoder(data.x, data.edge_index)
             return z if out is None else out.copy_(z)
+
+
+def _check_out(out: Tensor, rows: int, width: int | None) -> None:
+    """One UsageError line unless ``out`` is a float32 CPU tensor of ``rows`` rows (and
+    ``width`` columns, where the encoder's width is known before it runs)."""
+    want = f"float32 [{rows}, {'out_dim' if width is None else width}] on the CPU"
+    fits = (out.dtype == torch.float32 and out.device.type == "cpu" and out.dim() == 2
+            and out.size(0) == rows and (width is None or out.size(1) == width))
+    if not fits:
+        raise UsageError(f"out must be {want} (one row per node of the graph), not "
+                         f"{str(out.dtype).removeprefix('torch.')} {list(out.shape)} on "
+                         f"{out.device}; pass torch.empty({rows}, "
+                         f"{'out_dim' if width is None else width})")
 
 
 def load_run(path: str | Path, encoder: str | None = None) -> Run:

@@ -28,6 +28,7 @@ from edgegcl.data.validation import validate_graph
 from edgegcl.nn.config import AUTO
 from edgegcl.training.checkpoint import save_checkpoint
 from edgegcl.training.choice import choose_encoder
+from edgegcl.training.searchrecord import SEARCH_FILE, read_search
 from edgegcl.tomlfile import read_toml
 from edgegcl.training.config import TrainConfig, to_toml
 from edgegcl.training.distributed import World, on_main
@@ -108,7 +109,8 @@ def start_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device, ru
     """Seed ``seed`` ready for its next epoch: continued from its ``state.pt`` (with the
     encoder it records), or new, its encoder chosen first when the run says ``auto``
     (edgegcl.training.choice; recorded in the seed's state from its first save on), a search
-    within its share of the seed's ``deadline``."""
+    within its share of the seed's ``deadline``, continued from its saved figures on
+    ``resume``."""
     state = saved_state(run_dir, seed, cfg, world, resume)
     if state is not None:
         path = run_dir / "state.pt"
@@ -121,9 +123,10 @@ def start_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device, ru
     if cfg.model.encoder != AUTO:
         return SeedTraining(data, cfg, seed, device, run_dir, world, threads)
     choice = choose_encoder(data, cfg, seed, device, run_dir, label, world, threads, stop,
-                            RunClock.search_end(deadline))
-    if choice is None:  # stopped while searching: the seed starts afresh on --resume
-        raise Stopped(seed, 0)
+                            RunClock.search_end(deadline), resume)
+    if choice is None:  # stopped while searching: --resume goes on from the saved figures
+        record = read_search(run_dir) if world is None or world.is_main else None
+        raise Stopped(seed, 0, searched="" if record is None else record.kept())
     return SeedTraining(data, cfg, seed, device, run_dir, world, threads, choice.encoder,
                    choice.to_dict())
 
@@ -244,6 +247,7 @@ def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.dev
                         result.selected_epoch, result.decoder_state)
         save_atomic({**result_to_dict(result), "config_hash": config_hash(cfg)},
                     seed_dir / "result.pt")
+        (seed_dir / SEARCH_FILE).unlink(missing_ok=True)  # the choice is in the result now
         results.append(result)
     if not main:
         return {}
