@@ -115,3 +115,12 @@ def test_embed_out_of_the_wrong_kind_is_one_line(tmp_path: Path) -> None:
         assert "\n" not in str(err.value)
     filled = torch.zeros(100, 8)
     assert run.embed(out=filled) is filled
+
+
+def test_a_name_longer_than_a_file_name_may_be_is_one_line(tmp_path: Path) -> None:
+    long = "x" * 300
+    with pytest.raises(UsageError, match="out: the name x+\\.\\.\\. is 300 bytes, longer than a file name"):
+        edgegcl.train(settings={"epochs": 1, "nodes": 60}, out=tmp_path / long)
+    with pytest.raises(UsageError, match="cannot be used .*File name too long"):
+        edgegcl.train(settings={"epochs": 1, "nodes": 60, "out": str(tmp_path / long)})
+    assert list(tmp_path.iterdir()) == []

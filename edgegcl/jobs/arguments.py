@@ -7,6 +7,7 @@ Standard library alone: the jobs check their arguments before torch loads.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,18 @@ def path_argument(name: str, value: object) -> Path | None:
         raise UsageError(f"{name} must be a path (str or pathlib.Path), not {_kind(value)}")
     if "\0" in str(value) or not str(value):
         raise UsageError(f"{name} must be a non-empty path without NUL bytes")
-    return Path(value)
+    path = Path(value)
+    longest = max(path.parts, key=lambda part: len(os.fsencode(part)))
+    if len(os.fsencode(longest)) > NAME_MAX:
+        raise UsageError(f"{name}: the name {longest[:40]}... is {len(os.fsencode(longest))} "
+                         f"bytes, longer than a file name may be ({NAME_MAX}); pass a shorter "
+                         "one")
+    return path
+
+
+NAME_MAX = 255
+"""The longest file name, in bytes, that the usual filesystems allow (ext4, XFS, APFS, NTFS
+in UTF-16 units): a longer one is refused before any work, not met as an OSError later."""
 
 
 def settings_argument(value: object) -> dict[str, object]:

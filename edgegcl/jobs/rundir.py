@@ -18,6 +18,7 @@ from pathlib import Path
 from edgegcl.data.config import canonical_name
 from edgegcl.errors import UsageError
 from edgegcl.training.lock import LOCK_NAME, RunLock
+from edgegcl_embed.errors import shown
 
 WRITTEN = re.compile(r"config\.toml|profile\.json|metrics\.json|checkpoint\.pt|seed-\d+|"
                      r"graph\.json|node_ids\.txt|\.edgegcl\.lock|\..+\.\d+\.[0-9a-f]+\.tmp")
@@ -39,7 +40,11 @@ def new_run_dir(hold: ExitStack, out: str, name: str) -> tuple[Path, Callable[[]
     exception removes the files a run writes (``WRITTEN``), then the directory and the folders
     made for it when nothing else is in them, so that a failed start leaves nothing behind and
     takes nothing it did not make."""
-    existed = bool(out) and Path(out).is_dir()
+    try:
+        existed = bool(out) and Path(out).is_dir()
+    except OSError as exc:  # a name too long, a loop of links: said before anything is made
+        raise UsageError(f"--out {shown(out, 60)} cannot be used ({exc.strerror or exc}); pass "
+                         "a shorter or plain path") from None
     parent = (Path(out) if out else Path("runs") / name).absolute().parent
     made = [p for p in (parent, *parent.parents) if not p.exists()]  # mkdir's parents
     run_dir = hold.enter_context(prepare_run_dir(out, name))
