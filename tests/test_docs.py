@@ -278,6 +278,8 @@ def test_python_blocks(tmp_path: Path, datasets: Path, run_dir: Path) -> None:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               cwd=tmp_path, env=env, timeout=600)
         assert proc.returncode == 0, f"{name}:\n{proc.stderr[-3000:]}"
+        if name == "load-run":  # theta_max, then the test figure as mean +- std
+            assert re.fullmatch(r"[\d.]+ \d+\.\d\d \+- \d+\.\d\d", proc.stdout.splitlines()[0])
         if name == "train-python":
             # the hook was given to the first call only; the resumed run trains epoch 3
             assert re.findall(r"^epoch (\d+): loss", proc.stdout, re.M) == ["1", "2"]
