@@ -16,7 +16,8 @@ import torch
 
 from edgegcl.training.config import TrainConfig
 from edgegcl.errors import UsageError
-from edgegcl.training.lock import LOCK_NAME, RunLock
+from edgegcl import runfiles
+from edgegcl.training.lock import RunLock
 from edgegcl.training.state import config_hash, save_atomic, write_atomic
 from edgegcl_embed.errors import InputError
 from edgegcl_embed.files import npy_writer
@@ -169,14 +170,14 @@ def test_train_seeds_into_a_directory_another_thread_holds_is_refused(tmp_path) 
 
 def test_a_second_lock_on_a_run_directory_is_refused_until_released(tmp_path) -> None:
     first = RunLock(tmp_path)
-    assert (tmp_path / LOCK_NAME).read_text().strip() == str(os.getpid())
+    assert (tmp_path / runfiles.LOCK).read_text().strip() == str(os.getpid())
     with pytest.raises(UsageError, match=f"another edgegcl process \\(pid {os.getpid()}\\)"):
         RunLock(tmp_path)
     first.release()
-    assert not (tmp_path / LOCK_NAME).exists()
+    assert not (tmp_path / runfiles.LOCK).exists()
     with RunLock(tmp_path) as run_dir:  # free again
         assert run_dir == tmp_path
-    assert not (tmp_path / LOCK_NAME).exists()
+    assert not (tmp_path / runfiles.LOCK).exists()
 
 
 HOLD = ("import fcntl, os, sys, time\n"
@@ -190,7 +191,7 @@ HOLD = ("import fcntl, os, sys, time\n"
 def test_a_lock_held_by_a_killed_process_is_taken_again(tmp_path) -> None:
     """flock belongs to the holder's open file: the OS drops it when the holder dies, even
     by kill -9, and the file it leaves is reused."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / LOCK_NAME)],
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / runfiles.LOCK)],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -199,5 +200,5 @@ def test_a_lock_held_by_a_killed_process_is_taken_again(tmp_path) -> None:
     finally:
         holder.kill()
         holder.wait(timeout=30)
-    assert (tmp_path / LOCK_NAME).exists()  # left behind by the crash
+    assert (tmp_path / runfiles.LOCK).exists()  # left behind by the crash
     RunLock(tmp_path).release()

@@ -19,13 +19,13 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from edgegcl import runfiles
 from edgegcl.data.files import EDGE_READS, edge_reading
 from edgegcl.errors import UsageError
 from edgegcl.jsonfile import read_record
 from edgegcl_embed.errors import shown
 from edgegcl_embed.files import replacing
 
-GRAPH_FILE = "graph.json"
 """The file in a run directory that identifies its training graph."""
 PYTHON = "a graph given in Python"
 """The source of a graph handed to ``edgegcl.train`` / ``train_seeds`` as a ``Data``."""
@@ -86,7 +86,7 @@ def identity(data: Data, source: str) -> dict[str, Any]:
 def write_identity(run_dir: Path, data: Data, source: str) -> None:
     """RUN_DIR/graph.json, written atomically."""
     fix = "free space or pick a writable --out (the previous files are intact)"
-    with replacing([Path(run_dir) / GRAPH_FILE], UsageError, fix) as (tmp,):
+    with replacing([Path(run_dir) / runfiles.GRAPH], UsageError, fix) as (tmp,):
         tmp.write_text(json.dumps(identity(data, source), indent=2) + "\n")
 
 
@@ -94,7 +94,7 @@ def read_identity(run_dir: Path) -> dict[str, Any] | None:
     """RUN_DIR/graph.json, or None when the run has none; one UsageError line for a file
     that is not one (it came from a directory: every value is checked, none is used as a
     path)."""
-    path = Path(run_dir) / GRAPH_FILE
+    path = Path(run_dir) / runfiles.GRAPH
     fix = "remove it and give the training graph again"
     record = read_record(path, "graph record", fix, IDENTITY_LIMIT)
     if record is None and not path.exists():

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from torch_geometric.data import Data
 
+from edgegcl import runfiles
 from edgegcl.budget.cache import ProfileCache
 from edgegcl.budget.profiler import Calibration, calibrate as measure, closest_fit_line
 from edgegcl.budget.profiler import pick_threads
@@ -34,7 +35,7 @@ def profile_plan(settled: Plan, hold: ExitStack, graph: Data | None = None) -> C
     ``hold``) with the configuration, and the profiler's table and choice kept there."""
     s = start(settled, graph)
     run_dir, _ = new_run_dir(hold, s.cfg.run.out, f"profile-{run_name(s.cfg.data.dataset)}")
-    write_atomic(run_dir / "config.toml", to_toml(s.cfg))
+    write_atomic(run_dir / runfiles.CONFIG, to_toml(s.cfg))
     return calibrate(s, run_dir, threads=choose_threads(s))
 
 
@@ -67,7 +68,7 @@ def calibrate_and_report(data: Data, cfg: TrainConfig, profile: DeviceProfile,
     if cal.cached:
         say(f"{cal.cached} of the {len(cal.paths)} measurements came from the profile cache "
             f"{cache.path} (--remeasure measures again)")
-    write_atomic(run_dir / "profile.json", json.dumps(cal.to_json(profile), indent=2) + "\n")
+    write_atomic(run_dir / runfiles.PROFILE, json.dumps(cal.to_json(profile), indent=2) + "\n")
     print(format_table(cal.result))
     if cal.chosen is None:
         raise UsageError(f"nothing fits profile {profile.name}'s memory: {cal.result.reason}; "

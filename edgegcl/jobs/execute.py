@@ -18,6 +18,7 @@ from typing import Any
 
 from torch_geometric.data import Data
 
+from edgegcl import runfiles
 from edgegcl.budget.profiler import Calibration, auto_budget_line, auto_budget_report, pace_line
 from edgegcl.budget.profiles import DeviceProfile
 from edgegcl.data.files import edge_reading
@@ -120,7 +121,7 @@ def _prepare(plan: Plan, graph: Data | None, hold: ExitStack) -> _Prepared:
                               contrast={"logits": cal.logits}),
                   data, s.device, s.profile, s.tuned, s.remeasure)
     if main and getattr(data, "ids", None) is not None:  # an edge list's ids, row by row
-        write_atomic(run_dir / "node_ids.txt", "".join(f"{i}\n" for i in data.ids))
+        write_atomic(run_dir / runfiles.NODE_IDS, "".join(f"{i}\n" for i in data.ids))
     if main:
         line = mode.line()
         if line is not None:
@@ -272,7 +273,7 @@ def _save_embeddings(run: Run, data: Data | None) -> Path:
     into a memory-mapped temporary (made exclusively, then renamed into place), so the
     embeddings go to the file a chunk of nodes at a time."""
     data = run.graph(data)  # the graph trained on, already in memory
-    target = run.path / "embeddings.npy"
+    target = run.path / runfiles.EMBEDDINGS
     fix = "free space, or train without --save-embeddings"
     with replacing([target], UsageError, fix) as (tmp,):
         if encoder_name(run.encoder) is not None:  # built in: its width is out_dim

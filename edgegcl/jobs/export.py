@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from edgegcl import runfiles
 from edgegcl.errors import UsageError
 from edgegcl.jobs.arguments import callable_argument, flag_argument, path_argument
 from edgegcl.trust import allow_encoder
@@ -19,7 +20,7 @@ RUNS_DIR = Path("runs")
 
 def latest_run(runs_dir: Path = RUNS_DIR) -> Path:
     """The run directory under ``runs_dir`` whose checkpoint.pt was written last."""
-    found = sorted(runs_dir.glob("*/checkpoint.pt"), key=lambda p: p.stat().st_mtime)
+    found = sorted(runs_dir.glob(f"*/{runfiles.CHECKPOINT}"), key=lambda p: p.stat().st_mtime)
     if not found:
         raise UsageError(f"no run with a checkpoint.pt under {runs_dir}/; train one with "
                          "edgegcl train or pass --run DIR / --checkpoint FILE")
@@ -36,10 +37,10 @@ def checkpoint_path(run: str | Path | None = None, checkpoint: str | Path | None
     if run is None:
         log(f"exporting the most recent run, {run_dir} (choose another with --run)")
     refuse_planted_links(run_dir, UsageError)
-    if not (run_dir / "checkpoint.pt").is_file():
+    if not (run_dir / runfiles.CHECKPOINT).is_file():
         raise UsageError(f"{run_dir} has no checkpoint.pt; pass a run directory written by "
                          "edgegcl train")
-    return run_dir / "checkpoint.pt"
+    return run_dir / runfiles.CHECKPOINT
 
 
 def export(out: str | Path, *, run: str | Path | None = None,
@@ -87,7 +88,7 @@ def export(out: str | Path, *, run: str | Path | None = None,
                          f"writes), got {str(quantize)[:40]!r}")
     # torch and onnx load here, once the arguments are checked: `edgegcl export --help` and
     # its refusals answer without them (tests/test_cli_startup.py)
-    from edgegcl.data.identity import (GRAPH_FILE, PYTHON, check_identity, differs,
+    from edgegcl.data.identity import (PYTHON, check_identity, differs,
                                        read_identity)
     from edgegcl.onnx.export import ExportPlan, export_checkpoint, training_graph
     from edgegcl.training.checkpoint import load_checkpoint
@@ -106,7 +107,7 @@ def export(out: str | Path, *, run: str | Path | None = None,
         allow_encoder(encoder)
     ckpt = load_checkpoint(path)
     # the run directory that records the checkpoint's graph: RUN_DIR or RUN_DIR/seed-K's
-    run_dir = next((f for f in (path.parent, path.parent.parent) if (f / GRAPH_FILE).is_file()),
+    run_dir = next((f for f in (path.parent, path.parent.parent) if (f / runfiles.GRAPH).is_file()),
                    None)
     record = None if run_dir is None else read_identity(run_dir)
     python = graph is None and record is not None and record["source"] == PYTHON

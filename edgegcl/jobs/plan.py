@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edgegcl import runfiles
 from edgegcl.budget.profiles import DeviceProfile, check_device_present, load_profile, with_budgets
 from edgegcl.config import resolve_config
 from edgegcl.errors import UsageError
@@ -119,7 +120,7 @@ def plan(request: Request, hold: ExitStack) -> Plan:
                              f"(device {profile.device}); drop --device or pick another profile")
         if cfg.run.device == "auto":
             cfg = cfg.replace(run={"device": profile.device})
-    source = (Path(request.resume) / "config.toml" if request.resume is not None else
+    source = (Path(request.resume) / runfiles.CONFIG if request.resume is not None else
               resolve_config(request.config) if isinstance(request.config, (str, Path)) else None)
     return Plan(cfg, tuned, profile, None if request.resume is None else Path(request.resume),
                 source, frozenset(settings), request.auto_budget, request.remeasure)
@@ -178,7 +179,7 @@ def _profile(request: Request) -> DeviceProfile | None:
 def _saved_config(run_dir: Path) -> dict[str, Any]:
     """RUN_DIR/config.toml's values, refused in one line when fields are missing (a
     truncated file; defaults in their place would train another configuration)."""
-    path = run_dir / "config.toml"
+    path = run_dir / runfiles.CONFIG
     saved = load_toml(path)
     missing = [name for name, f in FIELDS.items() if name not in saved
                and not f.metadata["omit_default"]]
@@ -200,7 +201,7 @@ def _resume_values(request: Request, settings: dict[str, object],
     run_dir = Path(request.resume)
     may_change = (f"on --resume only {', '.join('--' + f.replace('_', '-') for f in RESUMABLE)} "
                   "may change")
-    if not (run_dir / "config.toml").is_file():
+    if not (run_dir / runfiles.CONFIG).is_file():
         raise UsageError(f"{run_dir} is not an edgegcl run directory (no config.toml); pass "
                          "the --out of an earlier edgegcl train")
     if request.config is not None or request.profile is not None or request.auto_budget:
@@ -222,7 +223,7 @@ def _resume_values(request: Request, settings: dict[str, object],
                              f"{run_dir} ({shown_before}); {may_change}")
     values = {**saved, **{k: v for k, v in settings.items() if k in RESUMABLE}}
     epochs = int(values.get("epochs", defaults.run.epochs))  # type: ignore[arg-type]
-    if (run_dir / "metrics.json").exists() and epochs <= int(saved.get("epochs",
+    if (run_dir / runfiles.METRICS).exists() and epochs <= int(saved.get("epochs",
                                                                        defaults.run.epochs)):
         raise UsageError(f"{run_dir} is a finished run (metrics.json is written); pass a larger "
                          "--epochs to train on, or start a new run")

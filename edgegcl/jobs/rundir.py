@@ -8,23 +8,17 @@ from there. Importing this module loads the standard library alone.
 
 from __future__ import annotations
 
-import re
 import shutil
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
+from edgegcl import runfiles
 from edgegcl.data.config import canonical_name
 from edgegcl.errors import UsageError
-from edgegcl.training.lock import LOCK_NAME, RunLock
+from edgegcl.training.lock import RunLock
 from edgegcl_embed.errors import shown
-
-WRITTEN = re.compile(r"config\.toml|profile\.json|metrics\.json|checkpoint\.pt|seed-\d+|"
-                     r"graph\.json|node_ids\.txt|\.edgegcl\.lock|\..+\.\d+\.[0-9a-f]+\.tmp")
-"""The names a run writes in its directory (and its temporaries): a failed start removes
-these and nothing else."""
-
 
 def run_name(dataset: str) -> str:
     """A run directory's name for ``dataset``: the benchmark's canonical spelling (``cora``
@@ -37,7 +31,7 @@ def run_name(dataset: str) -> str:
 def new_run_dir(hold: ExitStack, out: str, name: str) -> tuple[Path, Callable[[], None]]:
     """A new run directory (``out``, or ``runs/NAME-TIMESTAMP``), locked in ``hold``, and a
     function to call once the run has really started: until then, ``hold`` closing on an
-    exception removes the files a run writes (``WRITTEN``), then the directory and the folders
+    exception removes the files a run writes (``runfiles.WRITTEN``), then the directory and the folders
     made for it when nothing else is in them, so that a failed start leaves nothing behind and
     takes nothing it did not make."""
     try:
@@ -54,7 +48,7 @@ def new_run_dir(hold: ExitStack, out: str, name: str) -> tuple[Path, Callable[[]
         if kind is None or started:
             return
         for path in list(run_dir.iterdir()) if run_dir.is_dir() else []:
-            if not WRITTEN.fullmatch(path.name):
+            if not runfiles.WRITTEN.fullmatch(path.name):
                 continue  # not a file a run writes: another process's, kept
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path, ignore_errors=True)
@@ -101,7 +95,7 @@ def prepare_run_dir(out: str, name: str) -> RunLock:
     path = Path(out) if out else _unique(Path("runs") / f"{name}-{stamp}")
 
     def refuse_if_used() -> None:
-        if path.exists() and (not path.is_dir() or any(p.name != LOCK_NAME
+        if path.exists() and (not path.is_dir() or any(p.name != runfiles.LOCK
                                                        for p in path.iterdir())):
             raise UsageError(f"run directory {path} already exists and is not empty; "
                              "pass a new --out (nothing was written)")

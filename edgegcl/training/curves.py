@@ -14,6 +14,7 @@ import io
 import math
 from pathlib import Path
 
+from edgegcl import runfiles
 from edgegcl.errors import UsageError, first_line
 from edgegcl_embed.errors import shown
 from edgegcl_embed.files import (read_regular, refuse_inputs_as_outputs, refuse_link,
@@ -107,7 +108,7 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None, force: bool = F
                          "--out")
     refuse_link(target, "output", UsageError)
     refuse_planted_links(run, UsageError)
-    files = sorted(run.glob("seed-*/epochs.csv"))
+    files = sorted(run.glob(f"{runfiles.SEED_PREFIX}*/{runfiles.EPOCHS}"))
     if not files:
         raise UsageError(f"{run} has no seed-*/epochs.csv; pass the directory of an edgegcl "
                          "train run (--out)")

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from edgegcl import runfiles
 from edgegcl.errors import UsageError
 from edgegcl.progress import say
 from edgegcl_embed.progress import Progress
@@ -206,7 +207,7 @@ class _Appended(Hook):
 class EventLog(_Appended):
     """``hans_events.jsonl``: every HANS event, one JSON object a line."""
 
-    name = "hans_events.jsonl"
+    name = runfiles.EVENTS
 
     def text(self, seed: SeedTraining, row: Row | None, events: list[Any]) -> str:
         return "".join(json.dumps(asdict(ev)) + "\n"
@@ -216,7 +217,7 @@ class EventLog(_Appended):
 class Curve(_Appended):
     """``epochs.csv``: one row per epoch (edgegcl.training.curves)."""
 
-    name = "epochs.csv"
+    name = runfiles.EPOCHS
 
     def text(self, seed: SeedTraining, row: Row | None, events: list[Any]) -> str:
         return csv_text(seed.rows) if row is None else csv_text([row], header=False)

@@ -11,11 +11,11 @@ import os
 import stat
 from pathlib import Path
 
+from edgegcl import runfiles
 from edgegcl.errors import UsageError
 from edgegcl_embed.errors import InputError
 from edgegcl_embed.files import read_regular
 
-LOCK_NAME = ".edgegcl.lock"
 """The file in a run directory that its writing process holds locked (``RunLock``)."""
 
 class RunLock:
@@ -29,7 +29,7 @@ class RunLock:
     """
 
     def __init__(self, run_dir: Path) -> None:
-        self.run_dir, self.path = Path(run_dir), Path(run_dir) / LOCK_NAME
+        self.run_dir, self.path = Path(run_dir), Path(run_dir) / runfiles.LOCK
         self._fd: int | None = self._acquire()
 
     def _acquire(self) -> int:

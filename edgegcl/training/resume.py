@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from edgegcl import runfiles
 from edgegcl.errors import UsageError, first_line
 from edgegcl_embed.errors import shown
 from edgegcl.nn.config import AUTO
@@ -56,7 +57,7 @@ def _read_result(path: Path) -> dict[str, Any]:
 def finished_seed(seed_dir: Path, epochs: int) -> SeedResult | None:
     """A seed that has trained ``epochs`` epochs, or the fewer that ``--max-steps`` or its
     time budget cut it to (its ``result.pt``), else None."""
-    path = seed_dir / "result.pt"
+    path = seed_dir / runfiles.RESULT
     if not path.exists():
         return None
     result = result_from_dict(_read_result(path))
@@ -74,8 +75,8 @@ def check_resume(run_dir: Path, cfg: TrainConfig, in_dim: int | None = None,
     with ``in_dim`` (the graph's features) their weights must fit the model.
     """
     for seed in range(cfg.run.seeds):
-        seed_dir = run_dir / f"seed-{seed}"
-        result, state = seed_dir / "result.pt", seed_dir / "state.pt"
+        seed_dir = runfiles.seed_dir(run_dir, seed)
+        result, state = seed_dir / runfiles.RESULT, seed_dir / runfiles.STATE
         done = reached = 0
         if result.exists():
             raw = _read_result(result)

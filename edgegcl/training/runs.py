@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
+from edgegcl import runfiles
 from edgegcl.data import load_recorded
 from edgegcl.data.identity import PYTHON, check_identity, differs, read_identity
 from edgegcl.data.validation import validate_graph
@@ -158,22 +159,22 @@ def load_run(path: str | Path, encoder: str | None = None) -> Run:
     """
     run_dir = Path(path)
     refuse_planted_links(run_dir, UsageError)
-    if not (run_dir / "checkpoint.pt").is_file():
+    if not (run_dir / runfiles.CHECKPOINT).is_file():
         raise UsageError(f"{run_dir} has no checkpoint.pt; pass the directory of an edgegcl "
                          "train run (--out)")
     if encoder:
         allow_encoder(encoder)
-    ckpt = load_checkpoint(run_dir / "checkpoint.pt")
+    ckpt = load_checkpoint(run_dir / runfiles.CHECKPOINT)
     metrics = None
-    if (run_dir / "metrics.json").exists():
+    if (run_dir / runfiles.METRICS).exists():
         fix = "restore it, or load the run without its metrics by removing it"
         try:
-            metrics = json.loads(read_regular(run_dir / "metrics.json", "metrics file", fix,
+            metrics = json.loads(read_regular(run_dir / runfiles.METRICS, "metrics file", fix,
                                               METRICS_LIMIT, UsageError).decode())
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise UsageError(f"{run_dir / 'metrics.json'} is not edgegcl's metrics "
+            raise UsageError(f"{run_dir / runfiles.METRICS} is not edgegcl's metrics "
                              f"({first_line(exc)[:120]}); {fix}") from None
         if not isinstance(metrics, dict):
-            raise UsageError(f"{run_dir / 'metrics.json'} is not edgegcl's metrics; {fix}")
+            raise UsageError(f"{run_dir / runfiles.METRICS} is not edgegcl's metrics; {fix}")
     return Run(run_dir, ckpt.config, ckpt.encoder.eval(), ckpt.in_dim, ckpt.seed, ckpt.epoch,
                metrics)

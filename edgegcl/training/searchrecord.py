@@ -11,11 +11,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from edgegcl import runfiles
 from edgegcl.errors import UsageError
 from edgegcl.training.state import write_atomic
 from edgegcl.jsonfile import read_record
 
-SEARCH_FILE = "search.json"
 """The search record's name in a seed directory."""
 SEARCH_LIMIT = 1 << 16
 """The most bytes a search record is read for."""
@@ -47,14 +47,14 @@ class SearchRecord:
 
     def save(self, seed_dir: Path) -> None:
         """SEED_DIR/search.json, written atomically."""
-        write_atomic(Path(seed_dir) / SEARCH_FILE, json.dumps(asdict(self), indent=2) + "\n")
+        write_atomic(Path(seed_dir) / runfiles.SEARCH, json.dumps(asdict(self), indent=2) + "\n")
 
 
 def read_search(seed_dir: Path) -> SearchRecord | None:
     """SEED_DIR/search.json, or None when the seed has none; every value checked (it is read
     back from a directory: nothing in it is run or used as a path), one UsageError line for a
     file that is not a search record."""
-    path = Path(seed_dir) / SEARCH_FILE
+    path = Path(seed_dir) / runfiles.SEARCH
     fix = "remove it to search again"
     raw = read_record(path, "search record", fix, SEARCH_LIMIT)
     if raw is None and not path.exists():

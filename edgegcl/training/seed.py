@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch_geometric.data import Data
 
+from edgegcl import runfiles
 from edgegcl.contrast.scheduler import ScheduleEvent
 from edgegcl.contrast.negatives import CATEGORIES
 from edgegcl.errors import UsageError, first_line
@@ -128,7 +129,7 @@ class SeedTraining:
             "peak": self.peak, "ranks": ranks, "encoder": self.encoder, "choice": self.choice,
             "plan": {"epochs": self.epochs, "eval_every": self.eval_every, "cut": self.cut},
             "threads": None if self.picker is None else self.picker.state_dict()},
-            self.run_dir / "state.pt")
+            self.run_dir / runfiles.STATE)
 
     def restore(self, state: dict[str, Any] | None) -> None:
         """Continue from a ``saved_state`` (nothing to do for None); a value that does not fit
@@ -142,7 +143,7 @@ class SeedTraining:
             raise
         except (KeyError, TypeError, ValueError, AttributeError, IndexError,
                 RuntimeError) as exc:
-            raise UsageError(f"{self.run_dir / 'state.pt'} holds a value that does not fit this "
+            raise UsageError(f"{self.run_dir / runfiles.STATE} holds a value that does not fit this "
                              f"seed ({type(exc).__name__}: {shown(first_line(exc), 160)}); remove"
                              " it to restart that seed from epoch 0") from None
 
@@ -172,7 +173,7 @@ class SeedTraining:
             try:  # so that it ends as if uninterrupted
                 self.picker.load_state_dict(measured)
             except (KeyError, TypeError, ValueError, AttributeError):
-                raise UsageError(f"{self.run_dir / 'state.pt'} holds a malformed thread "
+                raise UsageError(f"{self.run_dir / runfiles.STATE} holds a malformed thread "
                                  "record; remove it to train that seed afresh") from None
 
     def epoch(self, epoch: int, batch_end: Callable[[int, int, float], None] | None = None
@@ -229,9 +230,9 @@ def saved_state(run_dir: Path, seed: int, cfg: TrainConfig, world: World | None,
     """A resumed seed's ``state.pt`` as every rank needs it (rank 0 reads and checks it, then
     broadcasts it); None when not resuming or the seed has none yet."""
     state = None
-    if resume and (world is None or world.is_main) and (run_dir / "state.pt").exists():
-        state = read_state(run_dir / "state.pt")
-        check_seed_file(run_dir / "state.pt", state, seed, cfg, {}, state_parts)
+    if resume and (world is None or world.is_main) and (run_dir / runfiles.STATE).exists():
+        state = read_state(run_dir / runfiles.STATE)
+        check_seed_file(run_dir / runfiles.STATE, state, seed, cfg, {}, state_parts)
         check_world(run_dir, 1 if world is None else world.size, state)
     if world is not None and resume:
         state = world.broadcast(state)

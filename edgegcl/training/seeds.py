@@ -22,13 +22,14 @@ from typing import Any
 import torch
 from torch_geometric.data import Data
 
+from edgegcl import runfiles
 from edgegcl import __version__
 from edgegcl.errors import Stopped, UsageError
 from edgegcl.data.validation import validate_graph
 from edgegcl.nn.config import AUTO
 from edgegcl.training.checkpoint import save_checkpoint
 from edgegcl.training.choice import choose_encoder
-from edgegcl.training.searchrecord import SEARCH_FILE, read_search
+from edgegcl.training.searchrecord import read_search
 from edgegcl.tomlfile import read_toml
 from edgegcl.training.config import TrainConfig, to_toml
 from edgegcl.training.distributed import World, on_main
@@ -113,7 +114,7 @@ def start_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device, ru
     ``resume``."""
     state = saved_state(run_dir, seed, cfg, world, resume)
     if state is not None:
-        path = run_dir / "state.pt"
+        path = run_dir / runfiles.STATE
         choice = state.get("choice")
         training = SeedTraining(data, cfg, seed, device, run_dir, world, threads,
                       saved_encoder(state.get("encoder"), cfg, path),
@@ -179,7 +180,7 @@ def _chosen_mode(run_dir: Path) -> str:
     """The mode ``--mode auto`` chose when the run in ``run_dir`` started (its config.toml's
     ``[run] mode``), so that its seeds continue as they trained; ``auto`` where it names
     neither full nor minibatch."""
-    saved = read_toml(run_dir / "config.toml", f"{run_dir}/config.toml",
+    saved = read_toml(run_dir / runfiles.CONFIG, f"{run_dir / runfiles.CONFIG}",
                       "resume a run directory that edgegcl wrote")
     run = saved.get("run")
     mode = run.get("mode") if isinstance(run, dict) else None
@@ -189,8 +190,9 @@ def _chosen_mode(run_dir: Path) -> str:
 def _refuse_used(run_dir: Path) -> None:
     """A new run goes into a directory that holds no run (one line otherwise, nothing
     written): its config.toml, metrics or seeds would be overwritten."""
-    used = [p.name for p in (run_dir / "config.toml", run_dir / "metrics.json")
-            if p.exists() or p.is_symlink()] + sorted(p.name for p in run_dir.glob("seed-*"))
+    used = [p.name for p in (run_dir / runfiles.CONFIG, run_dir / runfiles.METRICS)
+            if p.exists() or p.is_symlink()] + sorted(
+                p.name for p in run_dir.glob(f"{runfiles.SEED_PREFIX}*"))
     if used:
         raise UsageError(f"{run_dir} already holds a run ({', '.join(used[:3])}); continue it "
                          "with resume=True (edgegcl train --resume), or train into a new "
@@ -214,7 +216,7 @@ def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.dev
         mode = resolve_mode(cfg, data, device) if world is None else "minibatch"
         cfg = cfg.replace(run={"mode": mode})
     if main:
-        write_atomic(run_dir / "config.toml", to_toml(cfg))
+        write_atomic(run_dir / runfiles.CONFIG, to_toml(cfg))
         if read_identity(run_dir) is None:  # a job wrote its graph's source; here: Python's
             write_identity(run_dir, data, PYTHON)
     results = []
@@ -224,7 +226,7 @@ def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.dev
             stopping = world.any(stopping)
         if stopping:  # between seeds: the ones before are finished and saved
             raise Stopped(seed, 0)
-        seed_dir = run_dir / f"seed-{seed}"
+        seed_dir = runfiles.seed_dir(run_dir, seed)
         if main:
             refuse_link(seed_dir, "seed directory", UsageError)
             with guard_writes(seed_dir):
@@ -242,19 +244,19 @@ def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.dev
                             deadline=clock.seed_end(cfg.run.seeds - seed), run_end=clock.end)
         if not main:
             continue
-        save_checkpoint(seed_dir / "checkpoint.pt", result.encoder_state,
+        save_checkpoint(seed_dir / runfiles.CHECKPOINT, result.encoder_state,
                         _trained(result, cfg, seed_dir), data.x.size(1), seed,
                         result.selected_epoch, result.decoder_state)
         save_atomic({**result_to_dict(result), "config_hash": config_hash(cfg)},
-                    seed_dir / "result.pt")
-        (seed_dir / SEARCH_FILE).unlink(missing_ok=True)  # the choice is in the result now
+                    seed_dir / runfiles.RESULT)
+        (seed_dir / runfiles.SEARCH).unlink(missing_ok=True)  # the choice is in the result now
         results.append(result)
     if not main:
         return {}
     metrics = _run_metrics(results, cfg, data, run_dir, device, world, threads)
     if report is not None:
         metrics.update(report(results))
-    write_atomic(run_dir / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+    write_atomic(run_dir / runfiles.METRICS, json.dumps(metrics, indent=2) + "\n")
     return metrics
 
 
@@ -264,8 +266,8 @@ def _run_metrics(results: list[SeedResult], cfg: TrainConfig, data: Data, run_di
     """metrics.json's entries over the seeds; the run's checkpoint, the seed chosen on
     validation, copied to RUN_DIR/checkpoint.pt."""
     best = max(results, key=lambda r: _chosen_value(r))
-    save_checkpoint(run_dir / "checkpoint.pt", best.encoder_state,
-                    _trained(best, cfg, run_dir / f"seed-{best.seed}"), data.x.size(1),
+    save_checkpoint(run_dir / runfiles.CHECKPOINT, best.encoder_state,
+                    _trained(best, cfg, runfiles.seed_dir(run_dir, best.seed)), data.x.size(1),
                     best.seed, best.selected_epoch, best.decoder_state)
     return {
         "edgegcl_version": __version__,
@@ -286,7 +288,7 @@ def _run_metrics(results: list[SeedResult], cfg: TrainConfig, data: Data, run_di
 def _trained(result: SeedResult, cfg: TrainConfig, seed_dir: Path) -> TrainConfig:
     """The configuration a seed's encoder was trained with (its checkpoint's): the run's,
     with ``auto`` resolved to the encoder the seed chose."""
-    return cfg.with_encoder(saved_encoder(result.encoder, cfg, seed_dir / "result.pt"))
+    return cfg.with_encoder(saved_encoder(result.encoder, cfg, seed_dir / runfiles.RESULT))
 
 
 def _batch_end(hooks: Sequence[Hook], training: SeedTraining, epoch: int, batch: int,
