@@ -31,7 +31,8 @@ from edgegcl.training.config import TrainConfig
 from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
 from edgegcl.contrast.pairs import PATHS
 from edgegcl.phases import CONTRAST_PHASES, PHASES
-from edgegcl.budget.profiler import SATURATED, auto_logits, measure_theta
+from edgegcl.budget.profiler import auto_logits, measure_theta
+from edgegcl.contrast.reach import SATURATED
 from edgegcl.training.placement import available_bytes, full_graph_bytes
 
 HERE = Path(__file__).resolve().parent

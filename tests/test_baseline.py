@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from edgegcl.training.config import TrainConfig
 from edgegcl.contrast.negatives import CATEGORIES
-from edgegcl.budget.profiler import pace_line
+from edgegcl.contrast.reach import pace_line
 from helpers import contrast, selector_of
 
 
@@ -60,26 +60,30 @@ def test_pace_line_says_what_share_of_theta_max_a_run_can_reach() -> None:
                 float(line.split("at most ")[1].split(" %")[0]))
 
     paper = dict(pace="fixed", T_init=60, T_int=20, e=10, theta_max=1.0)
-    line = pace_line(TrainConfig(epochs=300, **paper))
+    line = _pace(TrainConfig(epochs=300, **paper))
     assert line is not None and "theta_max = 1" in line
     typical, most = shares(line)
     assert 0 < typical <= most < 100
-    longer = pace_line(TrainConfig(epochs=900, **paper))
+    longer = _pace(TrainConfig(epochs=900, **paper))
     assert longer is not None and shares(longer)[0] > typical
-    reached = pace_line(TrainConfig(epochs=2000, b=1.0, **paper))
+    reached = _pace(TrainConfig(epochs=2000, b=1.0, **paper))
     assert reached is not None and "in use from epoch" in reached
-    assert pace_line(TrainConfig(epochs=10, scheduler="none")) is None
+    assert _pace(TrainConfig(epochs=10, scheduler="none")) is None
 
 
 def test_pace_line_of_the_deadline_pace_names_the_epoch_and_the_share() -> None:
-    line = pace_line(TrainConfig(epochs=300, reach=0.4, T_init=20, T_int=10))
+    line = _pace(TrainConfig(epochs=300, reach=0.4, T_init=20, T_int=10))
     assert line is not None
     assert "in use from epoch 121 of 300 (60 % of the epochs" in line, line
     assert "--reach 0.4" in line
-    zero = pace_line(TrainConfig(theta_max=0.0))
+    zero = _pace(TrainConfig(theta_max=0.0))
     assert zero is not None and "bootstrap share" in zero
 
 
 def test_pace_line_of_a_run_too_short_to_decide_says_so() -> None:
-    line = pace_line(TrainConfig(epochs=25))  # first decision at 30
+    line = _pace(TrainConfig(epochs=25))  # first decision at 30
     assert line is not None and "never decides" in line and "--T-init" in line
+
+
+def _pace(cfg):  # the start line of a run of ``cfg``, as the job asks for it
+    return pace_line(cfg.schedule, cfg.hans, cfg.run.epochs, bool(cfg.run.time_budget))

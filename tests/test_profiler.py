@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from edgegcl.budget import profiler
+from edgegcl.contrast import reach
 from edgegcl.budget.search import OUT_OF_MEMORY, Cost
 from edgegcl.cli.main import main
 from edgegcl.training.config import TrainConfig
@@ -281,7 +282,7 @@ def test_reachable_eta_bounds_every_schedule_and_saturates_when_it_can():
     from edgegcl.contrast.hans import CATEGORIES
 
     cfg = TrainConfig(epochs=300, pace="fixed", T_init=60, T_int=20, e=10)  # the paper's
-    bound = profiler.reachable_eta(cfg)
+    bound = reach.reachable_eta(cfg.schedule, cfg.hans, cfg.run.epochs)
     hans = cfg.build_scheduler()
     assert hans.used() < sum(bound[c] * hans.theta_cat[c] for c in CATEGORIES) < cfg.schedule.theta_max
     rng = random.Random(0)
@@ -291,6 +292,9 @@ def test_reachable_eta_bounds_every_schedule_and_saturates_when_it_can():
             run.step({c: rng.uniform(0.1, 5.0) * (1 + trial % 3) for c in CATEGORIES})
         assert all(run.eta[c] <= bound[c] + 1e-9 for c in CATEGORIES), (trial, run.eta, bound)
     fast = TrainConfig(epochs=400, theta_max=0.5, T_init=5, T_int=2, e=1, pace="fixed")
-    assert profiler.reachable_eta(fast) == pytest.approx(profiler.SATURATED)
+    assert reach.reachable_eta(fast.schedule, fast.hans, fast.run.epochs) == pytest.approx(
+        reach.SATURATED)
     # the deadline pace always gets there: the profiler measures what the run will use
-    assert profiler.reachable_eta(TrainConfig(epochs=300)) == pytest.approx(profiler.SATURATED)
+    default = TrainConfig(epochs=300)
+    assert reach.reachable_eta(default.schedule, default.hans, 300) == pytest.approx(
+        reach.SATURATED)

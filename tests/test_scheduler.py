@@ -14,6 +14,7 @@ from edgegcl.contrast.constant import ConstantSubset
 from edgegcl.contrast.hans import CATEGORIES, HANS, HANSConfig
 from edgegcl.contrast.scheduler import ScheduleConfig
 from edgegcl.contrast.module import ScheduledContrast
+from edgegcl.contrast.reach import pace_line
 from edgegcl.errors import UsageError
 from edgegcl.training.config import TrainConfig, unused_settings
 
@@ -102,7 +103,6 @@ def doubling(monkeypatch: pytest.MonkeyPatch) -> type:
 
 
 def test_a_member_registered_from_outside_trains(doubling: type, tmp_path) -> None:
-    from edgegcl.budget.profiler import pace_line
     from edgegcl.data import SyntheticSpec, synthetic_graph
     from edgegcl.training.engine import Trainer
 
@@ -116,7 +116,7 @@ def test_a_member_registered_from_outside_trains(doubling: type, tmp_path) -> No
         result = trainer.fit_epoch(data.x, data.edge_index)
         assert torch.isfinite(torch.tensor(result.loss))
     assert trainer.scheduler.saturated
-    assert (pace_line(cfg) or "").startswith("the doubling subset has")
+    assert (_pace(cfg) or "").startswith("the doubling subset has")
 
 
 def _members() -> list[str]:
@@ -181,3 +181,7 @@ def test_the_linear_ramp_reads_no_pace() -> None:
             s.step({})
         runs.append(s.state_dict())
     assert runs[0] == runs[1] and runs[0]["saturated_at"] == 8  # ceil(0.4 x 20)
+
+
+def _pace(cfg):  # the start line of a run of ``cfg``, as the job asks for it
+    return pace_line(cfg.schedule, cfg.hans, cfg.run.epochs, bool(cfg.run.time_budget))

@@ -51,7 +51,7 @@ from torch_geometric.data import Data
 from edgegcl.contrast.module import ScheduledContrast
 from edgegcl.contrast.negatives import num_candidates
 from edgegcl.contrast.pairs import choose_logits
-from edgegcl.contrast.scheduler import scheduler_class
+from edgegcl.contrast.reach import reachable_eta
 from edgegcl.nn.augment import as_features
 from edgegcl.nn.config import AUTO
 from edgegcl.budget.cache import ProfileCache
@@ -68,7 +68,6 @@ from edgegcl.budget.search import (
 )
 from edgegcl.errors import is_out_of_memory
 from edgegcl.training.config import TrainConfig
-from edgegcl.contrast.scheduler import CATEGORIES, NegativeScheduler
 from edgegcl.memory import PeakMemory, release_cpu_memory
 from edgegcl.contrast.pairs import PATHS
 from edgegcl.phases import PhaseClock
@@ -109,85 +108,6 @@ def _sync(device: torch.device) -> None:
 def steps_per_epoch(num_nodes: int, cfg: TrainConfig, mode: str) -> int:
     """Optimiser steps in one epoch: 1 full-graph, ceil(N / B) in mini-batches."""
     return 1 if mode == "full" else math.ceil(num_nodes / cfg.run.batch_size)
-
-
-SATURATED = dict.fromkeys(CATEGORIES, 1.0)
-"""Every eta at 1: all of theta_max in use, the costliest state at any theta_max."""
-
-
-def reachable_eta(cfg: TrainConfig) -> dict[str, float]:
-    """The eta of the last epoch of a run whose schedule grows as fast as HANS allows.
-
-    A copy of the run's scheduler is fed constant losses (so the gate of Eq. 7 opens at every
-    checkpoint) with b large enough that every step is its cap c_cat or the budget left
-    (Eq. 9): no run's eta can be ahead of it, checkpoint for checkpoint. The step after the
-    last epoch changes no epoch, so ``epochs - 1`` steps are taken.
-    """
-    return _equal_loss_eta(cfg.replace(schedule={"b": 1.0}))
-
-
-def _equal_loss_eta(cfg: TrainConfig) -> dict[str, float]:
-    """The eta of the last epoch when every category's loss is the same constant: the gate
-    (Eq. 7) opens at every checkpoint and each step is min(b / 3, c_cat, budget left)."""
-    return dict(_equal_loss_run(cfg).eta)
-
-
-def _equal_loss_run(cfg: TrainConfig) -> NegativeScheduler:
-    """The run's scheduler after ``epochs - 1`` epochs of equal, constant category losses.
-
-    Once saturated no later epoch changes eta: the loop stops there."""
-    hans = cfg.build_scheduler()
-    for _ in range(cfg.run.epochs - 1):
-        hans.step(dict.fromkeys(CATEGORIES, 1.0))
-        if hans.saturated_at is not None:
-            break
-    return hans
-
-
-def pace_line(cfg: TrainConfig) -> str | None:
-    """One line for the start of a HANS run: when it has theta_max in use (with equal
-    category losses; with the deadline pace a closed gate delays the growth but not the
-    epoch), for how many of its epochs, and what sets the pace; or, when its epochs cannot
-    bring it there (the fixed pace), the share of theta_max it reaches, and at most
-    (``reachable_eta``). None without a schedule (``--scheduler none``).
-    """
-    h, epochs = cfg.schedule, cfg.run.epochs
-    who = scheduler_class(h.scheduler).who
-    if not who:  # no schedule (--scheduler none)
-        return None
-    if h.theta_max == 0:
-        return (f"theta_max = 0: every category stays at its bootstrap share eta_0 = "
-                f"{h.eta_0:g} of its ratio for all {epochs} epochs")
-    ratios = cfg.ratio_map()
-
-    def share(eta: dict[str, float]) -> float:  # sum eta theta_cat / theta_max
-        return sum(eta[c] * ratios[c] for c in CATEGORIES)
-
-    if cfg.run.time_budget and h.pace == "deadline":  # the epochs are known as the seed trains
-        return (f"{who} theta_max = {h.theta_max:g} in use by {100 * h.reach:.0f} % of the "
-                f"epochs that fit in the time budget, or from the start when they are too few "
-                f"for a decision (--pace deadline, --reach {h.reach:g}, T_init = {h.T_init}, "
-                f"T_int = {h.T_int})")
-    hans = _equal_loss_run(cfg)
-    if hans.saturated_at is not None:
-        at = hans.saturated_at
-        why = (f"--pace deadline, --reach {h.reach:g}" if h.pace == "deadline" else
-               f"--pace fixed, b = {h.b:g}")
-        return (f"{who} theta_max = {h.theta_max:g} in use from epoch {at + 1} of "
-                f"{epochs} ({100 * (epochs - at) / epochs:.0f} % of the epochs; "
-                f"{why}, T_init = {h.T_init}, T_int = {h.T_int})")
-    typical = share(hans.eta)
-    if h.pace == "deadline":  # the run ends before the first decision can fill the budget
-        return (f"with {epochs} epochs the schedule never decides (its first decision "
-                f"comes after T_init = {h.T_init} at a multiple of T_int = {h.T_int}): "
-                f"the negatives stay at {100 * typical:.0f} % of theta_max = "
-                f"{h.theta_max:g}; a smaller --T-init or --T-int, or more --epochs, reach it")
-    return (f"with {epochs} epochs {who.removesuffix(' has')} reaches about "
-            f"{100 * typical:.0f} % of theta_max = {h.theta_max:g} (equal category losses; "
-            f"at most {100 * share(reachable_eta(cfg)):.0f} %): with --pace fixed, after "
-            f"T_init = {h.T_init} it grows one category in turn every T_int = {h.T_int} "
-            f"epochs by min(b w_cat, c_cat), b = {h.b:g}; --pace deadline reaches it by "
-            f"--reach x --epochs")
 
 
 def _measure(data: Data, cfg: TrainConfig, device: torch.device,
@@ -244,7 +164,7 @@ def pick_threads(data: Data, cfg: TrainConfig, device: torch.device,
     if cfg.model.encoder == AUTO:  # any candidate: the thread count is the machine's
         cfg = cfg.with_encoder(cfg.model.candidates()[0])
     trainer = Trainer(cfg, data.num_features, mode=mode, device=device, seed=0)
-    trainer.scheduler.eta = reachable_eta(cfg)
+    trainer.scheduler.eta = reachable_eta(cfg.schedule, cfg.hans, cfg.run.epochs)
     trainer.threads = picker
     step = 0
     while not picker.done:
@@ -276,7 +196,7 @@ def auto_logits(data: Data, cfg: TrainConfig, theta: float,
     mode = resolve_mode(cfg, data, torch.device("cpu") if device is None else device)
     anchors = data.num_nodes if mode == "full" else min(cfg.run.batch_size, data.num_nodes)
     scheduler = cfg.build_scheduler()
-    scheduler.eta = reachable_eta(cfg) if eta is None else dict(eta)
+    scheduler.eta = reachable_eta(cfg.schedule, cfg.hans, cfg.run.epochs) if eta is None else dict(eta)
     selector = ScheduledContrast.from_config(cfg.schedule, cfg.contrast, hans=cfg.hans,
                                              epochs=cfg.run.epochs).selector
     return choose_logits(cfg.contrast.logits, selector.stratify,
@@ -292,7 +212,7 @@ def measure_theta(data: Data, cfg: TrainConfig, device: torch.device, theta: flo
     """
     cfg = cfg.replace(schedule={"theta_max": theta})
     try:
-        cost = _measure(data, cfg, device, reachable_eta(cfg) if eta is None else eta)
+        cost = _measure(data, cfg, device, reachable_eta(cfg.schedule, cfg.hans, cfg.run.epochs) if eta is None else eta)
     except Exception as exc:  # only allocator failures are a measurement; the rest propagates
         if not is_out_of_memory(exc):
             raise

@@ -19,7 +19,8 @@ from typing import Any
 from torch_geometric.data import Data
 
 from edgegcl import runfiles
-from edgegcl.budget.profiler import Calibration, auto_budget_line, auto_budget_report, pace_line
+from edgegcl.budget.profiler import Calibration, auto_budget_line, auto_budget_report
+from edgegcl.contrast.reach import pace_line
 from edgegcl.budget.profiles import DeviceProfile
 from edgegcl.data.files import edge_reading
 from edgegcl.data.folder import is_graph_folder
@@ -173,7 +174,7 @@ def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration 
         whose = "the link task" if cfg.run.task == "link" else cfg.data.dataset
         say(f"{whose} starts from its tuned defaults, {s.tuned.name} in the presets "
             "(chosen on validation); flags override them, --config replaces them")
-    pace = pace_line(cfg)
+    pace = pace_line(cfg.schedule, cfg.hans, cfg.run.epochs, bool(cfg.run.time_budget))
     if pace is not None:
         say(pace)
     if cfg.run.time_budget:

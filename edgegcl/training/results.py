@@ -149,7 +149,7 @@ class SeedResult:
     @property
     def final_epoch_s(self) -> float:
         """Median epoch time over the last T_int epochs, which run in the schedule's final
-        state: the state the profiler predicts (edgegcl.budget.profiler.reachable_eta)."""
+        state: the state the profiler predicts (edgegcl.contrast.reach.reachable_eta)."""
         return statistics.median(self.epoch_times[-self.T_int:])
 
 
