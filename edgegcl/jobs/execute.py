@@ -178,7 +178,7 @@ def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration 
     if pace is not None:
         say(pace)
     if cfg.run.time_budget:
-        say(budget_line(cfg))
+        say(budget_line(cfg.run.time_budget, cfg.run.seeds, cfg.run.epochs))
     if cfg.resolved_objective() == "edges":
         say(edges_line(cfg))
     layers, hops = cfg.model.num_layers, len(cfg.run.fanout)

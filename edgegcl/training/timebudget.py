@@ -20,12 +20,8 @@ import math
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from edgegcl.errors import UsageError
-
-if TYPE_CHECKING:
-    from edgegcl.training.config import TrainConfig
 
 __all__ = ["MINIBATCH_STEPS", "SEARCH_SHARE", "RunClock", "bounded_epochs", "budget_line",
            "duration_seconds", "duration_text", "epochs_that_fit", "probe_interval",
@@ -171,12 +167,11 @@ class RunClock:
         return now + SEARCH_SHARE * max(0.0, seed_end - now)
 
 
-def budget_line(cfg: TrainConfig) -> str:
-    """What a run with ``--time-budget`` says before it starts: how the seeds share it."""
-    run = cfg.run
-    seconds = run.time_budget_s
-    each = (1 - RESERVE_SHARE) * seconds / run.seeds
-    return (f"time budget {run.time_budget}: {run.seeds} seed(s) of about {duration_text(each)} "
+def budget_line(time_budget: str, seeds: int, epochs: int) -> str:
+    """What a run with ``--time-budget`` (``time_budget``) of ``seeds`` seeds of at most
+    ``epochs`` epochs says before it starts: how the seeds share it."""
+    each = (1 - RESERVE_SHARE) * duration_seconds(time_budget) / seeds
+    return (f"time budget {time_budget}: {seeds} seed(s) of about {duration_text(each)} "
             f"each ({100 * RESERVE_SHARE:.0f} % kept for the results), each training the epochs "
-            f"that fit (at most {run.epochs}, --epochs), probed at least {PROBES_AT_LEAST} times; "
+            f"that fit (at most {epochs}, --epochs), probed at least {PROBES_AT_LEAST} times; "
             f"an encoder search takes at most {100 * SEARCH_SHARE:.0f} % of a seed's part")
