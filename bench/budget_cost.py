@@ -55,7 +55,7 @@ def encoder_gflop(data: Data, cfg: TrainConfig) -> float:
     """
     n, e = data.num_nodes, data.edge_index.size(1)
     nnz = int((data.x != 0).sum())
-    m = cfg.model_config()
+    m = cfg.model
     h, o, p = m.hidden_dim, m.out_dim, m.proj_dim
     agg = (e + n) * (h + o)
     dense = n * h * o + n * o * p + n * p * o
@@ -318,7 +318,7 @@ def main() -> None:
     data = load_graph(args.dataset, args.root).to(device)
     x = as_features(data.x).to(device)
     t0 = time.perf_counter()
-    m = base.model_config()
+    m = base.model
     res: dict[str, Any] = {
         **harness.record("budget_cost", sys.argv[1:], root=args.root), "dataset": args.dataset,
         "scheduler": base.schedule.scheduler, "pick": base.contrast.pick, "stratify": base.contrast.resolved_stratify(base.schedule.scheduler), "logits": base.contrast.logits,

@@ -133,7 +133,7 @@ def _prepare(nodes: int, work: Path, avg_degree: float = 10.0, degree_exponent: 
                       avg_degree=avg_degree, degree_exponent=degree_exponent, graph_seed=0)
     data = synthetic_graph(cfg.synthetic.spec())
     torch.manual_seed(0)
-    m = cfg.model_config()
+    m = cfg.model
     ckpt = work / "model.pt"
     save_checkpoint(ckpt, GCNEncoder(128, m).state_dict(), cfg, 128, 0, 0)
     model = work / "model.onnx"

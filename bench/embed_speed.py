@@ -376,7 +376,7 @@ def _prepare(root: str, run: str, nodes: int) -> tuple[list[dict[str, Any]], dic
     synth = synthetic_graph(SyntheticSpec(nodes, 10, 128, 10.0, 0.8, 0))
     torch.manual_seed(0)
     synth_ckpt = WORK / "synthetic.pt"
-    save_checkpoint(synth_ckpt, GCNEncoder(128, cfg.model_config()).state_dict(), cfg, 128, 0, 0)
+    save_checkpoint(synth_ckpt, GCNEncoder(128, cfg.model).state_dict(), cfg, 128, 0, 0)
     graphs, reports = [], {}
     for name, data, ckpt in (("Cora", cora, run_dir / "checkpoint.pt"),
                              (f"synthetic-{nodes}", synth, synth_ckpt)):

@@ -51,7 +51,7 @@ class GraceEncoder(torch.nn.Module):
 
     def __init__(self, in_dim: int, cfg: TrainConfig) -> None:
         super().__init__()
-        m = cfg.model_config()
+        m = cfg.model
         self.conv1, self.conv2 = GCNConv(in_dim, m.hidden_dim), GCNConv(m.hidden_dim, m.out_dim)
         self.act1, self.act2 = torch.nn.PReLU(m.hidden_dim), torch.nn.PReLU(m.out_dim)
         self.head = ProjectionHead(m)

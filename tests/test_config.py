@@ -280,9 +280,9 @@ def test_ratio_map_is_easy_hard_inter() -> None:
     assert TrainConfig().ratio_map() == pytest.approx({"easy": 0.2, "hard": 0.3, "inter": 0.5})
 
 
-def test_c_cat_map_is_hard_inter_easy() -> None:
+def test_c_cat_is_hard_inter_easy() -> None:
     cfg = TrainConfig(c_cat="hard=0.1,inter=0.2,easy=0.3")
-    assert cfg.c_cat_map() == pytest.approx({"hard": 0.1, "inter": 0.2, "easy": 0.3})
+    assert dict(cfg.schedule.c_cat) == pytest.approx({"hard": 0.1, "inter": 0.2, "easy": 0.3})
 
 
 @pytest.mark.parametrize("name, ratios, theta_max", [("paper-Cora", "easy=10,hard=40,inter=50", 0.6),

@@ -46,7 +46,7 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _encoder(cfg: TrainConfig, seed: int = 0) -> GCNEncoder:
     torch.manual_seed(seed)
-    return GCNEncoder(cfg.synthetic.features, cfg.model_config()).eval()
+    return GCNEncoder(cfg.synthetic.features, cfg.model).eval()
 
 
 def _graph(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

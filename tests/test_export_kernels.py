@@ -74,7 +74,7 @@ def encoder_and_path(tmp_path_factory: pytest.TempPathFactory) -> tuple[GCNEncod
     """12 features -> 32 -> 8: layer 1 aggregates x (width 12), layer 2 x W2 (width 8)."""
     torch.manual_seed(0)
     cfg = TrainConfig(hidden_dim=32, out_dim=8, features=12)
-    encoder = GCNEncoder(12, cfg.model_config()).eval()
+    encoder = GCNEncoder(12, cfg.model).eval()
     path = tmp_path_factory.mktemp("kernels") / "model.onnx"
     export_encoder(Checkpoint(encoder, cfg, 12, 0, 0), path)
     return encoder, path

@@ -41,7 +41,7 @@ PORTABLE_OPS = {"Add", "Cast", "Compress", "Concat", "Equal", "Gather", "Greater
 def _checkpoint(features: int, activation: str = "prelu") -> Checkpoint:
     torch.manual_seed(0)
     cfg = TrainConfig(hidden_dim=16, out_dim=8, features=features, activation=activation)
-    return Checkpoint(GCNEncoder(features, cfg.model_config()).eval(), cfg, features, 0, 0)
+    return Checkpoint(GCNEncoder(features, cfg.model).eval(), cfg, features, 0, 0)
 
 
 def _export(ckpt: Checkpoint, path: Path) -> Path:

@@ -46,7 +46,7 @@ def _graph(n: int, e: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 @pytest.fixture(scope="module")
 def encoder() -> GCNEncoder:
     torch.manual_seed(0)
-    return GCNEncoder(IN_DIM, TrainConfig(hidden_dim=16, out_dim=8).model_config()).eval()
+    return GCNEncoder(IN_DIM, TrainConfig(hidden_dim=16, out_dim=8).model).eval()
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,7 @@ def _sparse_graph(n: int, e: int, seed: int, binary: bool = True,
 @pytest.fixture(scope="module")
 def sparse_encoder() -> GCNEncoder:
     torch.manual_seed(1)
-    cfg = TrainConfig(hidden_dim=16, out_dim=8).model_config()
+    cfg = TrainConfig(hidden_dim=16, out_dim=8).model
     return GCNEncoder(SPARSE_IN_DIM, cfg).eval()
 
 
@@ -349,7 +349,7 @@ def test_models_without_w1_densify_a_sparse_x(tmp_path: Path) -> None:
     sparse x too, densified block by block; only the sparse first layer is missing."""
     torch.manual_seed(2)
     cfg = TrainConfig(hidden_dim=64, out_dim=8, features=SPARSE_IN_DIM)
-    widening = GCNEncoder(SPARSE_IN_DIM, cfg.model_config()).eval()
+    widening = GCNEncoder(SPARSE_IN_DIM, cfg.model).eval()
     old = tmp_path / "widening.onnx"
     export_encoder(Checkpoint(widening, cfg, SPARSE_IN_DIM, 0, 0), old)
     session = EncoderSession(old, threads=2)

@@ -429,7 +429,7 @@ def model_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(0)
     cfg = TrainConfig(hidden_dim=8, out_dim=4, features=3)
     path = tmp_path_factory.mktemp("model") / "model.onnx"
-    export_encoder(Checkpoint(GCNEncoder(3, cfg.model_config()).eval(), cfg, 3, 0, 0), path)
+    export_encoder(Checkpoint(GCNEncoder(3, cfg.model).eval(), cfg, 3, 0, 0), path)
     return path
 
 

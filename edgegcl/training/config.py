@@ -344,10 +344,6 @@ class TrainConfig:
         """``ratios`` as fractions of 1 by category."""
         return self.schedule.ratio_map()
 
-    def c_cat_map(self) -> dict[str, float]:
-        """``c_cat`` by category (a copy)."""
-        return dict(self.schedule.c_cat)
-
     def build_scheduler(self, epochs: int | None = None) -> NegativeScheduler:
         """The negative scheduler of a run of ``epochs`` epochs (default this run's), of the
         class ``scheduler`` names (``ScheduleConfig.build``)."""
@@ -356,10 +352,6 @@ class TrainConfig:
     def synthetic_spec(self) -> SyntheticSpec:
         """The generated graph of this run (``dataset = synthetic``)."""
         return self.synthetic.spec()
-
-    def model_config(self) -> ModelConfig:
-        """The encoder and head of this run (the ``[model]`` section)."""
-        return self.model
 
 
 _SECTIONS: dict[str, type[Section]] = {
