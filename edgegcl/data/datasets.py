@@ -17,20 +17,19 @@ from typing import Any
 
 import fsspec.config
 import numpy as np
-import torch
 from torch_geometric.data import Data, InMemoryDataset
 import torch_geometric.datasets
 from torch_geometric.utils import coalesce, remove_self_loops
 
 from edgegcl.data.config import DATASETS, GRAPH_FILES, PYG_SOURCES, SyntheticSpec, canonical_name
-from edgegcl.data.files import EDGES_BOTH_WAYS, is_graph_file, load_file
+from edgegcl.data.files import is_graph_file, load_file, read_as
 from edgegcl.data.folder import is_graph_folder, open_folder
 from edgegcl.data.synthetic import synthetic_graph
 from edgegcl.data.validation import SPLIT_MASKS, validate_graph
 from edgegcl.errors import PathNotNamed, UsageError, first_line
 from edgegcl_embed.errors import shown
 from edgegcl_embed.files import read_regular
-from edgegcl_embed.graph import EDGE_READINGS, both_ways
+from edgegcl_embed.graph import EDGE_READINGS
 
 
 # ---------------------------------------------------------------------------------------
@@ -107,7 +106,7 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
         raise UsageError("--node-table goes with a CSV / TSV / Parquet edge list as --dataset, "
                          f"not {shown(name or 'synthetic', 80)}; drop it")
     if name is None or name.strip().lower() == "synthetic":
-        return _read_as(synthetic_graph(synthetic), edges)
+        return read_as(synthetic_graph(synthetic), edges == "undirected")
     if is_graph_file(name):
         return load_file(Path(name).expanduser(),
                          None if not node_table else Path(node_table).expanduser(), edges)
@@ -124,19 +123,9 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
             f"{' or '.join(GRAPH_FILES)} graph file, or a graph folder (docs/graph-folder.md)"
         )
     if canonical == "synthetic":
-        return _read_as(synthetic_graph(synthetic), edges)
-    return _read_as(_load_pyg(canonical, default_data_root() if root is None
-                              else Path(root).expanduser()), edges)
-
-
-def _read_as(data: Data, edges: str) -> Data:
-    """A generated or named graph (each undirected edge listed both ways) read as ``edges``
-    says: ``undirected`` records it both ways (each edge once, sorted), else as stored."""
-    if edges != "undirected":
-        return data
-    data.edge_index = torch.from_numpy(both_ways(data.edge_index.numpy()))
-    data.edge_reading = EDGES_BOTH_WAYS
-    return data
+        return read_as(synthetic_graph(synthetic), edges == "undirected")
+    return read_as(_load_pyg(canonical, default_data_root() if root is None
+                             else Path(root).expanduser()), edges == "undirected")
 
 
 def check_recorded_paths(dataset: str, root: str, source: str | Path, *,

@@ -87,8 +87,9 @@ def edge_reading(data: Data) -> str:
     return reading if reading in EDGE_READS else EDGES_AS_STORED
 
 
-def _read_as(data: Data, both: bool) -> Data:
-    """``data`` with its edges both ways (``both``: each once, sorted) and the record of it."""
+def read_as(data: Data, both: bool) -> Data:
+    """``data`` with its edges both ways (``both``: each once, sorted) or as stored, and the
+    record of which (``data.edge_reading``)."""
     if both:
         data.edge_index = torch.from_numpy(both_ways(data.edge_index.numpy()))
     data.edge_reading = EDGES_BOTH_WAYS if both else EDGES_AS_STORED
@@ -149,11 +150,11 @@ def _load_pt(path: Path, edges: str) -> Data:
                          "edge_index=..., y=...), path)") from None
     edge_index = data.edge_index
     both = reads_both_ways(edges, False) and isinstance(edge_index, torch.Tensor) and (
-        edge_index.dim() == 2 and edge_index.size(0) == 2 and not edge_index.is_floating_point()
-        and not edge_index.is_complex() and edge_index.layout == torch.strided)  # others: refused later
+        edge_index.dim() == 2 and edge_index.size(0) == 2 and edge_index.layout == torch.strided
+        and not edge_index.is_floating_point() and not edge_index.is_complex())  # others: refused later
     if both:
         data.edge_index = edge_index.long()
-    return _read_as(data, both)
+    return read_as(data, both)
 
 
 def _disallowed_globals(path: Path) -> str | None:

@@ -158,6 +158,7 @@ def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_d
     if saved is not None and saved.candidates != candidates:
         saved = None  # another plan: the search starts again (the config is checked on resume)
     record = saved or SearchRecord(candidates, 0)
+    before = record.seconds  # what the saved search had already spent
     announce = (main and threads is not None and threads.picker is not None
                 and not threads.picker.done)  # the thread count's line, once it is measured
     if saved is not None and saved.scores and main:
@@ -210,15 +211,12 @@ def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_d
             record.metric = training.prober.metric
         del training
         if main:
-            record.seconds = (saved.seconds if saved is not None else 0.0) + (
-                time.perf_counter() - start)
+            record.seconds = before + time.perf_counter() - start
             record.save(run_dir)
     assert record.margin is not None
     return EncoderChoice(pick(record.scores, candidates, record.margin), "search",
-                         record.scores, record.trained,
-                         (saved.seconds if saved is not None else 0.0)
-                         + time.perf_counter() - start, margin=record.margin,
-                         metric=record.metric)
+                         record.scores, record.trained, before + time.perf_counter() - start,
+                         margin=record.margin, metric=record.metric)
 
 
 def _out_of_time(share: float, times: list[float], probe_s: float | None, every: int,
