@@ -4,7 +4,6 @@ their layers, TOML round trip, precedence, type coercion and validation."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import pytest
