@@ -13,13 +13,14 @@ Writes bench/results/purity.md.
 
 from __future__ import annotations
 
-import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from bench import harness
 
 import torch
+from torch import Tensor
 
 from edgegcl.nn.augment import as_features
 from edgegcl.training.config import TrainConfig
@@ -28,13 +29,32 @@ from edgegcl.contrast.scheduler import CATEGORIES
 from edgegcl.contrast.dense import similarities
 from edgegcl.training.engine import Trainer
 from edgegcl.contrast.negatives import (
+    ActiveNegatives,
     draw_sample,
     num_candidates,
     pool_sizes,
     sample_size,
     schedule_sampled,
-    stratum_purity,
+    stratify,
 )
+
+
+@torch.no_grad()
+def stratum_purity(active: ActiveNegatives, cand_sims: Tensor, ratios: Mapping[str, float],
+                   candidates: str = "both") -> dict[str, float]:
+    """Per category, the share of the drawn negatives that lie in the anchor's exact pool
+    (``stratify`` over all of ``cand_sims``, [B, 2B], or [B, B] with ``candidates =
+    "inter"``): 1.0 for the exact strata."""
+    exact = stratify(cand_sims, ratios, candidates=candidates)
+    out = {}
+    for (cat, seg), pool in zip(active.segments().items(), exact.pools):
+        if seg.size(1) == 0:
+            out[cat] = 1.0
+            continue
+        member = torch.zeros_like(cand_sims, dtype=torch.bool).scatter_(1, pool, True)
+        out[cat] = float(member.gather(1, seg).float().mean())
+    return out
+
 
 HERE = Path(__file__).resolve().parent
 SIZES = (16, 32, 64, 128, 256, 512, 1024)

@@ -34,8 +34,8 @@ from edgegcl.contrast.negatives import (
     schedule_sampled,
     select_active,
     stratify,
-    stratum_purity,
 )
+from bench.purity import stratum_purity
 from edgegcl.contrast.pairs import pair_similarities
 from edgegcl.contrast.selection import NegativeSelector
 from edgegcl.errors import UsageError

@@ -118,8 +118,8 @@ from edgegcl.contrast.negatives import (  # noqa: E402
     sample_size,
     schedule_negatives,
     schedule_sampled,
-    stratum_purity,
 )
+from bench.purity import stratum_purity
 
 CPU = torch.device("cpu")
 

@@ -502,7 +502,7 @@ def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.de
     of N_i), cuts them by the ratios into hard / intermediate / easy as ``stratify`` cuts all
     of N_i, and draws ``counts`` from those pools as ``select_active`` does. Each sampled pool
     is a uniform random subset of the anchor's whole pool except near the two cuts, where the
-    sample's estimate of the cut can misplace a candidate: the purity (``stratum_purity``)
+    sample's estimate of the cut can misplace a candidate: the purity (bench/purity.py)
     measured in docs/hans.md. The work is O(B M d) instead of O(B^2 d) for the similarities
     and O(B M) instead of O(B^2) for the ranking. ``keep_values`` (the pairs path) also keeps
     the drawn columns' similarities and their positions in the sample (``ActiveNegatives``).
@@ -555,20 +555,3 @@ def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.de
 def _join(parts: list[Tensor]) -> Tensor:
     """``torch.cat(parts)`` without the copy when there is one part (one chunk)."""
     return parts[0] if len(parts) == 1 else torch.cat(parts)
-
-
-@torch.no_grad()
-def stratum_purity(active: ActiveNegatives, cand_sims: Tensor, ratios: Mapping[str, float],
-                   candidates: str = "both") -> dict[str, float]:
-    """Per category, the share of the drawn negatives that lie in the anchor's exact pool
-    (``stratify`` over all of ``cand_sims``, [B, 2B], or [B, B] with ``candidates =
-    "inter"``): 1.0 for the exact strata."""
-    exact = stratify(cand_sims, ratios, candidates=candidates)
-    out = {}
-    for (cat, seg), pool in zip(active.segments().items(), exact.pools):
-        if seg.size(1) == 0:
-            out[cat] = 1.0
-            continue
-        member = torch.zeros_like(cand_sims, dtype=torch.bool).scatter_(1, pool, True)
-        out[cat] = float(member.gather(1, seg).float().mean())
-    return out
