@@ -29,7 +29,7 @@ def measure(graph: str, root: str | None, files: str | None, seeds: int) -> dict
     from edgegcl.data.homophily import adjusted_homophily
     from edgegcl.evaluation.metrics import majority_rate
     from edgegcl.evaluation.probe import random_split
-    from edgegcl.training.choice import HOMOPHILY_THRESHOLD
+    from edgegcl.training.results import HOMOPHILY_THRESHOLD
 
     data = load_graph(harness.graph_flag(graph, files), root)
     whole = adjusted_homophily(data.y, data.edge_index, torch.arange(data.num_nodes))
@@ -47,7 +47,7 @@ def measure(graph: str, root: str | None, files: str | None, seeds: int) -> dict
 
 
 def report(res: dict[str, Any]) -> str:
-    from edgegcl.training.choice import HOMOPHILY_THRESHOLD
+    from edgegcl.training.results import HOMOPHILY_THRESHOLD
 
     def number(value: float | None) -> str:
         return "-" if value is None else f"{value:.3f}"

@@ -50,7 +50,7 @@ def child(nodes: int, task: str = "node", encoder: str = "gcn") -> dict:
 
     from edgegcl.training.config import TrainConfig
     from edgegcl.data import SyntheticSpec, synthetic_graph
-    from edgegcl.training.seeds import train_seeds
+    from edgegcl import train_seeds
 
     started = _status_mib("VmRSS")
     t0 = time.perf_counter()

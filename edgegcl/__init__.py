@@ -16,9 +16,9 @@ edgegcl`` stays light):
   own), ``authors_probe``, and ``feature_agreement`` (how alike linked nodes' features are);
 - ``train`` (a whole run as ``edgegcl train`` makes it: run directory, lock, profiler,
   resume, ``Hook`` objects called by every seed's loop; returns the ``Run``), ``profile``,
-  ``bench_budgets``, ``export`` and ``convert`` (the other commands), ``train_seeds`` (the seeds alone,
-  into a directory you manage) and ``load_run`` (a finished run back: config, encoder,
-  metrics, ``.embed(graph)``).
+  ``bench_budgets``, ``export`` and ``convert`` (the other commands), ``train_seeds``
+  (``train`` with a ``TrainConfig`` and a graph in hand, returning the metrics) and
+  ``load_run`` (a finished run back: config, encoder, metrics, ``.embed(graph)``).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ _EXPORTS = {
     "authors_probe": "edgegcl.evaluation.authors",
     "load_run": "edgegcl.training.runs",
     "Run": "edgegcl.training.runs",
-    "train_seeds": "edgegcl.training.seeds",
+    "train_seeds": "edgegcl.jobs.train",
     "Stopped": "edgegcl.errors",
     "UsageError": "edgegcl.errors",
     "train": "edgegcl.jobs.train",

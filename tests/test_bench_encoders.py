@@ -11,7 +11,7 @@ import torch
 from bench import encoders, encoder_speed
 from edgegcl.data import SyntheticSpec, synthetic_graph
 from edgegcl.training.config import TrainConfig
-from edgegcl.training.seeds import train_seeds
+from edgegcl import train_seeds
 
 def test_the_table_holds_each_cell_beside_the_raw_features(tmp_path: Path) -> None:
     cfg = TrainConfig(nodes=150, features=12, hidden_dim=16, out_dim=8, proj_dim=8, epochs=4,

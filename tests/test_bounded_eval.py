@@ -31,7 +31,7 @@ from edgegcl.evaluation.probe import (
     random_split,
 )
 from edgegcl.nn.model import AdNGCL, GCNEncoder, ModelConfig, npy_embeddings
-from edgegcl.training.seeds import train_seeds
+from edgegcl import train_seeds
 
 SHARED_DATASETS = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 

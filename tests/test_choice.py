@@ -22,7 +22,7 @@ from edgegcl.training.choice import pick, search_epochs
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.results import EncoderChoice
 from edgegcl.training.searchrecord import SearchRecord, read_search
-from edgegcl.training.seeds import Stopped, train_seeds
+from edgegcl import Stopped, train_seeds
 
 CPU = torch.device("cpu")
 SMALL = dict(nodes=150, features=12, hidden_dim=16, out_dim=8, proj_dim=8, epochs=8,

@@ -45,40 +45,42 @@ def _loss_and_grads(trainer: Trainer, x: torch.Tensor) -> tuple[float, dict[str,
     return out.loss.item(), {n: p.grad.clone() for n, p in trainer.model.named_parameters()}
 
 
-def _worker(rank: int, port: int, tmp: str, conn: Connection) -> None:
+def _worker(rank: int, port: int, tmp: str, run_port: int, conn: Connection) -> None:
     os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(run_port))
     torch.set_num_threads(1)
     from edgegcl.training import distributed
-    from edgegcl.training.seeds import train_seeds
+    from edgegcl import train_seeds
 
     out: dict[str, object] = {}
+    cfg = TrainConfig(encoder="gcn", nodes=400, features=DIM, hidden_dim=16, out_dim=8,
+                      proj_dim=8, batch_size=50, fanout="4,4", mode="minibatch", epochs=8,
+                      eval_every=4, T_init=2, T_int=2, e=1, b=1.0, gamma=10.0)
+    # homophily 0.3: edges that do not clearly keep to the classes, so auto searches
+    data = synthetic_graph(SyntheticSpec(num_nodes=400, num_features=DIM, homophily=0.3))
+    run_dir = Path(tmp) / f"rank-{rank}"
+    run_dir.mkdir()
+    # a whole run through the jobs path, which joins the ranks' group and leaves it: each
+    # seed's search, run by every rank; --mode auto: mini-batches under torchrun
+    auto = cfg.replace(model={"encoder": "auto"}, run={"mode": "auto"},
+                       distributed={"dist_backend": "gloo", "dist_timeout": 30.0})
+    metrics = train_seeds(auto, data, run_dir, "cpu")
+    out["written"] = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*"))
+    out["metrics"] = bool(metrics)
+    out["mode"] = metrics.get("mode")
+    out["choice"] = metrics["seeds"][0]["encoder_choice"] if metrics else None
+    os.environ["MASTER_PORT"] = str(port)  # a group of its own for the steps below
     world = distributed.start(distributed.DistributedConfig(
         dist_backend="gloo", dist_timeout=30.0, negatives="global"), "cpu")
     try:
         for scheduler, candidates in SETTINGS:  # every negative; HANS's sampled strata
-            cfg = TrainConfig(**SMALL, scheduler=scheduler, candidates=candidates)
-            trainer = Trainer(cfg, DIM, mode="minibatch", seed=0, world=world)
+            step = TrainConfig(**SMALL, scheduler=scheduler, candidates=candidates)
+            trainer = Trainer(step, DIM, mode="minibatch", seed=0, world=world)
             x = _features()[rank * B:(rank + 1) * B]
             loss, grads = _loss_and_grads(trainer, x)  # numpy: pickled by value
             out[f"step-{scheduler}-{candidates}"] = loss, {n: g.numpy() for n, g in grads.items()}
         # local negatives: HANS decides every 2 epochs from the ranks' averaged losses
         world = replace(world, negatives="local")
-        cfg = TrainConfig(encoder="gcn", nodes=400, features=DIM, hidden_dim=16, out_dim=8,
-                          proj_dim=8,
-                          batch_size=50, fanout="4,4", mode="minibatch", epochs=8,
-                          eval_every=4, T_init=2, T_int=2, e=1, b=1.0, gamma=10.0)
-        # homophily 0.3: edges that do not clearly keep to the classes, so auto searches
-        data = synthetic_graph(SyntheticSpec(num_nodes=400, num_features=DIM, homophily=0.3))
-        run_dir = Path(tmp) / f"rank-{rank}"
-        run_dir.mkdir()
-        # each seed's search, run by every rank; --mode auto: mini-batches under torchrun
-        auto = cfg.replace(model={"encoder": "auto"}, run={"mode": "auto"})
-        metrics = train_seeds(auto, data, run_dir, torch.device("cpu"), world=world)
-        out["written"] = sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*"))
-        out["metrics"] = bool(metrics)
-        out["mode"] = metrics.get("mode")
-        out["choice"] = metrics["seeds"][0]["encoder_choice"] if metrics else None
         trainer = Trainer(cfg, DIM, mode="minibatch", seed=1, world=world)
         loader = structure_loader(data, cfg.run, 1, (rank, 2))
         for _ in range(6):
@@ -138,7 +140,7 @@ def _spawn_ranks(target: Callable[..., None], *args: object, timeout: float = 30
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict]:
-    got = dict(_spawn_ranks(_worker, str(tmp_path_factory.mktemp("dist"))))
+    got = dict(_spawn_ranks(_worker, str(tmp_path_factory.mktemp("dist")), _free_port()))
     assert sorted(got) == [0, 1]
     return got
 

@@ -187,7 +187,7 @@ def test_export_runs_alone_and_in_the_runtime_and_quantises(tmp_path: Path, data
 @pytest.mark.parametrize("mode", ["full", "minibatch"])
 def test_a_stopped_run_resumes_exactly_and_exports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    name: str, mode: str) -> None:
-    from edgegcl.training.seeds import Stopped, train_seeds
+    from edgegcl import Stopped, train_seeds
 
     monkeypatch.chdir(tmp_path)
     cfg = TrainConfig(encoder=name, nodes=150, features=12, hidden_dim=16, out_dim=8, proj_dim=8,

@@ -1184,7 +1184,7 @@ def test_train_seeds_keeps_the_commands_promises(tmp_path: Path) -> None:
     done.mkdir()
     edgegcl.train_seeds(cfg, graph, done, cpu)
     before = {p: p.read_bytes() for p in done.rglob("*") if p.is_file()}
-    with pytest.raises(UsageError, match="already holds a run"):
+    with pytest.raises(UsageError, match="already exists and is not empty"):
         edgegcl.train_seeds(cfg, graph, done, cpu)
     assert {p: p.read_bytes() for p in done.rglob("*") if p.is_file()} == before
     broken = graph.clone()

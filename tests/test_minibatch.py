@@ -158,7 +158,7 @@ def test_a_resumed_run_keeps_the_mode_auto_chose(tmp_path, monkeypatch):
     """The choice is made once, written to config.toml, and a resume continues in it even
     where the memory would now choose otherwise."""
     from edgegcl.errors import Stopped
-    from edgegcl.training.seeds import train_seeds
+    from edgegcl import train_seeds
 
     cfg = TrainConfig(nodes=120, features=8, hidden_dim=8, out_dim=4, proj_dim=4, epochs=4,
                       eval_every=2, encoder="gcn", device="cpu", batch_size=64,
@@ -170,7 +170,9 @@ def test_a_resumed_run_keeps_the_mode_auto_chose(tmp_path, monkeypatch):
     with pytest.raises(Stopped):
         train_seeds(cfg, data, run, torch.device("cpu"), stop=lambda: next(epochs) >= 1)
     assert 'mode = "full"' in (run / "config.toml").read_text()
-    monkeypatch.setattr(train_mod, "available_bytes", lambda device: 1)  # would choose batches
+    # memory the full graph fits in, but not within the share auto leaves it: batches now
+    need = train_mod.full_graph_bytes(cfg, 120, int(data.edge_index.size(1)), 8)
+    monkeypatch.setattr(train_mod, "available_bytes", lambda device: need)
     metrics = train_seeds(cfg, data, run, torch.device("cpu"), resume=True)
     assert metrics["mode"] == "full"
     fresh = tmp_path / "fresh"

@@ -11,7 +11,7 @@ from helpers import EpochRows
 
 from edgegcl.data import SyntheticSpec, synthetic_graph
 from edgegcl.training.config import TrainConfig
-from edgegcl.training.seeds import train_seeds
+from edgegcl import train_seeds
 
 
 def test_a_python_hook_receives_every_epochs_row(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph, validate_gr
 from edgegcl.errors import UsageError
 from edgegcl.evaluation.probe import linear_probe, published_split, random_split
 from edgegcl.training.config import TrainConfig
-from edgegcl.training.seeds import train_seeds
+from edgegcl import train_seeds
 
 N = 60
 

@@ -144,7 +144,7 @@ def test_train_seeds_into_a_directory_another_thread_holds_is_refused(tmp_path) 
     import threading
 
     from edgegcl.data import SyntheticSpec, synthetic_graph
-    from edgegcl.training.seeds import train_seeds
+    from edgegcl import train_seeds
 
     held, release = threading.Event(), threading.Event()
 

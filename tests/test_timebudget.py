@@ -23,7 +23,7 @@ from edgegcl.errors import UsageError
 from edgegcl.training.choice import choose_encoder, search_epochs
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.hooks import Deadline
-from edgegcl.training.seeds import train_seeds
+from edgegcl import train_seeds
 from edgegcl.training.timebudget import (MINIBATCH_STEPS, RESERVE_SHARE, SEARCH_SHARE, RunClock,
                                          bounded_epochs, duration_seconds, epochs_that_fit,
                                          probe_interval)
@@ -145,9 +145,13 @@ def test_a_spent_budget_trains_one_probed_epoch_a_seed_and_resume_keeps_it(
     for seed in metrics["seeds"]:
         assert seed["epochs_trained"] == 1 and seed["cut"] == "time_budget"
         assert seed["selected_epoch"] == 1
+    with pytest.raises(UsageError, match="is a finished run"):
+        train_seeds(cfg, data, tmp_path, CPU, resume=True)
+    (tmp_path / "metrics.json").unlink()  # as if stopped once its seeds were saved
     again = train_seeds(cfg.replace(run={"time_budget": "1h"}), data, tmp_path, CPU,
                         resume=True)
     assert [s["epochs_trained"] for s in again["seeds"]] == [1, 1]
+    (tmp_path / "metrics.json").unlink()
     result = tmp_path / "seed-1" / "result.pt"  # a reason no run records is refused
     saved = torch.load(result, weights_only=True)
     torch.save({**saved, "cut": "forever"}, result)

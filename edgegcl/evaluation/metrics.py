@@ -21,8 +21,7 @@ import torch
 from torch import Tensor
 
 from edgegcl.errors import UsageError
-from edgegcl.evaluation.names import (HITS_K, LINK_METRICS, METRICS, NODE_METRICS,
-                                      task_metric_problem)
+from edgegcl.evaluation.names import HITS_K, LINK_METRICS, METRICS, NODE_METRICS
 
 __all__ = ["LABEL_KINDS", "LINK_METRICS", "METRICS", "NODE_METRICS", "LabelKind",
            "average_precision", "hits_at_k", "label_kind", "labels_line", "majority_rate",
@@ -60,9 +59,9 @@ def resolve_metric(metric: str, kind: LabelKind) -> str:
     if metric == "roc_auc" and kind != "binary":
         raise UsageError(f"--metric roc_auc needs binary labels, but these are {kind}; use "
                          "--metric micro_f1 or macro_f1 (or auto)")
-    problem = task_metric_problem(metric, "node")
-    if problem is not None:
-        raise UsageError(problem)
+    if metric not in NODE_METRICS:
+        raise UsageError(f"--metric {metric} scores links, not node labels; use one of "
+                         f"{', '.join(NODE_METRICS)} (or auto), or --task link")
     return metric
 
 

@@ -25,10 +25,9 @@ from edgegcl.budget.profiles import DeviceProfile
 from edgegcl.data.files import edge_reading
 from edgegcl.data.folder import is_graph_folder
 from edgegcl.data.identity import check_identity, write_identity
-from edgegcl.data.validation import LINK_PAIRS
 from edgegcl.errors import RankLost, Stopped, UsageError
 from edgegcl.evaluation.authors import AUTHORS_LABEL
-from edgegcl.evaluation.metrics import labels_line, metric_name
+from edgegcl.evaluation.metrics import metric_name
 from edgegcl.jobs.autobudget import calibrate
 from edgegcl.jobs.plan import Plan
 from edgegcl.jobs.ranks import world_size
@@ -44,12 +43,11 @@ from edgegcl.training.distributed import (QuietUsageError, World, on_main, requi
 from edgegcl.training.distributed import start as start_world
 from edgegcl.training.distributed import stop as stop_world
 from edgegcl.training.hooks import AfterFirstEpoch, Hook
-from edgegcl.training.linkprober import resolve_link_metric
 from edgegcl.training.nonedges import edges_line
 from edgegcl.training.placement import check_full_graph_memory, choose_mode
-from edgegcl.training.prober import MIN_LABELLED_NODES
 from edgegcl.training.results import SeedResult
 from edgegcl.training.seeds import train_planned
+from edgegcl.training.task import task_named
 from edgegcl.training.runs import Run, load_run
 from edgegcl.training.state import write_atomic
 from edgegcl.training.threads import ThreadChoice
@@ -170,8 +168,9 @@ def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration 
         say(f"training with theta_max = {cal.chosen:.2f}"
             + (f", batch size {cal.batch_size}" if cal.mode == "minibatch" else "")
             + f", {cal.logits} logits")
+    task = task_named(cfg.run.task)
     if s.tuned is not None:
-        whose = "the link task" if cfg.run.task == "link" else cfg.data.dataset
+        whose = task.preset_owner(cfg.data.dataset)
         say(f"{whose} starts from its tuned defaults, {s.tuned.name} in the presets "
             "(chosen on validation); flags override them, --config replaces them")
     pace = pace_line(cfg.schedule, cfg.hans, cfg.run.epochs, bool(cfg.run.time_budget))
@@ -189,19 +188,9 @@ def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration 
                                                      f"{cfg.model.encoder} encoder")
         say(f"warning: --fanout samples {hops} hop(s) for a {layers}-layer {what}, so its outer "
             f"layers see cut neighbourhoods; give one per layer, e.g. --fanout {example}")
-    given = all(getattr(data, key, None) is not None for key in LINK_PAIRS)
-    if cfg.run.task == "link":
-        held = ("the graph file's own held-out pairs are validation and test (val_pos / "
-                "val_neg, test_pos / test_neg); every seed trains on its edge_index" if given else
-                "each seed holds out 5 % / 10 % of the edges for validation / test (with as "
-                "many non-edges) and trains on the rest")
-        say(f"task: link; {held}; checkpoints and the encoder chosen on validation "
-            f"{metric_name(resolve_link_metric(cfg.run.metric))} (--metric)")
-    elif given:
-        say(f"note: {data.name} holds held-out pairs for the link task, which --task node "
-            "does not read (--task link does)")
-    elif getattr(data, "y", None) is not None and data.num_nodes >= MIN_LABELLED_NODES:
-        say(labels_line(data.y, cfg.run.metric))
+    judged = task.start_line(data, cfg.run.metric)
+    if judged is not None:
+        say(judged)
     if cfg.run.patience and getattr(data, "y", None) is None:
         say(f"warning: --patience reads the validation probe, and {data.name} has no labels: "
             "every epoch trains")

@@ -29,6 +29,7 @@ from edgegcl.nn.family import check_model_size
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.placement import resolve_device
 from edgegcl.training.resume import check_resume
+from edgegcl.training.task import task_named
 from edgegcl.training.threads import ThreadChoice, resolve_threads
 
 
@@ -92,9 +93,9 @@ def _check_models(cfg: TrainConfig, data: Data) -> Data:
     model = cfg.model
     names = model.candidates() if model.encoder == AUTO else [model.built_in]
     if getattr(data, "folder", None) is not None:  # a graph on disk (edgegcl.data.folder)
-        if cfg.run.task == "link":
-            raise UsageError(f"{data.name} is a graph folder, and the link task splits its "
-                             "edges in memory; train --task link on an .npz of the graph")
+        problem = task_named(cfg.run.task).folder_problem
+        if problem:
+            raise UsageError(f"{data.name} is a graph folder, and {problem}")
         if model.user_encoder:
             raise UsageError(f"{data.name} is a graph folder, and an encoder of your own runs "
                              "on the whole graph in memory; use --encoder gcn, ego or poly")

@@ -16,20 +16,22 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edgegcl.budget.profiles import DeviceProfile
 from edgegcl.errors import UsageError
 from edgegcl.jobs.arguments import (budget_argument, flag_argument, hooks_argument,
                                     path_argument, settings_argument, stop_argument)
 from edgegcl.jobs.plan import Plan, Request, config_argument, plan, profile_argument
+from edgegcl.training.config import RESUMABLE, TrainConfig, option_value
 from edgegcl.training.hooks import Hook
 from edgegcl.training.logger import make_logger
 
 if TYPE_CHECKING:
     from torch_geometric.data import Data
 
-    from edgegcl.training.config import TrainConfig
+    import torch
+
     from edgegcl.training.runs import Run
 
 
@@ -89,6 +91,38 @@ def train(config: TrainConfig | str | Path | None = None, graph: Data | None = N
     finally:
         if made_logger is not None:
             made_logger.close()
+
+
+def train_seeds(cfg: TrainConfig, data: Data, run_dir: str | Path,
+                device: torch.device | str | None = None, *, resume: bool = False,
+                hooks: Sequence[Hook] = (), stop: Callable[[], bool] | None = None
+                ) -> dict[str, Any]:
+    """``cfg``'s seeds trained on ``data`` into ``run_dir``, and their metrics (what
+    ``metrics.json`` holds; ``{}`` on a rank other than 0 under torchrun): ``train`` with a
+    configuration and a graph in hand, through the same checks (``run_dir`` new or empty).
+    ``device``: where to train (default ``cfg``'s ``--device``); ``resume``: continue the
+    stopped run in ``run_dir``, ``cfg``'s epochs, device, threads and time budget over its
+    saved configuration (what ``--resume`` may change; its other values are the run's own);
+    ``hooks``, ``stop``: as ``train``'s.
+
+    Example:
+        >>> from edgegcl import SyntheticSpec, TrainConfig, synthetic_graph
+        >>> cfg = TrainConfig(epochs=40, eval_every=5, patience=3)
+        >>> metrics = train_seeds(cfg, synthetic_graph(SyntheticSpec()), "runs/mine",
+        ...                       "cpu")  # doctest: +SKIP
+        >>> metrics["summary"]["test_micro_f1"]["mean"]  # doctest: +SKIP
+    """
+    if not isinstance(cfg, TrainConfig):
+        raise UsageError(f"cfg must be a TrainConfig, got {type(cfg).__name__}; pass "
+                         "TrainConfig(...), or call edgegcl.train with a file or settings")
+    if device is not None:
+        cfg = cfg.replace(run={"device": str(device)})
+    if resume:
+        run = train(graph=data, settings={name: option_value(cfg, name) for name in RESUMABLE},
+                    resume=run_dir, hooks=hooks, stop=stop)
+    else:
+        run = train(cfg, data, out=run_dir, hooks=hooks, stop=stop)
+    return {} if run is None or run.metrics is None else run.metrics
 
 
 def execute_plan(settled: Plan, hold: ExitStack, graph: Data | None = None,

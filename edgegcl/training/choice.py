@@ -1,28 +1,27 @@
 """``encoder = "auto"``: each seed's encoder chosen by measurement, before it trains.
 
-A labelled graph whose labelled edges clearly keep to their class (the adjusted homophily of
-the seed's training and validation nodes, less two standard errors, at least
-``HOMOPHILY_THRESHOLD``): the GCN, without a search, as the search chose on every such graph
-measured (docs/encoders.md). Any other labelled graph: a short search. Each of ``search_encoders`` trains ``search_epochs`` epochs
-(a quarter of the run's by default, to a probe epoch) from the seed's own initialisation,
-probed every ``eval_every`` epochs on the seed's validation nodes (its random split's, the
-nodes the seed's checkpoint choice reads; test nodes are never looked at); the best
-validation figure of the run's metric (micro-F1, or ROC-AUC for binary labels) wins when it
-beats the first candidate (the GCN) by more than one
-standard error of that figure, else the first stays (``pick``). The search's runs are thrown away
-and the seed trains the winner from its start: an ``auto`` seed is, epoch for epoch, the run
-of the encoder it chose, plus the search's time.
+The task decides first where a measured signal settles the encoder without a search
+(edgegcl.training.task: ``clear_choice``): for node labels, training and validation nodes
+that clearly keep to their class (the adjusted homophily less two standard errors at least
+``HOMOPHILY_THRESHOLD``) keep the GCN; for links, training edges whose endpoints' features
+clearly agree (at least ``AGREEMENT_THRESHOLD``). The search chose the GCN on every such graph
+measured (docs/encoders.md).
 
-An unlabelled graph: a label-free signal, how much more alike the features of linked nodes
-are than those of random pairs (edgegcl.data.homophily.feature_agreement), picks the GCN when
-linked nodes clearly agree and the ego encoder, which keeps each node's own representation
-beside its neighbours', otherwise (docs/encoders.md has the table the threshold comes from).
+Any other graph the task can judge (``labelled``): a short search. Each of
+``search_encoders`` trains ``search_epochs`` epochs (the task's ``search_share`` of the run's:
+a quarter for node labels, a tenth for links, to a probe epoch) from the seed's own
+initialisation, probed every ``eval_every`` epochs on the seed's validation nodes or pairs
+(test ones are never looked at); the best validation figure of the run's metric wins when it
+beats the first candidate (the GCN) by more than one standard error of that figure, else the
+first stays (``pick``). The search's runs are thrown away and the seed trains the winner from
+its start: an ``auto`` seed is, epoch for epoch, the run of the encoder it chose, plus the
+search's time.
 
-The link task: the GCN without a search where the seed's training edges join nodes whose
-features clearly agree (the same signal on the training edges, at least
-``AGREEMENT_THRESHOLD``), else the search on the validation pairs, each candidate trained a
-tenth of the run's epochs (``LINK_SEARCH_SHARE``), so that it costs at most about 0.3 of the
-run.
+A graph without labels: a label-free signal, how much more alike the features of linked
+nodes are than those of random pairs (edgegcl.data.homophily.feature_agreement), picks the GCN
+when linked nodes clearly agree and the ego encoder, which keeps each node's own
+representation beside its neighbours', otherwise (docs/encoders.md has the table the
+threshold comes from).
 
 Either way the choice is one line and a record in the seed's state and the run's metrics
 (``EncoderChoice``); a resumed seed keeps its recorded choice.
@@ -38,38 +37,30 @@ from pathlib import Path
 import torch
 from torch_geometric.data import Data
 
-from edgegcl.data.homophily import adjusted_homophily, feature_agreement
-from edgegcl.evaluation.probe import random_split
+from edgegcl.data.homophily import feature_agreement
 from edgegcl.progress import say
 from edgegcl_embed.progress import Progress
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.distributed import World
-from edgegcl.training.linkprober import seed_link_split
-from edgegcl.training.results import AGREEMENT_THRESHOLD, HOMOPHILY_THRESHOLD, EncoderChoice
-from edgegcl.training.prober import MIN_LABELLED_NODES
+from edgegcl.training.results import AGREEMENT_THRESHOLD, EncoderChoice
 from edgegcl.training.searchrecord import SearchRecord, read_search
 from edgegcl.training.seed import SeedTraining
 from edgegcl.training.threads import ThreadChoice
+from edgegcl.training.task import task_named
 from edgegcl.training.timebudget import epochs_that_fit, probe_interval
 
-__all__ = ["AGREEMENT_THRESHOLD", "HOMOPHILY_THRESHOLD", "EncoderChoice", "choose_encoder",
-           "search_epochs"]
-
-
-LINK_SEARCH_SHARE = 0.1
-"""The link task's search trains each candidate this share of the run's epochs, so that its
-three candidates cost at most about 0.3 of the run (the node task's: a quarter each)."""
+__all__ = ["EncoderChoice", "choose_encoder", "search_epochs"]
 
 
 def search_epochs(cfg: TrainConfig, epochs: int | None = None) -> int:
     """Epochs each candidate of the search trains: ``search_epochs``, else a quarter of the
-    seed's ``epochs`` (default ``--epochs``; fewer where ``--max-steps`` cuts them; the link
-    task: LINK_SEARCH_SHARE) rounded up to a probe epoch (a multiple of ``eval_every``, so the
+    seed's ``epochs`` (default ``--epochs``; fewer where ``--max-steps`` cuts them; the task's
+    ``search_share``: a tenth for links) rounded up to a probe epoch (a multiple of ``eval_every``, so the
     winner's probes fall where a run of it alone probes), within 1 .. the seed's."""
     epochs = cfg.run.epochs if epochs is None else epochs
     every = (cfg.run.eval_every if epochs == cfg.run.epochs else  # a cut seed's probes
              probe_interval(cfg.run.eval_every, epochs))
-    share = LINK_SEARCH_SHARE if cfg.run.task == "link" else 0.25
+    share = task_named(cfg.run.task).search_share
     wanted = cfg.model.search_epochs or every * math.ceil(epochs * share / every)
     return max(1, min(wanted, epochs))
 
@@ -88,10 +79,9 @@ def choose_encoder(data: Data, cfg: TrainConfig, seed: int, device: torch.device
     candidates sharing what is left evenly."""
     candidates = cfg.model.candidates()
     main = world is None or world.is_main
-    labelled = (cfg.run.task == "link" or getattr(data, "y", None) is not None
-                and data.num_nodes >= MIN_LABELLED_NODES)
-    clear = (_links_agree(data, cfg, seed) if cfg.run.task == "link" else
-             _clearly_homophilous(data, cfg, seed) if labelled else None)
+    task = task_named(cfg.run.task)
+    labelled = task.labelled(data)
+    clear = task.clear_choice(data, cfg, seed) if labelled else None
     if clear is not None:
         choice = clear
     elif labelled and len(candidates) > 1:
@@ -107,37 +97,6 @@ def choose_encoder(data: Data, cfg: TrainConfig, seed: int, device: torch.device
     if main:
         say(f"{label}: {choice.line()}")
     return choice
-
-
-def _clearly_homophilous(data: Data, cfg: TrainConfig, seed: int) -> EncoderChoice | None:
-    """The GCN's choice without a search, where the seed's training and validation nodes (its
-    random split's: what the search would read) are clearly homophilous; None otherwise, and
-    for the link task, multi-label targets or a candidate list that does not start with the
-    GCN."""
-    y = getattr(data, "y", None)
-    if (cfg.run.task != "node" or y is None or y.dim() != 1 or y.dtype.is_floating_point
-            or cfg.model.candidates()[0] != "gcn"):
-        return None
-    split = random_split(data.num_nodes, seed)
-    found = adjusted_homophily(y, data.edge_index, torch.cat([split.train, split.val]))
-    if found is None or found.value - 2 * found.standard_error < HOMOPHILY_THRESHOLD:
-        return None
-    return EncoderChoice("gcn", "homophily", margin=found.standard_error,
-                         homophily=found.value)
-
-
-def _links_agree(data: Data, cfg: TrainConfig, seed: int) -> EncoderChoice | None:
-    """The link task's GCN without a search, where the features of the seed's training
-    edges' endpoints clearly agree (feature agreement at least AGREEMENT_THRESHOLD: the
-    citation graphs, where the link search always kept the GCN, docs/encoders.md); None
-    otherwise, and for a candidate list that does not start with the GCN."""
-    if cfg.model.candidates()[0] != "gcn":
-        return None
-    split = seed_link_split(data, seed)
-    agreement = feature_agreement(data.x, split.train, seed)
-    if agreement < AGREEMENT_THRESHOLD:
-        return None
-    return EncoderChoice("gcn", "agreement", agreement=agreement)
 
 
 def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_dir: Path,

@@ -37,12 +37,11 @@ from edgegcl.config import (
 from edgegcl.contrast.config import ContrastConfig
 from edgegcl.contrast.hans import HANSConfig
 from edgegcl.contrast.scheduler import NegativeScheduler, ScheduleConfig
-from edgegcl.data.config import (DataConfig, SamplerName, SyntheticConfig, SyntheticSpec,
-                                 canonical_name)
+from edgegcl.data.config import DataConfig, SamplerName, SyntheticConfig, SyntheticSpec
 from edgegcl.errors import UsageError
-from edgegcl.evaluation.names import task_metric_problem
 from edgegcl.nn.config import AugmentConfig, ModelConfig
 from edgegcl.trust import check_named
+from edgegcl.training.task import metric_problem, task_named
 from edgegcl.training.timebudget import MINIBATCH_STEPS, duration_seconds
 
 MAX_EPOCHS = 1_000_000
@@ -88,8 +87,6 @@ class DistributedConfig(Section):
 
 
 Mode = Literal["auto", "full", "minibatch"]
-Task = Literal["node", "link"]
-"""``task``: what the embeddings are judged on (edgegcl.evaluation.metrics)."""
 Metric = Literal["auto", "micro_f1", "macro_f1", "roc_auc", "auc", "ap", "hits@20", "hits@50",
                  "hits@100"]
 """``metric``: the validation figure that chooses checkpoints and encoders."""
@@ -152,7 +149,7 @@ class RunConfig(Section):
                            "not raised its validation --metric (the best checkpoint is kept); "
                            "0: train every epoch", at_least=0, at_most=MAX_EPOCHS,
                            omit_default=True)
-    task: Task = option("node", "what the embeddings are judged on: node (their labels, by "
+    task: str = option("node", "what the embeddings are judged on: node (their labels, by "
                         "a linear probe) or link (which pairs connect: 85 / 5 / 10 %% of the "
                         "edges held out for training / validation / test, with as many "
                         "non-edges; the encoder trains on the training edges only)",
@@ -174,12 +171,16 @@ class RunConfig(Section):
 
     def check(self) -> None:
         duration_seconds(self.time_budget)
-        problem = task_metric_problem(self.metric, self.task)
+        try:
+            task = task_named(self.task)
+        except ValueError as exc:
+            raise UsageError(f"--{exc}") from None
+        problem = metric_problem(self.metric, self.task)
         if problem is not None:  # known from the flags alone: refused before any work
             raise UsageError(problem)
-        if self.task == "link" and self.protocol == "both":
+        if self.protocol == "both" and not task.authors_protocol:
             raise UsageError("--protocol both adds the authors' node-label protocol, which has "
-                             "no link counterpart; drop it with --task link")
+                             f"no {task.name} counterpart; drop it with --task {task.name}")
         if not self.fanout or not all(f == -1 or f > 0 for f in self.fanout):
             raise UsageError(f"--fanout must be neighbours per hop (positive, or -1 for all), "
                              f"got {self.fanout!r}")
@@ -250,7 +251,7 @@ class LearningConfig(Section):
         """The objective a run of ``task`` trains with (``auto`` resolved)."""
         if self.objective != "auto":
             return self.objective
-        return "edges" if task == "link" else "views"
+        return task_named(task).objective
 
 
 @dataclass(frozen=True, init=False)
@@ -472,7 +473,10 @@ def tuned_defaults(dataset: str, task: str = "node") -> tuple[Path | None, dict[
         >>> tuned_defaults("citeseer", "link")[0].name
         'link.toml'
     """
-    name = "link" if task == "link" else canonical_name(dataset)
+    try:
+        name = task_named(task).preset(dataset)
+    except ValueError:  # an unknown task: the configuration refuses it, naming the choices
+        return None, {}
     path = None if name is None else PRESETS_DIR / f"{name}.toml"
     if path is None or not path.is_file():
         return None, {}

@@ -23,10 +23,10 @@ from torch_geometric.data import Data
 from edgegcl.data.validation import LINK_PAIRS
 from edgegcl.evaluation.links import LinkScores, LinkSplit, adamic_adar, link_scores, link_split
 from edgegcl.evaluation.metrics import standard_error
-from edgegcl.evaluation.names import task_metric_problem
 from edgegcl.evaluation.probe import Selection
 from edgegcl.errors import UsageError
 from edgegcl.training.prober import Baselines
+from edgegcl.training.task import metric_problem
 
 __all__ = ["LinkProber", "resolve_link_metric", "training_graph"]
 
@@ -35,7 +35,7 @@ def resolve_link_metric(metric: str) -> str:
     """The figure that chooses on the link task: ``auto`` is AUC; node metrics are refused."""
     if metric == "auto":
         return "auc"
-    problem = task_metric_problem(metric, "link")
+    problem = metric_problem(metric, "link")
     if problem is not None:
         raise UsageError(problem)
     return metric

@@ -20,8 +20,8 @@ from edgegcl.evaluation.probe import ProbeScores, Selection
 from edgegcl.training.prober import Baselines
 from edgegcl_embed.errors import shown
 
-__all__ = ["AGREEMENT_THRESHOLD", "EncoderChoice", "SeedResult", "result_from_dict",
-           "result_to_dict", "seed_metrics", "summarise"]
+__all__ = ["AGREEMENT_THRESHOLD", "HOMOPHILY_THRESHOLD", "EncoderChoice", "SeedResult",
+           "result_from_dict", "result_to_dict", "seed_metrics", "summarise"]
 
 
 HOMOPHILY_THRESHOLD = 0.5

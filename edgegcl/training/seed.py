@@ -23,13 +23,12 @@ from edgegcl.nn.augment import as_features
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.distributed import World
 from edgegcl.training.engine import Trainer
-from edgegcl.training.linkprober import LinkProber, seed_link_split, training_graph
-from edgegcl.training.prober import Prober
 from edgegcl.training.resume import check_seed_file, check_world, state_parts
 from edgegcl.training.results import SeedResult
+from edgegcl.training.task import TaskProber, task_named
 from edgegcl.training.state import (STATE_FORMAT, config_hash, load_loader_state, loader_state,
                                     read_state, save_atomic)
-from edgegcl.training.placement import on_disk, resolve_mode, structure_loader
+from edgegcl.training.placement import resolve_mode, structure_loader
 from edgegcl.training.threads import ThreadChoice
 from edgegcl.training.timebudget import bounded_epochs, probe_interval
 from edgegcl_embed.errors import shown
@@ -55,11 +54,11 @@ class SeedTraining:
         self.run_dir, self.world = run_dir, world
         self.main = world is None or world.is_main
         torch.manual_seed(seed)
-        # the link task trains on the training edges of the seed's split (no held-out edge
-        # reaches message passing, the views or the negatives)
-        self.link_split = (seed_link_split(data, seed) if cfg.run.task == "link" else None)
-        full_graph = data
-        data = on_disk(data) if self.link_split is None else training_graph(data, self.link_split)
+        # what the task holds out (the link task's held-out edges) never reaches message
+        # passing, the views or the negatives: the seed trains on the task's training graph
+        task = task_named(cfg.run.task)
+        self.held_out = task.held_out(data, seed)
+        data = task.training_graph(data, self.held_out)
         self.mode = mode = resolve_mode(cfg, data, device)
         self.features, self.edge_index = data.x.to(device), data.edge_index.to(device)
         # full-graph steps and the probe's embeddings (rank 0 alone probes under torchrun)
@@ -79,11 +78,8 @@ class SeedTraining:
                                device=device, seed=seed, world=world)
         self.picker = None if threads is None else threads.picker
         self.trainer.threads = self.picker
-        self.prober: Prober | LinkProber = (  # rank 0 alone probes
-            Prober(data, seed, device, cfg.run.protocol, cfg.run.metric,
-                   scratch=run_dir if mapped else None)
-            if self.link_split is None else
-            LinkProber(self.link_split, full_graph.x, seed, device, cfg.run.metric))
+        self.prober: TaskProber = task.prober(  # rank 0 alone probes
+            data, self.held_out, seed, device, cfg.run, run_dir if mapped else None)
         self.anchors = data.num_nodes if mode == "full" else min(cfg.run.batch_size, data.num_nodes)
         # the epochs this seed trains: --epochs within --max-steps, cut further by its part of
         # a --time-budget as it trains (edgegcl.training.hooks.Deadline), probing so that a

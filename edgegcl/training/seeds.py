@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-from contextlib import ExitStack
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -25,21 +24,18 @@ from torch_geometric.data import Data
 from edgegcl import runfiles
 from edgegcl import __version__
 from edgegcl.errors import Stopped, UsageError
-from edgegcl.data.validation import validate_graph
 from edgegcl.nn.config import AUTO
 from edgegcl.training.checkpoint import save_checkpoint
 from edgegcl.training.choice import choose_encoder
 from edgegcl.training.searchrecord import read_search
-from edgegcl.tomlfile import read_toml
 from edgegcl.training.config import TrainConfig, to_toml
-from edgegcl.training.distributed import World, on_main
+from edgegcl.training.distributed import World
 from edgegcl.training.hooks import Hook, StateSaver, standard_hooks
 from edgegcl.training.results import (EncoderChoice, SeedResult, result_to_dict, seed_metrics,
                                       summarise)
-from edgegcl.training.resume import check_resume, finished_seed, saved_encoder
+from edgegcl.training.resume import finished_seed, saved_encoder
 from edgegcl.training.seed import SeedTraining, saved_state
-from edgegcl.data.identity import PYTHON, check_identity, read_identity, write_identity
-from edgegcl.training.lock import RunLock
+from edgegcl.data.identity import PYTHON, read_identity, write_identity
 from edgegcl.training.placement import resolve_mode
 from edgegcl.training.state import (config_hash, guard_writes, save_atomic,
                                     write_atomic)
@@ -47,7 +43,7 @@ from edgegcl.training.threads import ThreadChoice
 from edgegcl.training.timebudget import RunClock
 from edgegcl_embed.files import refuse_link
 
-__all__ = ["Stopped", "start_seed", "train_seed", "train_seeds"]
+__all__ = ["Stopped", "start_seed", "train_planned", "train_seed"]
 
 
 def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
@@ -132,83 +128,25 @@ def start_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device, ru
                    choice.to_dict())
 
 
-def train_seeds(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
-        report: Callable[[list[SeedResult]], dict[str, Any]] | None = None,
-        stop: Callable[[], bool] | None = None, resume: bool = False,
-        world: World | None = None, hooks: Sequence[Hook] = (),
-        threads: ThreadChoice | None = None) -> dict[str, Any]:
+def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
+                  report: Callable[[list[SeedResult]], dict[str, Any]] | None = None,
+                  stop: Callable[[], bool] | None = None, resume: bool = False,
+                  world: World | None = None, hooks: Sequence[Hook] = (),
+                  threads: ThreadChoice | None = None, clock: RunClock | None = None
+                  ) -> dict[str, Any]:
     """Train ``cfg.run.seeds`` independent seeds into ``run_dir``, write the metrics there and
-    return them. The whole run as ``edgegcl train`` makes it (its directory made new and
-    locked, the graph checked, the profiler, resuming) is ``edgegcl.train``.
+    return them (``{}`` on a rank other than 0), for the job that checked everything first
+    (edgegcl.jobs.plan and edgegcl.jobs.start; ``edgegcl.train`` and ``edgegcl.train_seeds``
+    are the public ways in): ``run_dir`` locked (rank 0), ``data`` validated, a resumed run's
+    files and graph checked, its ``--mode auto`` resolved to the one it chose.
 
     ``report``: more entries for ``metrics.json`` from the seeds' results (``--auto-budget``:
-    the profiler's prediction beside what training measured,
-    edgegcl.budget.profiler.auto_budget_report). ``stop``: polled
-    after every epoch (edgegcl.training.seeds.train_seed). ``resume``: continue the run in ``run_dir``:
-    finished seeds are kept, the others continue from their ``state.pt``. ``world``: this
-    rank under torchrun; rank 0 writes everything, the others train and return ``{}``.
-    ``hooks``: called by every seed's loop (edgegcl.training.hooks). ``threads``: how
-    torch's CPU threads are set (edgegcl.training.threads); metrics.json records it.
-
-    Example:
-        >>> from edgegcl import SyntheticSpec, TrainConfig, synthetic_graph
-        >>> cfg = TrainConfig(epochs=40, eval_every=5, patience=3)
-        >>> metrics = train_seeds(cfg, synthetic_graph(SyntheticSpec()), Path("runs/mine"),
-        ...                       torch.device("cpu"), hooks=[])  # doctest: +SKIP
-        >>> metrics["summary"]["test_micro_f1"]  # doctest: +SKIP
-    """
-    main = world is None or world.is_main
-    if world is None:
-        data = validate_graph(data)  # what the command line checks when it loads a graph
-    with ExitStack() as hold:
-        if main:
-            hold.enter_context(RunLock(run_dir))
-        if resume and cfg.run.mode == "auto":
-            cfg = cfg.replace(run={"mode": _chosen_mode(run_dir)})
-        if resume:
-            on_main(world, lambda: check_resume(run_dir, cfg, data.x.size(1),
-                                                1 if world is None else world.size))
-            on_main(world, lambda: check_identity(run_dir, data, "resume",
-                                                  "pass the graph the run trained on"))
-        elif main:
-            _refuse_used(run_dir)
-        return train_planned(cfg, data, run_dir, device, report, stop, resume, world, hooks,
-                         threads)
-
-
-def _chosen_mode(run_dir: Path) -> str:
-    """The mode ``--mode auto`` chose when the run in ``run_dir`` started (its config.toml's
-    ``[run] mode``), so that its seeds continue as they trained; ``auto`` where it names
-    neither full nor minibatch."""
-    saved = read_toml(run_dir / runfiles.CONFIG, f"{run_dir / runfiles.CONFIG}",
-                      "resume a run directory that edgegcl wrote")
-    run = saved.get("run")
-    mode = run.get("mode") if isinstance(run, dict) else None
-    return mode if mode in ("full", "minibatch") else "auto"
-
-
-def _refuse_used(run_dir: Path) -> None:
-    """A new run goes into a directory that holds no run (one line otherwise, nothing
-    written): its config.toml, metrics or seeds would be overwritten."""
-    used = [p.name for p in (run_dir / runfiles.CONFIG, run_dir / runfiles.METRICS)
-            if p.exists() or p.is_symlink()] + sorted(
-                p.name for p in run_dir.glob(f"{runfiles.SEED_PREFIX}*"))
-    if used:
-        raise UsageError(f"{run_dir} already holds a run ({', '.join(used[:3])}); continue it "
-                         "with resume=True (edgegcl train --resume), or train into a new "
-                         "directory (nothing was written)")
-
-
-def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
-              report: Callable[[list[SeedResult]], dict[str, Any]] | None = None,
-              stop: Callable[[], bool] | None = None, resume: bool = False,
-              world: World | None = None, hooks: Sequence[Hook] = (),
-              threads: ThreadChoice | None = None, clock: RunClock | None = None
-              ) -> dict[str, Any]:
-    """``train_seeds`` without its checks, for a job that made them: ``run_dir`` is locked by
-    it (rank 0), ``data`` validated, a resumed run's files checked (edgegcl.jobs.plan and
-    edgegcl.jobs.start). The arguments are ``train_seeds``'s; ``clock``: the run's time
-    budget as the job started it (default: ``cfg``'s, from now)."""
+    the profiler's prediction beside what training measured); ``stop``: polled after every
+    epoch (``train_seed``); ``resume``: finished seeds are kept, the others continue from
+    their ``state.pt``; ``world``: this rank under torchrun (rank 0 writes everything);
+    ``hooks``: called by every seed's loop (edgegcl.training.hooks); ``threads``: how torch's
+    CPU threads are set (metrics.json records it); ``clock``: the run's time budget as the
+    job started it (default: ``cfg``'s, from now)."""
     main = world is None or world.is_main
     if clock is None:
         clock = RunClock.started(cfg.run.time_budget_s)

@@ -1,0 +1,92 @@
+"""The node task (``--task node``): the embeddings judged on the nodes' labels by a linear
+probe (multi-class, binary or multi-label; edgegcl.training.prober), on each seed's random
+split of the nodes (or the graph's published splits beside it). The encoder trains on the
+whole graph: nothing is held out of it. A clearly homophilous labelled graph keeps the GCN
+without an encoder search (edgegcl.training.choice)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from edgegcl.data.config import canonical_name
+from edgegcl.evaluation.names import NODE_METRICS
+from edgegcl.training.task import Task, TaskProber, register
+
+if TYPE_CHECKING:
+    import torch
+    from torch_geometric.data import Data
+
+    from edgegcl.training.config import RunConfig, TrainConfig
+    from edgegcl.training.results import EncoderChoice
+
+__all__ = ["NodeTask"]
+
+
+@register
+class NodeTask(Task):
+    """Node labels, scored by the probe's micro- or macro-F1 or ROC-AUC."""
+
+    name = "node"
+    judges = "node labels"
+    metrics = NODE_METRICS
+    objective = "views"
+    search_share = 0.25
+    authors_protocol = True
+
+    def preset(self, dataset: str) -> str | None:
+        """A named benchmark dataset's own preset (``presets/CiteSeer.toml``)."""
+        return canonical_name(dataset)
+
+    def preset_owner(self, dataset: str) -> str:
+        return dataset
+
+    def start_line(self, data: Data, metric: str) -> str | None:
+        """The labels and the figure that chooses; a note where the graph brings held-out
+        pairs this task does not read."""
+        # torch-side: this module is read before torch loads (edgegcl.training.task)
+        from edgegcl.data.validation import LINK_PAIRS
+        from edgegcl.evaluation.metrics import labels_line
+        if all(getattr(data, key, None) is not None for key in LINK_PAIRS):
+            return (f"note: {data.name} holds held-out pairs for the link task, which --task "
+                    "node does not read (--task link does)")
+        if self.labelled(data):
+            return labels_line(data.y, metric)
+        return None
+
+    def training_graph(self, data: Data, held: None) -> Data:
+        """The whole graph (a graph folder's carrying the adjacency of its mapped index)."""
+        from edgegcl.training.placement import on_disk  # torch-side (edgegcl.training.task)
+        return on_disk(data)
+
+    def prober(self, data: Data, held: None, seed: int, device: torch.device,
+               run: RunConfig, scratch: Path | None) -> TaskProber:
+        from edgegcl.training.prober import Prober  # torch-side (edgegcl.training.task)
+        return Prober(data, seed, device, run.protocol, run.metric, scratch=scratch)
+
+    def labelled(self, data: Data) -> bool:
+        """Labels on at least MIN_LABELLED_NODES nodes (one each to train, validate, test)."""
+        from edgegcl.training.prober import MIN_LABELLED_NODES  # torch-side (as above)
+        return getattr(data, "y", None) is not None and data.num_nodes >= MIN_LABELLED_NODES
+
+    def clear_choice(self, data: Data, cfg: TrainConfig, seed: int) -> EncoderChoice | None:
+        """The GCN without a search, where the seed's training and validation nodes (its
+        random split's: what the search would read) are clearly homophilous (adjusted
+        homophily less two standard errors at least HOMOPHILY_THRESHOLD); None otherwise, and
+        for multi-label targets or a candidate list that does not start with the GCN."""
+        # torch-side (edgegcl.training.task)
+        import torch
+
+        from edgegcl.data.homophily import adjusted_homophily
+        from edgegcl.evaluation.probe import random_split
+        from edgegcl.training.results import HOMOPHILY_THRESHOLD, EncoderChoice
+        y = data.y
+        if (y.dim() != 1 or y.dtype.is_floating_point
+                or cfg.model.candidates()[0] != "gcn"):
+            return None
+        split = random_split(data.num_nodes, seed)
+        found = adjusted_homophily(y, data.edge_index, torch.cat([split.train, split.val]))
+        if found is None or found.value - 2 * found.standard_error < HOMOPHILY_THRESHOLD:
+            return None
+        return EncoderChoice("gcn", "homophily", margin=found.standard_error,
+                             homophily=found.value)
