@@ -38,7 +38,7 @@ from torch_geometric.data import Data
 from edgegcl.training.config import TrainConfig, build
 from edgegcl.contrast.scheduler import CATEGORIES
 from edgegcl.nn.augment import as_features
-from edgegcl.phases import CONTRAST_PHASES, PhaseClock
+from edgegcl.phases import PhaseClock
 from edgegcl.training.engine import Trainer
 
 HERE = Path(__file__).resolve().parent
@@ -241,7 +241,7 @@ def report(res: dict[str, Any]) -> str:
     for name, row in heldr.items():
         ph = row["phases_s"]
         enc = ph["encoder forward"] + ph["encoder backward"]
-        con = sum(ph[p] for p in CONTRAST_PHASES)
+        con = sum(ph[p] for p in harness.CONTRAST_PHASES)
         lines.append(f"| {name} | {_ms(row['epoch_s'])} | {row['epoch_s'] / full:.2f} | "
                      f"{_ms(enc)} | {_ms(con)} | {_ms(ph['optimiser'])} |")
     lines += ["", "Phases of each step (ms): " + "; ".join(

@@ -30,12 +30,14 @@ from edgegcl.memory import reuse_freed_memory
 from edgegcl.training.config import TrainConfig
 from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
 from edgegcl.contrast.pairs import PATHS
-from edgegcl.phases import CONTRAST_PHASES, PHASES
+from edgegcl.phases import PHASES
 from edgegcl.budget.profiler import auto_logits, measure_theta
-from edgegcl.contrast.reach import SATURATED
+from edgegcl.contrast.scheduler import CATEGORIES
 from edgegcl.training.placement import available_bytes, full_graph_bytes
 
 HERE = Path(__file__).resolve().parent
+SATURATED = dict.fromkeys(CATEGORIES, 1.0)
+"""Every eta at 1: all of theta_max in use, the costliest state at any theta_max."""
 THETAS = [round(0.1 * k, 1) for k in range(1, 11)]
 FIELDS = ["graph", "nodes", "mode", "batch_size", "theta_max", "logits", "auto", "epoch_s",
           "peak_MiB", "oom", *(f"{p}_ms" for p in PHASES)]
@@ -67,7 +69,7 @@ def sweep(name: str, data, modes: list[str], cfg: TrainConfig, device: torch.dev
 
 def contrast_ms(row: dict) -> float:
     """The contrast part of a step (everything but sampling, the encoder and the optimiser)."""
-    return sum(row[f"{p}_ms"] for p in CONTRAST_PHASES)
+    return sum(row[f"{p}_ms"] for p in harness.CONTRAST_PHASES)
 
 
 def _ratio_lines(rows: list[dict]) -> list[str]:

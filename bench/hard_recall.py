@@ -35,12 +35,9 @@ import torch
 from edgegcl.training.config import TrainConfig, build, tuned_defaults
 from edgegcl.contrast.scheduler import CATEGORIES
 from edgegcl.contrast.dense import Similarities, similarities
-from edgegcl.contrast.negatives import (
-    ActiveNegatives,
-    SAMPLE_MIN,
-    num_candidates,
-    sample_size,
-)
+from edgegcl.contrast.config import SAMPLE_MIN
+from edgegcl.contrast.negatives import ActiveNegatives, num_candidates
+from edgegcl.contrast.sampled import sample_size
 from edgegcl.contrast.selection import NegativeSelector
 from edgegcl.nn.augment import as_features
 from edgegcl.training.engine import Trainer

@@ -23,6 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+CONTRAST_PHASES = ("similarities", "strata", "loss forward", "loss backward")
+"""The contrast part of a step (edgegcl.phases.PHASES): everything but sampling, the encoder
+and the optimiser."""
+
 RESULTS = Path(os.environ.get("EDGEGCL_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
 """Where results go: bench/results/, or ``$EDGEGCL_BENCH_RESULTS`` (a trial run's own folder)."""
 

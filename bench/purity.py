@@ -1,6 +1,6 @@
 """Purity of sampled strata: the share of drawn negatives that are truly in the anchor's pool.
 
-Sampled strata (edgegcl.contrast.negatives.schedule_sampled) rank a random sample of M candidates per
+Sampled strata (edgegcl.contrast.sampled.schedule_sampled) rank a random sample of M candidates per
 anchor instead of all 2B - 2; near the two cuts the sample can misplace a candidate. For each
 sample size M this draws the counts HANS uses at theta_max = 1 with eta = 0.13 (where a
 default 300-epoch run ends) and in bootstrap (eta_0 = 0.05), and checks every drawn member against the exact strata of all
@@ -28,15 +28,8 @@ from edgegcl.data import load_graph
 from edgegcl.contrast.scheduler import CATEGORIES
 from edgegcl.contrast.dense import similarities
 from edgegcl.training.engine import Trainer
-from edgegcl.contrast.negatives import (
-    ActiveNegatives,
-    draw_sample,
-    num_candidates,
-    pool_sizes,
-    sample_size,
-    schedule_sampled,
-    stratify,
-)
+from edgegcl.contrast.negatives import ActiveNegatives, num_candidates, pool_sizes, stratify
+from edgegcl.contrast.sampled import draw_sample, sample_size, schedule_sampled
 
 
 @torch.no_grad()
@@ -114,7 +107,7 @@ def main() -> None:
         "Purity = share of the drawn negatives of a category that lie in the anchor's exact pool "
         "of that category (all 2B - 2 candidates ranked), over every anchor of the batch. "
         "Anchors of a block of 256 share one random sample of M candidates "
-        "(edgegcl.contrast.negatives.schedule_sampled). Sizes below the counts' need are skipped; "
+        "(edgegcl.contrast.sampled.schedule_sampled). Sizes below the counts' need are skipped; "
         "'(used)' marks the M a run uses there: max(--stratify-sample (256), the counts' need).", "",
         "| similarities | B | HANS state | M | hard | inter | easy |",
         "|---|---|---|---|---|---|---|", *rows, ""]

@@ -293,13 +293,12 @@ def resolve_config(name: str | Path) -> Path:
     return PRESETS_DIR / f"{name}.toml"
 
 
-def load_values(path: str | Path, config: type) -> dict[str, Any]:
-    """Read a config file (or a preset by name) for the configuration class ``config``: its
-    values by field name, as written (each section converts and checks them). Every key sits
-    in its section's TOML table, as ``to_toml`` writes it; a key at the top level or in
-    another table, an unknown key and an unreadable file are usage errors naming the table
-    the key belongs in."""
-    p = resolve_config(path)
+def load_values(p: Path, config: type) -> dict[str, Any]:
+    """Read config file ``p`` (a preset's name resolved by ``resolve_config``) for the
+    configuration class ``config``: its values by field name, as written (each section
+    converts and checks them). Every key sits in its section's TOML table, as ``to_toml``
+    writes it; a key at the top level or in another table, an unknown key and an unreadable
+    file are usage errors naming the table the key belongs in."""
     raw = read_toml(p, f"config file {p}", "check the path given to --config (or name a "
                     f"preset: {', '.join(list_presets())})")
     owner = {name: section for name, (section, _) in section_fields(config).items()}

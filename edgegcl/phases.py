@@ -29,9 +29,6 @@ similarities inside 'strata'); stratification and drawing of the active negative
 selector: at a refresh only); Eq. 6 forward; its backward down to the projections; the
 backward through head and encoder; the optimiser's update."""
 
-CONTRAST_PHASES = ("similarities", "strata", "loss forward", "loss backward")
-"""The contrast part of a step: everything but sampling, the encoder and the optimiser."""
-
 
 class PhaseClock:
     """Accumulates seconds per phase over steps; ``mark(phase)`` ends a phase.

@@ -99,3 +99,18 @@ def copy_sources(dest: Path) -> Path:
         else:
             shutil.copy2(src, dest / name)
     return dest
+
+
+@torch.no_grad()
+def select_active(strata, counts, draw: int):
+    """The unblocked reference of edgegcl.contrast.negatives.schedule_negatives's random
+    picks: ``counts[cat]`` negatives per anchor drawn from each of its pools at once.
+
+    A draw is a random set of positions in each pool (``randperm`` prefix) rotated by a random
+    offset per anchor, so every anchor's subset is a uniform random subset of its pool, and a
+    larger count with the same ``draw`` extends the previous subset instead of replacing it."""
+    from edgegcl.contrast.negatives import ActiveNegatives, drawn_sizes, draw_positions, take_drawn
+
+    plan = draw_positions(tuple(p.size(1) for p in strata.pools), counts, draw,
+                          strata.pools[0].size(0))
+    return ActiveNegatives(take_drawn(strata, plan), drawn_sizes(plan), strata.num_cand)

@@ -25,17 +25,19 @@ from edgegcl.contrast.dense import similarities
 from edgegcl.contrast.loss import scheduled_info_nce
 from edgegcl.contrast.module import ScheduledContrast
 from edgegcl.contrast.negatives import (
-    CandidateSample,
-    _sample_exclusions,
-    draw_sample,
     num_candidates,
     pool_sizes,
     schedule_negatives,
-    schedule_sampled,
-    select_active,
     stratify,
 )
+from edgegcl.contrast.negatives import CandidateSample
+from edgegcl.contrast.sampled import (
+    _sample_exclusions,
+    draw_sample,
+    schedule_sampled,
+)
 from bench.purity import stratum_purity
+from helpers import select_active
 from edgegcl.contrast.pairs import pair_similarities
 from edgegcl.contrast.selection import NegativeSelector
 from edgegcl.errors import UsageError

@@ -116,7 +116,8 @@ def test_the_random_subset_baseline_draws_uniformly_as_many_as_hans_would() -> N
         own = torch.stack([rows, rows + b], 1)
         assert not (cols.unsqueeze(2) == own.unsqueeze(1)).any()
         shares.append(float(top.gather(1, cols).float().mean()))
-        selector.reset()
+        # the kept active sets forgotten (the sample stream kept): the next step draws afresh
+        selector.load_state_dict({**selector.state_dict(), "key": None, "active": None})
         hans.draw += 1
     # uniform over the candidates: as many in the hardest 30 % as anywhere (HANS's hardest
     # picks would put every hard and inter negative there)

@@ -9,7 +9,8 @@ import random
 import pytest
 
 from edgegcl.contrast.hans import CATEGORIES, HANS
-from edgegcl.contrast.negatives import pool_sizes, select_active, stratify
+from edgegcl.contrast.negatives import pool_sizes, stratify
+from helpers import select_active
 import torch
 
 FLAT = {"hard": 2.0, "inter": 1.0, "easy": 1.0}  # never improves: the gate always opens

@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import views
+from helpers import select_active, views
 
 from edgegcl.contrast.dense import similarities
 from edgegcl.contrast.loss import scheduled_info_nce
-from edgegcl.contrast.negatives import CATEGORIES, pool_sizes, select_active, stratify
+from edgegcl.contrast.negatives import CATEGORIES, pool_sizes, stratify
 
 RATIOS = {"hard": 0.3, "inter": 0.5, "easy": 0.2}
 TAU = 0.5

@@ -14,8 +14,8 @@ from edgegcl.contrast import dense as dense_module
 from edgegcl.contrast.dense import DenseTerms, similarities
 from edgegcl.contrast.loss import scheduled_info_nce
 from edgegcl.contrast.masks import BlockMasks, ColumnMasks, chunk_masks
-from edgegcl.contrast.negatives import (ActiveNegatives, draw_sample, pool_sizes,
-                                        schedule_sampled)
+from edgegcl.contrast.negatives import ActiveNegatives, pool_sizes
+from edgegcl.contrast.sampled import draw_sample, schedule_sampled
 from edgegcl.contrast.pairs import pair_similarities
 
 RATIOS = {"hard": 0.3, "inter": 0.5, "easy": 0.2}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from edgegcl.contrast.negatives import CATEGORIES, num_candidates, pool_sizes, select_active, stratify
+from edgegcl.contrast.negatives import CATEGORIES, num_candidates, pool_sizes, stratify
+from helpers import select_active
 
 RATIOS = {"hard": 0.3, "inter": 0.5, "easy": 0.2}
 
@@ -112,11 +113,11 @@ def test_blocked_scheduling_equals_stratify_then_select(monkeypatch, block_eleme
 
 # ---- sampled strata ---------------------------------------------------------------------
 
-from edgegcl.contrast.negatives import (  # noqa: E402
+from edgegcl.contrast.negatives import schedule_negatives  # noqa: E402
+from edgegcl.contrast.sampled import ( # noqa: E402
     _sample_exclusions,
     draw_sample,
     sample_size,
-    schedule_negatives,
     schedule_sampled,
 )
 from bench.purity import stratum_purity

@@ -140,7 +140,7 @@ def test_train_on_the_pairs_path_end_to_end(tmp_path):
 
 # ---- sampled strata on both paths --------------------------------------------------------
 
-from edgegcl.contrast.negatives import draw_sample, schedule_sampled  # noqa: E402
+from edgegcl.contrast.sampled import draw_sample, schedule_sampled  # noqa: E402
 from edgegcl.contrast.pairs import BlockSampledLogits, block_values, choose_logits  # noqa: E402
 
 
@@ -261,10 +261,12 @@ def test_after_saturation_sampled_strata_take_a_uniform_sample_without_ranking(m
     import math
 
     import edgegcl.contrast.negatives as negatives
+    import edgegcl.contrast.sampled as sampled
 
     def no_ranking(*args, **kwargs):
         raise AssertionError("ranked")
-    monkeypatch.setattr(negatives, "_cut_pools", no_ranking)
+    monkeypatch.setattr(negatives, "cut_pools", no_ranking)
+    monkeypatch.setattr(sampled, "cut_pools", no_ranking)
     h1, h2 = views(b=500, d=8)
     cfg = TrainConfig(encoder="gcn", theta_max=0.2)
     hans = cfg.build_scheduler()

@@ -5,6 +5,7 @@ ones, with its own held-out part, prober, encoder choice and start line."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from torch_geometric.data import Data
 import edgegcl
 from edgegcl.errors import UsageError
 from edgegcl.evaluation.names import NODE_METRICS
-from edgegcl.training.config import RunConfig, TrainConfig, build
+from edgegcl.training.config import build
 from edgegcl.training.prober import Prober
 from edgegcl.training.results import EncoderChoice
 from edgegcl.training.task import Task, TaskProber, metric_problem, register, task_names
@@ -45,15 +46,16 @@ class BusyTask(Task):
         busy = (degree > degree.median()).long()
         return Data(x=data.x, edge_index=data.edge_index, y=busy, name=data.name)
 
-    def prober(self, data: Data, held: Any, seed: int, device: torch.device,
-               run: RunConfig, scratch: Path | None) -> TaskProber:
+    def prober(self, data: Data, held: Any, seed: int, device: torch.device, metric: str,
+               protocol: str, scratch: Path | None) -> TaskProber:
         self.calls.append(f"prober {held}")
-        return Prober(data, seed, device, run.protocol, run.metric, scratch=scratch)
+        return Prober(data, seed, device, protocol, metric, scratch=scratch)
 
     def start_line(self, data: Data, metric: str) -> str | None:
         return f"task: busy nodes of {data.name}"
 
-    def clear_choice(self, data: Data, cfg: TrainConfig, seed: int) -> EncoderChoice | None:
+    def clear_choice(self, data: Data, candidates: Sequence[str], seed: int
+                     ) -> EncoderChoice | None:
         return EncoderChoice("ego", "signal", agreement=0.0)
 
 

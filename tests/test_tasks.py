@@ -484,7 +484,7 @@ def test_table_refusals_are_one_line(tmp_path: Path) -> None:
 
 
 def test_held_out_nodes_leave_with_every_edge_they_touch() -> None:
-    from edgegcl.evaluation.inductive import hold_out_nodes, inductive_scores
+    from bench.inductive import hold_out_nodes, inductive_scores
 
     data = synthetic_graph(SyntheticSpec(num_nodes=400, num_features=16))
     holdout = hold_out_nodes(400, seed=1)

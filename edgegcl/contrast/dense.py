@@ -27,10 +27,10 @@ from edgegcl.contrast.negatives import (
     ActiveNegatives,
     CandidateRows,
     CandidateSample,
-    CandidateValues,
     candidate_views,
     num_candidates,
 )
+from edgegcl.contrast.sampled import CandidateValues
 from edgegcl.contrast.weighting import PLAIN, NegativeWeights, Plain
 
 

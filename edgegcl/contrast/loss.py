@@ -38,12 +38,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from edgegcl.contrast.negatives import (
-    CATEGORIES,
-    ActiveNegatives,
-    CandidateRows,
-    CandidateValues,
-)
+from edgegcl.contrast.negatives import CATEGORIES, ActiveNegatives, CandidateRows
+from edgegcl.contrast.sampled import CandidateValues
 from edgegcl.contrast.weighting import PLAIN, Plain
 
 

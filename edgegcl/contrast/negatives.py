@@ -10,7 +10,9 @@ positive) excluded, so |N_i| = B - 1. A column j < B means the same in both layo
 
 Stratification ranks each anchor's candidates by similarity, descending, and cuts the ranking
 into hard (top), intermediate (middle) and easy (bottom) pools whose sizes follow the category
-ratios (by partial selection: only the cut matters, not the order inside a pool). Everything downstream is an index list ``cols`` of shape [B, K]: no N x N 0/1 masks.
+ratios (by partial selection: only the cut matters, not the order inside a pool), here over
+all of N_i (``--stratify exact``; edgegcl.contrast.sampled ranks a sample of it instead).
+Everything downstream is an index list ``cols`` of shape [B, K]: no N x N 0/1 masks.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from edgegcl.contrast.config import CANDIDATES, PICKS, SAMPLE_MIN
+from edgegcl.contrast.config import CANDIDATES, PICKS
 
 CATEGORIES = ("hard", "inter", "easy")
 STRATIFY = ("sampled", "exact")
@@ -43,7 +45,7 @@ def num_candidates(num_anchors: int, candidates: str = "both") -> int:
     return candidate_views(candidates) * (num_anchors - 1)
 
 
-def _own_columns(anchors: Tensor, num_anchors: int, views: int) -> Tensor:
+def own_columns(anchors: Tensor, num_anchors: int, views: int) -> Tensor:
     """[b, views] candidate columns of ``anchors`` that are not negatives: the positive (i), and
     with both views the anchor itself (B + i)."""
     return torch.stack([anchors + v * num_anchors for v in range(views)], dim=1)
@@ -121,7 +123,7 @@ def anchors_per_block(num_anchors: int, device: torch.device, width: int | None 
     return max(1, elements // (2 * num_anchors if width is None else width))
 
 
-def _cut_pools(sims: Tensor, excluded: Tensor, sizes: Mapping[str, int],
+def cut_pools(sims: Tensor, excluded: Tensor, sizes: Mapping[str, int],
                top: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """Each row of ``sims`` cut into hard (top ``sizes["hard"]``), easy (bottom) and
     intermediate (the rest) positions, leaving out the ``excluded`` positions of each row
@@ -184,15 +186,19 @@ def stratify(cand_sims: Tensor, ratios: Mapping[str, float], first_anchor: int =
     block, with ``candidates = "inter"``) for anchors ``first_anchor`` .. ``first_anchor + b -
     1`` of B (all of them by default); anchor i's positive (column i) and the anchor itself
     (column B + i) belong to no pool. ``top``: what the hard pool is the top of, when not the
-    similarity (``_cut_pools``).
+    similarity (``cut_pools``).
     """
     views = candidate_views(candidates)
     b, num_anchors = cand_sims.size(0), cand_sims.size(1) // views
     c = num_candidates(num_anchors, candidates)
     anchors = torch.arange(first_anchor, first_anchor + b, device=cand_sims.device)
-    excluded = _own_columns(anchors, num_anchors, views)
-    return Strata(_cut_pools(cand_sims, excluded, pool_sizes(c, ratios), top), c)
+    excluded = own_columns(anchors, num_anchors, views)
+    return Strata(cut_pools(cand_sims, excluded, pool_sizes(c, ratios), top), c)
 
+
+SAMPLE_CHUNK_ELEMENTS = {"cpu": 1 << 22, "cuda": 1 << 24}
+"""Sampled similarities ranked at once by sampled strata (whole blocks of anchors): 16 MiB of
+floats on a CPU, a batch of 4096 anchors with samples of 1024 in one go."""
 
 @dataclass(frozen=True)
 class CandidateSample:
@@ -308,10 +314,14 @@ def _generator(draw: int, category: int) -> torch.Generator:
 
 
 
-def _draw_positions(pool_size: tuple[int, ...], counts: Mapping[str, int], draw: int,
+def draw_positions(pool_size: tuple[int, ...], counts: Mapping[str, int], draw: int,
                     num_anchors: int) -> list[tuple[Tensor, Tensor]]:
     """Per category: the pool positions every anchor takes (a ``randperm`` prefix of
-    ``counts[cat]``) and each anchor's rotation of them ([B, 1])."""
+    ``counts[cat]``) and each anchor's rotation of them ([B, 1]). The rotation makes every
+    anchor's subset a uniform random subset of its pool, all anchors drawn in O(B K) without
+    sorting random keys; a larger count with the same ``draw`` extends the previous subset
+    instead of replacing it. Swapping (the paper's RandomSample after saturation) is a new
+    ``draw``."""
     plan = []
     for k, (cat, size) in enumerate(zip(CATEGORIES, pool_size)):
         g = _generator(draw, k)
@@ -320,7 +330,7 @@ def _draw_positions(pool_size: tuple[int, ...], counts: Mapping[str, int], draw:
     return plan
 
 
-def _pick(strata: Strata, plan: list[tuple[Tensor, Tensor]]) -> Tensor:
+def take_drawn(strata: Strata, plan: list[tuple[Tensor, Tensor]]) -> Tensor:
     """Each anchor's drawn columns of ``strata`` (whose rows ``plan``'s rotations match)."""
     picks = []
     for pool, (positions, offsets) in zip(strata.pools, plan):
@@ -329,24 +339,9 @@ def _pick(strata: Strata, plan: list[tuple[Tensor, Tensor]]) -> Tensor:
     return torch.cat(picks, dim=1)
 
 
-def _active_sizes(plan: list[tuple[Tensor, Tensor]]) -> tuple[int, int, int]:
+def drawn_sizes(plan: list[tuple[Tensor, Tensor]]) -> tuple[int, int, int]:
     """How many negatives per anchor each category of ``plan`` draws."""
     return tuple(positions.numel() for positions, _ in plan)  # type: ignore[return-value]
-
-
-@torch.no_grad()
-def select_active(strata: Strata, counts: Mapping[str, int], draw: int) -> ActiveNegatives:
-    """Pick ``counts[cat]`` negatives per anchor at random from each of its pools.
-
-    A draw is a random set of positions in each pool (``randperm`` prefix) rotated by a random
-    offset per anchor, so every anchor's subset is a uniform random subset of its pool, all
-    anchors are drawn in O(B K) without sorting random keys, and a larger count with the same
-    ``draw`` extends the previous subset instead of replacing it. Swapping (the paper's
-    RandomSample after saturation) is a new ``draw``.
-    """
-    plan = _draw_positions(tuple(p.size(1) for p in strata.pools), counts, draw,
-                           strata.pools[0].size(0))
-    return ActiveNegatives(_pick(strata, plan), _active_sizes(plan), strata.num_cand)
 
 
 HardnessKey = Callable[[Tensor], Tensor]
@@ -362,8 +357,9 @@ def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.devi
                        keep_values: bool = False, pick: str = "random",
                        candidates: str = "both", key: HardnessKey | None = None
                        ) -> ActiveNegatives:
-    """``select_active(stratify(candidates), counts, draw)`` (``pick = "random"``) or the
-    hardest ``counts`` (``pick = "hardest"``, ``_cut_hardest``), anchors a block at a time.
+    """Each anchor's ``counts`` drawn from its strata (``stratify``; ``pick = "random"``: a
+    uniform random subset of each pool, ``draw_positions``) or the hardest ``counts``
+    (``pick = "hardest"``, ``_cut_hardest``), anchors a block at a time.
 
     ``rows(start, stop)`` gives the candidate similarities of anchors ``start .. stop - 1``
     (edgegcl.contrast.dense: slices of the dense blocks, or a product computed on demand). Blocks of
@@ -383,8 +379,8 @@ def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.devi
     hardest = pick == "hardest"
     plan = [] if hardest else [
         (positions.to(device), offsets.to(device)) for positions, offsets
-        in _draw_positions(tuple(pool_sizes(c, ratios).values()), counts, draw, num_anchors)]
-    sizes = tuple(counts[cat] for cat in CATEGORIES) if hardest else _active_sizes(plan)
+        in draw_positions(tuple(pool_sizes(c, ratios).values()), counts, draw, num_anchors)]
+    sizes = tuple(counts[cat] for cat in CATEGORIES) if hardest else drawn_sizes(plan)
     step = anchors_per_block(num_anchors, device, views * num_anchors)
     cols, values = [], []
     for start in range(0, num_anchors, step):
@@ -392,166 +388,13 @@ def schedule_negatives(rows: CandidateRows, num_anchors: int, device: torch.devi
         block = rows(start, stop)
         ranked = None if key is None else key(block)
         if hardest:
-            own = _own_columns(torch.arange(start, stop, device=block.device), num_anchors, views)
+            own = own_columns(torch.arange(start, stop, device=block.device), num_anchors, views)
             picked = torch.cat(_cut_hardest(block, own, counts, ranked), dim=1)
         else:
-            picked = _pick(stratify(block, ratios, start, candidates, ranked),
+            picked = take_drawn(stratify(block, ratios, start, candidates, ranked),
                            [(positions, offsets[start:stop]) for positions, offsets in plan])
         cols.append(picked)
         if keep_values:
             values.append(block.gather(1, picked))
     return ActiveNegatives(torch.cat(cols, dim=0), sizes, c,  # type: ignore[arg-type]
                            torch.cat(values, dim=0) if keep_values else None)
-
-
-# ---- sampled strata -----------------------------------------------------------------------
-
-CandidateValues = Callable[[int, int, "CandidateSample"], Tensor]
-"""``values(start, stop, sample)``: the [stop - start, sample.size + own] similarities of anchors
-``start .. stop - 1`` (whole blocks of ``sample``) with their blocks' sampled candidate
-columns (column layout as ``CandidateRows``), without gradient."""
-
-SAMPLE_CHUNK_ELEMENTS = {"cpu": 1 << 22, "cuda": 1 << 24}
-"""Sampled similarities ranked at once by sampled strata (whole blocks of anchors): 16 MiB of
-floats on a CPU, a batch of 4096 anchors with samples of 1024 in one go."""
-
-SAMPLE_BLOCK_ANCHORS = 256
-"""Anchors that share one candidate sample in sampled strata. A block's similarities are one
-[256, M] product, as fast per element as one [B, M] product (docs/performance.md), while
-blocks of a batch still draw independent samples."""
-
-
-def sample_size(num_cand: int, ratios: Mapping[str, float], counts: Mapping[str, int],
-                minimum: int = SAMPLE_MIN) -> int:
-    """M: the fewest sampled candidates whose pools (``pool_sizes(M)``) hold ``counts``.
-
-    At least ``minimum``, at most ``num_cand`` (which means: rank every candidate, the exact
-    strata). With eta^cat = 1 in the category of largest eta, M is about eta theta_max |N_i|:
-    the sample is little more than the active set, so the cost follows theta_max.
-    """
-    total = sum(ratios[c] for c in CATEGORIES)
-    need = max([math.ceil(counts[c] * total / ratios[c]) for c in CATEGORIES
-                if counts[c] > 0 and ratios[c] > 0] + [1])
-    # The intermediate pool takes the rounding (pool_sizes), so a few below ``need`` may hold.
-    m = min(num_cand, max(minimum, need - 3))
-    while m < num_cand and any(pool_sizes(m, ratios)[c] < counts[c] for c in CATEGORIES):
-        m += 1
-    return m
-
-
-def draw_sample(num_anchors: int, size: int, generator: torch.Generator, device: torch.device,
-                block: int = SAMPLE_BLOCK_ANCHORS, candidates: str = "both") -> CandidateSample:
-    """A ``CandidateSample`` of ``size`` candidates per anchor (``size`` <= |N_i|, 2B - 2 or
-    B - 1 by ``candidates``), drawn with ``generator`` (CPU): one ``randperm`` prefix per
-    block of anchors."""
-    views = candidate_views(candidates)
-    blocks = math.ceil(num_anchors / block)
-    cols = torch.stack([torch.randperm(views * num_anchors, generator=generator)[:size + views]
-                        for _ in range(blocks)])
-    return CandidateSample(cols.to(device), block, size)
-
-
-def _sample_exclusions(sample: CandidateSample, start: int, stop: int, num_anchors: int
-                       ) -> Tensor:
-    """[stop - start, k] positions of each anchor's block sample left out of its sample (k =
-    ``sample.own``): its own columns (positive i, and itself B + i with both views) where the
-    sample holds them, then the last other positions. O(rows), by the inverse of each block's
-    sample."""
-    cols = sample.blocks(start, stop)
-    blocks, width = cols.shape
-    k, device = sample.own, cols.device
-    where = torch.full((blocks, k * num_anchors), -1, dtype=torch.long, device=device)
-    where.scatter_(1, cols, torch.arange(width, device=device).expand(blocks, width))
-    anchors = torch.arange(start, stop, device=device)
-    block = torch.div(anchors, sample.block, rounding_mode="floor") - start // sample.block
-    own = where[block.unsqueeze(1), _own_columns(anchors, num_anchors, k)]
-    spare = (width - 1 - torch.arange(2 * k, device=device)).expand(own.size(0), 2 * k)
-    # own ones may be among the last
-    spare_ok = (spare.unsqueeze(2) != own.unsqueeze(1)).all(2)
-    options = torch.cat([own, spare], dim=1)
-    ok = torch.cat([own >= 0, spare_ok], dim=1)
-    return options[ok & (ok.cumsum(1) <= k)].view(-1, k)
-
-
-def _left_out_columns(sample: CandidateSample, start: int, stop: int, positions: Tensor
-                      ) -> Tensor:
-    """[stop - start, own] candidate columns at ``positions`` of the anchors' block samples."""
-    cols = sample.blocks(start, stop)
-    block = torch.arange(stop - start, device=cols.device) // sample.block
-    return cols[block.unsqueeze(1), positions]
-
-
-def _all_but_excluded(num_cols: int, excluded: Tensor) -> Tensor:
-    """[b, num_cols - k] positions 0..num_cols-1 of each row without its k ``excluded``
-    ([b, k], distinct in a row)."""
-    j = torch.arange(num_cols - excluded.size(1), device=excluded.device).unsqueeze(0)
-    for skip in excluded.sort(1).values.unbind(1):  # ascending: one pass per excluded column
-        j = j + (j >= skip.unsqueeze(1)).long()
-    return j
-
-
-@torch.no_grad()
-def schedule_sampled(values: CandidateValues, num_anchors: int, device: torch.device,
-                     ratios: Mapping[str, float], counts: Mapping[str, int], draw: int,
-                     sample: CandidateSample, *, keep_values: bool = False,
-                     grouped: bool = True, key: HardnessKey | None = None,
-                     compact: bool = False) -> ActiveNegatives:
-    """Sampled strata: each anchor's pools cut from its block's sample, then drawn from.
-
-    Anchor i ranks the M = ``sample.size`` candidates of its sample (a uniform random subset
-    of N_i), cuts them by the ratios into hard / intermediate / easy as ``stratify`` cuts all
-    of N_i, and draws ``counts`` from those pools as ``select_active`` does. Each sampled pool
-    is a uniform random subset of the anchor's whole pool except near the two cuts, where the
-    sample's estimate of the cut can misplace a candidate: the purity (bench/purity.py)
-    measured in docs/hans.md. The work is O(B M d) instead of O(B^2 d) for the similarities
-    and O(B M) instead of O(B^2) for the ranking. ``keep_values`` (the pairs path) also keeps
-    the drawn columns' similarities and their positions in the sample (``ActiveNegatives``).
-
-    When the counts are the whole sampled pools (HANS saturated with a sample of exactly the
-    active set) nothing is drawn: the pools are concatenated, and with ``grouped=False`` (a
-    caller that does not read the categories: the loss's second direction) not even ranked,
-    since their union is the sample (``ActiveNegatives.grouped``). With ``compact`` too that
-    union is handed out as the sample and each anchor's left-out columns
-    (``ActiveNegatives.left_out``), with every sampled column's value when ``keep_values``.
-    """
-    c = sample.own * (num_anchors - 1)  # |N_i| of the sample's layout (num_candidates)
-    sizes = pool_sizes(sample.size, ratios)
-    whole = all(counts[cat] == sizes[cat] for cat in CATEGORIES)
-    plan = [] if whole else [(positions.to(device), offsets.to(device)) for positions, offsets
-                             in _draw_positions(tuple(sizes.values()), counts, draw, num_anchors)]
-    active_sizes = tuple(sizes.values()) if whole else _active_sizes(plan)
-    if whole and not grouped and compact:
-        left_at, left_out, every = [], [], []
-        for start, stop in sample.chunks(num_anchors):
-            left_at.append(_sample_exclusions(sample, start, stop, num_anchors))
-            left_out.append(_left_out_columns(sample, start, stop, left_at[-1]))
-            if keep_values:
-                every.append(values(start, stop, sample))
-        return ActiveNegatives(torch.empty(num_anchors, 0, dtype=torch.long, device=device),
-                               active_sizes, c,  # type: ignore[arg-type]
-                               _join(every) if keep_values else None, sample, grouped=False,
-                               left_out=_join(left_out), left_out_at=_join(left_at))
-    positions, cols, kept = [], [], []
-    for start, stop in sample.chunks(num_anchors):
-        excluded = _sample_exclusions(sample, start, stop, num_anchors)
-        v = values(start, stop, sample) if keep_values or grouped or not whole else None
-        if whole and not grouped:
-            picked = _all_but_excluded(sample.cols.size(1), excluded)
-        else:
-            pools = _cut_pools(v, excluded, sizes, None if key is None else key(v))
-            picked = torch.cat(pools, dim=1) if whole else _pick(
-                Strata(pools, sample.size), [(pos, offsets[start:stop]) for pos, offsets in plan])
-        cols.append(sample.row_cols(start, stop).gather(1, picked))
-        if keep_values:
-            positions.append(picked)
-            kept.append(v.gather(1, picked))
-    grouped = grouped or not whole
-    if not keep_values:  # the dense path gathers by column; positions serve the pairs path
-        return ActiveNegatives(_join(cols), active_sizes, c, grouped=grouped)  # type: ignore[arg-type]
-    return ActiveNegatives(_join(cols), active_sizes, c, _join(kept),  # type: ignore[arg-type]
-                           sample, _join(positions), grouped)
-
-
-def _join(parts: list[Tensor]) -> Tensor:
-    """``torch.cat(parts)`` without the copy when there is one part (one chunk)."""
-    return parts[0] if len(parts) == 1 else torch.cat(parts)

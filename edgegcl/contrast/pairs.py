@@ -36,10 +36,10 @@ from edgegcl.contrast.negatives import (
     ActiveNegatives,
     CandidateRows,
     CandidateSample,
-    CandidateValues,
     anchors_per_block,
     candidate_views,
 )
+from edgegcl.contrast.sampled import CandidateValues
 from edgegcl.contrast.weighting import PLAIN, Plain
 
 PATHS = ("dense", "pairs")

@@ -11,10 +11,6 @@ from edgegcl.config import Section
 from edgegcl.contrast.scheduler import (CATEGORIES, NegativeScheduler, ScheduleConfig,
                                         scheduler_class)
 
-SATURATED = dict.fromkeys(CATEGORIES, 1.0)
-"""Every eta at 1: all of theta_max in use, the costliest state at any theta_max."""
-
-
 def reachable_eta(schedule: ScheduleConfig, hans: Section | None,
                   epochs: int) -> dict[str, float]:
     """The eta of the last epoch of a run whose schedule grows as fast as HANS allows.

@@ -16,22 +16,19 @@ from torch import Tensor
 
 from edgegcl.contrast.scheduler import NegativeScheduler
 from edgegcl.contrast.loss import AnchorSimilarities
-from edgegcl.contrast.config import check_pick
+from edgegcl.contrast.config import SAMPLE_MIN, check_pick
 from edgegcl.contrast.falseneg import HARDNESS, fit_rows, sample_columns, true_negative_hardness
 from edgegcl.contrast.negatives import (
     PICKS,
-    SAMPLE_MIN,
     ActiveNegatives,
     CandidateSample,
     candidate_views,
-    draw_sample,
     negative_counts,
     num_candidates,
     pool_sizes,
-    sample_size,
     schedule_negatives,
-    schedule_sampled,
 )
+from edgegcl.contrast.sampled import draw_sample, sample_size, schedule_sampled
 
 __all__ = ["NegativeSelector"]
 
@@ -45,7 +42,7 @@ class NegativeSelector:
     checkpoints), and every batch in mini-batch mode, where candidates change. ``stratify``
     is ``"sampled"`` (each anchor ranks a random sample of about as many candidates as it
     uses, at least ``sample_min``, drawn with this selector's own generator, seeded with
-    ``seed``: edgegcl.contrast.negatives.schedule_sampled) or ``"exact"`` (all |N_i|); sampled
+    ``seed``: edgegcl.contrast.sampled.schedule_sampled) or ``"exact"`` (all |N_i|); sampled
     strata whose sample would be every candidate are exact. Once every candidate is active
     (theta_max = 1 at saturation) the loss no longer depends on the strata and a swap cannot
     change the active set, so the strata stay as they were; they then only label the
@@ -82,10 +79,6 @@ class NegativeSelector:
         self.generator = torch.Generator().manual_seed(seed)
         self._key: tuple[Any, ...] | None = None
         self._active: tuple[ActiveNegatives, ActiveNegatives] | None = None
-
-    def reset(self) -> None:
-        """Forget the kept active sets: the next step stratifies afresh."""
-        self._key, self._active = None, None
 
     def state_dict(self) -> dict[str, Any]:
         """The kept active sets and the sample stream, as tensors and plain values: what a

@@ -99,14 +99,16 @@ def plan(request: Request, hold: ExitStack) -> Plan:
     settings = {name: value for name, value in request.settings.items() if value is not None}
     if "encoder" in settings:  # named here: files may name it too; as the run directory records it
         settings["encoder"] = allow_encoder(str(settings["encoder"]))
-    tuned, from_file = None, {}
+    tuned, from_file, source = None, {}, None
     if request.resume is not None:
         cfg = build(_resume_values(request, settings, hold), {})
+        source = Path(request.resume) / runfiles.CONFIG
     elif isinstance(request.config, TrainConfig):
         cfg = TrainConfig(**{name: getattr(request.config, name) for name in SECTIONS},
                           **settings)
     elif request.config is not None:
-        cfg, from_file = _from_file(request.config, settings)
+        source = resolve_config(request.config)  # a preset's name: its file
+        cfg, from_file = _from_file(source, settings)
     else:
         tuned, values = tuned_defaults(str(settings.get("dataset", "")),
                                        str(settings.get("task", "node")))
@@ -120,8 +122,6 @@ def plan(request: Request, hold: ExitStack) -> Plan:
                              f"(device {profile.device}); drop --device or pick another profile")
         if cfg.run.device == "auto":
             cfg = cfg.replace(run={"device": profile.device})
-    source = (Path(request.resume) / runfiles.CONFIG if request.resume is not None else
-              resolve_config(request.config) if isinstance(request.config, (str, Path)) else None)
     return Plan(cfg, tuned, profile, None if request.resume is None else Path(request.resume),
                 source, frozenset(settings), request.auto_budget, request.remeasure)
 
@@ -144,7 +144,7 @@ def _check_request(request: Request) -> None:
                          "lists them")
 
 
-def _from_file(config: str | Path, settings: dict[str, object]
+def _from_file(config: Path, settings: dict[str, object]
                ) -> tuple[TrainConfig, dict[str, object]]:
     """A config file or preset with ``settings`` over it, and the values the file sets away
     from their defaults (what it asks the run to do: checked as flags are); a run directory

@@ -52,10 +52,6 @@ class StopAfterEpoch:
     def __bool__(self) -> bool:
         return bool(self.signals)
 
-    def exit_code(self) -> int:
-        """128 + the signal that stopped the run (SIGTERM when none did)."""
-        return 128 + (self.signals[0] if self.signals else signal.SIGTERM)
-
     @contextmanager
     def installed(self) -> Iterator[None]:
         previous = {sig: signal.signal(sig, self) for sig in (signal.SIGINT, signal.SIGTERM)}

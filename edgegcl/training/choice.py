@@ -81,7 +81,7 @@ def choose_encoder(data: Data, cfg: TrainConfig, seed: int, device: torch.device
     main = world is None or world.is_main
     task = task_named(cfg.run.task)
     labelled = task.labelled(data)
-    clear = task.clear_choice(data, cfg, seed) if labelled else None
+    clear = task.clear_choice(data, candidates, seed) if labelled else None
     if clear is not None:
         choice = clear
     elif labelled and len(candidates) > 1:
@@ -122,9 +122,8 @@ def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_d
                 and not threads.picker.done)  # the thread count's line, once it is measured
     if saved is not None and saved.scores and main:
         say(f"{label}: the encoder search goes on from its saved figures ({saved.kept()})")
-    for i, name in enumerate(candidates):
-        if name in record.scores:
-            continue
+    remaining = record.remaining()
+    for i, name in enumerate(remaining):
         training = SeedTraining(data, cfg, seed, device, run_dir, world, threads, encoder=name)
         planned = search_epochs(cfg, training.most)  # within the seed's epochs (--max-steps)
         if not record.epochs:
@@ -138,7 +137,7 @@ def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_d
         epochs = record.epochs
         bar = Progress(epochs, f"{label}: choosing the encoder, {name}", enabled=main)
         share = None if end is None else time.monotonic() + max(
-            0.0, end - time.monotonic()) / (len(candidates) - i)
+            0.0, end - time.monotonic()) / (len(remaining) - i)
         probe_s: float | None = None
         for epoch in range(1, epochs + 1):
             row, _ = training.epoch(epoch)

@@ -394,9 +394,9 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     in the wrong table and unreadable files are usage errors (edgegcl.config.load_values). An
     encoder it names must have been named by the user (edgegcl.trust.check_named); a relative
     one is resolved against the file's folder."""
-    values = {k: coerce(k, v) for k, v in load_values(path, TrainConfig).items()}
+    where = resolve_config(path)
+    values = {k: coerce(k, v) for k, v in load_values(where, TrainConfig).items()}
     if values.get("encoder"):
-        where = resolve_config(path)
         values["encoder"] = check_named(str(values["encoder"]), where, where.parent)
     return values
 

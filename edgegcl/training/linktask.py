@@ -7,6 +7,7 @@ scored back against non-edges), as measured (docs/tasks.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,6 @@ if TYPE_CHECKING:
     from torch_geometric.data import Data
 
     from edgegcl.evaluation.links import LinkSplit
-    from edgegcl.training.config import RunConfig, TrainConfig
     from edgegcl.training.results import EncoderChoice
 
 __all__ = ["LinkTask"]
@@ -70,11 +70,12 @@ class LinkTask(Task):
         return training_graph(data, held)
 
     def prober(self, data: Data, held: LinkSplit, seed: int, device: torch.device,
-               run: RunConfig, scratch: Path | None) -> TaskProber:
+               metric: str, protocol: str, scratch: Path | None) -> TaskProber:
         from edgegcl.training.linkprober import LinkProber  # torch-side (as above)
-        return LinkProber(held, data.x, seed, device, run.metric)
+        return LinkProber(held, data.x, seed, device, metric)
 
-    def clear_choice(self, data: Data, cfg: TrainConfig, seed: int) -> EncoderChoice | None:
+    def clear_choice(self, data: Data, candidates: Sequence[str], seed: int
+                     ) -> EncoderChoice | None:
         """The GCN without a search, where the features of the seed's training edges'
         endpoints clearly agree (feature agreement at least AGREEMENT_THRESHOLD: the citation
         graphs, where the link search always kept the GCN, docs/encoders.md); None otherwise,
@@ -82,7 +83,7 @@ class LinkTask(Task):
         # torch-side (edgegcl.training.task)
         from edgegcl.data.homophily import feature_agreement
         from edgegcl.training.results import AGREEMENT_THRESHOLD, EncoderChoice
-        if cfg.model.candidates()[0] != "gcn":
+        if candidates[0] != "gcn":
             return None
         agreement = feature_agreement(data.x, self.held_out(data, seed).train, seed)
         if agreement < AGREEMENT_THRESHOLD:

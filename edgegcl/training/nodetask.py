@@ -6,6 +6,7 @@ without an encoder search (edgegcl.training.choice)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,7 +18,6 @@ if TYPE_CHECKING:
     import torch
     from torch_geometric.data import Data
 
-    from edgegcl.training.config import RunConfig, TrainConfig
     from edgegcl.training.results import EncoderChoice
 
 __all__ = ["NodeTask"]
@@ -60,16 +60,17 @@ class NodeTask(Task):
         return on_disk(data)
 
     def prober(self, data: Data, held: None, seed: int, device: torch.device,
-               run: RunConfig, scratch: Path | None) -> TaskProber:
+               metric: str, protocol: str, scratch: Path | None) -> TaskProber:
         from edgegcl.training.prober import Prober  # torch-side (edgegcl.training.task)
-        return Prober(data, seed, device, run.protocol, run.metric, scratch=scratch)
+        return Prober(data, seed, device, protocol, metric, scratch=scratch)
 
     def labelled(self, data: Data) -> bool:
         """Labels on at least MIN_LABELLED_NODES nodes (one each to train, validate, test)."""
         from edgegcl.training.prober import MIN_LABELLED_NODES  # torch-side (as above)
         return getattr(data, "y", None) is not None and data.num_nodes >= MIN_LABELLED_NODES
 
-    def clear_choice(self, data: Data, cfg: TrainConfig, seed: int) -> EncoderChoice | None:
+    def clear_choice(self, data: Data, candidates: Sequence[str], seed: int
+                     ) -> EncoderChoice | None:
         """The GCN without a search, where the seed's training and validation nodes (its
         random split's: what the search would read) are clearly homophilous (adjusted
         homophily less two standard errors at least HOMOPHILY_THRESHOLD); None otherwise, and
@@ -82,7 +83,7 @@ class NodeTask(Task):
         from edgegcl.training.results import HOMOPHILY_THRESHOLD, EncoderChoice
         y = data.y
         if (y.dim() != 1 or y.dtype.is_floating_point
-                or cfg.model.candidates()[0] != "gcn"):
+                or candidates[0] != "gcn"):
             return None
         split = random_split(data.num_nodes, seed)
         found = adjusted_homophily(y, data.edge_index, torch.cat([split.train, split.val]))

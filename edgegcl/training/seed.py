@@ -79,7 +79,8 @@ class SeedTraining:
         self.picker = None if threads is None else threads.picker
         self.trainer.threads = self.picker
         self.prober: TaskProber = task.prober(  # rank 0 alone probes
-            data, self.held_out, seed, device, cfg.run, run_dir if mapped else None)
+            data, self.held_out, seed, device, cfg.run.metric, cfg.run.protocol,
+            run_dir if mapped else None)
         self.anchors = data.num_nodes if mode == "full" else min(cfg.run.batch_size, data.num_nodes)
         # the epochs this seed trains: --epochs within --max-steps, cut further by its part of
         # a --time-budget as it trains (edgegcl.training.hooks.Deadline), probing so that a

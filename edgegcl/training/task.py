@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
@@ -37,7 +38,6 @@ if TYPE_CHECKING:  # the torch side, for annotations only
     from torch_geometric.data import Data
 
     from edgegcl.evaluation.probe import Selection
-    from edgegcl.training.config import RunConfig, TrainConfig
     from edgegcl.training.prober import Baselines
     from edgegcl.training.results import EncoderChoice
 
@@ -112,10 +112,11 @@ class Task:
         """The graph the encoder of a seed that held out ``held`` trains on."""
         return data
 
-    def prober(self, data: Data, held: Any, seed: int, device: torch.device,
-               run: RunConfig, scratch: Path | None) -> TaskProber:
+    def prober(self, data: Data, held: Any, seed: int, device: torch.device, metric: str,
+               protocol: str, scratch: Path | None) -> TaskProber:
         """The prober that judges seed ``seed``'s checkpoints (``data``: its training graph;
-        ``scratch``: the folder where a graph on disk puts its all-node layers)."""
+        ``metric``, ``protocol``: the run's ``--metric`` and ``--protocol``; ``scratch``: the
+        folder where a graph on disk puts its all-node layers)."""
         raise NotImplementedError
 
     def labelled(self, data: Data) -> bool:
@@ -123,9 +124,10 @@ class Task:
         the encoder)."""
         return True
 
-    def clear_choice(self, data: Data, cfg: TrainConfig, seed: int) -> EncoderChoice | None:
-        """The encoder chosen without a search, where a measured signal settles it; None:
-        search."""
+    def clear_choice(self, data: Data, candidates: Sequence[str], seed: int
+                     ) -> EncoderChoice | None:
+        """The encoder chosen without a search among ``candidates`` (the search's, in order),
+        where a measured signal settles it; None: search."""
         return None
 
 
