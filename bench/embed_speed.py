@@ -665,13 +665,13 @@ def _markdown(rows: list[dict[str, Any]], cli: list[dict[str, Any]],
               "| micro-F1 fp32 | micro-F1 int8 | change (points) |",
               "|---|---|---|---|---|---|---|---|---|"]
     for name, rep in reports.items():
-        f1 = rep.get("micro_f1")
+        f1 = rep.get("downstream")
         lines.append(f"| {name} | {rep['fp32_bytes']} | {rep['int8_bytes']} | "
                      f"{rep['size_ratio']:.3f} | {rep['mean_cosine']:.5f} | "
                      f"{rep['min_cosine']:.5f} | "
                      + (f"{f1['fp32']:.2f} | {f1['int8']:.2f} | {f1['change']:+.2f} |" if f1
                         else "- | - | - (random weights) |"))
-    cora = reports.get("Cora", {}).get("micro_f1")
+    cora = reports.get("Cora", {}).get("downstream")
     if cora:
         lines += ["", f"Micro-F1: {cora['protocol']} ({cora['splits']} splits), the same splits "
                       f"for both models. Target: int8 at most 1.0 point below fp32 on Cora: "

@@ -72,7 +72,7 @@ def export(run_dir: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
     cosine = COSINE_LINE.search(proc.stdout)
     report = json.loads((run_dir / "m.int8.json").read_text())
     return {"max_abs_diff": max(diffs), "int8_mean_cosine": float(cosine.group(1)) if cosine
-            else None, "int8_micro_f1_change": (report.get("micro_f1") or {}).get("change")}
+            else None, "int8_micro_f1_change": (report.get("downstream") or {}).get("change")}
 
 
 def main() -> None:

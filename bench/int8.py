@@ -172,7 +172,7 @@ def markdown(results: list[dict[str, Any]], res: dict[str, Any], tag: str) -> st
               "max abs weight | clipped pairs |", "|---" * 12 + "|"]
     for r in results:
         for scheme, s in r["schemes"].items():
-            rep, f1 = s["report"], s["report"].get("micro_f1", {})
+            rep, f1 = s["report"], s["report"].get("downstream", {})
             clipped = sum(p["clipped"] for p in s["pairs"])
             total = sum(p["pairs"] for p in s["pairs"])
             lines.append(

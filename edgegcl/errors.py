@@ -12,10 +12,12 @@ stopped on request with its state saved; ``RankLost``: under torchrun another ra
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from edgegcl_embed.errors import InputError, first_line
+from edgegcl_embed.errors import InputError, first_line, shown
 
-__all__ = ["ExportCheckError", "PathNotNamed", "RankLost", "Stopped", "UsageError", "first_line"]
+__all__ = ["Asking", "ExportCheckError", "PathNotNamed", "RankLost", "Stopped", "UsageError",
+           "first_line"]
 
 
 class UsageError(InputError, ValueError):
@@ -31,9 +33,63 @@ class UsageError(InputError, ValueError):
     """
 
 
-class PathNotNamed(UsageError):
-    """A file (config, run, checkpoint) names a path the user has not: it is not used
-    (edgegcl.data.datasets.check_recorded_paths); the message names the flag that would."""
+class Asking(UsageError):
+    """A refusal that asks for arguments: ``before`` the arguments (``args``: each name with
+    the value to pass, None for any, True for a switch) and ``after`` them. The message asks in Python's words
+    (``graph=``, ``node_table='n.csv'``); the command line shows ``command_line()``'s
+    (``--graph``, ``--node-table n.csv``): each interface answers in its own.
+
+    Example:
+        >>> exc = Asking("the run needs its graph: pass ", [("graph", "g.csv")])
+        >>> str(exc), exc.command_line()
+        ("the run needs its graph: pass graph='g.csv'", 'the run needs its graph: pass --graph g.csv')
+    """
+
+    def __init__(self, before: str, args: list[tuple[str, str | bool | None]],
+                 after: str = "") -> None:
+        self.before, self.asked, self.after = before, args, after
+        super().__init__(before + ", ".join(
+            f"{name}=" if value is None else f"{name}=True" if value is True else
+            f"{name}={shown(str(value), 200)!r}" for name, value in args) + after)
+
+    def __reduce__(self) -> tuple[Any, ...]:  # sent to the other ranks under torchrun
+        return _asking, (type(self), self.before, self.asked, self.after)
+
+    def command_line(self) -> str:
+        """The message with the flags that pass the arguments."""
+        return self.before + " ".join(
+            f"--{name.replace('_', '-')}" + ("" if value is None or value is True
+                                             else f" {shown(str(value), 200)}")
+            for name, value in self.asked) + self.after
+
+
+def _asking(kind: type[Asking], before: str, asked: list[tuple[str, str | bool | None]],
+            after: str) -> Asking:
+    """An ``Asking`` (or subclass) rebuilt from its parts: what unpickling calls."""
+    made = kind.__new__(kind)
+    Asking.__init__(made, before, asked, after)
+    return made
+
+
+class PathNotNamed(Asking):
+    """A file (config, run, checkpoint) names paths the user has not: they are not used
+    (edgegcl.data.datasets.check_recorded_paths). ``source`` is the file, ``names`` what it
+    names, in words (``names the graph file g.csv and the node table n.csv``), ``paths`` each
+    path with the argument that passes it (``("node_table", "n.csv")``), all of them, so that
+    one answer gives everything.
+
+    Example:
+        >>> print(PathNotNamed("run/config.toml", "names the graph file g.csv",
+        ...                    [("graph", "g.csv")]))
+        run/config.toml names the graph file g.csv, a path a file cannot choose (nothing was read); if it is yours, pass graph='g.csv'
+    """
+
+    def __init__(self, source: object, names: str, paths: list[tuple[str, str]],
+                 untouched: str = "nothing was read") -> None:
+        one = len(paths) == 1
+        super().__init__(f"{source} {names}, {'a path' if one else 'paths'} a file cannot "
+                         f"choose ({untouched}); if {'it is' if one else 'they are'} yours, "
+                         "pass ", list(paths))
 
 
 class Stopped(Exception):

@@ -593,3 +593,13 @@ def test_unsigned_edge_arrays_are_read_as_indices_that_fit(tmp_path: Path, layou
             load_graph(str(path), None)
         with pytest.raises(InputError, match="beyond 2\\^63 - 1"):
             load_npz(path)
+
+
+def test_load_graph_reads_a_file_from_its_path_alone(tmp_path: Path) -> None:
+    """``edgegcl.load_graph(path)``: a graph file needs no dataset root."""
+    import edgegcl
+
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    np.savez(tmp_path / "g.npz", x=x, edge_index=np.array([[0, 1, 2], [1, 2, 3]]))
+    data = edgegcl.load_graph(tmp_path / "g.npz")
+    assert data.num_nodes == 4 and torch.equal(data.x, torch.from_numpy(x))

@@ -285,16 +285,35 @@ def test_quantize_int8_writes_model_and_report(tmp_path: Path) -> None:
     code, out, err = _run_main(["export", "m.onnx", "--checkpoint", str(run / "checkpoint.pt"),
                                 "--quantize", "int8"])
     assert code == 0, err
-    assert "m.int8.onnx (int8)" in out and "micro-F1" in out
+    assert "m.int8.onnx (int8)" in out and "micro-F1" in out  # the run's own metric
     report = json.loads(Path("m.int8.json").read_text())
     assert report["int8_bytes"] == Path("m.int8.onnx").stat().st_size
     assert report["size_ratio"] == pytest.approx(report["int8_bytes"] / report["fp32_bytes"])
     assert 0.99 < report["mean_cosine"] <= 1.0 + 1e-9
-    f1 = report["micro_f1"]
-    assert f1["change"] == pytest.approx(f1["int8"] - f1["fp32"]) and f1["splits"] == 5
+    f1 = report["downstream"]
+    assert f1["metric"] == "micro_f1" and f1["splits"] == 5
+    assert f1["change"] == pytest.approx(f1["int8"] - f1["fp32"])
     assert EncoderSession("m.int8.onnx").metadata.precision == "int8"
     ops = {n.op_type for n in onnx.load("m.int8.onnx").graph.node}
     assert ops & {"MatMulInteger", "DynamicQuantizeMatMul"}
+
+
+@pytest.mark.parametrize("task, metric, shown", [("link", "auto", "AUC"),
+                                                  ("link", "ap", "AP"),
+                                                  ("node", "macro_f1", "macro-F1")])
+def test_the_int8_check_reports_the_runs_own_metric(tmp_path: Path, task: str, metric: str,
+                                                    shown: str) -> None:
+    """A link run is judged by AUC (or its --metric) on held-out pairs, a node run by its own
+    --metric: the INT8 report compares that figure, not micro-F1."""
+    cfg = CFG.replace(run={"task": task, "metric": metric})
+    run = _make_run(tmp_path / "run", cfg)
+    code, out, err = _run_main(["export", "m.onnx", "--checkpoint", str(run / "checkpoint.pt"),
+                                "--quantize", "int8"])
+    assert code == 0, err
+    judged = json.loads(Path("m.int8.json").read_text())["downstream"]
+    assert judged["metric"] == (metric if metric != "auto" else "auc")
+    assert f", {shown} {judged['fp32']:.2f} -> {judged['int8']:.2f}" in out
+    assert "micro-F1" not in out
 
 
 def test_training_graph_that_cannot_be_rebuilt(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ def test_a_python_graph_is_given_again_or_refused(tmp_path: Path) -> None:
         with pytest.raises(UsageError, match=f"trained on {PYTHON}: pass the graph"):
             loaded.embed()
         assert loaded.embed(data).shape == (150, 8)
-    with pytest.raises(UsageError, match="save it as a graph file and pass it with --graph"):
+    with pytest.raises(UsageError, match="save it as a graph file and pass it with graph="):
         edgegcl.export(tmp_path / "m.onnx", run=run.path)
     assert not (tmp_path / "m.onnx").exists()
 

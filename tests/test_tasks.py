@@ -16,6 +16,7 @@ import torch
 
 from edgegcl.cli.main import main
 from edgegcl.data.synthetic import SyntheticSpec, synthetic_graph
+import edgegcl
 from edgegcl.errors import UsageError
 from edgegcl.evaluation.links import adamic_adar, link_scores, link_split, sample_non_edges
 from edgegcl.evaluation.metrics import (average_precision, hits_at_k, label_kind, majority_rate,
@@ -395,6 +396,16 @@ def test_a_csv_edge_list_trains_exports_and_embeds_with_the_users_ids(tmp_path: 
     assert "labels: 5 classes" in err and "test micro-F1" in out
     assert (run / "node_ids.txt").read_text().split() == names  # the node table's order
     model = tmp_path / "m.onnx"
+    # everything the run needs, in one answer, in the words of the interface used
+    code, _, err = capture(main, ["export", str(model), "--run", str(run)])
+    assert code == 2 and err.splitlines()[-1].endswith(
+        f"pass --graph {edges} --node-table {nodes}"), err
+    with pytest.raises(UsageError) as asked:
+        edgegcl.export(model, run=run)
+    assert str(asked.value).endswith(f"pass graph={str(edges)!r}, node_table={str(nodes)!r}")
+    with pytest.raises(UsageError) as asked:
+        load_run(run).embed()
+    assert str(asked.value).endswith(f"pass graph={str(edges)!r}, node_table={str(nodes)!r}")
     code, _, err = capture(main, ["export", str(model), "--run", str(run), "--graph", str(edges)])
     assert code == 2 and err.splitlines()[-1].endswith(f"pass --node-table {nodes}"), err
     code, _, err = capture(main, ["export", str(model), "--run", str(run), "--graph", str(edges),

@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 from edgegcl import __version__
 from edgegcl.jobs.ranks import RANK_VARIABLES, rank_environment_problem
 from edgegcl.jobs.signals import INTERRUPTED, interrupt
-from edgegcl.errors import UsageError, is_out_of_memory, out_of_memory_line
+from edgegcl.errors import Asking, UsageError, is_out_of_memory, out_of_memory_line
 from edgegcl_embed.errors import one_line, shown
 from edgegcl_embed.interrupt import forget_handled_interrupt
 
@@ -171,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             exc = UsageError(line)
         if not isinstance(exc, UsageError):
             raise
+        if isinstance(exc, Asking):  # what it asks for, as flags
+            exc = UsageError(exc.command_line())
         # under torchrun rank 0 speaks for all: every rank meets the same bad input (a
         # QuietUsageError exists only once edgegcl.training.distributed is loaded)
         dist = sys.modules.get("edgegcl.training.distributed")

@@ -74,7 +74,8 @@ def default_data_root() -> Path:
     return Path.home() / ".cache" / "edgegcl" / "datasets"
 
 
-def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSpec = SyntheticSpec(),
+def load_graph(name: str | Path | None, root: str | Path | None = None,
+               synthetic: SyntheticSpec = SyntheticSpec(),
                node_table: str | Path | None = None, edges: str = "auto") -> Data:
     """Load a graph by dataset name, file path, or ``None``/``"synthetic"`` for a generated one.
 
@@ -95,10 +96,12 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
             graph folder's edges are read as they were converted.
 
     Example:
-        >>> load_graph("synthetic", None).num_nodes
+        >>> load_graph("synthetic").num_nodes
         2000
+        >>> load_graph("graph.npz")  # doctest: +SKIP
         >>> load_graph("Cora", "/path/to/datasets")  # doctest: +SKIP
     """
+    name = None if name is None else str(name)  # a path as given, or a dataset's name
     if edges not in EDGE_READINGS:
         raise UsageError(f"--edges {shown(str(edges), 40)} is not a way to read edges; use one "
                          f"of {', '.join(EDGE_READINGS)}")
@@ -130,56 +133,51 @@ def load_graph(name: str | None, root: str | Path | None, synthetic: SyntheticSp
 
 def check_recorded_paths(dataset: str, root: str, source: str | Path, *,
                          dataset_named: bool = False, root_named: bool = False,
-                         dataset_flag: str = "--dataset", root_flag: str = "--root",
-                         node_table: str = "", node_table_named: bool = False) -> None:
-    """Refuse, in one line, a path a configuration read from ``source`` (a config file, a run
-    directory, a checkpoint) would choose: a graph file as its ``dataset``, or a ``root`` for a
-    named benchmark other than ``default_data_root()`` (the user's own setting). A file someone
-    else made must not decide what is read or where a download is written; the line names the
-    flag (``--root``) or argument (``root=``) that makes it the user's choice.
-    ``dataset_named`` / ``root_named``: the user named that value, so it is not checked.
+                         dataset_arg: str = "dataset", node_table: str = "",
+                         node_table_named: bool = False) -> None:
+    """Refuse, in one line, the paths a configuration read from ``source`` (a config file, a
+    run directory, a checkpoint) would choose: a graph file as its ``dataset`` and its
+    ``node_table``, both at once, or a ``root`` for a named benchmark other than
+    ``default_data_root()`` (the user's own setting). A file someone else made must not
+    decide what is read or where a download is written; the ``PathNotNamed`` line names the
+    arguments (``dataset_arg``: the graph's, ``dataset`` or ``graph``) that make them the
+    user's choice. ``dataset_named`` / ``root_named`` / ``node_table_named``: the user named
+    that value, so it is not checked.
     """
-    def passed(flag: str, value: str) -> str:
-        return f"{flag}{'' if flag.endswith('=') else ' '}{shown(value, 200)}"
-
-    if node_table and not node_table_named:
-        raise PathNotNamed(f"{source} names the node table {shown(node_table, 120)}, a path a "
-                           "file cannot choose (nothing was read); if it is yours, pass "
-                           f"--node-table {shown(node_table, 200)}")
+    missing = []
     if not dataset_named and (is_graph_file(dataset) or is_graph_folder(dataset)):
-        raise PathNotNamed(f"{source} names the graph file {shown(dataset, 120)}, a path a file "
-                         f"cannot choose (nothing was read); if it is yours, pass "
-                         f"{passed(dataset_flag, dataset)}")
+        missing.append(("the graph file", dataset_arg, dataset))
+    if node_table and not node_table_named:
+        missing.append(("the node table", "node_table", node_table))
+    if missing:
+        raise PathNotNamed(source, "names " + " and ".join(f"{what} {shown(value, 120)}"
+                                                          for what, _, value in missing),
+                           [(arg, value) for _, arg, value in missing])
     if root_named or not root or is_graph_file(dataset) or is_graph_folder(dataset):
         return
     if canonical_name(dataset) in (None, "synthetic"):
         return
     if Path(root).expanduser().resolve() != default_data_root().resolve():
-        raise PathNotNamed(f"{source} reads {shown(dataset)} from the dataset root "
-                         f"{shown(root, 120)}, a path a file cannot choose (nothing was read or "
-                         f"written there); if it is yours, pass {passed(root_flag, root)}")
+        raise PathNotNamed(source, f"reads {shown(dataset)} from the dataset root "
+                           f"{shown(root, 120)}", [("root", root)],
+                           "nothing was read or written there")
 
 
 def load_recorded(dataset: str, root: str, synthetic: SyntheticSpec, source: str | Path, *,
                   graph: str | Path | None = None, user_root: str | Path | None = None,
-                  graph_flag: str = "--graph", root_flag: str = "--root",
                   node_table: str | Path | None = None, recorded_node_table: str = "",
-                  node_table_flag: str = "--node-table", edges: str = "auto") -> Data:
+                  edges: str = "auto") -> Data:
     """The graph of a configuration read from ``source``: ``graph`` when the user names one
     (a dataset name or graph file), else the recorded ``dataset``; read under ``user_root``
     when given, else the recorded ``root``; the recorded paths only after
-    ``check_recorded_paths``; a node table only when the user names it (``node_table``); its
-    edges read as the run read them (``edges``, the recorded ``[data] edges``)."""
+    ``check_recorded_paths`` (the graph file and its node table asked for together); a node
+    table only when the user names it (``node_table``); its edges read as the run read them
+    (``edges``, the recorded ``[data] edges``)."""
     name = str(graph) if graph is not None else dataset
-    if recorded_node_table and node_table is None and graph is not None and is_graph_file(name):
-        raise PathNotNamed(f"{source} was trained with the node table "
-                           f"{shown(recorded_node_table, 120)}, a path a file cannot choose "
-                           f"(nothing was read); if it is yours, pass {node_table_flag}"
-                           f"{'' if node_table_flag.endswith('=') else ' '}"
-                           f"{shown(recorded_node_table, 200)}")
+    table = (recorded_node_table if recorded_node_table and node_table is None
+             and is_graph_file(name) else "")
     check_recorded_paths(name, root, source, dataset_named=graph is not None,
-                         root_named=user_root is not None, dataset_flag=graph_flag,
-                         root_flag=root_flag)
+                         root_named=user_root is not None, dataset_arg="graph", node_table=table)
     return load_graph(name, user_root if user_root is not None else (root or None), synthetic,
                       node_table, edges)
 

@@ -21,7 +21,7 @@ from torch_geometric.data import Data
 
 from edgegcl import runfiles
 from edgegcl.data.files import EDGE_READS, edge_reading
-from edgegcl.errors import UsageError
+from edgegcl.errors import Asking, UsageError
 from edgegcl.jsonfile import read_record
 from edgegcl_embed.errors import shown
 from edgegcl_embed.files import replacing
@@ -121,17 +121,19 @@ def differs(record: dict[str, Any], data: Data) -> str | None:
 
 
 def check_identity(run_dir: Path, data: Data, what: str, fix: str,
-                   record: dict[str, Any] | None = None) -> None:
+                   record: dict[str, Any] | None = None,
+                   asked: list[tuple[str, str | bool | None]] | None = None) -> None:
     """One UsageError line when ``data`` is not the graph RUN_DIR trained on (its record, read
     here unless given, names another size or content); nothing when the run has no record.
     ``what`` says what the caller was about to do with it, ``fix`` how to get the right
-    graph."""
+    graph, followed by the arguments ``asked`` for (an ``Asking``: in the words of the
+    interface used)."""
     record = read_identity(run_dir) if record is None else record
     if record is None:
         return
     differing = differs(record, data)
     if differing is not None:
-        raise UsageError(f"{what}: the graph is not the one {run_dir} trained on ({differing} "
-                         f"differs from {shown(record['source'], 80)}'s: {record['nodes']} "
-                         f"nodes, {record['edges']} edges, sha256 {record['sha256'][:12]}...); "
-                         f"{fix}")
+        line = (f"{what}: the graph is not the one {run_dir} trained on ({differing} differs "
+                f"from {shown(record['source'], 80)}'s: {record['nodes']} nodes, "
+                f"{record['edges']} edges, sha256 {record['sha256'][:12]}...); {fix}")
+        raise UsageError(line) if asked is None else Asking(line, asked)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from edgegcl import runfiles
-from edgegcl.errors import UsageError
+from edgegcl.errors import Asking, UsageError
 from edgegcl.jobs.arguments import callable_argument, flag_argument, path_argument
 from edgegcl.trust import allow_encoder
 from edgegcl_embed.files import refuse_inputs_as_outputs, refuse_planted_links, run_files
@@ -111,17 +111,18 @@ def export(out: str | Path, *, run: str | Path | None = None,
                    None)
     record = None if run_dir is None else read_identity(run_dir)
     python = graph is None and record is not None and record["source"] == PYTHON
-    asked = f"{run_dir} trained on {PYTHON}: save it as a graph file and pass it with --graph"
+    asked = Asking(f"{run_dir} trained on {PYTHON}: save it as a graph file and pass it with ",
+                   [("graph", None)])
     try:
         data = training_graph(ckpt.config, graph, root=root, source=path, node_table=node_table)
     except UsageError:
         if not python:
             raise
-        raise UsageError(asked) from None  # its configuration does not rebuild it
+        raise asked from None  # its configuration does not rebuild it
     if python and differs(record, data) is not None:  # type: ignore[arg-type]
-        raise UsageError(asked)
+        raise asked
     if run_dir is not None:  # the check against torch runs on the training graph, or not at all
-        check_identity(run_dir, data, "export", "pass the graph the run trained on with --graph",
-                       record)
+        check_identity(run_dir, data, "export", "pass the graph the run trained on with ",
+                       record, [("graph", None)])
     return export_checkpoint(ckpt, plan, data, opset, str(path), log=log)
 

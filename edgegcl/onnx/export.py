@@ -33,9 +33,10 @@ from torch_geometric.utils import subgraph
 
 from edgegcl import __version__
 from edgegcl.data import load_recorded
-from edgegcl.errors import ExportCheckError, PathNotNamed, UsageError, first_line
+from edgegcl.errors import Asking, ExportCheckError, PathNotNamed, UsageError, first_line
 from edgegcl.nn.augment import as_features
 from edgegcl.training.checkpoint import Checkpoint
+from edgegcl.evaluation.metrics import metric_name
 from edgegcl.training.config import TrainConfig
 from edgegcl.onnx.metadata import write_metadata
 from edgegcl.nn.family import encoder_name
@@ -294,8 +295,8 @@ class ExportPlan:
                     and not (name == "fp32" and self.reusable)]
         if existing and not self.force:
             verb = "exists" if len(existing) == 1 else "exist"
-            raise UsageError(f"{', '.join(existing)} already {verb}; pass --force to overwrite "
-                             "or choose another output path")
+            raise Asking(f"{', '.join(existing)} already {verb}; pass ", [("force", True)],
+                         " to overwrite or choose another output path")
         return paths
 
 
@@ -303,23 +304,26 @@ def _reuse(path: Path, ckpt: Checkpoint, data: Data) -> str:
     """Why the existing ``path`` can be used instead of exported again (the line to print):
     it is a portable fp32 export of ``ckpt``'s configuration that computes its encoder.
     Anything else is a UsageError."""
-    fix = "pass --force to export it again, or choose another output path"
+    def refused(line: str) -> Asking:
+        return Asking(f"{line}; pass ", [("force", True)],
+                      " to export it again, or choose another output path")
+
     try:
         meta = EncoderSession(path, threads=1, kernel="scipy").metadata
     except InputError as exc:  # its message without the runtime's own fix
-        raise UsageError(f"{path} exists and cannot be reused: {str(exc).rsplit('; ', 1)[0]}; "
-                         f"{fix}") from None
+        raise refused(f"{path} exists and cannot be reused: "
+                      f"{str(exc).rsplit('; ', 1)[0]}") from None
     if meta.precision != "fp32":
-        raise UsageError(f"{path} exists and is an edgegcl {meta.precision} model, not an fp32 "
-                         f"export; {fix}")
+        raise refused(f"{path} exists and is an edgegcl {meta.precision} model, not an fp32 "
+                      "export")
     if meta.config_sha256 != config_digest(ckpt.config) or meta.in_dim != ckpt.in_dim:
-        raise UsageError(f"{path} exists and was exported from another training "
-                         f"configuration (config_sha256 {meta.config_sha256[:12]}...); {fix}")
+        raise refused(f"{path} exists and was exported from another training "
+                      f"configuration (config_sha256 {meta.config_sha256[:12]}...)")
     try:
         checks = check_against_torch(path, ckpt.encoder, data.x, data.edge_index)
     except ExportCheckError as exc:
-        raise UsageError(f"{path} exists and does not compute this checkpoint's encoder "
-                         f"({exc}); {fix}") from None
+        raise refused(f"{path} exists and does not compute this checkpoint's encoder "
+                      f"({exc})") from None
     worst = max(c.max_abs_diff for c in checks)
     return f"reusing {path} (fp32, this checkpoint's encoder: max abs diff to torch {worst:.2g})"
 
@@ -338,8 +342,8 @@ def training_graph(cfg: TrainConfig, graph: str | None = None, *,
     except UsageError as exc:
         if graph or isinstance(exc, PathNotNamed):
             raise
-        raise UsageError(f"cannot rebuild the training graph to check the export ({exc}); "
-                         "pass it with --graph") from None
+        raise Asking(f"cannot rebuild the training graph to check the export ({exc}); "
+                     "pass it with ", [("graph", None)]) from None
 
 
 def _checked_fp32(ckpt: Checkpoint, path: Path, data: Data, opset: int,
@@ -354,18 +358,22 @@ def _checked_fp32(ckpt: Checkpoint, path: Path, data: Data, opset: int,
 
 
 def _int8(fp32: Path, int8: Path, report_path: Path, names: tuple[Path, Path, Path],
-          data: Data, log: Callable[[str], None]) -> str:
-    """Quantise ``fp32`` into ``int8`` and write its report (fp32 against int8); the line."""
-    log("quantising to int8 and comparing embeddings and micro-F1 with fp32")
+          data: Data, cfg: TrainConfig, log: Callable[[str], None]) -> str:
+    """Quantise ``fp32`` into ``int8`` and write its report (fp32 against int8, judged by the
+    run's task and metric, ``cfg``'s); the line."""
+    run = cfg.run
+    log("quantising to int8 and comparing embeddings and the run's figure with fp32")
     quantize_int8(fp32, int8)
-    report = int8_report(fp32, int8, data)
+    report = int8_report(fp32, int8, data, run.task, run.metric)
     report.update(fp32_model=str(names[0]), int8_model=str(names[1]))
     report_path.write_text(json.dumps(report, indent=2) + "\n")
-    f1 = report.get("micro_f1")
+    judged = report.get("downstream")
     return (f"wrote {names[1]} (int8): size x{report['size_ratio']:.2f}, mean cosine to fp32 "
             f"{report['mean_cosine']:.5f}"
-            + (f", micro-F1 {f1['fp32']:.2f} -> {f1['int8']:.2f} ({f1['change']:+.2f})"
-               if f1 else " (no labels: micro-F1 not compared)") + f"; report {names[2]}")
+            + (f", {metric_name(judged['metric'])} {judged['fp32']:.2f} -> "
+               f"{judged['int8']:.2f} ({judged['change']:+.2f})"
+               if judged else " (no labels: no downstream figure compared)")
+            + f"; report {names[2]}")
 
 
 def _graph_file(path: Path, name: Path, model: Path, data: Data) -> str:
@@ -396,16 +404,16 @@ def export_checkpoint(ckpt: Checkpoint, plan: ExportPlan, data: Data,
         ...                   training_graph(ckpt.config))  # doctest: +SKIP
     """
     if data.x.size(1) != ckpt.in_dim:
-        raise UsageError(f"graph {data.name} has {data.x.size(1)} features but the encoder "
-                         f"expects {ckpt.in_dim}; pass the training graph with --graph")
+        raise Asking(f"graph {data.name} has {data.x.size(1)} features but the encoder "
+                     f"expects {ckpt.in_dim}; pass the training graph with ", [("graph", None)])
     if data.x.dtype != torch.float32:  # a graph folder's float16 features: the checks' x
         data = Data(x=data.x.float(), edge_index=data.edge_index, y=getattr(data, "y", None),
                     name=data.name)
     paths, lines = plan.paths(), []
     fix = "free space or choose another output path (nothing was replaced)"
     if plan.scorer and ckpt.decoder is None:
-        raise UsageError("--scorer writes the link decoder of a run that learned from the "
-                         "edges (--task link); this checkpoint has none: drop --scorer")
+        raise UsageError("a scorer is the link decoder of a run that learned from the edges "
+                         "(task link); this checkpoint has none: export without one")
     if ckpt.config.model.user_encoder:
         if plan.quantize or plan.graph_out or plan.scorer:
             raise UsageError(f"--quantize, --graph-out and --scorer take a built-in encoder's "
@@ -429,7 +437,8 @@ def export_checkpoint(ckpt: Checkpoint, plan: ExportPlan, data: Data,
                          + _checked_fp32(ckpt, fp32, data, opset, log))
         if plan.quantize:
             lines.append(_int8(fp32, staged["int8"], staged["report"],
-                               (Path(plan.out), paths["int8"], paths["report"]), data, log))
+                               (Path(plan.out), paths["int8"], paths["report"]), data,
+                               ckpt.config, log))
         if "graph" in staged:
             lines.append(_graph_file(staged["graph"], paths["graph"], Path(plan.out), data))
         if "scorer" in staged:

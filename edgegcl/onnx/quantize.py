@@ -29,9 +29,9 @@ import torch
 from onnxruntime.quantization import QuantType, quantize_dynamic
 from torch_geometric.data import Data
 
-from edgegcl.evaluation.probe import linear_probe, random_split
 from edgegcl.onnx.metadata import write_metadata
 from edgegcl.onnx.portable import topological
+from edgegcl.training.task import task_named
 from edgegcl_embed.contract import (INPUT_X, STAGE0_INITIALIZER, STAGE0_INITIALIZERS,
                                     STAGE0_WEIGHT_INT8, ModelMetadata)
 from edgegcl_embed.runtime import EncoderSession, portable_session
@@ -124,15 +124,18 @@ def row_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.divide(dot, norms, out=np.zeros_like(dot), where=norms > 0)
 
 
-def int8_report(fp32_path: Path, int8_path: Path, data: Data, splits: int = 5) -> dict[str, Any]:
-    """Size, embedding agreement and downstream micro-F1 of the INT8 model against fp32.
+def int8_report(fp32_path: Path, int8_path: Path, data: Data, task: str = "node",
+                metric: str = "auto", splits: int = 5) -> dict[str, Any]:
+    """Size, embedding agreement and the run's own downstream figure of the INT8 model
+    against fp32.
 
     Both models embed ``data`` with the runtime (``EncoderSession``); the report has the file
     sizes and their ratio, the mean and minimum per-node cosine similarity of the INT8
     embeddings to the fp32 ones, the same mean for the portable files run by onnxruntime alone
-    (INT8 activations quantised over the whole graph at once), and, when ``data`` has labels,
-    the test micro-F1 of the linear probe (edgegcl.evaluation.probe) on each, averaged over
-    ``splits`` random 10/10/80 splits (the same splits for both).
+    (INT8 activations quantised over the whole graph at once), and, where ``task`` can judge
+    ``data`` (edgegcl.training.task: ``score_embeddings``), ``downstream``: the run's
+    ``metric`` (micro-F1, ROC-AUC for binary labels, AUC for links...) on each, averaged over
+    ``splits`` seeded splits (the same splits for both).
     """
     x, edge_index = data.x.numpy(), data.edge_index.numpy()
     z32 = EncoderSession(fp32_path).embed(x, edge_index)
@@ -150,16 +153,19 @@ def int8_report(fp32_path: Path, int8_path: Path, data: Data, splits: int = 5) -
         "portable_mean_cosine": float(row_cosines(*alone).mean()),
         "quantization": session8.metadata.quantization,
     }
-    if data.y is not None:
-        f1 = {"fp32": [], "int8": []}
-        for seed in range(splits):
-            split = random_split(x.shape[0], seed)
-            for name, z in (("fp32", z32), ("int8", z8)):
-                scores = linear_probe(torch.from_numpy(z), data.y, split, seed=seed)
-                f1[name].append(scores.test_micro)
-        mean32, mean8 = float(np.mean(f1["fp32"])), float(np.mean(f1["int8"]))
-        report["micro_f1"] = {"fp32": mean32, "int8": mean8, "change": mean8 - mean32,
-                              "splits": splits,
-                              "protocol": "linear probe test micro-F1 (%), random 10/10/80 "
-                                          "splits, seeds 0..splits-1"}
+    judge = task_named(task)
+    figures: dict[str, list[float]] = {"fp32": [], "int8": []}
+    name = None
+    for seed in range(splits):
+        for precision, z in (("fp32", z32), ("int8", z8)):
+            scored = judge.score_embeddings(torch.from_numpy(z), data, metric, seed)
+            if scored is None:
+                return report
+            name = scored[0]
+            figures[precision].append(scored[1])
+    mean32, mean8 = float(np.mean(figures["fp32"])), float(np.mean(figures["int8"]))
+    report["downstream"] = {"metric": name, "fp32": mean32, "int8": mean8,
+                            "change": mean8 - mean32, "splits": splits,
+                            "protocol": f"test {name} (%) by {judge.scored_by}, seeds "
+                                        "0..splits-1"}
     return report

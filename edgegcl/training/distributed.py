@@ -151,7 +151,7 @@ def on_main(world: World | None, make: Callable[[], T]) -> T:
             value = exc
     value = world.broadcast(value)
     if isinstance(value, UsageError):
-        raise UsageError(str(value)) if world.is_main else QuietUsageError(str(value))
+        raise value if world.is_main else QuietUsageError(str(value))
     return value
 
 

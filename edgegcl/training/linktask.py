@@ -16,6 +16,7 @@ from edgegcl.training.task import Task, TaskProber, register
 
 if TYPE_CHECKING:
     import torch
+    from torch import Tensor
     from torch_geometric.data import Data
 
     from edgegcl.evaluation.links import LinkSplit
@@ -33,6 +34,8 @@ class LinkTask(Task):
 
     name = "link"
     judges = "links"
+    scored_by = ("the held-out pairs of seeded 85/5/10 edge splits, the scorer chosen on "
+                 "validation (the graph embedded whole: its held-out edges included)")
     metrics = LINK_METRICS
     objective = "edges"
     search_share = 0.1
@@ -73,6 +76,16 @@ class LinkTask(Task):
                metric: str, protocol: str, scratch: Path | None) -> TaskProber:
         from edgegcl.training.linkprober import LinkProber  # torch-side (as above)
         return LinkProber(held, data.x, seed, device, metric)
+
+    def score_embeddings(self, z: Tensor, data: Data, metric: str, seed: int
+                         ) -> tuple[str, float] | None:
+        """The test figure of seed ``seed``'s held-out pairs, by the scorer chosen on its
+        validation pairs."""
+        # torch-side (edgegcl.training.task)
+        from edgegcl.evaluation.links import link_scores
+        from edgegcl.training.linkprober import resolve_link_metric
+        scores = link_scores(z, self.held_out(data, seed), resolve_link_metric(metric), seed)
+        return scores.metric, scores.test_score
 
     def clear_choice(self, data: Data, candidates: Sequence[str], seed: int
                      ) -> EncoderChoice | None:

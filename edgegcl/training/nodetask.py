@@ -16,6 +16,7 @@ from edgegcl.training.task import Task, TaskProber, register
 
 if TYPE_CHECKING:
     import torch
+    from torch import Tensor
     from torch_geometric.data import Data
 
     from edgegcl.training.results import EncoderChoice
@@ -29,6 +30,7 @@ class NodeTask(Task):
 
     name = "node"
     judges = "node labels"
+    scored_by = "the linear probe's test figure on random 10/10/80 node splits"
     metrics = NODE_METRICS
     objective = "views"
     search_share = 0.25
@@ -63,6 +65,18 @@ class NodeTask(Task):
                metric: str, protocol: str, scratch: Path | None) -> TaskProber:
         from edgegcl.training.prober import Prober  # torch-side (edgegcl.training.task)
         return Prober(data, seed, device, protocol, metric, scratch=scratch)
+
+    def score_embeddings(self, z: Tensor, data: Data, metric: str, seed: int
+                         ) -> tuple[str, float] | None:
+        """The linear probe's test figure on seed ``seed``'s random split (weight decay chosen
+        on its validation nodes)."""
+        if not self.labelled(data):
+            return None
+        # torch-side (edgegcl.training.task)
+        from edgegcl.evaluation.probe import linear_probe, random_split
+        scores = linear_probe(z, data.y, random_split(data.num_nodes, seed), seed=seed,
+                              metric=metric)
+        return scores.metric, scores.test_score
 
     def labelled(self, data: Data) -> bool:
         """Labels on at least MIN_LABELLED_NODES nodes (one each to train, validate, test)."""

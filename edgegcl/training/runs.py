@@ -85,10 +85,8 @@ class Run:
         data = self.config.data
         try:
             found = load_recorded(data.dataset, data.root, self.config.synthetic_spec(),
-                                  self.path, graph=graph, user_root=root, graph_flag="graph=",
-                                  root_flag="root=", node_table=node_table,
-                                  recorded_node_table=data.node_table,
-                                  node_table_flag="node_table=", edges=data.edges)
+                                  self.path, graph=graph, user_root=root, node_table=node_table,
+                                  recorded_node_table=data.node_table, edges=data.edges)
         except UsageError:
             if not python:
                 raise

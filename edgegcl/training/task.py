@@ -76,7 +76,8 @@ class TaskProber(Protocol):
 class Task:
     """One task; a member sets the class attributes and overrides what differs.
 
-    ``judges``: what it scores, in words (``node labels``); ``metrics``: the validation
+    ``judges``: what it scores, in words (``node labels``); ``scored_by``: how
+    ``score_embeddings`` judges frozen embeddings, in words; ``metrics``: the validation
     figures that may choose its checkpoints and encoder, besides ``auto``; ``objective``: what
     ``--objective auto`` trains with; ``search_share``: the share of a seed's epochs each
     candidate of the encoder search trains; ``authors_protocol``: whether ``--protocol both``
@@ -85,6 +86,7 @@ class Task:
 
     name: ClassVar[str] = ""
     judges: ClassVar[str] = ""
+    scored_by: ClassVar[str] = ""
     metrics: ClassVar[tuple[str, ...]] = ()
     objective: ClassVar[str] = "views"
     search_share: ClassVar[float] = 0.25
@@ -118,6 +120,14 @@ class Task:
         ``metric``, ``protocol``: the run's ``--metric`` and ``--protocol``; ``scratch``: the
         folder where a graph on disk puts its all-node layers)."""
         raise NotImplementedError
+
+    def score_embeddings(self, z: Tensor, data: Data, metric: str, seed: int
+                         ) -> tuple[str, float] | None:
+        """Frozen embeddings ``z`` of ``data`` judged as this task judges a run, on seed
+        ``seed``'s split: the figure's name (``metric`` resolved) and its test value (%);
+        None where ``data`` cannot be judged (no labels). What an export's INT8 check compares
+        (edgegcl.onnx.quantize)."""
+        return None
 
     def labelled(self, data: Data) -> bool:
         """Whether ``data`` has what the encoder search reads (else a label-free signal picks
