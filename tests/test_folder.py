@@ -22,7 +22,7 @@ from edgegcl.data import SyntheticSpec, load_graph, synthetic_graph
 from edgegcl.data.folder import open_folder, write_folder
 from edgegcl_embed import folder as folder_module
 from edgegcl_embed.folder import INDEX_FILES, build_index
-from edgegcl.data.identity import content_hash
+from edgegcl.data.identity import identity
 from edgegcl.data.sampling import CSRNeighborSampler
 from edgegcl.errors import UsageError
 from edgegcl.nn.config import ModelConfig
@@ -87,7 +87,7 @@ def test_written_folder_reads_back_as_the_graph(tmp_path: Path, graph: Data) -> 
     data = load_graph(str(tmp_path / "g"), None)
     assert torch.equal(data.x, graph.x) and torch.equal(data.edge_index, graph.edge_index)
     assert torch.equal(data.y, graph.y)
-    assert content_hash(data) == content_hash(graph)  # the same graph, the same record
+    assert identity(data, "g") == identity(graph, "g")  # the same graph, the same record
     assert data.folder.path == tmp_path / "g"
     # x and the edges are the files' pages, not copies
     assert _mapped_from(data.x) == tmp_path / "g" / "x.npy"
@@ -426,7 +426,7 @@ def test_convert_reads_an_uncompressed_npz_mapped(tmp_path: Path, graph: Data) -
     for name in ("plain", "small"):
         convert(tmp_path / f"{name}.npz", tmp_path / f"{name}-folder")
     a, b = (open_folder(tmp_path / f"{n}-folder") for n in ("plain", "small"))
-    assert content_hash(a) == content_hash(b) == content_hash(graph)
+    assert identity(a, "g") == identity(b, "g") == identity(graph, "g")
     bad = dict(arrays, edge_index=arrays["edge_index"].copy())
     bad["edge_index"][0, 5] = 10_000
     np.savez(tmp_path / "bad.npz", **bad)

@@ -1,10 +1,12 @@
 """What identifies the graph a run trained on, kept in its directory as ``graph.json``: where
-it came from (a named dataset, a graph file, or a graph given in Python), its size, and a
-SHA-256 of its content (x as float32, edge_index as int64, y and the split masks). Whatever
-later reads the run's training graph again (``Run.embed()``, ``--resume``, ``export``) rebuilds
-it only from the user's own arguments and refuses, in one line, a graph that is not this one,
-or a graph given in Python that is not given again: a run never embeds or continues on
-another graph than its own.
+it came from (a named dataset, a graph file, or a graph given in Python), its size, and two
+SHA-256s of its content: of what the model reads (``inputs_sha256``: x as float32, edge_index
+as int64) and of what judges it (``labels_sha256``: y and the split masks). Whatever later
+reads the run's training graph again rebuilds it only from the user's own arguments and
+refuses, in one line that says which part differs, a graph that is not this one, or a graph
+given in Python that is not given again: ``--resume`` checks both parts (it trains and
+evaluates on), ``Run.embed()`` and ``export`` the model's inputs alone (a graph saved without
+its labels, as edgegcl-embed reads one, is the same graph to them).
 """
 
 from __future__ import annotations
@@ -61,15 +63,25 @@ def feed(hasher: Any, tensor: Tensor | None, dtype: torch.dtype | None = None) -
             hasher.update(chunk.to(converted if part is tensor else chunk.dtype).numpy().tobytes())
 
 
-def content_hash(data: Data) -> str:
-    """SHA-256 over x (float32), edge_index (int64), y and the split masks of ``data``."""
+LABELS = ("y", "train_mask", "val_mask", "test_mask")
+"""What judges a model and never reaches it: the labels and the split masks."""
+
+
+def inputs_hash(data: Data) -> str:
+    """SHA-256 over what the model reads of ``data``: x (float32) and edge_index (int64)."""
     hasher = hashlib.sha256()
     folder = getattr(data, "folder", None)  # a graph folder's features: read in order
     with (folder.features.scanned() if folder is not None and folder.features is not None
           else contextlib.nullcontext()):
         feed(hasher, data.x, torch.float32)
     feed(hasher, data.edge_index, torch.int64)
-    for name in ("y", "train_mask", "val_mask", "test_mask"):
+    return hasher.hexdigest()
+
+
+def labels_hash(data: Data) -> str:
+    """SHA-256 over what judges a model on ``data``: y and the split masks (``LABELS``)."""
+    hasher = hashlib.sha256()
+    for name in LABELS:
         feed(hasher, getattr(data, name, None))
     return hasher.hexdigest()
 
@@ -77,10 +89,10 @@ def content_hash(data: Data) -> str:
 def identity(data: Data, source: str) -> dict[str, Any]:
     """The record of ``data``: ``source`` (a dataset's name, a graph file as the user named it,
     or ``PYTHON``), its nodes, edges, how they were read (edgegcl.data.files.edge_reading)
-    and feature width, and its content hash."""
+    and feature width, and the hashes of its inputs and labels."""
     return {"source": source, "nodes": int(data.num_nodes), "edges": int(data.edge_index.size(1)),
             "read": edge_reading(data), "features": int(data.x.size(1)),
-            "sha256": content_hash(data)}
+            "inputs_sha256": inputs_hash(data), "labels_sha256": labels_hash(data)}
 
 
 def write_identity(run_dir: Path, data: Data, source: str) -> None:
@@ -100,7 +112,7 @@ def read_identity(run_dir: Path) -> dict[str, Any] | None:
     if record is None and not path.exists():
         return None
     keys = {"source": str, "nodes": int, "edges": int, "read": str, "features": int,
-            "sha256": str}
+            "inputs_sha256": str, "labels_sha256": str}
     if not (isinstance(record, dict) and set(record) == set(keys)
             and all(type(record[k]) is kind for k, kind in keys.items())
             and record["read"] in EDGE_READS):
@@ -108,32 +120,38 @@ def read_identity(run_dir: Path) -> dict[str, Any] | None:
     return record
 
 
-def differs(record: dict[str, Any], data: Data) -> str | None:
-    """What sets ``data`` apart from the graph ``record`` names ("its size", "its content"),
-    or None when it is that graph."""
-    found = identity(data, record["source"])
-    if found == record:
-        return None
-    if found["read"] != record["read"]:
-        return f"how its edges were read: {found['read']}, not {record['read']}"
-    return ("its size" if (found["nodes"], found["edges"], found["features"]) !=
-            (record["nodes"], record["edges"], record["features"]) else "its content")
+def differs(record: dict[str, Any], data: Data, labels: bool = True) -> str | None:
+    """What sets ``data`` apart from the graph ``record`` names (how its edges were read, its
+    size, its features and edges, its labels and split masks), or None when it is that graph;
+    ``labels``: whether its labels count (what evaluates a model), else only what the model
+    reads."""
+    if edge_reading(data) != record["read"]:
+        return f"how its edges were read: {edge_reading(data)}, not {record['read']}"
+    if (int(data.num_nodes), int(data.edge_index.size(1)), int(data.x.size(1))) != (
+            record["nodes"], record["edges"], record["features"]):
+        return "its size differs"
+    if inputs_hash(data) != record["inputs_sha256"]:
+        return "its features or edges differ (what the model reads)"
+    if labels and labels_hash(data) != record["labels_sha256"]:
+        return "its labels or split masks differ (what evaluates the model)"
+    return None
 
 
 def check_identity(run_dir: Path, data: Data, what: str, fix: str,
                    record: dict[str, Any] | None = None,
-                   asked: list[tuple[str, str | bool | None]] | None = None) -> None:
+                   asked: list[tuple[str, str | bool | None]] | None = None,
+                   labels: bool = True) -> None:
     """One UsageError line when ``data`` is not the graph RUN_DIR trained on (its record, read
     here unless given, names another size or content); nothing when the run has no record.
     ``what`` says what the caller was about to do with it, ``fix`` how to get the right
     graph, followed by the arguments ``asked`` for (an ``Asking``: in the words of the
-    interface used)."""
+    interface used); ``labels``: whether the labels must be the run's too (``differs``)."""
     record = read_identity(run_dir) if record is None else record
     if record is None:
         return
-    differing = differs(record, data)
+    differing = differs(record, data, labels)
     if differing is not None:
-        line = (f"{what}: the graph is not the one {run_dir} trained on ({differing} differs "
-                f"from {shown(record['source'], 80)}'s: {record['nodes']} nodes, "
-                f"{record['edges']} edges, sha256 {record['sha256'][:12]}...); {fix}")
+        line = (f"{what}: the graph is not the one {run_dir} trained on "
+                f"({shown(record['source'], 80)}: {record['nodes']} nodes, {record['edges']} "
+                f"edges): {differing}; {fix}")
         raise UsageError(line) if asked is None else Asking(line, asked)

@@ -119,10 +119,10 @@ def export(out: str | Path, *, run: str | Path | None = None,
         if not python:
             raise
         raise asked from None  # its configuration does not rebuild it
-    if python and differs(record, data) is not None:  # type: ignore[arg-type]
+    if python and differs(record, data, labels=False) is not None:  # type: ignore[arg-type]
         raise asked
     if run_dir is not None:  # the check against torch runs on the training graph, or not at all
         check_identity(run_dir, data, "export", "pass the graph the run trained on with ",
-                       record, [("graph", None)])
+                       record, [("graph", None)], labels=False)  # the model's inputs alone
     return export_checkpoint(ckpt, plan, data, opset, str(path), log=log)
 

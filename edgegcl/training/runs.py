@@ -92,10 +92,10 @@ class Run:
                 raise
             raise UsageError(asked) from None  # its configuration does not rebuild it
         if record is not None:
-            if python and differs(record, found) is not None:
+            if python and differs(record, found, labels=False) is not None:
                 raise UsageError(asked)
             check_identity(self.path, found, "run.embed()", "pass the training graph: "
-                           "run.embed(graph)", record)
+                           "run.embed(graph)", record, labels=False)  # the model's inputs
         return found
 
     def embed(self, graph: Data | str | Path | None = None, *, out: Tensor | None = None,
