@@ -191,3 +191,19 @@ def test_the_cli_says_the_budget_and_how_each_seed_ended(tmp_path: Path) -> None
     assert re.search(r"\| the run ends by \d\d:\d\d:\d\d", err)  # the progress line's
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert all(s["cut"] == "time_budget" for s in metrics["seeds"])
+
+
+def test_the_run_says_its_plan_and_when_it_will_end(tmp_path: Path) -> None:
+    """Before training: the seeds, the encoder search's candidates and epochs, and the epochs
+    in all; while training, the search included, when the whole run ends (no budget: at the
+    pace so far)."""
+    code, _, err = capture(main, ["train", "--nodes", "200", "--homophily", "0.3",
+                                  "--epochs", "8", "--eval-every", "2", "--seeds", "2",
+                                  "--out", str(tmp_path / "run")])
+    assert code == 0, err
+    each = search_epochs(TrainConfig(epochs=8, eval_every=2))
+    assert (f"plan: 2 seed(s), each choosing its encoder first (gcn, ego, poly, {each} epochs "
+            f"each, unless a measured signal settles it: docs/encoders.md), then training 8 "
+            f"epochs: at most {2 * (3 * each + 8)} epochs in all") in err
+    ends = re.findall(r"choosing the encoder, \w+ \[.*\| the run ends about \d\d:\d\d:\d\d", err)
+    assert ends and re.search(r"seed 2/2 \[.*\| the run ends about \d\d:\d\d:\d\d", err)

@@ -34,9 +34,11 @@ from edgegcl.jobs.ranks import world_size
 from edgegcl.jobs.rundir import new_run_dir, run_name
 from edgegcl.jobs.signals import INTERRUPTED, StopAfterEpoch
 from edgegcl.jobs.start import Start, choose_threads, load_data, start
+from edgegcl.nn.config import AUTO
 from edgegcl.nn.family import encoder_name
 from edgegcl.nn.model import npy_embeddings
 from edgegcl.progress import say
+from edgegcl.training.choice import planned_epochs, search_epochs
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.distributed import (QuietUsageError, World, on_main, require_minibatch,
                                           share_graph)
@@ -178,6 +180,7 @@ def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration 
         say(pace)
     if cfg.run.time_budget:
         say(budget_line(cfg.run.time_budget, cfg.run.seeds, cfg.run.epochs))
+    say(plan_line(cfg))
     if cfg.resolved_objective() == "edges":
         say(edges_line(cfg))
     layers, hops = cfg.model.num_layers, len(cfg.run.fanout)
@@ -199,6 +202,26 @@ def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration 
     say(f"training on {data.name} ({data.num_nodes} nodes, {data.edge_index.size(1)} edges, "
         f"{edge_reading(data)}), "
         f"{cfg.run.seeds} seed(s){ranks}; run directory {run_dir}")
+
+
+def plan_line(cfg: TrainConfig) -> str:
+    """What the run will train, before it starts: its seeds, each one's encoder search (its
+    candidates and their epochs) and epochs, and the epochs in all (the progress line tells
+    when the run ends from the pace of those trained).
+
+    Example:
+        >>> plan_line(TrainConfig(encoder="auto", epochs=300, seeds=2))
+        'plan: 2 seed(s), each choosing its encoder first (gcn, ego, poly, 80 epochs each, unless a measured signal settles it: docs/encoders.md), then training 300 epochs: at most 1080 epochs in all'
+    """
+    seeds, epochs = cfg.run.seeds, cfg.run.epochs
+    search = ""
+    if cfg.model.encoder == AUTO:
+        search = (f"choosing its encoder first ({', '.join(cfg.model.candidates())}, "
+                  f"{search_epochs(cfg)} epochs each, unless a measured signal settles it: "
+                  "docs/encoders.md), then ")
+    cut = " (fewer where --time-budget cuts them)" if cfg.run.time_budget else ""
+    return (f"plan: {seeds} seed(s), each {search}training {epochs} epochs{cut}: at most "
+            f"{seeds * planned_epochs(cfg)} epochs in all")
 
 
 def _new_run_dir(hold: ExitStack, cfg: TrainConfig, starts: list[Callable[[], None]]) -> Path:

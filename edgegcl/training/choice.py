@@ -40,6 +40,7 @@ from torch_geometric.data import Data
 from edgegcl.data.homophily import feature_agreement
 from edgegcl.progress import say
 from edgegcl_embed.progress import Progress
+from edgegcl.nn.config import AUTO
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.distributed import World
 from edgegcl.training.results import AGREEMENT_THRESHOLD, EncoderChoice
@@ -47,9 +48,9 @@ from edgegcl.training.searchrecord import SearchRecord, read_search
 from edgegcl.training.seed import SeedTraining
 from edgegcl.training.threads import ThreadChoice
 from edgegcl.training.task import task_named
-from edgegcl.training.timebudget import epochs_that_fit, probe_interval
+from edgegcl.training.timebudget import RunClock, ends_text, epochs_that_fit, probe_interval
 
-__all__ = ["EncoderChoice", "choose_encoder", "search_epochs"]
+__all__ = ["EncoderChoice", "choose_encoder", "planned_epochs", "search_epochs"]
 
 
 def search_epochs(cfg: TrainConfig, epochs: int | None = None) -> int:
@@ -65,18 +66,28 @@ def search_epochs(cfg: TrainConfig, epochs: int | None = None) -> int:
     return max(1, min(wanted, epochs))
 
 
+def planned_epochs(cfg: TrainConfig) -> int:
+    """The epochs a seed of ``cfg`` plans: ``--epochs``, and for ``encoder = "auto"`` each
+    candidate's ``search_epochs`` (at most: a measured signal may settle it without one)."""
+    search = len(cfg.model.candidates()) * search_epochs(cfg) if cfg.model.encoder == AUTO else 0
+    return cfg.run.epochs + search
+
+
 def choose_encoder(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                    run_dir: Path, label: str, world: World | None = None,
                    threads: ThreadChoice | None = None,
                    stop: Callable[[], bool] | None = None,
-                   end: float | None = None, resume: bool = False) -> EncoderChoice | None:
+                   end: float | None = None, resume: bool = False,
+                   clock: RunClock | None = None, later: int = 0) -> EncoderChoice | None:
     """Seed ``seed``'s encoder for an ``auto`` configuration: the search's winner on a
     labelled graph, the label-free signal's pick otherwise; the line saying it is printed
     (rank 0). The search's runs are thrown away: the seed then trains its encoder from the
     start, exactly as a run that names it does. ``stop`` is polled after every epoch of the
     search; None when it asked to stop (every rank, under torchrun). ``end``
     (``time.monotonic``): when the search must be over (a time budget's share), the
-    candidates sharing what is left evenly."""
+    candidates sharing what is left evenly. ``clock``: the run's, which counts the search's
+    epochs; ``later``: the epochs of the seeds after this one (the run's end, on the search's
+    progress line)."""
     candidates = cfg.model.candidates()
     main = world is None or world.is_main
     task = task_named(cfg.run.task)
@@ -86,7 +97,7 @@ def choose_encoder(data: Data, cfg: TrainConfig, seed: int, device: torch.device
         choice = clear
     elif labelled and len(candidates) > 1:
         choice = _search(data, cfg, seed, device, run_dir, label, world, threads, stop, end,
-                         resume)
+                         resume, clock, later)
         if choice is None:
             return None
     else:
@@ -102,7 +113,8 @@ def choose_encoder(data: Data, cfg: TrainConfig, seed: int, device: torch.device
 def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_dir: Path,
             label: str, world: World | None, threads: ThreadChoice | None,
             stop: Callable[[], bool] | None, end: float | None,
-            resume: bool = False) -> EncoderChoice | None:
+            resume: bool = False, clock: RunClock | None = None,
+            later: int = 0) -> EncoderChoice | None:
     """Train each candidate ``search_epochs`` epochs from the seed's initialisation (fewer
     when its share of the time to ``end`` runs out), probing its validation figure (the run's
     metric) as a run does; the best (the first of equals) and the record. After each
@@ -124,7 +136,8 @@ def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_d
         say(f"{label}: the encoder search goes on from its saved figures ({saved.kept()})")
     remaining = record.remaining()
     for i, name in enumerate(remaining):
-        training = SeedTraining(data, cfg, seed, device, run_dir, world, threads, encoder=name)
+        training = SeedTraining(data, cfg, seed, device, run_dir, world, threads, encoder=name,
+                                clock=clock)
         planned = search_epochs(cfg, training.most)  # within the seed's epochs (--max-steps)
         if not record.epochs:
             record.epochs = record.trained = planned
@@ -133,7 +146,8 @@ def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_d
             if main:
                 say(f"{label}: the saved search trained {record.epochs} epochs a candidate and "
                     f"this run plans {planned}: it starts again")
-            return _search(data, cfg, seed, device, run_dir, label, world, threads, stop, end)
+            return _search(data, cfg, seed, device, run_dir, label, world, threads, stop, end,
+                           clock=clock, later=later)
         epochs = record.epochs
         bar = Progress(epochs, f"{label}: choosing the encoder, {name}", enabled=main)
         share = None if end is None else time.monotonic() + max(
@@ -152,7 +166,9 @@ def _search(data: Data, cfg: TrainConfig, seed: int, device: torch.device, run_d
                 bar.close()
                 say(threads.line())
                 announce = False
-            bar.update(epoch, f"loss {float(row['loss']):.4f}")  # type: ignore[arg-type]
+            left = (epochs - epoch + (len(remaining) - i - 1) * epochs + training.most + later)
+            bar.update(epoch, f"loss {float(row['loss']):.4f}"  # type: ignore[arg-type]
+                       + ends_text(clock, left))
             stopping = stop is not None and stop()
             if world.any(stopping) if world is not None else stopping:
                 bar.close()

@@ -34,7 +34,7 @@ from edgegcl.errors import UsageError
 from edgegcl.progress import say
 from edgegcl_embed.progress import Progress
 from edgegcl.training.curves import csv_text  # the standard library alone, as this module
-from edgegcl.training.timebudget import epochs_that_fit, probe_interval, step_bound
+from edgegcl.training.timebudget import ends_text, epochs_that_fit, probe_interval, step_bound
 from edgegcl_embed.files import refuse_link
 
 if TYPE_CHECKING:
@@ -248,15 +248,6 @@ def _schedule_text(seed: SeedTraining, row: Row) -> str:
     return text
 
 
-def ends_text(run_end: float | None) -> str:
-    """`` | the run ends by 14:05``: a time-budgeted run's end (``time.monotonic``) as the
-    local wall-clock time, for the progress line; "" without a budget."""
-    if run_end is None:
-        return ""
-    at = time.time() + (run_end - time.monotonic())
-    return f" | the run ends by {time.strftime('%H:%M:%S', time.localtime(at))}"
-
-
 class ProgressLine(Hook):
     """The progress line with its ETA on rank 0 (batches within an epoch, then the epoch's
     loss and the negatives the schedule uses), and the thread count's line once a measuring
@@ -298,8 +289,9 @@ class ProgressLine(Hook):
             say(threads.line())
             self.announce = False
         self.bar.total = seed.epochs  # a time budget plans them again as the seed trains
-        self.bar.update(int(row["epoch"]), _schedule_text(seed, row)  # type: ignore[call-overload]
-                        + ends_text(seed.run_end))
+        epoch = int(row["epoch"])  # type: ignore[call-overload]
+        self.bar.update(epoch, _schedule_text(seed, row)
+                        + ends_text(seed.clock, seed.epochs - epoch + seed.later))
         if seed.main and seed.cut == "time_budget" and int(row["epoch"]) == seed.epochs:  # type: ignore[call-overload]
             self.bar.close()
             say(f"{self.label}: {seed.epochs} epochs fitted in its part of the time budget "

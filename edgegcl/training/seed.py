@@ -30,7 +30,7 @@ from edgegcl.training.state import (STATE_FORMAT, config_hash, load_loader_state
                                     read_state, save_atomic)
 from edgegcl.training.placement import resolve_mode, structure_loader
 from edgegcl.training.threads import ThreadChoice
-from edgegcl.training.timebudget import bounded_epochs, probe_interval
+from edgegcl.training.timebudget import RunClock, bounded_epochs, probe_interval
 from edgegcl_embed.errors import shown
 
 
@@ -42,12 +42,14 @@ class SeedTraining:
 
     ``cfg`` is the run's configuration; ``encoder`` the encoder this seed trains (a built-in
     name, or the run's own when it names one), with ``choice`` how an ``auto`` run chose it
-    (edgegcl.training.choice); the trainer is built from ``cfg.with_encoder(encoder)``.
+    (edgegcl.training.choice); the trainer is built from ``cfg.with_encoder(encoder)``;
+    ``clock``: the run's (edgegcl.training.timebudget.RunClock), which counts its epochs.
     """
 
     def __init__(self, data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                  run_dir: Path, world: World | None, threads: ThreadChoice | None,
-                 encoder: str | None = None, choice: dict[str, Any] | None = None) -> None:
+                 encoder: str | None = None, choice: dict[str, Any] | None = None,
+                 clock: RunClock | None = None) -> None:
         self.cfg, self.seed, self.device = cfg, seed, device
         self.encoder = encoder if encoder is not None else cfg.model.encoder
         self.choice = choice
@@ -90,7 +92,8 @@ class SeedTraining:
                                    mode == "minibatch")
         self.epochs, self.eval_every, self.cut = self.most, cfg.run.eval_every, ""
         self.deadline: float | None = None  # when its part of a --time-budget ends (monotonic)
-        self.run_end: float | None = None  # and the whole run's
+        self.clock = clock  # the run's: counts the epochs, tells when the run ends
+        self.later = 0  # the epochs the seeds after this one plan (the run's end reads them)
         self.probe_s: float | None = None  # the last probe's seconds, and its epoch
         self.probed_at = 0
         if self.most < cfg.run.epochs:
@@ -188,6 +191,8 @@ class SeedTraining:
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             self.times.append(time.perf_counter() - t0)
+        if self.clock is not None:
+            self.clock.count()
         self.peak = max(self.peak, memory.peak_bytes)
         hans, views = trainer.scheduler, trainer.objective == "views"
         row: dict[str, object] = {  # under the edge objective: non-edges per masked edge

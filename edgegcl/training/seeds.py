@@ -26,7 +26,7 @@ from edgegcl import __version__
 from edgegcl.errors import Stopped, UsageError
 from edgegcl.nn.config import AUTO
 from edgegcl.training.checkpoint import save_checkpoint
-from edgegcl.training.choice import choose_encoder
+from edgegcl.training.choice import choose_encoder, planned_epochs
 from edgegcl.training.searchrecord import read_search
 from edgegcl.training.config import TrainConfig, to_toml
 from edgegcl.training.distributed import World
@@ -50,7 +50,8 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
                run_dir: Path, label: str, stop: Callable[[], bool] | None = None,
                resume: bool = False, world: World | None = None,
                hooks: Sequence[Hook] = (), threads: ThreadChoice | None = None,
-               deadline: float | None = None, run_end: float | None = None) -> SeedResult:
+               deadline: float | None = None, clock: RunClock | None = None,
+               later: int = 0) -> SeedResult:
     """Train one independent training (own split, initialisation and random streams) and probe it.
 
     The loop trains epochs and polls ``stop()``; everything else is a hook
@@ -61,12 +62,13 @@ def train_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device,
     (``world``) a stop reaching any rank stops all of them after the same epoch.
     ``threads``: the run's thread choice (edgegcl.training.threads). ``deadline``
     (``time.monotonic``): when the seed's part of a time budget ends, its encoder search
-    included (edgegcl.training.timebudget); it trains the epochs that fit. ``run_end``: when
-    the whole run's budget ends, which its progress line shows.
+    included (edgegcl.training.timebudget); it trains the epochs that fit. ``clock``: the run's
+    (its budget, the epochs trained so far), ``later``: the epochs the seeds after this one
+    plan; the progress line says from them when the run ends.
     """
     training = start_seed(data, cfg, seed, device, run_dir, label, resume, world, threads, stop,
-                          deadline)
-    training.deadline, training.run_end = deadline, run_end
+                          deadline, clock, later)
+    training.deadline, training.later = deadline, later
     every = [*standard_hooks(label, threads, cfg.run.patience), *hooks, StateSaver()]
     for hook in every:
         hook.seed_start(training)
@@ -102,30 +104,33 @@ def start_seed(data: Data, cfg: TrainConfig, seed: int, device: torch.device, ru
                label: str, resume: bool = False, world: World | None = None,
                threads: ThreadChoice | None = None,
                stop: Callable[[], bool] | None = None,
-               deadline: float | None = None) -> SeedTraining:
+               deadline: float | None = None, clock: RunClock | None = None,
+               later: int = 0) -> SeedTraining:
     """Seed ``seed`` ready for its next epoch: continued from its ``state.pt`` (with the
     encoder it records), or new, its encoder chosen first when the run says ``auto``
     (edgegcl.training.choice; recorded in the seed's state from its first save on), a search
     within its share of the seed's ``deadline``, continued from its saved figures on
-    ``resume``."""
+    ``resume``; ``clock`` counts its epochs, ``later`` (the epochs of the seeds after it) tells
+    the search's progress line when the run ends."""
     state = saved_state(run_dir, seed, cfg, world, resume)
     if state is not None:
         path = run_dir / runfiles.STATE
         choice = state.get("choice")
         training = SeedTraining(data, cfg, seed, device, run_dir, world, threads,
-                      saved_encoder(state.get("encoder"), cfg, path),
-                      None if choice is None else EncoderChoice.from_dict(choice, path).to_dict())
+                                saved_encoder(state.get("encoder"), cfg, path),
+                                None if choice is None else
+                                EncoderChoice.from_dict(choice, path).to_dict(), clock)
         training.restore(state)
         return training
     if cfg.model.encoder != AUTO:
-        return SeedTraining(data, cfg, seed, device, run_dir, world, threads)
+        return SeedTraining(data, cfg, seed, device, run_dir, world, threads, clock=clock)
     choice = choose_encoder(data, cfg, seed, device, run_dir, label, world, threads, stop,
-                            RunClock.search_end(deadline), resume)
+                            RunClock.search_end(deadline), resume, clock, later)
     if choice is None:  # stopped while searching: --resume goes on from the saved figures
         record = read_search(run_dir) if world is None or world.is_main else None
         raise Stopped(seed, 0, searched="" if record is None else record.kept())
     return SeedTraining(data, cfg, seed, device, run_dir, world, threads, choice.encoder,
-                   choice.to_dict())
+                        choice.to_dict(), clock)
 
 
 def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.device,
@@ -179,7 +184,8 @@ def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.dev
             continue
         result = train_seed(data, cfg, seed, device, seed_dir, f"seed {seed + 1}/{cfg.run.seeds}",
                             stop, resume, world, threads=threads, hooks=hooks,
-                            deadline=clock.seed_end(cfg.run.seeds - seed), run_end=clock.end)
+                            deadline=clock.seed_end(cfg.run.seeds - seed), clock=clock,
+                            later=(cfg.run.seeds - seed - 1) * planned_epochs(cfg))
         if not main:
             continue
         save_checkpoint(seed_dir / runfiles.CHECKPOINT, result.encoder_state,

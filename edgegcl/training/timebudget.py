@@ -133,10 +133,31 @@ def epochs_that_fit(seconds_left: float, epoch_s: float, probe_s: float, every: 
 @dataclass
 class RunClock:
     """The run's wall-clock budget from ``start`` (``time.monotonic``): ``seconds`` in all
-    (None: no budget)."""
+    (None: no budget); and the epochs it has trained so far (``done``, the encoder search's
+    included, since ``since``), from which ``expected_end`` tells when the run will end."""
 
     seconds: float | None
     start: float
+    done: int = 0
+    since: float | None = None
+
+    def count(self) -> None:
+        """One more epoch trained (a search candidate's or a seed's)."""
+        if self.since is None:  # from the first epoch on: loading and setup are not epochs
+            self.since = time.monotonic()
+        else:
+            self.done += 1
+
+    def expected_end(self, epochs_left: int) -> float | None:
+        """When the run ends (``time.monotonic``): its budget's end, else, with
+        ``epochs_left`` epochs still to train, their share of the time the ones so far took
+        (None before one has)."""
+        if self.end is not None:
+            return self.end
+        if self.since is None or self.done == 0:
+            return None
+        now = time.monotonic()
+        return now + (now - self.since) / self.done * max(epochs_left, 0)
 
     @classmethod
     def started(cls, seconds: float) -> RunClock:
@@ -165,6 +186,17 @@ class RunClock:
             return None
         now = time.monotonic()
         return now + SEARCH_SHARE * max(0.0, seed_end - now)
+
+
+def ends_text(clock: RunClock | None, epochs_left: int) -> str:
+    """`` | the run ends by 14:05:10`` (a time budget's end) or `` | the run ends about
+    14:05:10`` (``epochs_left`` more epochs at the pace so far), as the local wall-clock time,
+    for a progress line; "" before there is a pace."""
+    end = None if clock is None else clock.expected_end(epochs_left)
+    if end is None:
+        return ""
+    at = time.strftime("%H:%M:%S", time.localtime(time.time() + (end - time.monotonic())))
+    return f" | the run ends {'by' if clock.end is not None else 'about'} {at}"
 
 
 def budget_line(time_budget: str, seeds: int, epochs: int) -> str:
