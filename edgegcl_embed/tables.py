@@ -168,16 +168,46 @@ def _ids(column: np.ndarray) -> np.ndarray:
     return np.char.mod("%d", column) if column.dtype.kind in "iu" else column.astype(str)
 
 
-def _numbers(columns: list[np.ndarray], what: str, path: Path) -> np.ndarray:
-    """Feature columns as [rows, features] float32 (a list column gives its width)."""
+def _vectors(column: np.ndarray, name: str, path: Path) -> np.ndarray | None:
+    """A CSV / TSV column whose every cell is a bracketed vector (``[0.1, 0.2]`` as pandas
+    writes a list column, or ``[0.1 0.2]`` as numpy prints one) as [rows, width] float64; None
+    when it is not one. Vectors of other lengths, or cells that are not numbers, are one line
+    naming the column."""
+    if column.dtype.kind != "U" or not (np.char.startswith(column, "[")
+                                         & np.char.endswith(column, "]")).all():
+        return None
+    cells = np.char.strip(np.char.strip(column, "[]"))
+    split = np.char.split(np.char.replace(cells, ",", " "))  # one list of strings per cell
+    widths = np.fromiter((len(cell) for cell in split), np.int64, len(split))
+    if widths.size == 0 or (widths != widths[0]).any() or widths[0] == 0:
+        raise InputError(f"table {path}: column {shown(name, 40)} holds vectors of different "
+                         "lengths; every node's feature vector needs one length")
     try:
-        out = np.concatenate([np.asarray(c, dtype=np.float64).reshape(len(c), -1)
-                              for c in columns], axis=1)
+        return np.array(np.concatenate(split), dtype=np.float64).reshape(widths.size,
+                                                                          int(widths[0]))
     except ValueError:
-        raise InputError(f"table {path}: {what} must be numbers; keep ids and labels in their "
-                         "own columns") from None
+        raise InputError(f"table {path}: column {shown(name, 40)} holds vectors of something "
+                         "other than numbers; write the numbers alone") from None
+
+
+def _numbers(columns: list[np.ndarray], names: list[str], path: Path) -> np.ndarray:
+    """Feature columns as [rows, features] float32: numbers, or vectors (a Parquet list column,
+    a CSV column of bracketed vectors) that give their width; one line naming the first
+    column that is neither."""
+    parts = []
+    for column, name in zip(columns, names):
+        vectors = _vectors(column, name, path)
+        try:
+            parts.append(vectors if vectors is not None else
+                         np.asarray(column, dtype=np.float64).reshape(len(column), -1))
+        except ValueError:
+            raise InputError(f"table {path}: feature column {shown(name, 40)} must hold numbers "
+                             "(or one vector per row, [0.1, 0.2, ...]); keep ids and labels in "
+                             "their own columns") from None
+    out = np.concatenate(parts, axis=1)
     if not np.isfinite(out).all():
-        raise InputError(f"table {path}: {what} hold NaN or infinite values; fill them")
+        raise InputError(f"table {path}: its feature columns hold NaN or infinite values; "
+                         "fill them")
     return out.astype(np.float32)
 
 
@@ -223,8 +253,8 @@ def read_node_table(nodes: str | Path) -> NodeTable:
     label_at = next((i for i, h in enumerate(node_header[1:], 1)
                      if h.strip().lower() in ("label", "y")), None)
     feature_at = [i for i in range(1, len(node_header)) if i != label_at]
-    x = (_numbers([node_columns[i] for i in feature_at], "its feature columns", nodes)
-         if feature_at else None)
+    x = (_numbers([node_columns[i] for i in feature_at], [node_header[i] for i in feature_at],
+                  nodes) if feature_at else None)
     y, classes = (None, []) if label_at is None else _labels(_ids(node_columns[label_at]),
                                                                nodes)
     return NodeTable(ids, x, y, classes)

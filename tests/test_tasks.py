@@ -515,3 +515,52 @@ def test_held_out_nodes_leave_with_every_edge_they_touch() -> None:
     assert scores["test_micro_f1"] > 95 and scores["link_auc"] > 75
     noise = inductive_scores(torch.randn(400, 16), data, holdout)
     assert abs(noise["link_auc"] - 50) < 15
+
+
+def test_a_vector_column_of_768_values_trains_and_embeds(tmp_path: Path) -> None:
+    """Text-encoder embeddings as one column: a Parquet list<float32> of 768 values, or a CSV
+    column of bracketed vectors (as pandas writes a list column), trains, exports and embeds
+    on the runtime as the same features; a column that is not one names itself."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from edgegcl_embed.embed import main as embed_main
+    from edgegcl_embed.errors import InputError
+    from edgegcl_embed.tables import read_node_table
+
+    edges, _, names = _tables(tmp_path)
+    rng = np.random.default_rng(0)
+    emb = rng.normal(size=(len(names), 768)).astype(np.float32)
+    labels = rng.integers(0, 3, len(names))
+    nodes = tmp_path / "n.parquet"
+    pq.write_table(pa.table({"id": names, "emb": pa.array(list(emb), pa.list_(pa.float32())),
+                             "label": labels}), nodes)
+    run = tmp_path / "run"
+    code, _, err = capture(main, ["train", "--dataset", str(edges), "--node-table", str(nodes),
+                                  *SMALL, "--encoder", "gcn", "--out", str(run)])
+    assert code == 0, err
+    code, _, err = capture(main, ["export", str(tmp_path / "m.onnx"), "--run", str(run),
+                                  "--graph", str(edges), "--node-table", str(nodes)])
+    assert code == 0, err
+    code, _, err = capture(embed_main, [str(tmp_path / "m.onnx"), "--graph", str(edges),
+                                        "--node-table", str(nodes), "--out",
+                                        str(tmp_path / "z.npy")])
+    assert code == 0, err
+    torch_z = edgegcl.load_run(run).embed(edges, node_table=nodes).numpy()
+    assert np.abs(np.load(tmp_path / "z.npy") - torch_z).max() <= 1e-5
+    assert np.array_equal(read_node_table(nodes).x, emb)
+    # the same vectors in a CSV column, comma- or space-separated as pandas and numpy print them
+    table = tmp_path / "n.csv"
+    rows = [f'{n},"[{", ".join(map(repr, map(float, v[:4])))}]",{c}'
+            for n, v, c in zip(names, emb, labels)]
+    table.write_text("id,emb,label\n" + "\n".join(rows) + "\n")
+    assert np.array_equal(read_node_table(table).x, emb[:, :4])
+    table.write_text("id,emb,label\n" + "\n".join(r.replace(", ", " ") for r in rows) + "\n")
+    assert np.array_equal(read_node_table(table).x, emb[:, :4])
+    for cell, needle in (('"[1, 2, 3]"', "column emb holds vectors of different lengths"),
+                         ("word", "feature column emb must hold numbers"),
+                         ('"[1, 2, 3, x]"', "column emb holds vectors of something other")):
+        bad = [rows[0].split(",", 1)[0] + f",{cell},0", *rows[1:]]
+        table.write_text("id,emb,label\n" + "\n".join(bad) + "\n")
+        with pytest.raises(InputError, match=needle):
+            read_node_table(table)

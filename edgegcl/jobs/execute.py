@@ -180,7 +180,6 @@ def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration 
         say(pace)
     if cfg.run.time_budget:
         say(budget_line(cfg.run.time_budget, cfg.run.seeds, cfg.run.epochs))
-    say(plan_line(cfg))
     if cfg.resolved_objective() == "edges":
         say(edges_line(cfg))
     layers, hops = cfg.model.num_layers, len(cfg.run.fanout)
@@ -197,6 +196,7 @@ def _start_lines(s: Start, run_dir: Path, world: World | None, cal: Calibration 
     if cfg.run.patience and getattr(data, "y", None) is None:
         say(f"warning: --patience reads the validation probe, and {data.name} has no labels: "
             "every epoch trains")
+    say(plan_line(cfg))
     ranks = "" if world is None else (f", {world.size} processes ({world.negatives} "
                                       f"negatives, {cfg.run.batch_size} seeds per rank)")
     say(f"training on {data.name} ({data.num_nodes} nodes, {data.edge_index.size(1)} edges, "
