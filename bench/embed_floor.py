@@ -204,7 +204,7 @@ def main() -> None:
         graph, model, threads, repeats = args.child
         print(json.dumps(child(Path(graph), Path(model), int(threads), int(repeats))))
         return
-    from edgegcl_embed.runtime import available_cores
+    from edgegcl_embed.cores import available_cores
 
     if args.report_only:
         res = harness.read(args.name)

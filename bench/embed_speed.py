@@ -151,7 +151,8 @@ def child(backend: str, graph: Path, model: Path, repeats: int, threads: int,
             if device == "cuda":
                 torch.cuda.synchronize()
     elif backend.startswith("onnxruntime-portable"):
-        from edgegcl_embed.runtime import available_cores, portable_session
+        from edgegcl_embed.cores import available_cores
+        from edgegcl_embed.runtime import portable_session
 
         threads = threads or available_cores()
         session = portable_session(model, threads, memory_pattern=backend.endswith("-defaults"))
@@ -737,7 +738,7 @@ def run(args: argparse.Namespace) -> None:
             _fail("--device cuda needs a CUDA GPU, but torch.cuda.is_available() is False "
                   "here; run on a GPU machine or drop --device cuda")
     from edgegcl.errors import UsageError
-    from edgegcl_embed.runtime import available_cores
+    from edgegcl_embed.cores import available_cores
 
     cores = available_cores()
     res, load_start = harness.record("embed_speed", sys.argv[1:], root=args.root), os.getloadavg()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import edgegcl_embed  # noqa: F401  (its import turns onnxruntime's telemetry off first)
 from edgegcl.deprecation import RENAMED, warn_renamed
 
 __version__ = "0.1.0"

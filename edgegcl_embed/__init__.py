@@ -7,6 +7,16 @@ distribution ``edgegcl-embed``; README.md here) or the folder can be copied to a
 or with edgegcl, it is the package ``edgegcl_embed`` (script ``edgegcl-embed``); its modules
 import each other relatively, so either name works. It reads the model files of
 ``contract``'s interface.
+
+Importing it turns onnxruntime's telemetry off before anything loads onnxruntime: on Linux and
+macOS its import writes a device id and an event queue under ``~/.cache/Microsoft`` (1.32),
+files outside the paths the user named. A user who wants it sets ``ORT_DISABLE_TELEMETRY=0``
+first, which is kept.
 """
 
+import os
+
 __version__ = "0.1.0"
+
+for _name in ("ORT_DISABLE_TELEMETRY", "ORT_TELEMETRY_DISABLED"):  # the older and newer name
+    os.environ.setdefault(_name, "1")

@@ -26,7 +26,8 @@ from .interrupt import forget_handled_interrupt
 from .kernels import KERNELS, one_shot_kernel
 from .progress import Progress
 from .folder import is_graph_folder, read_folder
-from .runtime import FOLDER_BATCH, EncoderSession, available_cores
+from .cores import available_cores
+from .runtime import FOLDER_BATCH, EncoderSession
 from .tables import TABLE_SUFFIXES, read_tables
 
 PROG = "edgegcl-embed"

@@ -4,7 +4,6 @@ over every core; whole graph or k-hop batches."""
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -16,6 +15,7 @@ import onnxruntime as ort
 from scipy.sparse import csr_matrix, issparse
 
 from .adjacency import IndexedAdjacency, NormalisedAdjacency
+from .cores import available_cores
 from .contract import (INPUT_X, STAGE0_WEIGHT,
                        STAGE0_WEIGHT_INT8, ModelMetadata, OutdatedModel, aggregate_input,
                        carry_input, carry_output, stage_output)
@@ -54,14 +54,6 @@ MAX_THREADS = 1024
 # the model's precision (edgegcl_embed.features), "dense" always as the model's MatMul (a sparse x
 # densified block by block), "sparse" always as a CSR product (a dense x converted likewise).
 FIRST_LAYER_MODES = ("auto", "dense", "sparse")
-
-
-def available_cores() -> int:
-    """The cores this process may run on (its CPU affinity, else the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def block_bounds(num_rows: int, block_rows: int) -> list[tuple[int, int]]:

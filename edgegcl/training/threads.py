@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from edgegcl.training.config import MAX_THREADS
-from edgegcl_embed.runtime import available_cores
+from edgegcl_embed.cores import available_cores
 
 __all__ = ["ThreadPicker", "ThreadChoice", "available_cores", "resolve_threads",
            "thread_candidates"]
