@@ -26,10 +26,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-import edgegcl_embed  # noqa: F401  (its import turns onnxruntime's telemetry off first)
 from edgegcl.deprecation import RENAMED, warn_renamed
+from edgegcl_embed import quiet_onnxruntime
 
 __version__ = "0.1.0"
+
+quiet_onnxruntime()  # before any module of edgegcl loads onnxruntime
 
 _EXPORTS = {
     "HANS": "edgegcl.contrast.hans",

@@ -18,5 +18,13 @@ import os
 
 __version__ = "0.1.0"
 
-for _name in ("ORT_DISABLE_TELEMETRY", "ORT_TELEMETRY_DISABLED"):  # the older and newer name
-    os.environ.setdefault(_name, "1")
+
+
+def quiet_onnxruntime() -> None:
+    """Turn onnxruntime's telemetry off for this process before onnxruntime loads (its
+    environment switch, under the name of each release); a value the user set is kept."""
+    for name in ("ORT_DISABLE_TELEMETRY", "ORT_TELEMETRY_DISABLED"):
+        os.environ.setdefault(name, "1")
+
+
+quiet_onnxruntime()

@@ -122,3 +122,33 @@ def test_a_graph_without_its_labels_exports_and_a_relabelled_one_does_not_resume
              y=np.roll(data.y.numpy(), 1))
     with pytest.raises(UsageError, match="its labels or split masks differ \\(what evaluates"):
         edgegcl.train(resume=tmp_path / "stopped", settings={"dataset": str(path)})
+
+
+def test_the_graph_record_is_required_and_its_own_runs(tmp_path: Path) -> None:
+    """A run without its graph.json, or with another run's, is not resumed or exported on a
+    graph nothing checks: one line that asks for the record back, never to remove it."""
+    import shutil
+
+    data = _graph()
+    path = tmp_path / "g.npz"
+    np.savez(path, x=data.x.numpy(), edge_index=data.edge_index.numpy(), y=data.y.numpy())
+    runs = {}
+    for name, theta in (("a", 0.1), ("b", 0.2)):
+        stopped = iter([False, True])
+        with pytest.raises(edgegcl.Stopped):
+            edgegcl.train(settings={**SMALL, "theta_max": theta, "dataset": str(path)},
+                          out=tmp_path / name, stop=lambda: next(stopped, True))
+        runs[name] = tmp_path / name
+    done = edgegcl.train(settings={**SMALL, "dataset": str(path)}, out=tmp_path / "done")
+    shutil.copy(runs["b"] / "graph.json", runs["a"] / "graph.json")  # another run's record
+    with pytest.raises(UsageError, match="records another run's graph") as refused:
+        edgegcl.train(resume=runs["a"], settings={"dataset": str(path)})
+    assert "remove" not in str(refused.value)
+    (runs["a"] / "graph.json").unlink()
+    with pytest.raises(UsageError, match="has no graph.json, the record of the graph") as refused:
+        edgegcl.train(resume=runs["a"], settings={"dataset": str(path)})
+    assert "remove" not in str(refused.value)
+    (done.path / "graph.json").unlink()
+    with pytest.raises(UsageError, match="has no graph.json"):
+        edgegcl.export(tmp_path / "m.onnx", run=done.path, graph=str(path))
+    assert not (tmp_path / "m.onnx").exists()

@@ -86,20 +86,23 @@ def labels_hash(data: Data) -> str:
     return hasher.hexdigest()
 
 
-def identity(data: Data, source: str) -> dict[str, Any]:
+def identity(data: Data, source: str, config: str = "") -> dict[str, Any]:
     """The record of ``data``: ``source`` (a dataset's name, a graph file as the user named it,
     or ``PYTHON``), its nodes, edges, how they were read (edgegcl.data.files.edge_reading)
-    and feature width, and the hashes of its inputs and labels."""
+    and feature width, the hashes of its inputs and labels, and ``config``: the hash of the
+    run's configuration (edgegcl.training.state.config_hash), which ties the record to its
+    run."""
     return {"source": source, "nodes": int(data.num_nodes), "edges": int(data.edge_index.size(1)),
             "read": edge_reading(data), "features": int(data.x.size(1)),
-            "inputs_sha256": inputs_hash(data), "labels_sha256": labels_hash(data)}
+            "inputs_sha256": inputs_hash(data), "labels_sha256": labels_hash(data),
+            "config_sha256": config}
 
 
-def write_identity(run_dir: Path, data: Data, source: str) -> None:
-    """RUN_DIR/graph.json, written atomically."""
+def write_identity(run_dir: Path, data: Data, source: str, config: str) -> None:
+    """RUN_DIR/graph.json, written atomically (``config``: the run's configuration hash)."""
     fix = "free space or pick a writable --out (the previous files are intact)"
     with replacing([Path(run_dir) / runfiles.GRAPH], UsageError, fix) as (tmp,):
-        tmp.write_text(json.dumps(identity(data, source), indent=2) + "\n")
+        tmp.write_text(json.dumps(identity(data, source, config), indent=2) + "\n")
 
 
 def read_identity(run_dir: Path) -> dict[str, Any] | None:
@@ -107,12 +110,13 @@ def read_identity(run_dir: Path) -> dict[str, Any] | None:
     that is not one (it came from a directory: every value is checked, none is used as a
     path)."""
     path = Path(run_dir) / runfiles.GRAPH
-    fix = "remove it and give the training graph again"
+    fix = ("restore it from a copy of the run directory, or train a new run: without it no "
+           "graph can be checked against the one the run trained on")
     record = read_record(path, "graph record", fix, IDENTITY_LIMIT)
     if record is None and not path.exists():
         return None
     keys = {"source": str, "nodes": int, "edges": int, "read": str, "features": int,
-            "inputs_sha256": str, "labels_sha256": str}
+            "inputs_sha256": str, "labels_sha256": str, "config_sha256": str}
     if not (isinstance(record, dict) and set(record) == set(keys)
             and all(type(record[k]) is kind for k, kind in keys.items())
             and record["read"] in EDGE_READS):
@@ -140,15 +144,22 @@ def differs(record: dict[str, Any], data: Data, labels: bool = True) -> str | No
 def check_identity(run_dir: Path, data: Data, what: str, fix: str,
                    record: dict[str, Any] | None = None,
                    asked: list[tuple[str, str | bool | None]] | None = None,
-                   labels: bool = True) -> None:
+                   labels: bool = True, config: str | None = None) -> None:
     """One UsageError line when ``data`` is not the graph RUN_DIR trained on (its record, read
-    here unless given, names another size or content); nothing when the run has no record.
-    ``what`` says what the caller was about to do with it, ``fix`` how to get the right
-    graph, followed by the arguments ``asked`` for (an ``Asking``: in the words of the
-    interface used); ``labels``: whether the labels must be the run's too (``differs``)."""
+    here unless given, names another size or content), or when the run has no record (no
+    graph can be checked then); ``config``: the run's configuration hash, which a record
+    copied from another run does not carry. ``what`` says what the caller was about to do
+    with it, ``fix`` how to get the right graph, followed by the arguments ``asked`` for (an
+    ``Asking``: in the words of the interface used); ``labels``: whether the labels must be
+    the run's too (``differs``)."""
     record = read_identity(run_dir) if record is None else record
+    restore = "restore it from a copy of the run directory, or train a new run"
     if record is None:
-        return
+        raise UsageError(f"{what}: {run_dir} has no {runfiles.GRAPH}, the record of the graph "
+                         f"it trained on, so no graph can be checked against it; {restore}")
+    if config is not None and record["config_sha256"] != config:
+        raise UsageError(f"{what}: {run_dir / runfiles.GRAPH} records another run's graph (its "
+                         f"configuration is not this run's); {restore}")
     differing = differs(record, data, labels)
     if differing is not None:
         line = (f"{what}: the graph is not the one {run_dir} trained on "

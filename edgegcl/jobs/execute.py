@@ -24,7 +24,7 @@ from edgegcl.contrast.reach import pace_line
 from edgegcl.budget.profiles import DeviceProfile
 from edgegcl.data.files import edge_reading
 from edgegcl.data.folder import is_graph_folder
-from edgegcl.data.identity import check_identity, write_identity
+from edgegcl.data.identity import check_identity
 from edgegcl.errors import RankLost, Stopped, UsageError
 from edgegcl.evaluation.authors import AUTHORS_LABEL
 from edgegcl.evaluation.metrics import metric_name
@@ -51,7 +51,7 @@ from edgegcl.training.results import SeedResult
 from edgegcl.training.seeds import train_planned
 from edgegcl.training.task import task_named
 from edgegcl.training.runs import Run, load_run
-from edgegcl.training.state import write_atomic
+from edgegcl.training.state import config_hash, write_atomic
 from edgegcl.training.threads import ThreadChoice
 from edgegcl.training.timebudget import RunClock, budget_line
 from edgegcl_embed.files import replacing
@@ -111,9 +111,7 @@ def _prepare(plan: Plan, graph: Data | None, hold: ExitStack) -> _Prepared:
     if plan.resume is not None:  # the run continues on its own graph, or not at all
         on_main(world, lambda: check_identity(
             run_dir, data, "--resume", "give the run the graph it trained on (the same "
-            "--dataset file or graph= as then), or start a new run"))
-    elif main:
-        write_identity(run_dir, data, s.source)
+            "--dataset file or graph= as then), or start a new run", config=config_hash(cfg)))
     threads = choose_threads(s, main)
     cal = None
     if plan.auto_budget:  # measured on rank 0's device, its choice used by every rank
@@ -255,7 +253,7 @@ def _train(p: _Prepared, hooks: Sequence[Hook], logger: Hook | None, save_embedd
                       report=None if p.cal is None else _auto_budget_report(p.cal,
                                                                             p.s.profile),
                       stop=asked, resume=p.resume, world=p.world, hooks=every,
-                      threads=p.threads, clock=clock)
+                      threads=p.threads, clock=clock, source=p.s.source)
     except Stopped as stopped:  # a new directory before its first epoch is removed: no run_dir
         if stopped.searched and first.then is not None:  # the search's figures keep it
             first.then()

@@ -106,9 +106,10 @@ def export(out: str | Path, *, run: str | Path | None = None,
     if encoder:
         allow_encoder(encoder)
     ckpt = load_checkpoint(path)
-    # the run directory that records the checkpoint's graph: RUN_DIR or RUN_DIR/seed-K's
-    run_dir = next((f for f in (path.parent, path.parent.parent) if (f / runfiles.GRAPH).is_file()),
-                   None)
+    # the run directory of the checkpoint (RUN_DIR or RUN_DIR/seed-K's), whose graph record
+    # is required: a checkpoint outside one is checked against the graph passed alone
+    run_dir = next((f for f in (path.parent, path.parent.parent)
+                    if (f / runfiles.CONFIG).is_file()), None)
     record = None if run_dir is None else read_identity(run_dir)
     python = graph is None and record is not None and record["source"] == PYTHON
     asked = Asking(f"{run_dir} trained on {PYTHON}: save it as a graph file and pass it with ",

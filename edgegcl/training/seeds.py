@@ -35,7 +35,7 @@ from edgegcl.training.results import (EncoderChoice, SeedResult, result_to_dict,
                                       summarise)
 from edgegcl.training.resume import finished_seed, saved_encoder
 from edgegcl.training.seed import SeedTraining, saved_state
-from edgegcl.data.identity import PYTHON, read_identity, write_identity
+from edgegcl.data.identity import PYTHON, write_identity
 from edgegcl.training.placement import resolve_mode
 from edgegcl.training.state import (config_hash, guard_writes, save_atomic,
                                     write_atomic)
@@ -137,8 +137,8 @@ def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.dev
                   report: Callable[[list[SeedResult]], dict[str, Any]] | None = None,
                   stop: Callable[[], bool] | None = None, resume: bool = False,
                   world: World | None = None, hooks: Sequence[Hook] = (),
-                  threads: ThreadChoice | None = None, clock: RunClock | None = None
-                  ) -> dict[str, Any]:
+                  threads: ThreadChoice | None = None, clock: RunClock | None = None,
+                  source: str = PYTHON) -> dict[str, Any]:
     """Train ``cfg.run.seeds`` independent seeds into ``run_dir``, write the metrics there and
     return them (``{}`` on a rank other than 0), for the job that checked everything first
     (edgegcl.jobs.plan and edgegcl.jobs.start; ``edgegcl.train`` and ``edgegcl.train_seeds``
@@ -151,7 +151,8 @@ def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.dev
     their ``state.pt``; ``world``: this rank under torchrun (rank 0 writes everything);
     ``hooks``: called by every seed's loop (edgegcl.training.hooks); ``threads``: how torch's
     CPU threads are set (metrics.json records it); ``clock``: the run's time budget as the
-    job started it (default: ``cfg``'s, from now)."""
+    job started it (default: ``cfg``'s, from now); ``source``: where the graph came from, for
+    a new run's ``graph.json`` (edgegcl.data.identity)."""
     main = world is None or world.is_main
     if clock is None:
         clock = RunClock.started(cfg.run.time_budget_s)
@@ -160,8 +161,8 @@ def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.dev
         cfg = cfg.replace(run={"mode": mode})
     if main:
         write_atomic(run_dir / runfiles.CONFIG, to_toml(cfg))
-        if read_identity(run_dir) is None:  # a job wrote its graph's source; here: Python's
-            write_identity(run_dir, data, PYTHON)
+        if not resume:  # the graph, tied to the configuration config.toml now holds
+            write_identity(run_dir, data, source, config_hash(cfg))
     results = []
     for seed in range(cfg.run.seeds):
         stopping = stop is not None and stop()
