@@ -1,7 +1,9 @@
 """Graphs as users hold them: an edge list as CSV, TSV or Parquet, with an optional node table.
 
-A CSV / TSV table has a header row, a Parquet table its column names; the edge list's first two
-columns are the two ends of each edge (ids of
+A CSV / TSV table has a header row, a Parquet table its column names (an edge list written
+without one, its first row numbers alone, is read from that row; a node table needs its
+header, which names the label column); the edge list's first two columns are the two ends of
+each edge (ids of
 any kind: numbers, names, hashes) and a third column, if any, a weight, which the GCN does not
 use. Each edge is undirected and read both ways, once (``reading = "directed"``: one way, from
 the first column's node to the second's). The node table, if given: its first
@@ -92,12 +94,16 @@ def delimited_chunks(text: Iterable[str], path: Path, rows: int | None
                      ) -> Iterator[tuple[list[str], np.ndarray]]:
     """A CSV / TSV table's header and its rows, ``rows`` at a time (all at once for None), as
     [rows, columns] arrays of strings: blank lines skipped, every row as wide as the header
-    (else one InputError line naming the row); at least one, maybe empty, chunk."""
+    (else one InputError line naming the row); at least one, maybe empty, chunk. A first row
+    of numbers alone is data, not names (an edge list written without a header): its header
+    is then empty names (``""``), and the row is the table's first."""
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
     reader = csv.reader(text, delimiter=delimiter)
     try:
         header = next((row for row in reader if row), [])
         chunk: list[list[str]] = []
+        if header and all(_number(cell) for cell in header):
+            chunk, header = [header], [""] * len(header)
         number, yielded = 1, False
         for row in reader:
             if not row:
@@ -115,6 +121,15 @@ def delimited_chunks(text: Iterable[str], path: Path, rows: int | None
             yield header, np.asarray(chunk, dtype=str).reshape(len(chunk), len(header))
     except (UnicodeDecodeError, csv.Error) as exc:
         raise _unreadable(path, exc) from None
+
+
+def _number(cell: str) -> bool:
+    """Whether a CSV cell reads as a number (an id or a value, never a column's name)."""
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
 
 
 def _unreadable(path: Path, exc: Exception) -> InputError:
@@ -244,6 +259,9 @@ def read_node_table(nodes: str | Path) -> NodeTable:
     """The node table ``nodes`` (the module's docstring: its columns), read whole."""
     nodes = Path(nodes)
     node_header, node_columns = _columns(nodes)
+    if not any(node_header):
+        raise InputError(f"table {nodes} has no header row (its first row is numbers); add one "
+                         "that names the columns: the id first, the features, and label")
     if node_columns[0].ndim != 1:
         raise InputError(f"table {nodes}: its first column must be the node ids, one per row")
     ids = _ids(node_columns[0])
@@ -261,21 +279,44 @@ def read_node_table(nodes: str | Path) -> NodeTable:
 
 
 def _labels(labels: np.ndarray, table: Path) -> tuple[np.ndarray, list[str]]:
-    """Labels as class numbers and the classes' names: integer labels keep their numbers
-    (each below the number of rows, as a graph file's labels must be: checked before a name
-    is made for each class), others map in sorted order."""
+    """Labels as class numbers and the classes' names. Numbers (``7``, ``"7"``, ``"7.0"``) are
+    class numbers, as a graph file's labels are: whole, 0 or more, below the number of rows,
+    and every class 0 .. C-1 held by a node (checked before anything is made per class);
+    other values (names) map to 0, 1, 2, ... in sorted order. An empty cell, a negative or a
+    fractional label, and classes with gaps are each one line: a label is never read as
+    another class than the user meant."""
+    if labels.dtype.kind in "US":
+        empty = np.char.strip(labels.astype(str)) == ""
+        if empty.any():
+            raise InputError(f"table {table}: row {int(np.argmax(empty)) + 1} of its nodes has "
+                             "no label; give every node its class, or drop the label column "
+                             "to train without labels")
     try:
-        y = labels.astype(np.int64)
+        values = labels.astype(np.float64)
     except (ValueError, OverflowError):
-        y = None
-    if y is not None and (y >= 0).all():
-        if y.size and int(y.max()) >= y.size:
-            raise InputError(f"table {table}: label {int(y.max())} is not below the number of "
-                             f"nodes ({y.size}); number the classes 0, 1, 2, ... or give them "
-                             "names")
-        return y, [str(c) for c in range(int(y.max()) + 1)]
-    names, y = np.unique(labels, return_inverse=True)
-    return y.astype(np.int64), [str(n) for n in names]
+        values = None
+    if values is None:
+        names, y = np.unique(labels, return_inverse=True)
+        return y.astype(np.int64), [str(n) for n in names]
+    whole = np.isfinite(values) & (values == np.floor(values))
+    if not whole.all():
+        raise InputError(f"table {table}: label {shown(str(labels[~whole][0]), 40)} is not a "
+                         "class number; number the classes 0, 1, 2, ... or give them names")
+    if values.size and values.min() < 0:
+        raise InputError(f"table {table}: label {values.min():.0f} is negative; number the "
+                         "classes 0, 1, 2, ... (every node needs one)")
+    if values.size and values.max() >= values.size:
+        raise InputError(f"table {table}: label {values.max():.0f} is not below the number of "
+                         f"nodes ({values.size}); number the classes 0, 1, 2, ... or give "
+                         "them names")
+    y = values.astype(np.int64)
+    present = np.unique(y)
+    if present.size and present.size != int(present[-1]) + 1:
+        gap = int(np.setdiff1d(np.arange(int(present[-1]) + 1), present)[0])
+        raise InputError(f"table {table}: no node has class {gap}, though the labels go up to "
+                         f"{int(present[-1])}; number the {present.size} classes 0 .. "
+                         f"{present.size - 1}, or give them names")
+    return y, [str(c) for c in range(int(present[-1]) + 1 if present.size else 0)]
 
 
 def check_ids(ids: np.ndarray, table: Path) -> None:

@@ -564,3 +564,41 @@ def test_a_vector_column_of_768_values_trains_and_embeds(tmp_path: Path) -> None
         table.write_text("id,emb,label\n" + "\n".join(bad) + "\n")
         with pytest.raises(InputError, match=needle):
             read_node_table(table)
+
+
+def test_table_labels_are_read_as_the_user_meant_them(tmp_path: Path) -> None:
+    """"1" and "1.0" are one class; an empty cell, a negative or fractional label and classes
+    with a gap are each one line; names map in sorted order."""
+    from edgegcl_embed.errors import InputError
+    from edgegcl_embed.tables import read_node_table
+
+    table = tmp_path / "n.csv"
+
+    def labels(*cells: str) -> tuple[list[int], list[str]]:
+        rows = [f"n{i},{i % 3}.5,{c}" for i, c in enumerate(cells)]
+        table.write_text("id,f,label\n" + "\n".join(rows) + "\n")
+        read = read_node_table(table)
+        return read.y.tolist(), read.classes
+
+    assert labels("1", "1.0", "0", "2") == ([1, 1, 0, 2], ["0", "1", "2"])
+    assert labels("b", "a", "b") == ([1, 0, 1], ["a", "b"])
+    for cells, needle in ((("1", "", "0"), "row 2 of its nodes has no label"),
+                          (("1", "-1", "0"), "label -1 is negative"),
+                          (("1", "0.5", "0"), "label 0.5 is not a class number"),
+                          (("0", "2", "0"), "no node has class 1")):
+        with pytest.raises(InputError, match=needle):
+            labels(*cells)
+
+
+def test_an_edge_list_without_a_header_keeps_its_first_edge(tmp_path: Path) -> None:
+    """A CSV edge list written without a header row: its first row is an edge, read as one;
+    a node table without its header (which names the label column) is one line."""
+    from edgegcl_embed.errors import InputError
+    from edgegcl_embed.tables import read_node_table, read_tables
+
+    (tmp_path / "e.csv").write_text("0,1\n1,2\n2,0\n")
+    graph = read_tables(tmp_path / "e.csv")
+    assert graph.edge_index.shape == (2, 6) and graph.ids.tolist() == ["0", "1", "2"]
+    (tmp_path / "n.csv").write_text("0,0.5,1\n1,0.25,0\n2,0.75,1\n")
+    with pytest.raises(InputError, match="has no header row"):
+        read_node_table(tmp_path / "n.csv")
