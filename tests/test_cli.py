@@ -30,6 +30,8 @@ TINY_AUTO = ["--nodes", "120", "--features", "16", "--hidden-dim", "16", "--out-
 """The default encoder (auto: a search per seed), as the shared two-seed run trains."""
 TINY = [*TINY_AUTO, "--encoder", "gcn"]
 """The rest name the encoder: what they test is not its choice, and the search's epochs add up."""
+ON_A_FILE = TINY[4:]
+"""``TINY`` for a graph that is not the generated one (whose shape --nodes and --features set)."""
 
 SEED_KEYS = {"seed", "epoch_time_s", "train_time_s", "epochs_trained", "final_eta",
              "saturated_at_epoch",
@@ -273,7 +275,7 @@ def test_npz_graph_without_labels(tmp_path: Path, capsys: pytest.CaptureFixture)
     np.savez(graph, x=x, edge_index=np.stack([np.concatenate([src, dst]),
                                               np.concatenate([dst, src])]))
     out = tmp_path / "run"
-    code = main(["train", *TINY, "--dataset", str(graph), "--out", str(out)])
+    code = main(["train", *ON_A_FILE, "--dataset", str(graph), "--out", str(out)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "test micro-F1" not in captured.out
@@ -366,7 +368,8 @@ def test_npz_with_out_of_range_edge(tmp_path: Path, capsys: pytest.CaptureFixtur
     np.savez(graph, x=np.ones((5, 3), dtype=np.float32),
              edge_index=np.array([[0, 1, 2], [1, 2, 7]]), y=np.zeros(5, dtype=np.int64))
     out = tmp_path / "run"
-    line = _expect_usage_error(["train", *TINY, "--dataset", str(graph), "--out", str(out)], capsys)
+    line = _expect_usage_error(["train", *ON_A_FILE, "--dataset", str(graph), "--out", str(out)],
+                               capsys)
     assert "7" in line and "bad.npz" in line
     assert not out.exists()
 
@@ -401,7 +404,7 @@ def test_missing_planetoid_dataset_fails_fast(tmp_path: Path, capsys: pytest.Cap
     monkeypatch.setenv("EDGEGCL_DATA", str(cache))
     out = tmp_path / "run"
     start = time.monotonic()
-    line = _expect_usage_error(["train", *TINY, "--dataset", "Cora", "--root", str(root),
+    line = _expect_usage_error(["train", *ON_A_FILE, "--dataset", "Cora", "--root", str(root),
                                 "--out", str(out)], capsys)
     assert time.monotonic() - start < 30.0, "an offline machine must fail fast"
     assert "Cora" in line and str(root) in line
@@ -447,13 +450,13 @@ def test_a_named_dataset_starts_from_its_tuned_defaults(tmp_path: Path,
 
     monkeypatch.setattr(edgegcl.jobs.start, "load_graph",  # CiteSeer's settings on a tiny graph
                         lambda *a, **k: synthetic_graph(SyntheticSpec(num_nodes=120, num_features=16)))
-    code, _, err = _run_main(["train", "--dataset", "citeseer", *TINY, "--out", "tuned"])
+    code, _, err = _run_main(["train", "--dataset", "citeseer", *ON_A_FILE, "--out", "tuned"])
     assert code == 0, err
     assert "tuned defaults, CiteSeer.toml" in err
     cfg = build(load_toml(tmp_path / "tuned" / "config.toml"), {})
     assert (cfg.contrast.tau, cfg.model.hidden_dim, cfg.run.epochs) == (0.9, 16, 6)  # the file's tau, the flags
     (tmp_path / "plain.toml").write_text("[run]\neval_every = 3\n")
-    code, _, err = _run_main(["train", "--dataset", "citeseer", *TINY, "--out", "plain",
+    code, _, err = _run_main(["train", "--dataset", "citeseer", *ON_A_FILE, "--out", "plain",
                               "--config", "plain.toml"])
     assert code == 0 and "tuned defaults" not in err, err
     assert load_toml(tmp_path / "plain" / "config.toml")["tau"] == TrainConfig().contrast.tau
@@ -623,7 +626,7 @@ def test_run_directories_are_named_by_the_canonical_dataset_name(
     edges = rng.integers(0, 40, (2, 200))
     np.savez(tmp_path / "my.graph.npz", x=rng.standard_normal((40, 8)).astype(np.float32),
              edge_index=np.concatenate([edges, edges[::-1]], axis=1))
-    assert main(["train", *TINY, "--epochs", "2", "--dataset",
+    assert main(["train", *ON_A_FILE, "--epochs", "2", "--dataset",
                  str(tmp_path / "my.graph.npz")]) == 0
     made = sorted(p.name.rsplit("-", 2)[0] for p in (tmp_path / "runs").iterdir())
     assert made == ["my.graph", "synthetic"], made

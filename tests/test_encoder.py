@@ -31,8 +31,10 @@ def make(in_dim):
     return GraphSAGE(in_dim, hidden_channels=16, num_layers=2, out_channels=8)
 """
 TINY = ["--nodes", "150", "--features", "12", "--proj-dim", "8", "--T-init", "2", "--T-int",
-        "2", "--eval-every", "2", "--device", "cpu", "--sampler", "builtin", "--batch-size", "48",
-        "--fanout", "4,4", "--scheduler", "hans", "--e", "1", "--theta-max", "0.5"]
+        "2", "--eval-every", "2", "--device", "cpu", "--sampler", "builtin", "--scheduler",
+        "hans", "--e", "1", "--theta-max", "0.5"]
+BATCHES = {"full": [], "minibatch": ["--batch-size", "48", "--fanout", "4,4"]}
+"""What a mode reads beside TINY (--mode full reads no batch size)."""
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +81,8 @@ def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("mode", ["full", "minibatch"])
 def test_graphsage_trains_from_the_command_line_and_resumes(tmp_path: Path, mode: str) -> None:
     (tmp_path / "sage.py").write_text(SAGE)
-    flags = [*TINY, "--mode", mode, "--encoder", str(tmp_path / "sage.py") + ":make"]
+    flags = [*TINY, "--mode", mode, *BATCHES[mode], "--encoder",
+             str(tmp_path / "sage.py") + ":make"]
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
     code, _, err = capture(main, ["train", *flags, "--epochs", "6", "--out", str(straight)])
     assert code == 0, err

@@ -602,3 +602,21 @@ def test_an_edge_list_without_a_header_keeps_its_first_edge(tmp_path: Path) -> N
     (tmp_path / "n.csv").write_text("0,0.5,1\n1,0.25,0\n2,0.75,1\n")
     with pytest.raises(InputError, match="has no header row"):
         read_node_table(tmp_path / "n.csv")
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--dataset", "{edges}", "--nodes", "50"], "--nodes: it shapes the generated graph"),
+    (["--mode", "full", "--batch-size", "64"], "--mode full trains the whole graph"),
+    (["--pace", "fixed", "--reach", "0.5"], "--reach: --pace fixed grows eta by b and c_cat"),
+    (["--task", "link", "--nodes", "40", "--metric", "hits@100", "--epochs", "1"],
+     "--metric hits@100 ranks each validation edge among 100 non-edges"),
+])
+def test_an_option_the_run_would_not_read_is_one_line(tmp_path: Path, flags: list[str],
+                                                       needle: str) -> None:
+    """Options the chosen graph, mode or pace does not read, and a Hits@K that every
+    checkpoint would max out, are refused in one line, with no run directory left."""
+    edges, _, _ = _tables(tmp_path)
+    argv = [f.format(edges=edges) for f in flags]
+    code, _, err = capture(main, ["train", *argv, "--out", str(tmp_path / "run")])
+    assert code == 2 and needle in err.splitlines()[-1], err
+    assert not (tmp_path / "run").exists()

@@ -37,8 +37,10 @@ from edgegcl.config import (
 from edgegcl.contrast.config import ContrastConfig
 from edgegcl.contrast.hans import HANSConfig
 from edgegcl.contrast.scheduler import NegativeScheduler, ScheduleConfig
-from edgegcl.data.config import DataConfig, SamplerName, SyntheticConfig, SyntheticSpec
+from edgegcl.data.config import (DataConfig, SamplerName, SyntheticConfig, SyntheticSpec,
+                                 canonical_name)
 from edgegcl.errors import UsageError
+from edgegcl_embed.errors import shown
 from edgegcl.nn.config import AugmentConfig, ModelConfig
 from edgegcl.trust import check_named
 from edgegcl.training.task import metric_problem, task_named
@@ -428,10 +430,41 @@ def _flags(names: list[str]) -> tuple[str, str]:
             "it" if len(names) == 1 else "them")
 
 
+SYNTHETIC_FIELDS = tuple(f.name for f in fields(SyntheticConfig))
+"""The generated graph's shape (the ``[synthetic]`` section)."""
+MINIBATCH_ONLY = ("batch_size", "fanout")
+"""What a full-graph run (``--mode full``) does not read."""
+
+
+def _refuse_unread(cfg: TrainConfig, settings: Mapping[str, Any], where: str) -> None:
+    """The options the chosen graph, mode or pace does not read: the generated graph's shape
+    with another ``--dataset``, the mini-batches' with ``--mode full`` given beside them, the
+    deadline pace's ``--reach`` with ``--pace fixed``."""
+    shape = [name for name in settings if name in SYNTHETIC_FIELDS]
+    if shape and canonical_name(cfg.data.dataset) != "synthetic":
+        named, it = _flags(shape)
+        they = "it shapes" if len(shape) == 1 else "they shape"
+        raise UsageError(f"{named}{where}: {they} the generated graph, and this run reads "
+                         f"--dataset {shown(cfg.data.dataset, 80)}; drop {it} (or train on "
+                         "--dataset synthetic)")
+    batches = [name for name in settings if name in MINIBATCH_ONLY]
+    if batches and settings.get("mode") == "full":  # named together (a file's resolved mode
+        named, it = _flags(batches)  # may be full beside the batch size it was chosen with)
+        raise UsageError(f"{named}{where}: --mode full trains the whole graph at each step and "
+                         f"does not read {it}; drop {it}, or --mode minibatch (or auto)")
+    if "reach" in settings and cfg.schedule.pace == "fixed":
+        raise UsageError(f"--reach{where}: --pace fixed grows eta by b and c_cat alone and does "
+                         "not read it; drop it, or --pace deadline")
+
+
 def refuse_unused(cfg: TrainConfig, settings: Mapping[str, Any], where: str = "") -> None:
     """An option the run would not read is refused, not ignored: the chosen encoder's or
-    scheduler's, or the edge objective's in a run of the views (``where``: the file that set
-    it, said in the line)."""
+    scheduler's, the edge objective's in a run of the views, the generated graph's with a
+    graph file, the mini-batches' with ``--mode full``, ``--reach`` with ``--pace fixed``
+    (``where``: the file that set it, said in the line; those three for the flags alone: a
+    configuration file, a run's config.toml above all, keeps every section's values)."""
+    if not where:
+        _refuse_unread(cfg, settings, where)
     model_unused = [name for name in settings if name in cfg.model.unused()]
     if model_unused:  # another encoder has widths of its own; a built-in one its own settings
         named, it = _flags(model_unused)

@@ -57,6 +57,12 @@ class LinkProber:
                  metric: str = "auto") -> None:
         self.split, self.features, self.seed, self.device = split, features, seed, device
         self.metric = resolve_link_metric(metric)
+        if self.metric.startswith("hits@"):  # every checkpoint would read 100: a first one wins
+            k, have = int(self.metric.removeprefix("hits@")), int(split.val_neg.size(1))
+            if have < k:
+                raise UsageError(f"--metric {self.metric} ranks each validation edge among {k} "
+                                 f"non-edges, and this split holds {have}: every checkpoint "
+                                 "would score 100; use --metric auc or ap, or a larger graph")
         self.history: list[tuple[int, LinkScores]] = []
         self.best_val, self.best_epoch = -math.inf, 0
         self.best_state: dict[str, Tensor] | None = None
