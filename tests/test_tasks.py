@@ -620,3 +620,34 @@ def test_an_option_the_run_would_not_read_is_one_line(tmp_path: Path, flags: lis
     code, _, err = capture(main, ["train", *argv, "--out", str(tmp_path / "run")])
     assert code == 2 and needle in err.splitlines()[-1], err
     assert not (tmp_path / "run").exists()
+
+
+def test_no_held_out_edge_reaches_any_input_of_a_link_run(tmp_path: Path) -> None:
+    """On an edge list without feature columns, a link run's structural features come from
+    the training edges: the same whether or not the held-out edges are in the file's graph
+    (they are removed before any feature is computed); its embeddings.npy is of the graph
+    its kept seed trained on."""
+    from torch_geometric.data import Data
+
+    from edgegcl.data import load_graph
+    from edgegcl.training.linkprober import seed_link_split, training_graph
+    from edgegcl_embed.tables import structural_features
+
+    edges, _, _ = _tables(tmp_path)
+    full = load_graph(str(edges))
+    assert full.structural
+    split = seed_link_split(full, 0)
+    kept = split.train_edge_index()
+    without = Data(x=torch.from_numpy(structural_features(kept.numpy(), full.num_nodes)),
+                   edge_index=kept)
+    without.structural = True  # the file written without its held-out edges
+    seen = training_graph(full, split)
+    assert torch.equal(seen.x, training_graph(without, split).x)
+    assert not torch.equal(seen.x, full.x)  # the held-out edges did move the degrees
+    run = tmp_path / "run"
+    code, _, err = capture(main, ["train", "--dataset", str(edges), "--task", "link", *SMALL,
+                                  "--encoder", "gcn", "--save-embeddings", "--out", str(run)])
+    assert code == 0, err
+    loaded = edgegcl.load_run(run)
+    expected = loaded.embed(training_graph(full, seed_link_split(full, loaded.seed)))
+    assert np.allclose(np.load(run / "embeddings.npy"), expected.numpy(), atol=1e-6)

@@ -106,6 +106,7 @@ def _load_tables(path: Path, node_table: Path | None, edges: str) -> Data:
                 **({} if g.y is None else {"y": torch.from_numpy(g.y)}))
     data.ids = g.ids
     data.edge_reading = EDGES_BOTH_WAYS if reads_both_ways(edges, True) else EDGES_AS_STORED
+    data.structural = g.structural
     return data
 
 

@@ -40,7 +40,10 @@ def validate_graph(data: Data) -> Data:
     masks = split_masks(data, n, y is not None, name)
     pairs = link_pairs(data, edge_index, n, name)
     _warn_if_overflowing(x, name)  # last: a graph refused above gets its one line only
-    return Data(x=x, edge_index=edge_index, y=y, name=name, **masks, **pairs)
+    # structural features (an edge list without feature columns): a task that holds edges
+    # out computes them again from the edges it trains on (edgegcl.training.linkprober)
+    structural = {"structural": True} if getattr(data, "structural", False) is True else {}
+    return Data(x=x, edge_index=edge_index, y=y, name=name, **masks, **pairs, **structural)
 
 
 def _checked_features(data: Data, name: str) -> Tensor:

@@ -280,10 +280,13 @@ def _train(p: _Prepared, hooks: Sequence[Hook], logger: Hook | None, save_embedd
 
 
 def _save_embeddings(run: Run, data: Data | None) -> Path:
-    """RUN_DIR/embeddings.npy from the run as ``edgegcl.load_run`` reads it back, written
-    into a memory-mapped temporary (made exclusively, then renamed into place), so the
+    """RUN_DIR/embeddings.npy from the run as ``edgegcl.load_run`` reads it back, of the graph
+    the kept seed trained on (a link run's: without its held-out edges, edgegcl.training.task),
+    written into a memory-mapped temporary (made exclusively, then renamed into place), so the
     embeddings go to the file a chunk of nodes at a time."""
-    data = run.graph(data)  # the graph trained on, already in memory
+    task = task_named(run.config.run.task)
+    data = run.graph(data)  # the graph loaded for the run, already in memory
+    data = task.training_graph(data, task.held_out(data, run.seed))
     target = run.path / runfiles.EMBEDDINGS
     fix = "free space, or train without --save-embeddings"
     with replacing([target], UsageError, fix) as (tmp,):

@@ -27,6 +27,7 @@ from edgegcl.evaluation.probe import Selection
 from edgegcl.errors import UsageError
 from edgegcl.training.prober import Baselines
 from edgegcl.training.task import metric_problem
+from edgegcl_embed.tables import structural_features
 
 __all__ = ["LinkProber", "resolve_link_metric", "training_graph"]
 
@@ -43,8 +44,14 @@ def resolve_link_metric(metric: str) -> str:
 
 def training_graph(data: Data, split: LinkSplit) -> Data:
     """``data`` with its training edges only: what the encoder, the views and the negatives
-    of a link run see (no held-out edge reaches message passing)."""
-    return Data(x=data.x, edge_index=split.train_edge_index(), name=getattr(data, "name", None))
+    of a link run see (no held-out edge reaches message passing); a graph whose features are
+    its structural ones (an edge list without feature columns) gets them from the training
+    edges too, so that no held-out edge reaches any input of the run."""
+    edge_index = split.train_edge_index()
+    x = data.x
+    if getattr(data, "structural", False):
+        x = torch.from_numpy(structural_features(edge_index.numpy(), data.num_nodes))
+    return Data(x=x, edge_index=edge_index, name=getattr(data, "name", None))
 
 
 class LinkProber:
