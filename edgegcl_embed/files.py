@@ -102,11 +102,35 @@ def open_regular(path: Path, what: str, fix: str, limit: int,
     return fh
 
 
+def refuse_holes(fh: BinaryIO, path: Path, what: str,
+                 error: type[Exception] = InputError) -> None:
+    """One ``error`` line when the file ``fh`` has unwritten regions (holes: made by
+    ``truncate`` or a seek past its end), which read as NUL bytes no text table holds: refused
+    before a byte is read, not after a whole parse. Nothing where the system cannot tell."""
+    hole = getattr(os, "SEEK_HOLE", None)
+    if hole is None:
+        return
+    fd = fh.fileno()
+    size = os.fstat(fd).st_size
+    try:
+        at = os.lseek(fd, 0, hole)
+    except OSError:  # a file system that cannot say
+        return
+    finally:
+        os.lseek(fd, 0, os.SEEK_SET)
+    if at < size:
+        raise error(f"{what} {path} has unwritten regions (the first at byte {at} of {size}: "
+                    "a file made with truncate, or cut short while written); write it again")
+
+
 def read_regular(path: Path, what: str, fix: str, limit: int,
-                 error: type[Exception] = InputError) -> bytes:
+                 error: type[Exception] = InputError, text: bool = False) -> bytes:
     """The bytes of ``path`` (``open_regular``'s checks), never more than ``limit``: a file
-    that grows while it is read is cut there and refused."""
+    that grows while it is read is cut there and refused; ``text``: a file with holes is
+    refused before it is read (``refuse_holes``)."""
     with open_regular(path, what, fix, limit, error) as fh:
+        if text:
+            refuse_holes(fh, path, what, error)
         try:
             data = _read_bounded(fh, limit)
         except OSError as exc:

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputError, shown
-from .files import open_regular, read_regular
+from .files import open_regular, read_regular, refuse_holes
 from .folder import edge_chunks
 from .graph import both_ways, check_file, reads_both_ways
 
@@ -68,7 +68,8 @@ def _columns(path: Path) -> tuple[list[str], list[np.ndarray]]:
     """A table's column names and columns (each a numpy array of one value per row; CSV / TSV
     values are strings, Parquet ones keep their type, a list column is [rows, width])."""
     check_file(path, "table", "check the path")
-    raw = read_regular(path, "table", "split it into smaller tables", MAX_TABLE_BYTES)
+    raw = read_regular(path, "table", "split it into smaller tables", MAX_TABLE_BYTES,
+                       text=path.suffix.lower() != ".parquet")
     header, columns = (_parquet(raw, path) if path.suffix.lower() == ".parquet"
                        else _delimited(raw, path))
     if not columns or len(columns[0]) == 0:
@@ -390,6 +391,7 @@ def edge_id_chunks(edges: str | Path, rows: int) -> Iterator[tuple[np.ndarray, f
     edges = Path(edges)
     check_file(edges, "table", "check the path")
     with open_regular(edges, "table", "split it into smaller tables", MAX_TABLE_BYTES) as fh:
+        refuse_holes(fh, edges, "table")
         size = max(1, os.fstat(fh.fileno()).st_size)
         text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
         total = 0
