@@ -205,6 +205,11 @@ PyG's ``RandomLinkSplit(split_labels=True)``): validation and test edges removed
 ``edge_index``, and as many non-edges, or any number."""
 
 
+def brings_link_pairs(data: Data) -> bool:
+    """Whether ``data`` carries its own held-out pairs (every one of ``LINK_PAIRS``)."""
+    return all(getattr(data, key, None) is not None for key in LINK_PAIRS)
+
+
 def link_pairs(data: Data, edge_index: Tensor, n: int, name: str) -> dict[str, Tensor]:
     """The graph's ``LINK_PAIRS`` as int64 [2, K] each with row 0 < row 1, or ``{}`` when it
     carries none; one UsageError line when only some are given, or a set is not [2, K] pairs

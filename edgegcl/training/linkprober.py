@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
-from edgegcl.data.validation import LINK_PAIRS
+from edgegcl.data.validation import LINK_PAIRS, brings_link_pairs
 from edgegcl.evaluation.links import LinkScores, LinkSplit, adamic_adar, link_scores, link_split
 from edgegcl.evaluation.metrics import standard_error
 from edgegcl.evaluation.probe import Selection
@@ -138,7 +138,7 @@ class LinkProber:
 def seed_link_split(data: Data, seed: int) -> LinkSplit:
     """The split the graph file brings (every seed trains on it), else seed ``seed``'s split
     of ``data``'s edges (85 / 5 / 10)."""
-    pairs = [getattr(data, key, None) for key in LINK_PAIRS]
-    if all(p is not None for p in pairs):
-        return LinkSplit.given(data.edge_index, data.num_nodes, *pairs)
+    if brings_link_pairs(data):
+        return LinkSplit.given(data.edge_index, data.num_nodes,
+                               *(getattr(data, key) for key in LINK_PAIRS))
     return link_split(data.edge_index, data.num_nodes, seed)

@@ -50,10 +50,10 @@ class LinkTask(Task):
     def start_line(self, data: Data, metric: str) -> str | None:
         """Where the held-out pairs come from and the figure that chooses."""
         # torch-side: this module is read before torch loads (edgegcl.training.task)
-        from edgegcl.data.validation import LINK_PAIRS
+        from edgegcl.data.validation import brings_link_pairs
         from edgegcl.evaluation.metrics import metric_name
         from edgegcl.training.linkprober import resolve_link_metric
-        given = all(getattr(data, key, None) is not None for key in LINK_PAIRS)
+        given = brings_link_pairs(data)
         held = ("the graph file's own held-out pairs are validation and test (val_pos / "
                 "val_neg, test_pos / test_neg); every seed trains on its edge_index" if given else
                 "each seed holds out 5 % / 10 % of the edges for validation / test (with as "

@@ -47,9 +47,9 @@ class NodeTask(Task):
         """The labels and the figure that chooses; a note where the graph brings held-out
         pairs this task does not read."""
         # torch-side: this module is read before torch loads (edgegcl.training.task)
-        from edgegcl.data.validation import LINK_PAIRS
+        from edgegcl.data.validation import brings_link_pairs
         from edgegcl.evaluation.metrics import labels_line
-        if all(getattr(data, key, None) is not None for key in LINK_PAIRS):
+        if brings_link_pairs(data):
             return (f"note: {data.name} holds held-out pairs for the link task, which --task "
                     "node does not read (--task link does)")
         if self.labelled(data):
