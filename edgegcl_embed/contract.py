@@ -3,7 +3,7 @@
 The exporter (``edgegcl.onnx.export``) writes models to this contract and the runtime
 (``edgegcl_embed.runtime``) reads them by it, so the two cannot drift apart.
 
-Interface 5 (``edgegcl.interface = 5``), the layout of every file ``edgegcl export`` writes:
+Interface 6 (``edgegcl.interface = 6``), the layout of every file ``edgegcl export`` writes:
 one graph of standard ONNX ops with inputs ``x`` float32 [num_nodes, in_dim] and
 ``edge_index`` int64 [2, num_edges] (row 0 source, row 1 target) and the output
 ``embeddings``, which any ONNX runtime runs alone. It aggregates with a Loop over each node's
@@ -52,9 +52,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from functools import partial
 
+from .columns import FeatureColumns
 from .errors import shown
 
-INTERFACE = 5
+INTERFACE = 6
 
 INPUT_X = "x"
 OUTPUT = "embeddings"
@@ -119,7 +120,10 @@ class ModelMetadata:
     a device can feed features the same way; ``config_sha256`` identifies the training
     configuration (SHA-256 of its canonical JSON); ``precision`` is fp32 or int8;
     ``quantization`` says how an INT8 file was quantised ("none" for fp32); ``encoder`` names
-    the built-in encoder (edgegcl.nn.family); ``interface`` is the contract version above.
+    the built-in encoder (edgegcl.nn.family); ``features`` what x's columns are (the
+    JSON of edgegcl_embed.columns.FeatureColumns: a node table's columns by name and width,
+    structural features, or a matrix), so that a table is fed to the model by column name;
+    ``interface`` is the contract version above.
     """
 
     version: str
@@ -133,7 +137,13 @@ class ModelMetadata:
     precision: str
     quantization: str
     encoder: str
+    features: str
     interface: int = INTERFACE
+
+    @property
+    def feature_columns(self) -> FeatureColumns:
+        """What x's columns are (``features``, checked when the metadata was read)."""
+        return FeatureColumns.from_text(self.features)
 
     def to_props(self) -> dict[str, str]:
         """The metadata as ONNX ``metadata_props`` entries."""
@@ -155,7 +165,12 @@ class ModelMetadata:
                 values[f.name] = int(props[key]) if f.type == "int" else props[key]
             except ValueError:
                 raise ValueError(f"{key}={props[key][:40]!r} is not an integer") from None
-        return cls(**values)  # type: ignore[arg-type]
+        meta = cls(**values)  # type: ignore[arg-type]
+        width = meta.feature_columns.width  # ValueError naming what does not hold
+        if width not in (None, meta.in_dim):
+            raise ValueError(f"{PREFIX}features names feature columns {width} values wide, "
+                             f"but {PREFIX}in_dim is {meta.in_dim}")
+        return meta
 
     def graph_problem(self, inputs: dict[str, list], outputs: dict[str, list],
                       file_bytes: int, cut: bool = False) -> str | None:

@@ -121,6 +121,8 @@ def _embed(args: argparse.Namespace) -> None:
                              "drop --edges")
         folder = read_folder(args.graph, labels=False, say=lambda text: print(
             f"{PROG}: {text}", file=sys.stderr))
+        session.metadata.feature_columns.check_in_place(folder.feature_columns,
+                                                        f"graph folder {args.graph}")
         shape = (folder.num_nodes, session.metadata.out_dim)
         start = time.perf_counter()
         with npy_writer(out, shape) as emb:
@@ -132,8 +134,11 @@ def _embed(args: argparse.Namespace) -> None:
     ids = None
     if tables:
         read = read_tables(args.graph, args.node_table, args.edges)
-        ids, graph = read.ids, list(check_graph(read.x, read.edge_index,
-                                                session.metadata.in_dim))
+        where = (f"node table {args.node_table}" if args.node_table is not None
+                 else f"edge list {args.graph}")  # its features: the model's, by column name
+        x = session.metadata.feature_columns.conform(read.feature_columns, read.x, where)
+        ids, graph = read.ids, list(check_graph(x, read.edge_index, session.metadata.in_dim))
+        del x
         del read
     else:
         graph = list(check_graph(*load_npz(args.graph, args.edges), session.metadata.in_dim))

@@ -9,7 +9,10 @@ metadata file), with fixed file names, so that nothing inside a folder chooses a
 file               what                                                    needed
 =================  ======================================================  ==========
 ``metadata.json``  ``{"format": FORMAT, "version": 1, "num_nodes": N,       yes
-                   "num_edges": E}``
+                   "num_edges": E}``, and ``"features"``: what x's columns
+                   are (edgegcl_embed.columns; optional, absent: a matrix
+                   without column names); ``"unlabelled": true`` where
+                   y.npy marks nodes without a label with -1
 ``x.npy``          features [N, F], float32 or float16                     yes
 ``edge_index.npy`` message-passing edges [2, E] (source, target), int64;   yes
                    an undirected edge is listed both ways, as in PyG
@@ -48,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from .columns import MATRIX, MAX_RECORD_FILE_BYTES, FeatureColumns
 from .errors import InputError
 from .graph import overflow_bound
 from .memory import memory_total
@@ -74,6 +78,9 @@ EDGE_CHUNK_BYTES = 16 << 20
 """Bytes of edges (int64 pairs: 1M edges) a pass over the edges or the index takes at a time:
 each chunk's sorting and gathering makes several int64 arrays of its length."""
 MAX_METADATA_BYTES = 1 << 16
+"""The longest ``.npy`` header read."""
+MAX_FOLDER_METADATA_BYTES = MAX_METADATA_BYTES + MAX_RECORD_FILE_BYTES
+"""The most bytes a ``metadata.json`` is read for: its counts and its feature record."""
 MAX_SPLITS = 1000
 """The most published splits a folder's masks may hold."""
 
@@ -150,6 +157,10 @@ class Folder:
     labels: dict[str, np.ndarray] = field(default_factory=dict)
     features: MappedRows | None = None
     read_ahead: bool = False
+    feature_columns: FeatureColumns = FeatureColumns(MATRIX)
+    """What x's columns are (metadata.json's ``features``; a matrix without names if absent)."""
+    unlabelled: bool = False
+    """Whether y.npy marks nodes without a label with -1 (metadata.json's ``unlabelled``)."""
 
     @property
     def num_nodes(self) -> int:
@@ -210,13 +221,13 @@ class _Reader:
             if fd >= 0:
                 os.close(fd)
 
-    def metadata(self) -> dict[str, int]:
+    def metadata(self) -> dict[str, Any]:
         fix = (f'write {{"format": "{FORMAT}", "version": {VERSION}, "num_nodes": N, '
                '"num_edges": E}')
         with self._opened(METADATA) as fh:
-            raw = fh.read(MAX_METADATA_BYTES + 1)
-        if len(raw) > MAX_METADATA_BYTES:
-            raise self.fail(METADATA, f"is larger than {MAX_METADATA_BYTES} bytes", fix)
+            raw = fh.read(MAX_FOLDER_METADATA_BYTES + 1)
+        if len(raw) > MAX_FOLDER_METADATA_BYTES:
+            raise self.fail(METADATA, f"is larger than {MAX_FOLDER_METADATA_BYTES} bytes", fix)
         try:
             meta = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
@@ -226,12 +237,22 @@ class _Reader:
         if meta.get("version") != VERSION:
             raise self.fail(METADATA, f"has version {meta.get('version')!r}; this edgegcl reads "
                             f"version {VERSION}", "convert the graph again with edgegcl convert")
-        out: dict[str, int] = {}
+        out: dict[str, Any] = {}
         for key in ("num_nodes", "num_edges"):
             value = meta.get(key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise self.fail(METADATA, f"has {key} {value!r}, not a count", fix)
             out[key] = value
+        unlabelled = meta.get("unlabelled", False)
+        if not isinstance(unlabelled, bool):
+            raise self.fail(METADATA, f"has unlabelled {unlabelled!r}, not true or false", fix)
+        out["unlabelled"] = unlabelled
+        try:
+            out["features"] = (FeatureColumns(MATRIX) if "features" not in meta
+                               else FeatureColumns.from_value(meta["features"]))
+        except ValueError as exc:
+            raise self.fail(METADATA, f"cannot be used ({exc})",
+                            "convert the graph again with edgegcl convert") from None
         return out
 
     def array(self, name: str, dtypes: tuple[np.dtype, ...] | None = None,
@@ -343,7 +364,13 @@ def read_folder(path: str | Path, labels: bool = True,
     r.random_access("x")
     features = (MappedRows(r.mappings["x"], r.offsets["x"], x.shape[1] * x.itemsize)
                 if "x" in r.mappings else None)
-    return Folder(where, x, edges, index, held, features, x.nbytes > memory_total() // 2)
+    columns = meta["features"]
+    if columns.width not in (None, x.shape[1]):
+        raise r.fail(METADATA, f"names feature columns {columns.width} values wide in all, "
+                     f"but x.npy has {x.shape[1]} columns",
+                     "convert the graph again with edgegcl convert")
+    return Folder(where, x, edges, index, held, features, x.nbytes > memory_total() // 2,
+                  columns, meta["unlabelled"])
 
 
 def check_arrays(path: Path, x: np.ndarray, edges: np.ndarray,
@@ -509,13 +536,16 @@ def counting_slots(key: np.ndarray, cursor: np.ndarray) -> tuple[np.ndarray, np.
     return order, slot
 
 
-def finish_folder(folder: Path, num_nodes: int) -> None:
+def finish_folder(folder: Path, num_nodes: int, columns: FeatureColumns,
+                  unlabelled: bool = False) -> None:
     """A folder whose graph arrays are written finished: its index built from its
-    ``edge_index.npy`` (``build_index``), then ``metadata.json``, written last."""
+    ``edge_index.npy`` (``build_index``), then ``metadata.json``, written last, with what x's
+    ``columns`` are and whether y.npy marks nodes without a label (``unlabelled``)."""
     edges = np.load(folder / "edge_index.npy", mmap_mode="r")
     build_index(edges, num_nodes, folder)
     meta = {"format": FORMAT, "version": VERSION, "num_nodes": num_nodes,
-            "num_edges": int(edges.shape[1])}
+            "num_edges": int(edges.shape[1]), "features": json.loads(columns.to_text()),
+            **({"unlabelled": True} if unlabelled else {})}
     del edges
     (folder / METADATA).write_text(json.dumps(meta, indent=1) + "\n")
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .columns import STRUCTURAL, FeatureColumns
 from .folder import EDGE_CHUNK_BYTES, counting_slots, edge_chunks, finish_folder
 from .tables import (Numbering, check_ids, edge_id_chunks, read_node_table,
                      structural_features)
@@ -40,12 +41,13 @@ Progress = Callable[[float, str], None]
 
 def write_edge_table(edges: str | Path, folder: Path, nodes: str | Path | None = None, *,
                      half: bool = False, progress: Progress | None = None,
-                     both: bool = True) -> bool:
+                     both: bool = True) -> FeatureColumns:
     """The graph of the edge table ``edges`` (and node table ``nodes``) written into the
     empty folder ``folder`` (the caller's, made exclusively), a chunk at a time (the module's
     docstring); float16 features with ``half``; each edge one way only, from the first
-    column's node to the second's, without ``both`` (``--edges directed``). Whether its features are the structural
-    ones (no feature columns). Every problem of the tables is one InputError line."""
+    column's node to the second's, without ``both`` (``--edges directed``). What its features
+    are (the node table's feature columns, or the structural ones), which the folder's
+    metadata records. Every problem of the tables is one InputError line."""
     edges = Path(edges)
     say: Progress = progress or (lambda done, text: None)
     table = None if nodes is None else read_node_table(nodes)
@@ -56,16 +58,18 @@ def write_edge_table(edges: str | Path, folder: Path, nodes: str | Path | None =
     _unique_by_source(folder, n, count, say)
     say(0.9, "the features and the sampler's index")
     x = table.x if table is not None else None
-    structural = x is None
-    if x is None:
+    columns = table.feature_columns if table is not None else None
+    if x is None or columns is None:
         x = structural_features(np.load(folder / "edge_index.npy", mmap_mode="r"), n)
+        columns = FeatureColumns(STRUCTURAL)
     np.save(folder / "x.npy", x.astype(np.float16 if half else np.float32))
     del x
+    unlabelled = table is not None and table.y is not None and bool((table.y < 0).any())
     if table is not None and table.y is not None:
         np.save(folder / "y.npy", table.y)
-    finish_folder(folder, n)
+    finish_folder(folder, n, columns, unlabelled)
     say(1.0, "done")
-    return structural
+    return columns
 
 
 def _edge_ids(edges: Path, say: Progress) -> Numbering:

@@ -8,7 +8,8 @@ any kind: numbers, names, hashes) and a third column, if any, a weight, which th
 use. Each edge is undirected and read both ways, once (``reading = "directed"``: one way, from
 the first column's node to the second's). The node table, if given: its first
 column is the node's id, a column named ``label`` (or ``y``) its class (integers keep their
-numbers, other values map to 0, 1, 2, ... in sorted order), the other columns its features
+numbers, other values map to 0, 1, 2, ... in sorted order; an empty cell: a node without a
+label, ``UNLABELLED``), the other columns its features
 (numbers; in Parquet a column may also hold each node's feature vector as a list of numbers of
 one length). Parquet is read by pyarrow (``pip install pyarrow``, or the ``parquet`` extra):
 the file's bytes are read and bounded here first, then parsed from memory, and only plain
@@ -17,7 +18,9 @@ requires).
 Nodes are numbered in the node table's order, or, without one, in the sorted order of the ids
 the edges name; ``TableGraph.ids`` gives each row's id back, so that embeddings can be matched
 to the user's ids. A graph without feature columns gets structural features computed from its
-edges (``structural_features``), the same in training and on the device.
+edges (``structural_features``), the same in training and on the device. What x's columns are
+(the feature columns' names and widths, or the structural features) comes with it, so that a
+model trained on one table is fed another by column name (``edgegcl_embed.columns``).
 
 Both ``edgegcl train`` and ``edgegcl-embed`` read tables through ``read_tables``.
 """
@@ -33,12 +36,13 @@ from pathlib import Path
 
 import numpy as np
 
+from .columns import MAX_RECORD_BYTES, STRUCTURAL, FeatureColumns
 from .errors import InputError, shown
 from .files import open_regular, read_regular, refuse_holes
 from .folder import edge_chunks
 from .graph import both_ways, check_file, reads_both_ways
 
-__all__ = ["TABLE_SUFFIXES", "STRUCTURAL_FEATURES", "NodeTable", "Numbering", "TableGraph",
+__all__ = ["TABLE_SUFFIXES", "STRUCTURAL_FEATURES", "UNLABELLED", "NodeTable", "Numbering", "TableGraph",
            "check_ids", "delimited_chunks", "edge_id_chunks", "read_node_table", "read_tables",
            "structural_features"]
 
@@ -46,6 +50,11 @@ TABLE_SUFFIXES: tuple[str, ...] = (".csv", ".tsv", ".parquet")
 STRUCTURAL_FEATURES = ("one", "log_degree", "log_degree_squared", "mean_neighbour_log_degree")
 """The features of a node without any: its degree on a log scale, squared, and its
 neighbours' mean, beside a constant."""
+LABEL_COLUMNS = ("label", "y")
+"""The names (any case) of a node table's label column."""
+UNLABELLED = -1
+"""The class number of a node whose label cell is empty: a node without a label, which no
+split holds (it is embedded all the same)."""
 MAX_TABLE_BYTES = 1 << 34
 """The largest table read (16 GiB): the bytes read are counted, never a size trusted."""
 
@@ -53,15 +62,15 @@ MAX_TABLE_BYTES = 1 << 34
 @dataclass(frozen=True)
 class TableGraph:
     """A graph read from tables: features x [N, F] float32, edges [2, E] int64 (both ways unless read as directed),
-    labels y [N] int64 or None, each row's id (str), the label names, and whether x is the
-    structural features."""
+    labels y [N] int64 or None, each row's id (str), the label names, and what x's columns
+    are (``feature_columns``: the node table's feature columns, or the structural ones)."""
 
     x: np.ndarray
     edge_index: np.ndarray
     y: np.ndarray | None
     ids: np.ndarray
     classes: list[str]
-    structural: bool
+    feature_columns: FeatureColumns
 
 
 def _columns(path: Path) -> tuple[list[str], list[np.ndarray]]:
@@ -144,6 +153,7 @@ def _parquet(raw: bytes, path: Path) -> tuple[list[str], list[np.ndarray]]:
     a column of lists of numbers, all of one length, as [rows, width]."""
     try:
         import pyarrow as pa  # optional: only Parquet tables need it
+        import pyarrow.compute as pc
         import pyarrow.parquet as pq
     except ImportError:
         raise InputError(f"table {path} is Parquet, which needs pyarrow: pip install pyarrow "
@@ -155,6 +165,13 @@ def _parquet(raw: bytes, path: Path) -> tuple[list[str], list[np.ndarray]]:
                          "write it again with pyarrow, pandas or polars") from None
     columns = []
     for name, column in zip(table.column_names, table.columns):
+        if column.null_count and name.strip().lower() in LABEL_COLUMNS and (
+                pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
+                or pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            # a label column's missing values: nodes without a label, as a CSV's empty cells
+            columns.append(np.asarray(pc.fill_null(column.cast(pa.string()), "")
+                                      .to_numpy(zero_copy_only=False), dtype=str))
+            continue
         if column.null_count:
             raise InputError(f"table {path}: column {shown(name, 40)} has missing values; "
                              "fill them")
@@ -206,10 +223,16 @@ def _vectors(column: np.ndarray, name: str, path: Path) -> np.ndarray | None:
                          "other than numbers; write the numbers alone") from None
 
 
-def _numbers(columns: list[np.ndarray], names: list[str], path: Path) -> np.ndarray:
-    """Feature columns as [rows, features] float32: numbers, or vectors (a Parquet list column,
-    a CSV column of bracketed vectors) that give their width; one line naming the first
-    column that is neither."""
+def _numbers(columns: list[np.ndarray], names: list[str], path: Path
+             ) -> tuple[np.ndarray, FeatureColumns]:
+    """Feature columns as [rows, features] float32 and their record (names and widths, in
+    x's order): numbers, or vectors (a Parquet list column, a CSV column of bracketed vectors)
+    that give their width; one line naming the first column that is neither, or a name
+    given twice (columns are matched by name)."""
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:
+        raise InputError(f"table {path} names the feature column {shown(twice, 40)} twice; "
+                         "give each column its own name (a model's columns are matched by name)")
     parts = []
     for column, name in zip(columns, names):
         vectors = _vectors(column, name, path)
@@ -224,7 +247,12 @@ def _numbers(columns: list[np.ndarray], names: list[str], path: Path) -> np.ndar
     if not np.isfinite(out).all():
         raise InputError(f"table {path}: its feature columns hold NaN or infinite values; "
                          "fill them")
-    return out.astype(np.float32)
+    record = FeatureColumns.of_table(names, [p.shape[1] for p in parts])
+    if len(record.to_text()) > MAX_RECORD_BYTES:
+        raise InputError(f"table {path}: its {len(names)} feature columns' names take more than "
+                         f"{MAX_RECORD_BYTES >> 20} MiB to record; put the features in one vector "
+                         "column ([0.1, 0.2, ...] per row)")
+    return out.astype(np.float32), record
 
 
 def structural_features(edge_index: np.ndarray, num_nodes: int) -> np.ndarray:
@@ -248,12 +276,14 @@ def structural_features(edge_index: np.ndarray, num_nodes: int) -> np.ndarray:
 @dataclass(frozen=True)
 class NodeTable:
     """What a node table says: each row's id (str), its features [N, F] float32 (None without
-    feature columns), its labels [N] int64 (None without a label column) and their names."""
+    feature columns) and what their columns are (None without), its labels [N] int64 (None
+    without a label column; ``UNLABELLED`` for a node without one) and their names."""
 
     ids: np.ndarray
     x: np.ndarray | None
     y: np.ndarray | None
     classes: list[str]
+    feature_columns: FeatureColumns | None = None
 
 
 def read_node_table(nodes: str | Path) -> NodeTable:
@@ -270,28 +300,37 @@ def read_node_table(nodes: str | Path) -> NodeTable:
         raise InputError(f"table {nodes} lists an id twice; give each node one row")
     check_ids(ids, nodes)
     label_at = next((i for i, h in enumerate(node_header[1:], 1)
-                     if h.strip().lower() in ("label", "y")), None)
+                     if h.strip().lower() in LABEL_COLUMNS), None)
     feature_at = [i for i in range(1, len(node_header)) if i != label_at]
-    x = (_numbers([node_columns[i] for i in feature_at], [node_header[i] for i in feature_at],
-                  nodes) if feature_at else None)
+    x, features = (_numbers([node_columns[i] for i in feature_at],
+                            [node_header[i] for i in feature_at], nodes)
+                   if feature_at else (None, None))
     y, classes = (None, []) if label_at is None else _labels(_ids(node_columns[label_at]),
                                                                nodes)
-    return NodeTable(ids, x, y, classes)
+    return NodeTable(ids, x, y, classes, features)
 
 
 def _labels(labels: np.ndarray, table: Path) -> tuple[np.ndarray, list[str]]:
-    """Labels as class numbers and the classes' names. Numbers (``7``, ``"7"``, ``"7.0"``) are
-    class numbers, as a graph file's labels are: whole, 0 or more, below the number of rows,
-    and every class 0 .. C-1 held by a node (checked before anything is made per class);
-    other values (names) map to 0, 1, 2, ... in sorted order. An empty cell, a negative or a
-    fractional label, and classes with gaps are each one line: a label is never read as
-    another class than the user meant."""
+    """Labels as class numbers (``UNLABELLED`` where a cell is empty: a node without a label,
+    in no split) and the classes' names. Numbers (``7``, ``"7"``, ``"7.0"``) are class
+    numbers, as a graph file's labels are: whole, 0 or more, below the number of labelled
+    rows, and every class 0 .. C-1 held by a node (checked before anything is made per
+    class); other values (names) map to 0, 1, 2, ... in sorted order. A negative or a
+    fractional label, classes with gaps and a column without a label are each one line: a
+    label is never read as another class than the user meant."""
+    given = np.ones(labels.shape[0], bool)
     if labels.dtype.kind in "US":
-        empty = np.char.strip(labels.astype(str)) == ""
-        if empty.any():
-            raise InputError(f"table {table}: row {int(np.argmax(empty)) + 1} of its nodes has "
-                             "no label; give every node its class, or drop the label column "
-                             "to train without labels")
+        given = np.char.strip(labels.astype(str)) != ""
+        if not given.any():
+            raise InputError(f"table {table}: its label column holds no label; give nodes "
+                             "their classes, or drop the label column to train without labels")
+    y = np.full(labels.shape[0], UNLABELLED, np.int64)
+    y[given], classes = _classes(labels[given], table)
+    return y, classes
+
+
+def _classes(labels: np.ndarray, table: Path) -> tuple[np.ndarray, list[str]]:
+    """``_labels`` of the rows that have one: class numbers and the classes' names."""
     try:
         values = labels.astype(np.float64)
     except (ValueError, OverflowError):
@@ -305,11 +344,11 @@ def _labels(labels: np.ndarray, table: Path) -> tuple[np.ndarray, list[str]]:
                          "class number; number the classes 0, 1, 2, ... or give them names")
     if values.size and values.min() < 0:
         raise InputError(f"table {table}: label {values.min():.0f} is negative; number the "
-                         "classes 0, 1, 2, ... (every node needs one)")
+                         "classes 0, 1, 2, ... (a node without a label: leave its cell empty)")
     if values.size and values.max() >= values.size:
         raise InputError(f"table {table}: label {values.max():.0f} is not below the number of "
-                         f"nodes ({values.size}); number the classes 0, 1, 2, ... or give "
-                         "them names")
+                         f"labelled nodes ({values.size}); number the classes 0, 1, 2, ... or "
+                         "give them names")
     y = values.astype(np.int64)
     present = np.unique(y)
     if present.size and present.size != int(present[-1]) + 1:
@@ -374,9 +413,11 @@ def read_tables(edges: str | Path, nodes: str | Path | None = None,
     edge_index = numbering.edges(ends, edges, None if nodes is None else Path(nodes))
     edge_index = (both_ways(edge_index) if both else np.unique(edge_index, axis=1)
                   if edge_index.size else edge_index.reshape(2, 0))  # once each, sorted
-    structural = table.x is None
-    x = structural_features(edge_index, table.ids.size) if structural else table.x
-    return TableGraph(x, edge_index, table.y, table.ids, table.classes, structural)
+    if table.x is None or table.feature_columns is None:
+        x, columns = structural_features(edge_index, table.ids.size), FeatureColumns(STRUCTURAL)
+    else:
+        x, columns = table.x, table.feature_columns
+    return TableGraph(x, edge_index, table.y, table.ids, table.classes, columns)
 
 
 def _too_narrow(edges: Path, columns: int) -> InputError:

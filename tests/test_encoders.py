@@ -146,14 +146,19 @@ def test_checkpoints_rebuild_the_encoder_they_name(tmp_path: Path, data, name: s
         load_checkpoint(tmp_path / "c.pt")
 
 
-def test_a_checkpoint_written_before_encoders_had_names_is_the_gcn(tmp_path: Path) -> None:
+def test_a_checkpoint_without_its_encoders_name_is_refused(tmp_path: Path) -> None:
+    """One format: a checkpoint names its encoder, and one that does not is one line (never
+    guessed to be the GCN)."""
     enc = _encoder("gcn")
     save_checkpoint(tmp_path / "c.pt", enc.state_dict(), TrainConfig(encoder="gcn", hidden_dim=16,
                     out_dim=8, proj_dim=8), 10, seed=0, epoch=1)
+    assert encoder_name(load_checkpoint(tmp_path / "c.pt").encoder) == "gcn"
     raw = torch.load(tmp_path / "c.pt", weights_only=True)
     del raw["config"]["encoder"]
     torch.save(raw, tmp_path / "c.pt")
-    assert encoder_name(load_checkpoint(tmp_path / "c.pt").encoder) == "gcn"
+    with pytest.raises(UsageError, match="incomplete edgegcl checkpoint \\(KeyError: "
+                                         "'encoder'\\)"):
+        load_checkpoint(tmp_path / "c.pt")
 
 
 @pytest.mark.parametrize("name", ["ego", "poly"])

@@ -29,6 +29,7 @@ from edgegcl.onnx.export import (
     config_digest,
     export_encoder,
 )
+from edgegcl_embed.contract import INTERFACE
 from edgegcl_embed.errors import InputError
 from edgegcl_embed.runtime import EncoderSession
 
@@ -120,7 +121,8 @@ def test_metadata_read_back(tmp_path: Path) -> None:
     assert props["edgegcl.dataset"] == "synthetic" and props["edgegcl.precision"] == "fp32"
     assert config_digest(TrainConfig(**{**CFG.to_dict(), "tau": 0.5})) != config_digest(CFG)
     assert model.opset_import[0].version == 18
-    assert props["edgegcl.interface"] == "5" and props["edgegcl.quantization"] == "none"
+    assert props["edgegcl.interface"] == str(INTERFACE) and props["edgegcl.quantization"] == "none"
+    assert props["edgegcl.features"] == '{"kind":"matrix","columns":[]}'
 
     def dims(values: list[onnx.ValueInfoProto]) -> dict[str, list]:
         return {v.name: [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
@@ -134,7 +136,7 @@ def test_metadata_read_back(tmp_path: Path) -> None:
                                             "z1": ["num_nodes", 8]}
     meta = EncoderSession(path).metadata
     assert (meta.in_dim, meta.out_dim, meta.num_layers, meta.precision, meta.interface) == (
-        12, 8, 2, "fp32", 5)
+        12, 8, 2, "fp32", INTERFACE)
 
 
 @pytest.mark.parametrize("features", [12, 40])  # 40 -> 16 narrows: stage 0 computes x W1
@@ -158,7 +160,7 @@ def test_stage_model_matches_torch_in_both_orders(tmp_path: Path, features: int)
     np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("interface", [None, "4", "1", "6"])
+@pytest.mark.parametrize("interface", [None, "5", "1", "7"])
 def test_files_of_another_interface_are_refused_with_the_fix(tmp_path: Path,
                                                              interface: str | None) -> None:
     """A file whose edgegcl.interface is not this version's (or absent, as in the first files)
@@ -176,7 +178,7 @@ def test_files_of_another_interface_are_refused_with_the_fix(tmp_path: Path,
     onnx.save(model, str(old))
     found = "no interface key" if interface is None else f"interface {interface}"
     with pytest.raises(InputError, match=f"written by an earlier edgegcl \\(it has {found}; this "
-                       "edgegcl reads interface 5\\); re-export it with edgegcl export"):
+                       f"edgegcl reads interface {INTERFACE}\\); re-export it with edgegcl export"):
         EncoderSession(old, threads=4)
     x, edge_index = _graph(150, 0)
     with torch.no_grad():
@@ -242,7 +244,7 @@ def test_int8_exposes_its_int8_w1(tmp_path: Path) -> None:
     session = EncoderSession(int8)
     assert {o.name for o in session.session.get_outputs()} == {
         "z0", "z1", "embeddings", "w1_quantized", "w1_scale", "w1_zero_point"}
-    assert session.metadata.interface == 5 and session.metadata.precision == "int8"
+    assert session.metadata.interface == INTERFACE and session.metadata.precision == "int8"
     assert "per output channel" in session.metadata.quantization
     np.testing.assert_array_equal(session.stage0_weight, (
         w_q.astype(np.float32) - inits["stage0_weight_zero_point"].astype(np.float32)) * scale)

@@ -22,6 +22,7 @@ from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.export import export_encoder
 from edgegcl.onnx.quantize import quantize_int8
 from edgegcl.training.checkpoint import Checkpoint
+from edgegcl_embed.contract import INTERFACE
 from edgegcl_embed.errors import InputError
 from edgegcl_embed.graph import save_npz
 from edgegcl_embed.runtime import EncoderSession, portable_session
@@ -135,7 +136,7 @@ def test_the_runtime_runs_the_stages_of_the_same_file(tmp_path: Path) -> None:
     ckpt = _checkpoint(40)
     path = _export(ckpt, tmp_path / "m.onnx")
     session = EncoderSession(path, threads=1)
-    assert session.metadata.interface == 5
+    assert session.metadata.interface == INTERFACE
     x, edge_index = _hub_graph(300, 40, seed=1)
     alone = portable_session(path).run(["embeddings"], {"x": x, "edge_index": edge_index})[0]
     np.testing.assert_allclose(session.embed(x, edge_index), alone, atol=1e-5, rtol=0)

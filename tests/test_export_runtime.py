@@ -23,6 +23,7 @@ from edgegcl.nn.model import GCNEncoder
 from edgegcl.onnx.export import export_encoder
 from edgegcl.onnx.quantize import quantize_int8
 from edgegcl_embed.adjacency import NormalisedAdjacency
+from edgegcl_embed.contract import INTERFACE
 from edgegcl_embed.embed import main as embed_main
 from edgegcl_embed.errors import InputError
 from edgegcl_embed.features import dense_rows_to_csr, sparse_product, use_sparse_product
@@ -557,7 +558,7 @@ def _forged(model_path: Path, tmp_path: Path, props: dict[str, str],
     ({"num_layers": "99999999999"}, None, "num_layers=99999999999 but a "),
     ({"num_layers": "0"}, None, "num_layers=0"),
     ({"num_layers": "3"}, None, "num_layers=3 but the graph has 2 aggregated inputs"),
-    ({"interface": "7"}, None, "(it has interface 7; this edgegcl reads interface 5)"),
+    ({"interface": "9"}, None, f"(it has interface 9; this edgegcl reads interface {INTERFACE})"),
     ({"interface": "-1"}, None, "(it has interface -1;"),
     ({"interface": "4"}, None, "written by an earlier edgegcl (it has interface 4;"),
     ({"in_dim": "13"}, None, f"x is {IN_DIM} wide but the metadata says 13"),

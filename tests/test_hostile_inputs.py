@@ -560,7 +560,7 @@ def test_a_table_label_beyond_the_node_count_is_refused_before_allocating(
     (tmp_path / "e.csv").write_text("src,dst\na,b\nb,c\n")
     (tmp_path / "n.csv").write_text("id,f,label\na,1,0\nb,2,1000000000000\nc,3,1\n")
     with pytest.raises(UsageError, match=r"label 1000000000000 is not below the number of "
-                                         r"nodes \(3\)"):
+                                         r"labelled nodes \(3\)"):
         load_graph(str(tmp_path / "e.csv"), None, node_table=tmp_path / "n.csv")
 
 

@@ -22,6 +22,7 @@ from edgegcl.evaluation.links import adamic_adar, link_scores, link_split, sampl
 from edgegcl.evaluation.metrics import (average_precision, hits_at_k, label_kind, majority_rate,
                                         resolve_metric, roc_auc)
 from edgegcl.evaluation.probe import linear_probe, random_split
+from edgegcl_embed.columns import STRUCTURAL, FeatureColumns
 from helpers import capture
 
 SMALL = ["--epochs", "4", "--eval-every", "2", "--hidden-dim", "16", "--out-dim", "8",
@@ -458,7 +459,7 @@ def test_a_parquet_table_reads_as_its_csv_twin(tmp_path: Path,
                    tmp_path / "ring.parquet")
     ring = read_tables(tmp_path / "ring.parquet")
     assert sorted(ring.ids.tolist()) == sorted(str(i) for i in range(10))
-    assert ring.edge_index.shape == (2, 20) and ring.structural
+    assert ring.edge_index.shape == (2, 20) and ring.feature_columns.kind == STRUCTURAL
     pq.write_table(pa.table({"id": ["a", "b"], "features": [[1.0, 2.0], [3.0]]}),
                    tmp_path / "ragged.parquet")
     pq.write_table(pa.table({"a": ["a", None], "b": ["b", "a"]}), tmp_path / "holes.parquet")
@@ -567,8 +568,9 @@ def test_a_vector_column_of_768_values_trains_and_embeds(tmp_path: Path) -> None
 
 
 def test_table_labels_are_read_as_the_user_meant_them(tmp_path: Path) -> None:
-    """"1" and "1.0" are one class; an empty cell, a negative or fractional label and classes
-    with a gap are each one line; names map in sorted order."""
+    """"1" and "1.0" are one class; an empty cell is a node without a label (-1); a column
+    without any label, a negative or fractional label and classes with a gap are each one
+    line; names map in sorted order, counted over the nodes that have one."""
     from edgegcl_embed.errors import InputError
     from edgegcl_embed.tables import read_node_table
 
@@ -582,7 +584,9 @@ def test_table_labels_are_read_as_the_user_meant_them(tmp_path: Path) -> None:
 
     assert labels("1", "1.0", "0", "2") == ([1, 1, 0, 2], ["0", "1", "2"])
     assert labels("b", "a", "b") == ([1, 0, 1], ["a", "b"])
-    for cells, needle in ((("1", "", "0"), "row 2 of its nodes has no label"),
+    assert labels("1", "", "0", " ") == ([1, -1, 0, -1], ["0", "1"])
+    assert labels("b", "", "c") == ([0, -1, 1], ["b", "c"])
+    for cells, needle in ((("", " "), "its label column holds no label"),
                           (("1", "-1", "0"), "label -1 is negative"),
                           (("1", "0.5", "0"), "label 0.5 is not a class number"),
                           (("0", "2", "0"), "no node has class 1")):
@@ -635,12 +639,12 @@ def test_no_held_out_edge_reaches_any_input_of_a_link_run(tmp_path: Path) -> Non
 
     edges, _, _ = _tables(tmp_path)
     full = load_graph(str(edges))
-    assert full.structural
+    assert full.feature_columns.kind == STRUCTURAL
     split = seed_link_split(full, 0)
     kept = split.train_edge_index()
     without = Data(x=torch.from_numpy(structural_features(kept.numpy(), full.num_nodes)),
                    edge_index=kept)
-    without.structural = True  # the file written without its held-out edges
+    without.feature_columns = FeatureColumns(STRUCTURAL)  # written without its held-out edges
     seen = training_graph(full, split)
     assert torch.equal(seen.x, training_graph(without, split).x)
     assert not torch.equal(seen.x, full.x)  # the held-out edges did move the degrees
@@ -651,3 +655,70 @@ def test_no_held_out_edge_reaches_any_input_of_a_link_run(tmp_path: Path) -> Non
     loaded = edgegcl.load_run(run)
     expected = loaded.embed(training_graph(full, seed_link_split(full, loaded.seed)))
     assert np.allclose(np.load(run / "embeddings.npy"), expected.numpy(), atol=1e-6)
+
+
+def test_nodes_without_a_label_are_in_no_split(tmp_path: Path) -> None:
+    """A node table's empty label cells (a Parquet column's nulls too) are nodes without a
+    label: every split, probe and baseline leaves them out, the start line says how many,
+    they are embedded all the same, and a graph folder keeps them apart; a graph in Python
+    says so with ``partly_labelled``, whose masks may not hold such a node."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from torch_geometric.data import Data
+
+    from edgegcl.data import load_graph, validate_graph
+    from edgegcl.evaluation.probe import labelled_split
+    from edgegcl.training.prober import Prober
+
+    edges, nodes, names = _tables(tmp_path)
+    n = len(names)
+    rows = nodes.read_text().splitlines()
+    cut = [r if i % 3 else r.rsplit(",", 1)[0] + "," for i, r in enumerate(rows[1:])]
+    nodes.write_text("\n".join([rows[0], *cut]) + "\n")
+    graph = load_graph(str(edges), node_table=nodes)
+    unlabelled = (graph.y == -1).nonzero().flatten()
+    assert graph.partly_labelled and unlabelled.tolist() == list(range(0, n, 3))
+    for seed in range(3):
+        split = labelled_split(graph.y, seed)
+        held = torch.cat([split.train, split.val, split.test])
+        assert held.numel() == n - unlabelled.numel()
+        assert not bool(torch.isin(unlabelled, held).any())
+    prober = Prober(graph, 0, torch.device("cpu"), "both")
+    assert torch.equal(prober.split.test, labelled_split(graph.y, 0).test)
+    run = tmp_path / "run"
+    code, _, err = capture(main, ["train", "--dataset", str(edges), "--node-table", str(nodes),
+                                  *SMALL, "--protocol", "both", "--save-embeddings",
+                                  "--out", str(run)])
+    assert code == 0, err
+    assert (f"on {n - unlabelled.numel()} of {n} nodes (the {unlabelled.numel()} without a "
+            "label are in no split)") in err
+    assert np.load(run / "embeddings.npy").shape[0] == n
+    code, _, err = capture(main, ["convert", str(edges), "--node-table", str(nodes), "--out",
+                                  str(tmp_path / "folder")])
+    assert code == 0, err
+    folder = load_graph(str(tmp_path / "folder"))
+    assert folder.partly_labelled and torch.equal(folder.y, graph.y)
+    meta_path = tmp_path / "folder" / "metadata.json"
+    meta = json.loads(meta_path.read_text())
+    for unlabelled, needle in (("yes", "has unlabelled 'yes', not true or false"),
+                               (None, "negative label -1")):  # a -1 the folder does not declare
+        meta_path.write_text(json.dumps({**{k: v for k, v in meta.items() if k != "unlabelled"},
+                                         **({} if unlabelled is None else
+                                            {"unlabelled": unlabelled})}))
+        with pytest.raises(UsageError, match=needle):
+            load_graph(str(tmp_path / "folder"))
+    pq.write_table(pa.table({"id": names, "label": [None if i % 3 == 0 else r.rsplit(",", 1)[1]
+                                                    for i, r in enumerate(rows[1:])]}),
+                   tmp_path / "n.parquet")
+    assert torch.equal(load_graph(str(edges), node_table=tmp_path / "n.parquet").y == -1,
+                       graph.y == -1)
+    given = Data(x=torch.ones(4, 2), edge_index=torch.tensor([[0, 1, 2], [1, 2, 3]]),
+                 y=torch.tensor([0, -1, 1, 0]))
+    with pytest.raises(UsageError, match="negative label -1"):
+        validate_graph(given)
+    given.partly_labelled = True
+    assert validate_graph(given).partly_labelled
+    given.train_mask, given.val_mask = torch.tensor([1, 1, 0, 0]), torch.tensor([0, 0, 1, 0])
+    given.test_mask = torch.tensor([0, 0, 0, 1])
+    with pytest.raises(UsageError, match="a split mask holds a node without a label"):
+        validate_graph(given)

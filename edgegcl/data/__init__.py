@@ -5,7 +5,8 @@ so the rest of edgegcl relies on one shape contract: ``x`` float32 ``[N, F]``, `
 int64 ``[2, E]`` with indices in ``[0, N)``, ``y`` int64 ``[N]`` or ``None``, and a ``name``
 string used in messages and run records. Anything wrong with what the user handed us becomes a
 one-line ``UsageError``. Modules: ``datasets`` (by name: PyG benchmarks, synthetic, files),
-``synthetic``, ``files``, ``validation``, ``sampling`` (neighbour-sampled mini-batches).
+``synthetic``, ``files``, ``validation``, ``columns`` (what x's columns are, matched by
+name), ``sampling`` (neighbour-sampled mini-batches).
 """
 
 import importlib

@@ -20,13 +20,14 @@ from edgegcl.data.validation import (LINK_PAIRS, SPLIT_MASKS, checked_labels, sp
                                      validate_graph)
 from edgegcl.errors import UsageError, first_line
 from edgegcl.progress import say
+from edgegcl_embed.columns import STRUCTURAL
 from edgegcl_embed.errors import InputError, shown
 from edgegcl.memory import memory_limit
 from edgegcl_embed.files import open_regular
 from edgegcl_embed.folder import check_arrays
 from edgegcl_embed.graph import (benchmark_edges, both_ways, check_file, open_npz,
                                  reads_both_ways, signed_indices)
-from edgegcl_embed.tables import STRUCTURAL_FEATURES, TABLE_SUFFIXES, read_tables
+from edgegcl_embed.tables import STRUCTURAL_FEATURES, TABLE_SUFFIXES, UNLABELLED, read_tables
 
 
 # The classes a pickled homogeneous ``Data`` references; nothing else may be unpickled.
@@ -99,14 +100,16 @@ def read_as(data: Data, both: bool) -> Data:
 def _load_tables(path: Path, node_table: Path | None, edges: str) -> Data:
     """An edge list and its node table (edgegcl_embed.tables, the runtime's own reading)."""
     g = read_tables(path, node_table, edges)
-    if g.structural:
+    if g.feature_columns.kind == STRUCTURAL:
         say(f"{path.name}: no feature columns, so each node's features are its structural ones "
             f"({', '.join(STRUCTURAL_FEATURES)})")
     data = Data(x=torch.from_numpy(g.x), edge_index=torch.from_numpy(g.edge_index),
                 **({} if g.y is None else {"y": torch.from_numpy(g.y)}))
     data.ids = g.ids
     data.edge_reading = EDGES_BOTH_WAYS if reads_both_ways(edges, True) else EDGES_AS_STORED
-    data.structural = g.structural
+    data.feature_columns = g.feature_columns
+    if g.y is not None and (g.y == UNLABELLED).any():  # empty label cells: in no split
+        data.partly_labelled = True
     return data
 
 
@@ -256,7 +259,7 @@ def mapped_npz(path: Path) -> Data | None:
                      for key, value in small.items()})
     y = checked_labels(holder, name, x.shape[0])
     data = Data(x=torch.from_numpy(x), edge_index=torch.from_numpy(edges), y=y, name=name,
-                **split_masks(holder, x.shape[0], y is not None, name))
+                **split_masks(holder, x.shape[0], y, name))
     data.num_nodes = x.shape[0]
     return data
 

@@ -20,9 +20,11 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
+from edgegcl.data.columns import feature_columns
 from edgegcl.data.validation import SPLIT_MASKS, checked_labels, split_masks
 from edgegcl.errors import UsageError
 from edgegcl.progress import say
+from edgegcl_embed.columns import STRUCTURAL
 from edgegcl_embed.progress import Progress
 from edgegcl_embed.errors import InputError
 from edgegcl_embed.folder import (MappedRows, chunk_ranges, finish_folder, is_graph_folder,
@@ -89,14 +91,17 @@ def open_folder(path: str | Path) -> Data:
     n, name = found.num_nodes, found.path.name or str(found.path)
     holder = Data(**{key: torch.from_numpy(value) for key, value in found.labels.items()})
     try:
-        y = checked_labels(holder, name, n)
-        masks = split_masks(holder, n, y is not None, name)
+        y = checked_labels(holder, name, n, found.unlabelled)
+        masks = split_masks(holder, n, y, name)
     except UsageError as exc:
         raise UsageError(f"graph folder {found.path}: "
                          f"{str(exc).removeprefix(name + ': ')}") from None
     data = Data(x=torch.from_numpy(found.x), edge_index=torch.from_numpy(found.edge_index), y=y,
                 name=name, **masks)
     data.num_nodes = n
+    data.feature_columns = found.feature_columns
+    if found.unlabelled and y is not None and bool((y < 0).any()):
+        data.partly_labelled = True
     index = FolderIndex(*(torch.from_numpy(a) for a in (
         found.index.in_ptr, found.index.in_src, found.index.in_eid, found.index.out_ptr,
         found.index.out_dst)))
@@ -130,13 +135,13 @@ def write_table_folder(edges: str | Path, out: str | Path, *,
 
     def write(tmp: Path) -> None:
         try:
-            structural = write_edge_table(edges, tmp, node_table, half=half, progress=progress,
-                                          both=reads_both_ways(reading, True))
+            columns = write_edge_table(edges, tmp, node_table, half=half, progress=progress,
+                                       both=reads_both_ways(reading, True))
         except InputError as exc:
             raise UsageError(str(exc)) from None
         finally:
             line.close()
-        if structural:
+        if columns.kind == STRUCTURAL:
             say(f"{Path(edges).name}: no feature columns, so each node's features are its "
                 f"structural ones ({', '.join(STRUCTURAL_FEATURES)})")
     return _new_folder(out, write)
@@ -188,4 +193,4 @@ def _write_arrays(data: Data, tmp: Path, half: bool, progress: Callable[[str], N
         if value is not None:
             np.save(tmp / f"{key}.npy", value.numpy())
     progress("the sampler's index")
-    finish_folder(tmp, n)
+    finish_folder(tmp, n, feature_columns(data), getattr(data, "partly_labelled", False) is True)

@@ -1,6 +1,7 @@
 """What identifies the graph a run trained on, kept in its directory as ``graph.json``: where
-it came from (a named dataset, a graph file, or a graph given in Python), its size, and two
-SHA-256s of its content: of what the model reads (``inputs_sha256``: x as float32, edge_index
+it came from (a named dataset, a graph file, or a graph given in Python), its size, what its
+feature columns are (``feature_columns``: a node table's by name and width, the structural
+features, or a matrix; edgegcl_embed.columns), and two SHA-256s of its content: of what the model reads (``inputs_sha256``: x as float32, edge_index
 as int64) and of what judges it (``labels_sha256``: y and the split masks). Whatever later
 reads the run's training graph again rebuilds it only from the user's own arguments and
 refuses, in one line that says which part differs, a graph that is not this one, or a graph
@@ -22,17 +23,19 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from edgegcl import runfiles
+from edgegcl.data.columns import feature_columns
 from edgegcl.data.files import EDGE_READS, edge_reading
 from edgegcl.errors import Asking, UsageError
 from edgegcl.jsonfile import read_record
+from edgegcl_embed.columns import MAX_RECORD_FILE_BYTES, FeatureColumns
 from edgegcl_embed.errors import shown
 from edgegcl_embed.files import replacing
 
 """The file in a run directory that identifies its training graph."""
 PYTHON = "a graph given in Python"
 """The source of a graph handed to ``edgegcl.train`` / ``train_seeds`` as a ``Data``."""
-IDENTITY_LIMIT = 1 << 16
-"""The most bytes a graph.json is read for."""
+IDENTITY_LIMIT = (1 << 16) + MAX_RECORD_FILE_BYTES
+"""The most bytes a graph.json is read for: its keys and its feature columns' record."""
 _CHUNK = 1 << 24
 """Bytes of a tensor hashed at a time (a view of its storage, never a copy of all of it)."""
 
@@ -94,6 +97,7 @@ def identity(data: Data, source: str, config: str = "") -> dict[str, Any]:
     run."""
     return {"source": source, "nodes": int(data.num_nodes), "edges": int(data.edge_index.size(1)),
             "read": edge_reading(data), "features": int(data.x.size(1)),
+            "feature_columns": json.loads(feature_columns(data).to_text()),
             "inputs_sha256": inputs_hash(data), "labels_sha256": labels_hash(data),
             "config_sha256": config}
 
@@ -116,12 +120,26 @@ def read_identity(run_dir: Path) -> dict[str, Any] | None:
     if record is None and not path.exists():
         return None
     keys = {"source": str, "nodes": int, "edges": int, "read": str, "features": int,
-            "inputs_sha256": str, "labels_sha256": str, "config_sha256": str}
+            "feature_columns": dict, "inputs_sha256": str, "labels_sha256": str,
+            "config_sha256": str}
     if not (isinstance(record, dict) and set(record) == set(keys)
             and all(type(record[k]) is kind for k, kind in keys.items())
             and record["read"] in EDGE_READS):
         raise UsageError(f"{path} is not a graph record written by edgegcl; {fix}")
+    try:
+        columns = FeatureColumns.from_value(record["feature_columns"])
+    except ValueError as exc:
+        raise UsageError(f"{path} is not a graph record written by edgegcl ({exc}); "
+                         f"{fix}") from None
+    if columns.width not in (None, record["features"]):
+        raise UsageError(f"{path} is not a graph record written by edgegcl (its feature "
+                         f"columns are not its {record['features']} features); {fix}")
     return record
+
+
+def recorded_columns(record: dict[str, Any]) -> FeatureColumns:
+    """The feature columns a record read by ``read_identity`` names (checked there)."""
+    return FeatureColumns.from_value(record["feature_columns"])
 
 
 def differs(record: dict[str, Any], data: Data, labels: bool = True) -> str | None:

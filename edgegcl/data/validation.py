@@ -10,7 +10,9 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from edgegcl.errors import UsageError
+from edgegcl_embed.columns import FeatureColumns
 from edgegcl_embed.folder import MAX_LABELS, SPLIT_MASKS
+from edgegcl_embed.tables import UNLABELLED
 from edgegcl_embed.graph import overflow_bound
 
 FLOAT32_MAX = float(torch.finfo(torch.float32).max)
@@ -28,7 +30,10 @@ def validate_graph(data: Data) -> Data:
     ``y`` (int64 or ``None``), ``name`` and, when the graph carries published splits,
     ``train_mask``, ``val_mask`` and ``test_mask`` (bool ``[S, N]``, one row per split;
     ``published_splits``), and when it carries held-out pairs for the link task,
-    ``LINK_PAIRS`` (``link_pairs``); other attributes are dropped so that downstream code never
+    ``LINK_PAIRS`` (``link_pairs``), what its feature columns are (``feature_columns``:
+    what a table or folder reader recorded), and ``partly_labelled`` where some nodes have no
+    label (``UNLABELLED`` in ``y``: a node table's empty cells; no split holds them); other
+    attributes are dropped so that downstream code never
     depends on dataset-specific fields. Features large enough for
     float32 products to overflow are kept, with a one-line warning on stderr.
     """
@@ -36,14 +41,24 @@ def validate_graph(data: Data) -> Data:
     x = _checked_features(data, name)
     n = x.size(0)
     edge_index = _checked_edges(data, name, n)
-    y = checked_labels(data, name, n)
-    masks = split_masks(data, n, y is not None, name)
+    partial = getattr(data, "partly_labelled", False) is True
+    y = checked_labels(data, name, n, partial)
+    masks = split_masks(data, n, y, name)
+    partial = partial and y is not None and y.dim() == 1 and bool((y == UNLABELLED).any())
     pairs = link_pairs(data, edge_index, n, name)
+    # what x's columns are (a table's by name, structural ones): the run records it, and a
+    # task that holds edges out computes structural ones again from the edges it trains on
+    # (edgegcl.training.linkprober)
+    columns = getattr(data, "feature_columns", None)
+    kept: dict[str, object] = {"partly_labelled": True} if partial else {}
+    if isinstance(columns, FeatureColumns):
+        if columns.width not in (None, x.size(1)):
+            raise UsageError(f"{name}: feature_columns names {columns.width} values per node "
+                             f"but x has {x.size(1)} columns; drop feature_columns or give x "
+                             "its columns")
+        kept["feature_columns"] = columns
     _warn_if_overflowing(x, name)  # last: a graph refused above gets its one line only
-    # structural features (an edge list without feature columns): a task that holds edges
-    # out computes them again from the edges it trains on (edgegcl.training.linkprober)
-    structural = {"structural": True} if getattr(data, "structural", False) is True else {}
-    return Data(x=x, edge_index=edge_index, y=y, name=name, **masks, **pairs, **structural)
+    return Data(x=x, edge_index=edge_index, y=y, name=name, **masks, **pairs, **kept)
 
 
 def _checked_features(data: Data, name: str) -> Tensor:
@@ -96,9 +111,11 @@ def _checked_edges(data: Data, name: str, n: int) -> Tensor:
     return edge_index
 
 
-def checked_labels(data: Data, name: str, n: int) -> Tensor | None:
+def checked_labels(data: Data, name: str, n: int, partial: bool = False) -> Tensor | None:
     """``y`` as int64 class ids [n] (0, 1, 2, ..., fewer classes than nodes) or an [n, C] 0 / 1
-    multi-label target, or None (one line otherwise)."""
+    multi-label target, or None (one line otherwise). ``partial``: the graph says that some
+    nodes have no label (``partly_labelled``, a node table's empty label cells), each marked
+    ``UNLABELLED``; a negative label is refused otherwise."""
     y = _tensor_attr(data, "y", name)
     if y is not None and y.dim() == 2 and y.size(0) == n:
         y = _multilabel(y, name)
@@ -112,8 +129,11 @@ def checked_labels(data: Data, name: str, n: int) -> Tensor | None:
         if not _is_integer(y.dtype):
             raise UsageError(f"{name}: y must hold integer class ids but has dtype {y.dtype}; store y as int64")
         y = y.to(torch.int64)
-        if y.numel() > 0 and int(y.min()) < 0:
+        if y.numel() > 0 and int(y.min()) < (UNLABELLED if partial else 0):
             raise UsageError(f"{name}: y holds negative label {int(y.min())}; class ids must be 0, 1, 2, ...")
+        if partial and y.numel() > 0 and int(y.max()) == UNLABELLED:
+            raise UsageError(f"{name}: no node has a label (y = {UNLABELLED} everywhere); give "
+                             "nodes their classes, or drop y to train without labels")
         # the probes size one-hot targets and counts by the number of classes, max(y) + 1:
         # more classes than nodes means a label is an id or a typo, not a class
         if y.numel() > 0 and int(y.max()) >= n:
@@ -140,10 +160,12 @@ def _multilabel(y: torch.Tensor, name: str) -> torch.Tensor:
     return y.to(torch.int64)
 
 
-def split_masks(data: Data, n: int, labelled: bool, name: str) -> dict[str, torch.Tensor]:
+def split_masks(data: Data, n: int, y: Tensor | None, name: str) -> dict[str, torch.Tensor]:
     """The graph's split masks as bool ``[S, N]`` each, or ``{}`` when it carries none (or not
     all three: a warning line); one UsageError line for masks that cannot be a split (a
-    shape, values other than 0 / 1, overlapping or empty sets, no labels to evaluate on)."""
+    shape, values other than 0 / 1, overlapping or empty sets, no labels ``y`` to evaluate
+    on, a node without a label in a set)."""
+    labelled = y is not None
     given = {key: _tensor_attr(data, key, name) for key in SPLIT_MASKS}
     present = [key for key, mask in given.items() if mask is not None]
     if not present:
@@ -196,6 +218,10 @@ def split_masks(data: Data, n: int, labelled: bool, name: str) -> dict[str, torc
         if empty.numel():
             raise UsageError(f"{name}: split {int(empty[0, 0])}'s {key} selects no node; every "
                              "set of a split needs at least one")
+    if y is not None and y.dim() == 1 and any(bool((m & (y == UNLABELLED)).any())
+                                              for m in rows.values()):
+        raise UsageError(f"{name}: a split mask holds a node without a label (y = "
+                         f"{UNLABELLED}); leave such nodes out of the masks")
     return rows
 
 

@@ -152,20 +152,25 @@ def majority_rate(y: Tensor) -> float:
 
 def labels_line(y: Tensor, metric: str) -> str:
     """What the labels are and which validation figure chooses, in one line (a refusal of a
-    metric they cannot have is a UsageError).
+    metric they cannot have is a UsageError); class ids of -1 are nodes without a label,
+    counted apart.
 
     Example:
         >>> labels_line(torch.tensor([0, 1, 1, 1]), "auto")
         'labels: binary, 75.0 % positive; checkpoints and the encoder chosen on validation ROC-AUC (--metric)'
     """
-    kind = label_kind(y)
+    given = y if y.dim() != 1 else y[y >= 0]  # class ids of -1: nodes without a label
+    kind = label_kind(given)
     chosen = metric_name(resolve_metric(metric, kind))
     if kind == "binary":
-        what = f"binary, {100.0 * float(y.double().mean()):.1f} % positive"
+        what = f"binary, {100.0 * float(given.double().mean()):.1f} % positive"
     elif kind == "multiclass":
-        what = f"{int(y.max()) + 1} classes"
+        what = f"{int(given.max()) + 1} classes"
     else:
         what = f"{y.shape[1]} labels per node (multi-label)"
+    if given.size(0) < y.size(0):
+        what += (f", on {given.size(0)} of {y.size(0)} nodes (the {y.size(0) - given.size(0)} "
+                 "without a label are in no split)")
     return f"labels: {what}; checkpoints and the encoder chosen on validation {chosen} (--metric)"
 
 

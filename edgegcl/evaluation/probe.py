@@ -92,6 +92,31 @@ def random_split(num_nodes: int, seed: int, train: float = 0.1, val: float = 0.1
     )
 
 
+def labelled_nodes(y: Tensor) -> Tensor | None:
+    """The nodes that have a label, where some have none (class ids of -1: a node table's
+    empty label cells, edgegcl.data.validation's ``partly_labelled``); None when every node
+    has one (a multi-label target always does)."""
+    if y.dim() != 1 or y.numel() == 0 or int(y.min()) >= 0:
+        return None
+    return (y >= 0).nonzero().flatten()
+
+
+def labelled_split(y: Tensor, seed: int) -> Split:
+    """``random_split`` of the nodes that have a label (``labelled_nodes``): a node without
+    one is in no set, so that no probe trains, validates or tests on it.
+
+    Example:
+        >>> s = labelled_split(torch.tensor([0, -1, 1, 0, -1, 1, 0, 1, 1, 0]), seed=0)
+        >>> sorted(torch.cat([s.train, s.val, s.test]).tolist())
+        [0, 2, 3, 5, 6, 7, 8, 9]
+    """
+    ids = labelled_nodes(y)
+    if ids is None:
+        return random_split(y.size(0), seed)
+    split = random_split(ids.numel(), seed)
+    return Split(ids[split.train], ids[split.val], ids[split.test])
+
+
 def published_split(data: Any, index: int) -> tuple[int, Split] | None:
     """Published split ``index`` of a graph that carries split masks (``train_mask``,
     ``val_mask``, ``test_mask``, bool ``[S, N]``; edgegcl.data.validation), taken modulo their

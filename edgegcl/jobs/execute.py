@@ -24,7 +24,8 @@ from edgegcl.contrast.reach import pace_line
 from edgegcl.budget.profiles import DeviceProfile
 from edgegcl.data.files import edge_reading
 from edgegcl.data.folder import is_graph_folder
-from edgegcl.data.identity import check_identity
+from edgegcl.data.columns import conform
+from edgegcl.data.identity import check_identity, read_identity, recorded_columns
 from edgegcl.errors import RankLost, Stopped, UsageError
 from edgegcl.evaluation.authors import AUTHORS_LABEL
 from edgegcl.evaluation.metrics import metric_name
@@ -109,9 +110,14 @@ def _prepare(plan: Plan, graph: Data | None, hold: ExitStack) -> _Prepared:
     run_dir = plan.resume if plan.resume is not None else on_main(
         world, partial(_new_run_dir, hold, cfg, starts))
     if plan.resume is not None:  # the run continues on its own graph, or not at all
+        record = read_identity(plan.resume)
+        if record is not None:  # a node table's columns, by name (every rank reads it)
+            data = conform(data, recorded_columns(record))
+            s = replace(s, data=data)
         on_main(world, lambda: check_identity(
             run_dir, data, "--resume", "give the run the graph it trained on (the same "
-            "--dataset file or graph= as then), or start a new run", config=config_hash(cfg)))
+            "--dataset file or graph= as then), or start a new run", record,
+            config=config_hash(cfg)))
     threads = choose_threads(s, main)
     cal = None
     if plan.auto_budget:  # measured on rank 0's device, its choice used by every rank

@@ -88,6 +88,7 @@ def export(out: str | Path, *, run: str | Path | None = None,
                          f"writes), got {str(quantize)[:40]!r}")
     # torch and onnx load here, once the arguments are checked: `edgegcl export --help` and
     # its refusals answer without them (tests/test_cli_startup.py)
+    from edgegcl.data.columns import conform
     from edgegcl.data.identity import (PYTHON, check_identity, differs,
                                        read_identity)
     from edgegcl.onnx.export import ExportPlan, export_checkpoint, training_graph
@@ -120,6 +121,7 @@ def export(out: str | Path, *, run: str | Path | None = None,
         if not python:
             raise
         raise asked from None  # its configuration does not rebuild it
+    data = conform(data, ckpt.feature_columns)  # a node table's columns, by name
     if python and differs(record, data, labels=False) is not None:  # type: ignore[arg-type]
         raise asked
     if run_dir is not None:  # the check against torch runs on the training graph, or not at all

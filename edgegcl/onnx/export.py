@@ -133,7 +133,8 @@ def export_encoder(ckpt: Checkpoint, path: Path, opset: int = DEFAULT_OPSET) -> 
                          num_layers=module.num_layers, activation=ckpt.config.model.activation,
                          feature_preprocessing=FEATURE_PREPROCESSING,
                          config_sha256=config_digest(ckpt.config), dataset=ckpt.config.data.dataset,
-                         precision="fp32", quantization="none", encoder=encoder)
+                         precision="fp32", quantization="none", encoder=encoder,
+                         features=ckpt.feature_columns.to_text())
     write_metadata(model, meta)
     onnx.checker.check_model(model, full_check=True)
     onnx.save(model, str(path))
@@ -316,7 +317,8 @@ def _reuse(path: Path, ckpt: Checkpoint, data: Data) -> str:
     if meta.precision != "fp32":
         raise refused(f"{path} exists and is an edgegcl {meta.precision} model, not an fp32 "
                       "export")
-    if meta.config_sha256 != config_digest(ckpt.config) or meta.in_dim != ckpt.in_dim:
+    if meta.config_sha256 != config_digest(ckpt.config) or meta.in_dim != ckpt.in_dim or \
+            meta.feature_columns != ckpt.feature_columns:
         raise refused(f"{path} exists and was exported from another training "
                       f"configuration (config_sha256 {meta.config_sha256[:12]}...)")
     try:

@@ -2,7 +2,10 @@
 
 A checkpoint holds only tensors and plain Python values, so it loads with
 ``torch.load(weights_only=True)``: opening one never executes pickled code. It names its
-configuration's hash (edgegcl.training.state.config_hash), as the run's seed files do.
+configuration's hash (edgegcl.training.state.config_hash), as the run's seed files do, and
+what its input features are (edgegcl_embed.columns: a node table's columns by name and width,
+the structural features, or a matrix without names), so that a graph fed to it later is
+matched by column name.
 """
 
 from __future__ import annotations
@@ -23,21 +26,29 @@ from edgegcl.nn.config import AUTO
 from edgegcl.nn.family import build_encoder
 from edgegcl.training.state import config_hash, load_tensors, save_atomic
 from edgegcl.trust import check_named
+from edgegcl_embed.columns import MATRIX, FeatureColumns
 
-FORMAT = "edgegcl-checkpoint-1"
+FORMAT = "edgegcl-checkpoint-2"
 
 
 def save_checkpoint(path: Path, encoder_state: dict[str, Tensor], cfg: TrainConfig, in_dim: int,
                     seed: int, epoch: int,
-                    decoder_state: dict[str, Tensor] | None = None) -> None:
+                    decoder_state: dict[str, Tensor] | None = None,
+                    feature_columns: FeatureColumns = FeatureColumns(MATRIX)) -> None:
     """Write encoder weights + config (+ provenance) to ``path`` (atomically), with the link
-    decoder an edge-objective link run chose (``decoder_state``). ``cfg`` names the encoder
-    trained (``auto`` is resolved first: ``TrainConfig.with_encoder``)."""
+    decoder an edge-objective link run chose (``decoder_state``) and what its ``in_dim``
+    input features are (``feature_columns``: edgegcl.data.columns.feature_columns of the
+    training graph). ``cfg`` names the encoder trained (``auto`` is resolved first:
+    ``TrainConfig.with_encoder``)."""
+    if feature_columns.width not in (None, in_dim):
+        raise ValueError(f"feature_columns name {feature_columns.width} values per node, "
+                         f"not in_dim {in_dim}")
     if cfg.model.encoder == AUTO:
         raise ValueError("a checkpoint records the encoder trained, not 'auto': save it with "
                          "cfg.with_encoder(name)")
     save_atomic({"format": FORMAT, "edgegcl_version": __version__, "config": cfg.to_dict(),
-                "config_hash": config_hash(cfg), "in_dim": in_dim, "seed": seed, "epoch": epoch,
+                "config_hash": config_hash(cfg), "in_dim": in_dim,
+                "features": feature_columns.to_text(), "seed": seed, "epoch": epoch,
                 "encoder": {k: v.detach().cpu() for k, v in encoder_state.items()},
                 "decoder": None if decoder_state is None else {
                     k: v.detach().cpu() for k, v in decoder_state.items()}}, Path(path))
@@ -75,6 +86,8 @@ class Checkpoint:
     decoder: LinkDecoder | None = None
     """The link decoder (eval mode) an edge-objective link run trained: scores a pair from
     its two embeddings, ``decoder(z_u, z_v)``; None for other runs."""
+    feature_columns: FeatureColumns = FeatureColumns(MATRIX)
+    """What the ``in_dim`` input features are (edgegcl_embed.columns)."""
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:
@@ -93,7 +106,6 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
                          "pass a checkpoint.pt written by edgegcl train")
     try:
         values = {k: v for k, v in raw["config"].items() if k in FIELDS}
-        values.setdefault("encoder", "gcn")  # written before the encoders had names
         if values["encoder"] == AUTO:
             raise UsageError(f"{p} names the encoder 'auto', not the encoder a seed chose; "
                              "pass a checkpoint.pt written by edgegcl train")
@@ -104,6 +116,11 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         in_dim = raw["in_dim"]
         if not isinstance(in_dim, int) or in_dim < 1:
             raise ValueError(f"in_dim {in_dim!r}")
+        if not isinstance(raw["features"], str):
+            raise ValueError("features is not a feature record")
+        columns = FeatureColumns.from_text(raw["features"])
+        if columns.width not in (None, in_dim):
+            raise ValueError(f"its feature columns are {columns.width} wide, not in_dim {in_dim}")
         name = cfg.model.built_in
         if name is not None:  # shapes first: nothing allocated that the file does not hold
             with torch.device("meta"):
@@ -131,7 +148,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     encoder.load_state_dict(weights)
     encoder.eval()
     decoder = _decoder(p, raw.get("decoder"), cfg, encoder, in_dim)
-    return Checkpoint(encoder, cfg, raw["in_dim"], seed, epoch, decoder)
+    return Checkpoint(encoder, cfg, raw["in_dim"], seed, epoch, decoder, columns)
 
 
 def _decoder(path: Path, weights: Any, cfg: TrainConfig, encoder: nn.Module,

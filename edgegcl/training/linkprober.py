@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 from torch_geometric.data import Data
 
+from edgegcl.data.columns import feature_columns
 from edgegcl.data.validation import LINK_PAIRS, brings_link_pairs
 from edgegcl.evaluation.links import LinkScores, LinkSplit, adamic_adar, link_scores, link_split
 from edgegcl.evaluation.metrics import standard_error
@@ -27,6 +28,7 @@ from edgegcl.evaluation.probe import Selection
 from edgegcl.errors import UsageError
 from edgegcl.training.prober import Baselines
 from edgegcl.training.task import metric_problem
+from edgegcl_embed.columns import STRUCTURAL
 from edgegcl_embed.tables import structural_features
 
 __all__ = ["LinkProber", "resolve_link_metric", "training_graph"]
@@ -49,7 +51,7 @@ def training_graph(data: Data, split: LinkSplit) -> Data:
     edges too, so that no held-out edge reaches any input of the run."""
     edge_index = split.train_edge_index()
     x = data.x
-    if getattr(data, "structural", False):
+    if feature_columns(data).kind == STRUCTURAL:
         x = torch.from_numpy(structural_features(edge_index.numpy(), data.num_nodes))
     return Data(x=x, edge_index=edge_index, name=getattr(data, "name", None))
 

@@ -73,15 +73,19 @@ class NodeTask(Task):
         if not self.labelled(data):
             return None
         # torch-side (edgegcl.training.task)
-        from edgegcl.evaluation.probe import linear_probe, random_split
-        scores = linear_probe(z, data.y, random_split(data.num_nodes, seed), seed=seed,
-                              metric=metric)
+        from edgegcl.evaluation.probe import labelled_split, linear_probe
+        scores = linear_probe(z, data.y, labelled_split(data.y, seed), seed=seed, metric=metric)
         return scores.metric, scores.test_score
 
     def labelled(self, data: Data) -> bool:
         """Labels on at least MIN_LABELLED_NODES nodes (one each to train, validate, test)."""
-        from edgegcl.training.prober import MIN_LABELLED_NODES  # torch-side (as above)
-        return getattr(data, "y", None) is not None and data.num_nodes >= MIN_LABELLED_NODES
+        from edgegcl.evaluation.probe import labelled_nodes  # torch-side (as above)
+        from edgegcl.training.prober import MIN_LABELLED_NODES
+        y = getattr(data, "y", None)
+        if y is None:
+            return False
+        ids = labelled_nodes(y)
+        return (data.num_nodes if ids is None else ids.numel()) >= MIN_LABELLED_NODES
 
     def clear_choice(self, data: Data, candidates: Sequence[str], seed: int
                      ) -> EncoderChoice | None:
@@ -93,13 +97,13 @@ class NodeTask(Task):
         import torch
 
         from edgegcl.data.homophily import adjusted_homophily
-        from edgegcl.evaluation.probe import random_split
+        from edgegcl.evaluation.probe import labelled_split
         from edgegcl.training.results import HOMOPHILY_THRESHOLD, EncoderChoice
         y = data.y
         if (y.dim() != 1 or y.dtype.is_floating_point
                 or candidates[0] != "gcn"):
             return None
-        split = random_split(data.num_nodes, seed)
+        split = labelled_split(y, seed)
         found = adjusted_homophily(y, data.edge_index, torch.cat([split.train, split.val]))
         if found is None or found.value - 2 * found.standard_error < HOMOPHILY_THRESHOLD:
             return None

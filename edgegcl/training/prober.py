@@ -28,9 +28,10 @@ from edgegcl.evaluation.probe import (
     Selection,
     checkpoint_probe_split,
     Split,
+    labelled_nodes,
+    labelled_split,
     linear_probe,
     published_split,
-    random_split,
     select_checkpoint,
 )
 from edgegcl.scratch import Scratch, mapped_scratch
@@ -153,7 +154,10 @@ class Prober:
     def __init__(self, data: Data, seed: int, device: torch.device, protocol: str,
                  metric: str = "auto", scratch: Path | None = None) -> None:
         self.y = getattr(data, "y", None)
-        if data.num_nodes < MIN_LABELLED_NODES:  # no train, validation and test nodes to probe
+        # the nodes with a label, where a node table left some without one (in no split)
+        self.labelled = None if self.y is None else labelled_nodes(self.y)
+        if (data.num_nodes if self.labelled is None else self.labelled.numel()) < \
+                MIN_LABELLED_NODES:  # no train, validation and test nodes to probe
             self.y = None
         self.seed, self.device, self.protocol = seed, device, protocol
         # a graph on disk: all-node layers and the probes' training rows in files there
@@ -165,7 +169,7 @@ class Prober:
         if self.y is not None and label_kind(self.y) == "multilabel":
             self.protocol = "honest"  # the authors' protocol is single-label micro-F1
         self.features = data.x  # the raw features' baseline is probed on the same splits
-        self.split = random_split(data.num_nodes, seed) if self.y is not None else None
+        self.split = labelled_split(self.y, seed) if self.y is not None else None
         self.track = None if self.split is None else _Track(self.split, True, self.scratch,
                                                                 self.rows)
         self.probe_split = None if self.track is None else self.track.probe_split
@@ -223,7 +227,9 @@ class Prober:
                                                    seed=self.seed, metric=self.metric,
                                                    scratch=self.rows), model)
         if self.protocol == "both":
-            self.authors.append((epoch, authors_probe(embeddings, self.y, self.authors_stream)))
+            z, labels = ((embeddings, self.y) if self.labelled is None else  # labelled nodes
+                         (embeddings[self.labelled.to(embeddings.device)], self.y[self.labelled]))
+            self.authors.append((epoch, authors_probe(z, labels, self.authors_stream)))
             row["authors_test_micro_f1"] = self.authors[-1][1].test_micro
         del embeddings
         if self.track.add(epoch, scores, model):

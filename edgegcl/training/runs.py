@@ -28,6 +28,7 @@ from torch_geometric.data import Data
 
 from edgegcl import runfiles
 from edgegcl.data import load_recorded
+from edgegcl.data.columns import conform
 from edgegcl.data.identity import PYTHON, check_identity, differs, read_identity
 from edgegcl.data.validation import validate_graph
 from edgegcl.errors import UsageError, first_line
@@ -38,6 +39,7 @@ from edgegcl.training.checkpoint import load_checkpoint
 from edgegcl.training.config import TrainConfig
 from edgegcl.training.placement import on_disk
 from edgegcl.trust import allow_encoder
+from edgegcl_embed.columns import FeatureColumns
 from edgegcl_embed.files import read_regular, refuse_planted_links
 
 METRICS_LIMIT = 64 << 20
@@ -47,8 +49,9 @@ METRICS_LIMIT = 64 << 20
 @dataclass(frozen=True)
 class Run:
     """A run directory's results: ``config``, ``encoder`` (eval mode, CPU), ``in_dim`` (the
-    features it takes), ``seed`` and ``epoch`` of the checkpoint kept, and ``metrics`` (None
-    while the run has not finished).
+    features it takes) and what they are (``feature_columns``: a node table's columns by
+    name, structural features, or a matrix; edgegcl_embed.columns), ``seed`` and ``epoch`` of
+    the checkpoint kept, and ``metrics`` (None while the run has not finished).
 
     Example:
         >>> run = load_run("runs/Cora-20261127-120000")  # doctest: +SKIP
@@ -63,18 +66,21 @@ class Run:
     seed: int
     epoch: int
     metrics: dict[str, Any] | None
+    feature_columns: FeatureColumns
 
     def graph(self, graph: Data | str | Path | None = None, *,
               root: str | Path | None = None, node_table: str | Path | None = None) -> Data:
         """``graph`` as a validated ``Data`` (a dataset name or graph file is loaded, under
         ``root`` when given), or the training graph rebuilt from the config when None. The
         run's files never choose a path: a graph file or dataset root they record is used
-        only when passed here (edgegcl.data.datasets.check_recorded_paths). Rebuilt, it must
+        only when passed here (edgegcl.data.datasets.check_recorded_paths). Its features are
+        matched to the model's by column name (edgegcl.data.columns.conform: a node table's
+        columns reordered, other columns one line). Rebuilt, it must
         be the graph the run trained on (RUN_DIR/graph.json, edgegcl.data.identity): a run
         trained on a graph given in Python, or one whose file has changed since, is one
         UsageError line asking for the graph."""
         if isinstance(graph, Data):
-            return validate_graph(graph)
+            return conform(validate_graph(graph), self.feature_columns)
         record = read_identity(self.path) if graph is None else None
         python = record is not None and record["source"] == PYTHON
         asked = (f"{self.path} trained on {PYTHON}" if graph is not None or record is not None
@@ -91,6 +97,7 @@ class Run:
             if not python:
                 raise
             raise UsageError(asked) from None  # its configuration does not rebuild it
+        found = conform(found, self.feature_columns)
         if record is not None:
             if python and differs(record, found, labels=False) is not None:
                 raise UsageError(asked)
@@ -175,4 +182,4 @@ def load_run(path: str | Path, encoder: str | None = None) -> Run:
         if not isinstance(metrics, dict):
             raise UsageError(f"{run_dir / runfiles.METRICS} is not edgegcl's metrics; {fix}")
     return Run(run_dir, ckpt.config, ckpt.encoder.eval(), ckpt.in_dim, ckpt.seed, ckpt.epoch,
-               metrics)
+               metrics, ckpt.feature_columns)

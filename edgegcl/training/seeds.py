@@ -35,6 +35,7 @@ from edgegcl.training.results import (EncoderChoice, SeedResult, result_to_dict,
                                       summarise)
 from edgegcl.training.resume import finished_seed, saved_encoder
 from edgegcl.training.seed import SeedTraining, saved_state
+from edgegcl.data.columns import feature_columns
 from edgegcl.data.identity import PYTHON, write_identity
 from edgegcl.training.placement import resolve_mode
 from edgegcl.training.state import (config_hash, guard_writes, save_atomic,
@@ -191,7 +192,7 @@ def train_planned(cfg: TrainConfig, data: Data, run_dir: Path, device: torch.dev
             continue
         save_checkpoint(seed_dir / runfiles.CHECKPOINT, result.encoder_state,
                         _trained(result, cfg, seed_dir), data.x.size(1), seed,
-                        result.selected_epoch, result.decoder_state)
+                        result.selected_epoch, result.decoder_state, feature_columns(data))
         save_atomic({**result_to_dict(result), "config_hash": config_hash(cfg)},
                     seed_dir / runfiles.RESULT)
         (seed_dir / runfiles.SEARCH).unlink(missing_ok=True)  # the choice is in the result now
@@ -213,7 +214,7 @@ def _run_metrics(results: list[SeedResult], cfg: TrainConfig, data: Data, run_di
     best = max(results, key=lambda r: _chosen_value(r))
     save_checkpoint(run_dir / runfiles.CHECKPOINT, best.encoder_state,
                     _trained(best, cfg, runfiles.seed_dir(run_dir, best.seed)), data.x.size(1),
-                    best.seed, best.selected_epoch, best.decoder_state)
+                    best.seed, best.selected_epoch, best.decoder_state, feature_columns(data))
     return {
         "edgegcl_version": __version__,
         "dataset": getattr(data, "name", cfg.data.dataset),
