@@ -29,6 +29,8 @@ from edgegcl.training.config import TrainConfig
     ({"out": b"runs/x"}, "out must be a path (str or pathlib.Path), not bytes"),
     ({"out": "runs/a\0b"}, "without NUL bytes"),
     ({"resume": 3}, "resume must be a path"),
+    ({"out": "runs/a", "settings": {"out": "runs/b"}},
+     "out='runs/a' and settings['out']='runs/b' name two run directories; pass one"),
     ({"config": 3.5}, "config must be a path"),
     ({"auto_budget": "yes"}, "auto_budget must be True or False"),
     ({"profile": "cpu", "target_epoch_s": "1"}, "target_epoch_s must be a number"),

@@ -69,6 +69,9 @@ def train(config: TrainConfig | str | Path | None = None, graph: Data | None = N
     given = settings_argument(settings)
     out, resume = path_argument("out", out), path_argument("resume", resume)
     if out is not None:
+        if "out" in given and str(given["out"]) != str(out):  # two directories: which one?
+            raise UsageError(f"out={str(out)!r} and settings['out']={str(given['out'])!r} name "
+                             "two run directories; pass one")
         given["out"] = str(out)
     hooks = hooks_argument(hooks, Hook)
     stop = stop_argument(stop)
