@@ -722,3 +722,18 @@ def test_nodes_without_a_label_are_in_no_split(tmp_path: Path) -> None:
     given.test_mask = torch.tensor([0, 0, 0, 1])
     with pytest.raises(UsageError, match="a split mask holds a node without a label"):
         validate_graph(given)
+
+
+def test_hits_at_k_with_fewer_than_k_non_edges_is_not_reported(tmp_path: Path) -> None:
+    """Hits@K over fewer than K non-edges counts every edge a hit (100 whatever the scores):
+    such a figure is left out of metrics.json, and the result line says why."""
+    from edgegcl.evaluation.links import pair_figures
+
+    figures = pair_figures(torch.tensor([0.1, 0.2]), torch.rand(30))
+    assert "hits@20" in figures and "hits@50" not in figures and "hits@100" not in figures
+    code, out, err = capture(main, ["train", "--task", "link", "--nodes", "40", "--epochs", "2",
+                                    "--out", str(tmp_path / "run")])
+    assert code == 0, err
+    assert "Hits@50 not measured (fewer than 50 test non-edges)" in out
+    summary = json.loads((tmp_path / "run" / "metrics.json").read_text())["summary"]
+    assert not any(key.endswith(("hits@50", "hits@100")) for key in summary)

@@ -156,11 +156,14 @@ def link_split(edge_index: Tensor, num_nodes: int, seed: int, val: float = 0.05,
 
 
 def pair_figures(positive: Tensor, negative: Tensor) -> dict[str, float]:
-    """AUC, AP and Hits@K of positive against negative pairs' scores, in percent."""
+    """AUC, AP and Hits@K of positive against negative pairs' scores, in percent; Hits@K only
+    where there are K negative pairs at least (with fewer, every positive counts as a hit:
+    100 whatever the scores, a figure that says nothing)."""
     scores = torch.cat([positive, negative])
     labels = torch.cat([torch.ones_like(positive), torch.zeros_like(negative)])
     out = {"auc": roc_auc(scores, labels), "ap": average_precision(scores, labels)}
-    out.update({f"hits@{k}": hits_at_k(positive, negative, k) for k in HITS_K})
+    out.update({f"hits@{k}": hits_at_k(positive, negative, k) for k in HITS_K
+                if negative.numel() >= k})
     return out
 
 

@@ -324,9 +324,11 @@ def summary_lines(metrics: dict[str, Any], run_dir: Path) -> list[tuple[bool, st
                    "splits"))
         if "test_ap" in summary:  # links: the chosen scorer, AP, Hits@50, the heuristic
             scorers = sorted({s.get("scorer", "") for s in metrics["seeds"]} - {""})
+            hits = ("Hits@50 " + _figure(summary["test_hits@50"], seeds)
+                    if "test_hits@50" in summary else
+                    "Hits@50 not measured (fewer than 50 test non-edges)")
             line += (f"; scorer {', '.join(scorers)} (chosen on validation); AP "
-                     f"{_figure(summary['test_ap'], seeds)}, Hits@50 "
-                     f"{_figure(summary['test_hits@50'], seeds)}")
+                     f"{_figure(summary['test_ap'], seeds)}, {hits}")
             if "adamic_adar_test_auc" in summary:
                 line += (f"; Adamic-Adar AUC "
                          f"{_figure(summary['adamic_adar_test_auc'], seeds)}")
