@@ -138,8 +138,7 @@ def _embed(args: argparse.Namespace) -> None:
                  else f"edge list {args.graph}")  # its features: the model's, by column name
         x = session.metadata.feature_columns.conform(read.feature_columns, read.x, where)
         ids, graph = read.ids, list(check_graph(x, read.edge_index, session.metadata.in_dim))
-        del x
-        del read
+        del x, read  # the runtime takes the only references (below)
     else:
         graph = list(check_graph(*load_npz(args.graph, args.edges), session.metadata.in_dim))
     session.kernel = one_shot_kernel(args.kernel, session.sparse_work(*graph))

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from .columns import MATRIX, MAX_RECORD_FILE_BYTES, FeatureColumns
-from .errors import InputError
+from .errors import InputError, shown
 from .graph import overflow_bound
 from .memory import memory_total
 
@@ -241,11 +241,12 @@ class _Reader:
         for key in ("num_nodes", "num_edges"):
             value = meta.get(key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise self.fail(METADATA, f"has {key} {value!r}, not a count", fix)
+                raise self.fail(METADATA, f"has {key} {shown(repr(value), 40)}, not a count", fix)
             out[key] = value
         unlabelled = meta.get("unlabelled", False)
         if not isinstance(unlabelled, bool):
-            raise self.fail(METADATA, f"has unlabelled {unlabelled!r}, not true or false", fix)
+            raise self.fail(METADATA, f"has unlabelled {shown(repr(unlabelled), 40)}, not true "
+                            "or false", fix)
         out["unlabelled"] = unlabelled
         try:
             out["features"] = (FeatureColumns(MATRIX) if "features" not in meta
