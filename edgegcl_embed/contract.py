@@ -54,6 +54,7 @@ from functools import partial
 
 from .columns import FeatureColumns
 from .errors import shown
+from .graph import EDGE_READINGS
 
 INTERFACE = 6
 
@@ -123,7 +124,9 @@ class ModelMetadata:
     the built-in encoder (edgegcl.nn.family); ``features`` what x's columns are (the
     JSON of edgegcl_embed.columns.FeatureColumns: a node table's columns by name and width,
     structural features, or a matrix), so that a table is fed to the model by column name;
-    ``interface`` is the contract version above.
+    ``edges`` how the training run read a graph's edges (its ``--edges``: auto, undirected or
+    directed), so that edgegcl-embed reads them so unless told otherwise; ``interface`` is the
+    contract version above.
     """
 
     version: str
@@ -138,6 +141,7 @@ class ModelMetadata:
     quantization: str
     encoder: str
     features: str
+    edges: str
     interface: int = INTERFACE
 
     @property
@@ -166,6 +170,9 @@ class ModelMetadata:
             except ValueError:
                 raise ValueError(f"{key}={props[key][:40]!r} is not an integer") from None
         meta = cls(**values)  # type: ignore[arg-type]
+        if meta.edges not in EDGE_READINGS:
+            raise ValueError(f"{PREFIX}edges={meta.edges[:40]!r} is not one of "
+                             f"{', '.join(EDGE_READINGS)}")
         width = meta.feature_columns.width  # ValueError naming what does not hold
         if width not in (None, meta.in_dim):
             raise ValueError(f"{PREFIX}features names feature columns {width} values wide, "

@@ -64,11 +64,13 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--node-table", default=None, metavar="NODES.csv",
                    help="with a CSV / TSV / Parquet edge list as --graph: its node table (id, "
                         "feature columns, label), read as edgegcl train reads it")
-    p.add_argument("--edges", choices=EDGE_READINGS, default="auto",
+    p.add_argument("--edges", choices=EDGE_READINGS, default=None,
                    help="how the graph's edges are read, as edgegcl train's --edges: auto (an "
                         "edge table and the heterophilous-graph benchmark's .npz both ways, "
                         "edge_index as stored), undirected (each edge both ways) or directed "
-                        "(as stored, one way); a graph folder's as it was converted")
+                        "(as stored, one way); default: as the model's training run read "
+                        "them (its --edges, recorded in the model); a graph folder's as it "
+                        "was converted")
     p.add_argument("--out", required=True, metavar="EMB.npy",
                    help="where to write the float32 embeddings [num_nodes, out_dim]; for an "
                         "edge list, each row's node id goes to EMB.ids.txt beside it")
@@ -132,15 +134,16 @@ def _embed(args: argparse.Namespace) -> None:
         _wrote(out, shape, session, start)
         return
     ids = None
+    reading = session.metadata.edges if args.edges is None else args.edges  # as trained
     if tables:
-        read = read_tables(args.graph, args.node_table, args.edges)
+        read = read_tables(args.graph, args.node_table, reading)
         where = (f"node table {args.node_table}" if args.node_table is not None
                  else f"edge list {args.graph}")  # its features: the model's, by column name
         x = session.metadata.feature_columns.conform(read.feature_columns, read.x, where)
         ids, graph = read.ids, list(check_graph(x, read.edge_index, session.metadata.in_dim))
         del x, read  # the runtime takes the only references (below)
     else:
-        graph = list(check_graph(*load_npz(args.graph, args.edges), session.metadata.in_dim))
+        graph = list(check_graph(*load_npz(args.graph, reading), session.metadata.in_dim))
     session.kernel = one_shot_kernel(args.kernel, session.sparse_work(*graph))
     shape = (graph[0].shape[0], session.metadata.out_dim)
     start = time.perf_counter()

@@ -128,3 +128,39 @@ def test_the_start_line_and_the_record_say_how_edges_were_read(tmp_path: Path,
                                      f"{EDGES_AS_STORED}")
     assert differs(identity(load_graph(str(path), None, edges="directed"), str(path)) | {
         "source": record["source"]}, load_graph(str(path), None, edges="directed")) is None
+
+
+def test_edgegcl_embed_reads_edges_as_the_model_was_trained(tmp_path: Path,
+                                                            monkeypatch) -> None:
+    """A run trained with --edges directed records it in its model (``edgegcl.edges``), and
+    edgegcl-embed reads an edge list that way unless told otherwise: the embeddings the run
+    gives itself, not those of a graph read both ways."""
+    import edgegcl
+    from edgegcl_embed.embed import main as embed_main
+    from edgegcl_embed.runtime import EncoderSession
+
+    monkeypatch.chdir(tmp_path)
+    path = _write("csv", _graph(), tmp_path / "g")
+    tiny = {"hidden_dim": 8, "out_dim": 8, "proj_dim": 8, "encoder": "gcn", "epochs": 1,
+            "seeds": 1, "eval_every": 1, "dataset": str(path), "edges": "directed"}
+    run = edgegcl.train(settings=tiny, out=tmp_path / "run")
+    assert edgegcl.export(tmp_path / "m.onnx", run=run.path, graph=str(path))
+    assert EncoderSession(tmp_path / "m.onnx").metadata.edges == "directed"
+    expected = run.embed(str(path)).numpy()
+    for flags, same in (([], True), (["--edges", "undirected"], False)):
+        out = tmp_path / f"z{len(flags)}.npy"
+        code, _, err = capture(embed_main, [str(tmp_path / "m.onnx"), "--graph", str(path),
+                                            *flags, "--out", str(out)])
+        assert code == 0, err
+        assert np.allclose(np.load(out), expected, atol=1e-5) is same
+    import onnx
+
+    from edgegcl_embed.errors import InputError
+    model = onnx.load(str(tmp_path / "m.onnx"))
+    for prop in model.metadata_props:
+        if prop.key == "edgegcl.edges":
+            prop.value = "sideways"
+    onnx.save(model, str(tmp_path / "forged.onnx"))
+    with pytest.raises(InputError, match="edgegcl.edges='sideways' is not one of auto, "
+                                         "undirected, directed"):
+        EncoderSession(tmp_path / "forged.onnx")

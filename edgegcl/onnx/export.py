@@ -134,7 +134,7 @@ def export_encoder(ckpt: Checkpoint, path: Path, opset: int = DEFAULT_OPSET) -> 
                          feature_preprocessing=FEATURE_PREPROCESSING,
                          config_sha256=config_digest(ckpt.config), dataset=ckpt.config.data.dataset,
                          precision="fp32", quantization="none", encoder=encoder,
-                         features=ckpt.feature_columns.to_text())
+                         features=ckpt.feature_columns.to_text(), edges=ckpt.config.data.edges)
     write_metadata(model, meta)
     onnx.checker.check_model(model, full_check=True)
     onnx.save(model, str(path))
