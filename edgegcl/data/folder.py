@@ -21,7 +21,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from edgegcl.data.columns import feature_columns
-from edgegcl.data.validation import SPLIT_MASKS, checked_labels, split_masks
+from edgegcl.data.validation import SPLIT_MASKS, checked_labels, partly_labelled, split_masks
 from edgegcl.errors import UsageError
 from edgegcl.progress import say
 from edgegcl_embed.columns import STRUCTURAL
@@ -100,7 +100,7 @@ def open_folder(path: str | Path) -> Data:
                 name=name, **masks)
     data.num_nodes = n
     data.feature_columns = found.feature_columns
-    if found.unlabelled and y is not None and bool((y < 0).any()):
+    if partly_labelled(y, found.unlabelled):
         data.partly_labelled = True
     index = FolderIndex(*(torch.from_numpy(a) for a in (
         found.index.in_ptr, found.index.in_src, found.index.in_eid, found.index.out_ptr,

@@ -44,7 +44,7 @@ def validate_graph(data: Data) -> Data:
     partial = getattr(data, "partly_labelled", False) is True
     y = checked_labels(data, name, n, partial)
     masks = split_masks(data, n, y, name)
-    partial = partial and y is not None and y.dim() == 1 and bool((y == UNLABELLED).any())
+    partial = partly_labelled(y, partial)
     pairs = link_pairs(data, edge_index, n, name)
     # what x's columns are (a table's by name, structural ones): the run records it, and a
     # task that holds edges out computes structural ones again from the edges it trains on
@@ -109,6 +109,12 @@ def _checked_edges(data: Data, name: str, n: int) -> Tensor:
                 f"{name}: edge_index holds node {hi} but the graph has {n} nodes (x has {n} rows); fix the indices or x"
             )
     return edge_index
+
+
+def partly_labelled(y: Tensor | None, declared: bool) -> bool:
+    """Whether a graph that says some nodes have no label (``declared``: a node table's empty
+    cells, a folder's ``unlabelled``) has any: class ids of ``UNLABELLED`` in ``y``."""
+    return declared and y is not None and y.dim() == 1 and bool((y == UNLABELLED).any())
 
 
 def checked_labels(data: Data, name: str, n: int, partial: bool = False) -> Tensor | None:
